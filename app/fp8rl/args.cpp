@@ -1,0 +1,65 @@
+#include "args.hpp"
+
+#include "core/error.hpp"
+
+namespace fp8rl::cli {
+namespace {
+std::string allowed(const std::set<std::string>& a, const std::set<std::string>& b) {
+  std::string s;
+  for (const auto* set : {&a, &b})
+    for (const auto& n : *set) s += (s.empty() ? "--" : ", --") + n;
+  return s.empty() ? "none" : s;
+}
+}  // namespace
+
+Args::Args(const std::vector<std::string>& args, const std::set<std::string>& valued,
+           const std::set<std::string>& flags) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    const auto eq = name.find('=');
+    const bool inline_value = eq != std::string::npos;
+    if (inline_value) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (flags.count(name)) {
+      check(!inline_value, "option --" + name + " takes no value");
+      flags_.insert(name);
+    } else if (valued.count(name)) {
+      if (!inline_value) {
+        check(i + 1 < args.size(), "option --" + name + " needs a value");
+        value = args[++i];
+      }
+      values_[name] = value;
+    } else {
+      throw Error("unknown option --" + name + " (allowed: " + allowed(valued, flags) + ")");
+    }
+  }
+}
+
+std::string Args::get(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+int Args::get_int(const std::string& name, int fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  check(used == it->second.size() && !it->second.empty(),
+        "option --" + name + " needs an integer, got '" + it->second + "'");
+  return v;
+}
+
+}  // namespace fp8rl::cli

@@ -1,0 +1,30 @@
+// A small command-line parser: `--name value`, `--name=value` and `--flag`. Unknown options
+// and missing values are errors naming the option and the allowed ones.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace fp8rl::cli {
+
+class Args {
+ public:
+  // args: the words after the command; valued/flags: the options this command accepts
+  // (without the leading dashes).
+  Args(const std::vector<std::string>& args, const std::set<std::string>& valued,
+       const std::set<std::string>& flags);
+
+  bool flag(const std::string& name) const { return flags_.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& fallback) const;
+  int get_int(const std::string& name, int fallback) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::set<std::string> flags_;
+  std::vector<std::string> positional_;
+};
+
+}  // namespace fp8rl::cli

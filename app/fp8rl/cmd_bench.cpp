@@ -1,0 +1,269 @@
+// fp8rl bench gemm|quant: BF16 vs block-scaled FP8 on every backend present, printed as ratios
+// against the strongest baseline measured in the same run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "backend/backend_registry.hpp"
+#include "commands.hpp"
+#include "core/bf16.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+
+namespace fp8rl::cli {
+namespace {
+
+struct Shape {
+  std::string name;
+  int64_t M, N, K;
+};
+
+// Linear-layer shapes at M tokens. Qwen3-8B: hidden 4096, 32 q heads / 8 kv heads of 128,
+// intermediate 12288. Llama-3.1-8B: intermediate 14336. Qwen3-0.6B: hidden 1024, 16 q / 8 kv
+// heads of 128, intermediate 3072.
+std::vector<Shape> gpu_shapes() {
+  const int64_t M = 8192;
+  return {{"square 8192^3", 8192, 8192, 8192},   {"qwen3-8b q/o", M, 4096, 4096},
+          {"qwen3-8b k/v", M, 1024, 4096},       {"qwen3-8b gate/up", M, 12288, 4096},
+          {"qwen3-8b down", M, 4096, 12288},     {"llama-8b gate/up", M, 14336, 4096},
+          {"llama-8b down", M, 4096, 14336},     {"qwen3-1.7b gate/up", M, 6144, 2048},
+          {"qwen3-1.7b down", M, 2048, 6144}};
+}
+
+std::vector<Shape> cpu_shapes() {
+  return {{"square 1024^3", 1024, 1024, 1024},
+          {"qwen3-0.6b q/o", 512, 2048, 1024},
+          {"qwen3-0.6b gate/up", 512, 3072, 1024},
+          {"qwen3-0.6b down", 512, 1024, 3072}};
+}
+
+std::vector<Shape> parse_shapes(const std::string& spec) {
+  // "M,N,K;M,N,K"
+  std::vector<Shape> out;
+  size_t pos = 0;
+  while (pos < spec.size()) {
+    size_t end = spec.find(';', pos);
+    if (end == std::string::npos) end = spec.size();
+    const std::string one = spec.substr(pos, end - pos);
+    long long m = 0, n = 0, k = 0;
+    char tail = 0;
+    check(std::sscanf(one.c_str(), "%lld,%lld,%lld%c", &m, &n, &k, &tail) == 3 && m > 0 && n > 0 &&
+              k > 0,
+          "--shapes: '" + one + "' is not M,N,K with positive integers");
+    out.push_back({one, m, n, k});
+    pos = end + 1;
+  }
+  return out;
+}
+
+// Median wall time in seconds of fn() (followed by a synchronize), after one warm-up call.
+double time_op(Backend& be, const std::function<void()>& fn, double min_seconds, int min_reps) {
+  fn();
+  be.synchronize();
+  std::vector<double> times;
+  double total = 0;
+  while (static_cast<int>(times.size()) < min_reps || total < min_seconds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    be.synchronize();
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    times.push_back(t);
+    total += t;
+    if (times.size() >= 1000) break;
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Device memory filled from host data.
+Buffer upload_random_bf16(Backend& be, int64_t n, Rng& rng) {
+  std::vector<bf16> h(static_cast<size_t>(n));
+  for (auto& v : h) v = float_to_bf16(static_cast<float>(rng.normal()));
+  Buffer b = be.alloc(h.size() * 2);
+  be.upload(b.data(), h.data(), h.size() * 2);
+  return b;
+}
+
+struct Fp8Buffers {
+  Buffer codes, scales;
+  Fp8Matrix m;
+};
+
+Fp8Buffers alloc_fp8(Backend& be, int64_t rows, int64_t cols, ScaleBlock block) {
+  Fp8Buffers f;
+  f.codes = be.alloc(static_cast<size_t>(rows * cols));
+  f.scales = be.alloc(static_cast<size_t>(scale_count(block, rows, cols)) * 4);
+  f.m = Fp8Matrix{f.codes.as<uint8_t>(), f.scales.as<float>(), rows, cols, block, Fp8Format::e4m3};
+  return f;
+}
+
+std::vector<std::unique_ptr<Backend>> backends_for(const std::string& choice) {
+  std::vector<std::unique_ptr<Backend>> out;
+  if (choice == "all" || choice == "cpu") out.push_back(make_cpu_backend());
+  if (choice == "all") {
+    if (cuda_module_status().usable) {
+      out.push_back(make_backend(BackendChoice::cuda).backend);
+    } else {
+      std::printf("cuda: skipped: %s\n\n", cuda_module_status().why_not().c_str());
+    }
+  } else if (choice != "cpu") {
+    out.push_back(make_backend(parse_backend_choice(choice)).backend);
+  }
+  return out;
+}
+
+double tflops(const Shape& s, double t) { return 2.0 * s.M * s.N * s.K / t / 1e12; }
+
+void bench_gemm(Backend& be, const std::vector<Shape>& shapes, double min_s) {
+  const bool cpu = be.name() == "cpu";
+  std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
+  std::printf("%-20s %6s %6s %6s  %-6s %10s %10s %10s %10s %9s\n", "shape", "M", "N", "K", "gemm",
+              cpu ? "f32 TF/s" : "", "bf16 TF/s", "fp8 TF/s", "fp8 ms", "fp8/best");
+  Rng rng(1234);
+  for (const auto& s : shapes) {
+    // Operands of one linear layer: X [M,K], W [N,K], dY [M,N].
+    Buffer x = upload_random_bf16(be, s.M * s.K, rng), w = upload_random_bf16(be, s.N * s.K, rng),
+           dy = upload_random_bf16(be, s.M * s.N, rng);
+    const Matrix X{x.data(), s.M, s.K, DType::bf16}, W{w.data(), s.N, s.K, DType::bf16},
+        dY{dy.data(), s.M, s.N, DType::bf16};
+    auto xq = alloc_fp8(be, s.M, s.K, ScaleBlock::row1x128);
+    auto xtq = alloc_fp8(be, s.K, s.M, ScaleBlock::row1x128);
+    auto wq = alloc_fp8(be, s.N, s.K, ScaleBlock::tile128x128);
+    auto wtq = alloc_fp8(be, s.K, s.N, ScaleBlock::tile128x128);
+    auto dyq = alloc_fp8(be, s.M, s.N, ScaleBlock::row1x128);
+    auto dytq = alloc_fp8(be, s.N, s.M, ScaleBlock::row1x128);
+    const QuantOptions opt;
+    be.quantize_with_transpose(X, xq.m, xtq.m, opt, nullptr, nullptr);
+    be.quantize(W, wq.m, opt, nullptr);
+    be.transpose_fp8(wq.m, wtq.m);
+    be.quantize_with_transpose(dY, dyq.m, dytq.m, opt, nullptr, nullptr);
+    // Transposed BF16 operands for the BF16 dgrad/wgrad baselines (same TN call form).
+    Buffer wt = upload_random_bf16(be, s.K * s.N, rng), xt = upload_random_bf16(be, s.K * s.M, rng),
+           dyt = upload_random_bf16(be, s.N * s.M, rng);
+    const Matrix Wt{wt.data(), s.K, s.N, DType::bf16}, Xt{xt.data(), s.K, s.M, DType::bf16},
+        dYt{dyt.data(), s.N, s.M, DType::bf16};
+    Buffer y = be.alloc(static_cast<size_t>(s.M * s.N) * 4), dx = be.alloc(s.M * s.K * 4),
+           dw = be.alloc(static_cast<size_t>(s.N * s.K) * 4);
+    // f32 copies for the CPU's FP32 baseline (what the FP8 emulation wraps).
+    struct Op {
+      const char* name;
+      Matrix a, b, c;
+      const Fp8Matrix *qa, *qb;
+      float beta;
+    };
+    const Op ops[] = {
+        {"fprop", X, W, {y.data(), s.M, s.N, DType::bf16}, &xq.m, &wq.m, 0.0f},
+        {"dgrad", dY, Wt, {dx.data(), s.M, s.K, DType::bf16}, &dyq.m, &wtq.m, 0.0f},
+        {"wgrad", dYt, Xt, {dw.data(), s.N, s.K, DType::f32}, &dytq.m, &xtq.m, 1.0f},
+    };
+    for (const auto& op : ops) {
+      const Shape g{s.name, op.c.rows, op.c.cols, op.a.cols};
+      double t_f32 = 0;
+      if (cpu) {
+        std::vector<float> a(static_cast<size_t>(op.a.rows * op.a.cols)),
+            b(static_cast<size_t>(op.b.rows * op.b.cols)),
+            c(static_cast<size_t>(op.c.rows * op.c.cols));
+        const Matrix A{a.data(), op.a.rows, op.a.cols, DType::f32},
+            B{b.data(), op.b.rows, op.b.cols, DType::f32},
+            C{c.data(), op.c.rows, op.c.cols, DType::f32};
+        t_f32 = time_op(be, [&] { be.gemm(A, B, C, 0.0f); }, min_s, 3);
+      }
+      const double t_bf16 = time_op(be, [&] { be.gemm(op.a, op.b, op.c, op.beta); }, min_s, 3);
+      double t_fp8 = 0;
+      if (auto why = be.gemm_fp8_unsupported(*op.qa, *op.qb, op.c)) {
+        std::printf("%-20s %6lld %6lld %6lld  %-6s SKIP: %s\n", s.name.c_str(), (long long)g.M,
+                    (long long)g.N, (long long)g.K, op.name, why->c_str());
+        continue;
+      }
+      t_fp8 = time_op(be, [&] { be.gemm_fp8(*op.qa, *op.qb, op.c, op.beta); }, min_s, 3);
+      const double best = cpu ? std::min(t_f32, t_bf16) : t_bf16;
+      char f32col[16] = "";
+      if (cpu) std::snprintf(f32col, sizeof f32col, "%10.3f", tflops(g, t_f32));
+      std::printf("%-20s %6lld %6lld %6lld  %-6s %10s %10.3f %10.3f %10.3f %8.2fx\n",
+                  s.name.c_str(), (long long)g.M, (long long)g.N, (long long)g.K, op.name, f32col,
+                  tflops(g, t_bf16), tflops(g, t_fp8), t_fp8 * 1e3, best / t_fp8);
+    }
+  }
+  std::printf("fp8/best = time of the fastest baseline (%s) / time of the FP8 GEMM; > 1 is faster.\n\n",
+              cpu ? "f32 sgemm or bf16" : "cuBLASLt bf16");
+}
+
+void bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& shapes, double min_s) {
+  std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
+  std::printf("%-24s %6s %6s %10s %10s %9s\n", "op", "rows", "cols", "ms", "GB/s", "vs copy");
+  Rng rng(99);
+  for (auto [R, C] : shapes) {
+    Buffer x = upload_random_bf16(be, R * C, rng);
+    const Matrix X{x.data(), R, C, DType::bf16};
+    Buffer copy_dst = be.alloc(static_cast<size_t>(R * C) * 2);
+    Buffer out = be.alloc(static_cast<size_t>(R * C) * 2);
+    auto q = alloc_fp8(be, R, C, ScaleBlock::row1x128);
+    auto qt = alloc_fp8(be, C, R, ScaleBlock::row1x128);
+    auto qw = alloc_fp8(be, R, C, ScaleBlock::tile128x128);
+    const QuantOptions opt;
+    const double bytes_copy = 2.0 * R * C * 2;  // read + write
+    const double t_copy =
+        time_op(be, [&] { be.copy(copy_dst.data(), x.data(), static_cast<size_t>(R * C) * 2); },
+                min_s, 3);
+    const double copy_gbs = bytes_copy / t_copy / 1e9;
+    auto row = [&](const char* name, double bytes, const std::function<void()>& fn) {
+      const double t = time_op(be, fn, min_s, 3);
+      const double gbs = bytes / t / 1e9;
+      std::printf("%-24s %6lld %6lld %10.3f %10.1f %8.0f%%\n", name, (long long)R, (long long)C,
+                  t * 1e3, gbs, 100.0 * gbs / copy_gbs);
+    };
+    std::printf("%-24s %6lld %6lld %10.3f %10.1f %8s\n", "copy bf16 (baseline)", (long long)R,
+                (long long)C, t_copy * 1e3, copy_gbs, "100%");
+    const double scales = 4.0 * R * blocks_of(C);
+    row("quantize 1x128", 2.0 * R * C + R * C + scales, [&] { be.quantize(X, q.m, opt, nullptr); });
+    row("quantize 128x128", 2.0 * R * C + R * C, [&] { be.quantize(X, qw.m, opt, nullptr); });
+    row("quantize x and x^T", 2.0 * R * C + 2.0 * R * C + 2 * scales,
+        [&] { be.quantize_with_transpose(X, q.m, qt.m, opt, nullptr, nullptr); });
+    row("dequantize 1x128", R * C + scales + 2.0 * R * C,
+        [&] { be.dequantize(q.m, Matrix{out.data(), R, C, DType::bf16}); });
+  }
+  std::printf("GB/s counts bytes read + written; 'vs copy' is against a plain copy of the BF16 "
+              "input measured in the same run.\n\n");
+}
+
+}  // namespace
+
+int cmd_bench(const std::vector<std::string>& args) {
+  const Args a(args, {"backend", "shapes", "seconds"}, {"help"});
+  const auto& pos = a.positional();
+  if (a.flag("help") || pos.size() != 1 || (pos[0] != "gemm" && pos[0] != "quant")) {
+    std::fputs(
+        "usage: fp8rl bench gemm|quant [--backend all|cpu|cuda|auto] [--shapes M,N,K;...]\n"
+        "                              [--seconds S]\n\n"
+        "gemm: BF16 vs block-scaled FP8 fprop, dgrad and wgrad (TFLOP/s and the ratio to the\n"
+        "      fastest baseline; on the CPU the FP32 sgemm that the FP8 emulation wraps is a\n"
+        "      baseline too). Default shapes: 8192^3 and 8B-model linears on GPUs, 1024^3 and\n"
+        "      0.6B-model linears on the CPU.\n"
+        "quant: quantization and dequantization GB/s against a plain copy in the same run.\n",
+        a.flag("help") ? stdout : stderr);
+    return a.flag("help") ? 0 : 2;
+  }
+  const double min_s = std::stod(a.get("seconds", "0.3"));
+  for (auto& be : backends_for(a.get("backend", "all"))) {
+    const bool cpu = be->name() == "cpu";
+    if (pos[0] == "gemm") {
+      const std::string spec = a.get("shapes", "");
+      bench_gemm(*be, spec.empty() ? (cpu ? cpu_shapes() : gpu_shapes()) : parse_shapes(spec),
+                 min_s);
+    } else {
+      std::vector<std::pair<int64_t, int64_t>> shapes;
+      if (cpu)
+        shapes = {{1024, 1024}, {2048, 4096}};
+      else
+        shapes = {{8192, 4096}, {8192, 12288}, {16384, 16384}};
+      bench_quant(*be, shapes, min_s);
+    }
+  }
+  return 0;
+}
+
+}  // namespace fp8rl::cli

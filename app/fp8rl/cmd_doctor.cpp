@@ -1,0 +1,72 @@
+// fp8rl doctor: what this machine offers the engine, and why a GPU is or is not used.
+#include <cstdio>
+#include <string>
+
+#include "args.hpp"
+#include "backend/backend_registry.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "commands.hpp"
+#include "core/parallel.hpp"
+#include "core/version.hpp"
+
+namespace fp8rl::cli {
+namespace {
+
+// 13000 → "13.0"; 0 → "not available".
+std::string cuda_version(int v) {
+  if (v <= 0) return "not available";
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+std::string triple(long long v, long long major_div, long long minor_div) {
+  if (v <= 0) return "not available";
+  return std::to_string(v / major_div) + "." + std::to_string(v % major_div / minor_div) + "." +
+         std::to_string(v % minor_div);
+}
+
+}  // namespace
+
+int cmd_doctor(const std::vector<std::string>& args) {
+  const Args a(args, {}, {"help"});
+  if (a.flag("help")) {
+    std::puts("usage: fp8rl doctor\n\nReports CPU threads and BLAS, the CUDA backend module, "
+              "driver and runtime versions,\nthe device, cuBLASLt and NCCL, and which backend "
+              "`--backend auto` picks (and why). Exits 0.");
+    return 0;
+  }
+  std::printf("fp8rl %s (%s)\n\n", FP8RL_VERSION, FP8RL_GIT_DESCRIBE);
+  std::printf("CPU backend\n  threads:        %d\n  BLAS:           %s\n\n", cpu_threads(),
+              cpu_blas_description().c_str());
+
+  const auto& st = cuda_module_status();
+  std::printf("CUDA backend module\n");
+  if (!st.loaded) {
+    std::printf("  module:         not loaded: %s\n", st.load_error.c_str());
+  } else {
+    const auto& i = st.info;
+    std::printf("  module:         %s\n", st.path.c_str());
+    std::printf("  driver:         %s\n", cuda_version(i.driver_version).c_str());
+    std::printf("  runtime:        %s\n", cuda_version(i.runtime_version).c_str());
+    std::printf("  cuBLASLt:       %s\n", triple(static_cast<long long>(i.cublaslt_version),
+                                                  10000, 100).c_str());
+    std::printf("  NCCL:           %s\n", triple(i.nccl_version, 10000, 100).c_str());
+    std::printf("  devices:        %d\n", i.device_count);
+    if (i.device_count > 0) {
+      std::printf("  device 0:       %s, compute capability %d.%d, %d SMs\n", i.device_name,
+                  i.cc_major, i.cc_minor, i.sm_count);
+      std::printf("  memory:         %.1f GiB total, %.1f GiB free\n",
+                  static_cast<double>(i.total_memory) / (1u << 30),
+                  static_cast<double>(i.free_memory) / (1u << 30));
+    }
+  }
+  std::printf("  usable:         %s\n\n", st.usable ? "yes" : ("no: " + st.why_not()).c_str());
+
+  const auto sel = make_backend(BackendChoice::automatic);
+  std::printf("--backend auto selects: %s (%s)\n", sel.backend->name().c_str(),
+              sel.backend->device().c_str());
+  if (!sel.fallback_reason.empty())
+    std::printf("  fell back to the CPU because: %s\n", sel.fallback_reason.c_str());
+  return 0;
+}
+
+}  // namespace fp8rl::cli

@@ -1,0 +1,14 @@
+// The fp8rl sub-commands. Each takes the words after its name and returns the exit code;
+// errors are thrown as fp8rl::Error and reported by main().
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fp8rl::cli {
+
+int cmd_doctor(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
+int cmd_train(const std::vector<std::string>& args);
+
+}  // namespace fp8rl::cli

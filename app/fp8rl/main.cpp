@@ -1,0 +1,52 @@
+// fp8rl: the command-line entry point.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "core/error.hpp"
+#include "core/version.hpp"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: fp8rl <command> [options]
+
+commands:
+  doctor                 report CPU, BLAS, CUDA module, driver, device and library versions
+  bench gemm|quant       BF16 vs FP8 GEMM and quantization throughput on each backend
+  train                  GRPO training run (not in this build yet: says so)
+  --version              print the version
+  --help                 this text
+
+Run `fp8rl <command> --help` for a command's options.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    std::printf("fp8rl %s (%s)\n", FP8RL_VERSION, FP8RL_GIT_DESCRIBE);
+    return 0;
+  }
+  const std::string cmd = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (cmd == "doctor") return fp8rl::cli::cmd_doctor(rest);
+    if (cmd == "bench") return fp8rl::cli::cmd_bench(rest);
+    if (cmd == "train") return fp8rl::cli::cmd_train(rest);
+    std::fprintf(stderr, "fp8rl: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+    return 2;
+  } catch (const fp8rl::Error& e) {
+    std::fprintf(stderr, "fp8rl %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fp8rl %s: unexpected error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+}

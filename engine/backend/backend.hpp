@@ -1,0 +1,150 @@
+// The backend interface: memory and the numeric ops every backend implements.
+// The CPU backend (cpu/) is the exact reference; the CUDA backend is a module loaded at run
+// time (kernels/, see cuda_module_api.hpp). All matrices are row-major and contiguous.
+//
+// Shape legend: M tokens (rows of activations), N output features, K input features.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "fp8/format.hpp"
+
+namespace fp8rl {
+
+enum class DType : uint8_t { f32, bf16, fp8 };
+
+inline size_t dtype_size(DType t) { return t == DType::f32 ? 4 : t == DType::bf16 ? 2 : 1; }
+inline const char* dtype_name(DType t) {
+  return t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : "fp8";
+}
+
+class Backend;
+
+// Memory owned by a backend: host memory on the CPU, device memory on CUDA. Move-only.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend* owner, void* data, size_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  void reset();
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  Backend* owner_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A dense row-major [rows, cols] matrix in a backend's memory.
+struct Matrix {
+  void* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  DType dtype = DType::f32;
+};
+
+// A block-quantized FP8 matrix [rows, cols] in a backend's memory: one code byte per element
+// (row-major) and FP32 dequantization scales (1/s) in the layout of fp8/format.hpp.
+// row1x128 blocks run along cols (the contracted dimension of the GEMMs below).
+struct Fp8Matrix {
+  uint8_t* codes = nullptr;
+  float* scale_inv = nullptr;
+  int64_t rows = 0, cols = 0;
+  ScaleBlock block = ScaleBlock::row1x128;
+  Fp8Format format = Fp8Format::e4m3;
+};
+
+struct QuantOptions {
+  Fp8Format format = Fp8Format::e4m3;
+  bool pow2_scales = false;  // round scales down to powers of two
+};
+
+// What one quantization did, for telemetry (scale histograms are taken from the scales).
+struct QuantStats {
+  int64_t elements = 0;
+  int64_t blocks = 0;
+  int64_t saturated = 0;        // |x·s| above the format's max: clamped
+  int64_t flushed_to_zero = 0;  // x ≠ 0 whose code is ±0
+  int64_t degenerate_blocks = 0;  // amax 0, inf or NaN: scale 1 used
+  double err_sq = 0.0;          // Σ (x − dequant(q))² over finite x
+  double ref_sq = 0.0;          // Σ x² over finite x
+  double relative_error() const;  // sqrt(err_sq / ref_sq), 0 when ref_sq is 0
+  QuantStats& operator+=(const QuantStats& o);
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;    // "cpu" or "cuda"
+  virtual std::string device() const = 0;  // e.g. "2 threads, OpenBLAS 0.3.21" or "NVIDIA H100"
+
+  // --- memory
+  Buffer alloc(size_t bytes) { return Buffer(this, raw_alloc(bytes), bytes); }
+  virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // Copies bytes within this backend's memory (device to device on CUDA); the bandwidth
+  // baseline of the quantization benchmarks.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+
+  // --- FP8 numerics
+  // Quantizes x (f32 or bf16, [rows, cols]) into out (same shape; out.block chooses 1x128
+  // along cols or 128x128 tiles). stats, when given, receives the statistics (costs a sync
+  // on devices).
+  virtual void quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
+                        QuantStats* stats) = 0;
+
+  // One pass over x [M, K]: along = x quantized 1x128 along K ([M, K]) and transposed = xᵀ
+  // quantized 1x128 along M ([K, M]) — the two operands a linear layer needs (fprop/dgrad
+  // use x, wgrad uses xᵀ). Codes and scales equal those of quantize() on x and on xᵀ.
+  virtual void quantize_with_transpose(const Matrix& x, const Fp8Matrix& along,
+                                       const Fp8Matrix& transposed, const QuantOptions& opt,
+                                       QuantStats* stats_along, QuantStats* stats_transposed) = 0;
+
+  // out [rows, cols] (f32 or bf16) = codes · scale_inv.
+  virtual void dequantize(const Fp8Matrix& q, const Matrix& out) = 0;
+
+  // wt = wᵀ for a 128x128-tile matrix: codes transposed and the scale grid transposed
+  // (a tile survives a transpose, so this is exact; dgrad uses it).
+  virtual void transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) = 0;
+
+  // c [M, N] = a [M, K] · b [N, K]ᵀ + beta · c. a, b: f32 or bf16 (same dtype); c: f32 or
+  // bf16 (beta must be 0 for bf16). FP32 accumulation.
+  virtual void gemm(const Matrix& a, const Matrix& b, const Matrix& c, float beta) = 0;
+
+  // c [M, N] = dequant(a [M, K]) · dequant(b [N, K])ᵀ + beta · c, FP32 accumulation.
+  // fprop: a = X 1x128, b = W tiles. dgrad: a = dY 1x128, b = Wᵀ tiles. wgrad: a = dYᵀ 1x128,
+  // b = Xᵀ 1x128, c = dW f32 with beta = 1.
+  virtual void gemm_fp8(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix& c, float beta) = 0;
+
+  // Why gemm_fp8 cannot run these operands here (nullopt when it can).
+  virtual std::optional<std::string> gemm_fp8_unsupported(const Fp8Matrix& a, const Fp8Matrix& b,
+                                                          const Matrix& c) const = 0;
+
+ protected:
+  friend class Buffer;
+  virtual void* raw_alloc(size_t bytes) = 0;
+  virtual void raw_free(void* p) noexcept = 0;
+};
+
+// Checks that the operands of Backend::gemm / gemm_fp8 agree in shape and dtype; throws an
+// Error naming the mismatch. Backends call these first.
+void check_gemm_operands(const Matrix& a, const Matrix& b, const Matrix& c, float beta);
+void check_gemm_fp8_operands(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix& c, float beta);
+void check_quantize_operands(const Matrix& x, const Fp8Matrix& out);
+
+}  // namespace fp8rl

@@ -1,0 +1,115 @@
+#include "backend/backend_registry.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace fp8rl {
+namespace {
+
+std::filesystem::path executable_dir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path(".") : exe.parent_path();
+}
+
+std::vector<std::filesystem::path> module_candidates() {
+  if (const char* env = std::getenv("FP8RL_CUDA_MODULE"); env && *env) return {env};
+  const auto dir = executable_dir();
+  return {dir / "../lib/libfp8rl_cuda.so", dir / "../lib/fp8rl/libfp8rl_cuda.so",
+          dir / "libfp8rl_cuda.so"};
+}
+
+CudaModuleStatus load_cuda_module() {
+  CudaModuleStatus st;
+  std::filesystem::path found;
+  std::string searched;
+  for (const auto& p : module_candidates()) {
+    searched += (searched.empty() ? "" : ", ") + p.lexically_normal().string();
+    if (std::filesystem::exists(p)) {
+      found = p.lexically_normal();
+      break;
+    }
+  }
+  if (found.empty()) {
+    st.path = searched;
+    st.load_error = "CUDA backend module not found (built without CUDA?); searched " + searched;
+    return st;
+  }
+  st.path = found.string();
+  // Kept open for the life of the process: backends created by it hold its code.
+  void* handle = dlopen(st.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = dlerror();
+    st.load_error = std::string("cannot load ") + st.path + ": " + (e ? e : "unknown dlopen error");
+    return st;
+  }
+  auto probe = reinterpret_cast<Fp8rlCudaProbeFn>(dlsym(handle, "fp8rl_cuda_probe"));
+  if (!probe || !dlsym(handle, "fp8rl_cuda_create")) {
+    st.load_error = st.path + " does not export fp8rl_cuda_probe/fp8rl_cuda_create";
+    return st;
+  }
+  st.loaded = true;
+  st.handle = handle;
+  st.usable = probe(&st.info) == 1;
+  if (st.info.abi != kFp8rlCudaAbi) {
+    st.usable = false;
+    st.load_error = "module ABI " + std::to_string(st.info.abi) + " differs from the engine's " +
+                    std::to_string(kFp8rlCudaAbi) + " (stale build?)";
+  }
+  return st;
+}
+
+}  // namespace
+
+std::string CudaModuleStatus::why_not() const {
+  if (usable) return {};
+  if (!load_error.empty()) return load_error;
+  return info.problem[0] ? std::string(info.problem) : "CUDA backend not usable (no reason given)";
+}
+
+const CudaModuleStatus& cuda_module_status() {
+  static const CudaModuleStatus status = load_cuda_module();
+  return status;
+}
+
+BackendChoice parse_backend_choice(const std::string& s) {
+  if (s == "auto") return BackendChoice::automatic;
+  if (s == "cpu") return BackendChoice::cpu;
+  if (s == "cuda") return BackendChoice::cuda;
+  throw Error("unknown backend '" + s + "' (allowed: auto, cpu, cuda)");
+}
+
+BackendSelection make_backend(BackendChoice choice) {
+  BackendSelection sel;
+  if (choice == BackendChoice::cpu) {
+    sel.backend = make_cpu_backend();
+    return sel;
+  }
+  const auto& st = cuda_module_status();
+  if (st.usable) {
+    char err[512] = {};
+    auto create = reinterpret_cast<Fp8rlCudaCreateFn>(
+dlsym(st.handle, "fp8rl_cuda_create"));
+    Backend* b = create ? create(0, err, sizeof err) : nullptr;
+    if (b) {
+      sel.backend.reset(b);
+      return sel;
+    }
+    if (choice == BackendChoice::cuda)
+      throw Error(std::string("CUDA backend failed to start: ") + err);
+    sel.fallback_reason = std::string("CUDA backend failed to start: ") + err;
+  } else {
+    if (choice == BackendChoice::cuda) throw Error("CUDA backend not usable: " + st.why_not());
+    sel.fallback_reason = st.why_not();
+  }
+  sel.backend = make_cpu_backend();
+  return sel;
+}
+
+}  // namespace fp8rl

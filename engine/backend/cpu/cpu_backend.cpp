@@ -1,0 +1,41 @@
+#include "backend/cpu/cpu_backend.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "backend/backend_registry.hpp"
+#include "core/error.hpp"
+#include "core/parallel.hpp"
+
+namespace fp8rl {
+
+std::string CpuBackend::device() const {
+  return std::to_string(cpu_threads()) + " threads, " + cpu_blas_description();
+}
+
+void CpuBackend::upload(void* dst, const void* host_src, size_t bytes) {
+  if (bytes) std::memcpy(dst, host_src, bytes);
+}
+
+void CpuBackend::download(void* host_dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(host_dst, src, bytes);
+}
+
+void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void* CpuBackend::raw_alloc(size_t bytes) {
+  // 64-byte alignment for vector loads; a zero-byte request still yields a unique pointer.
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!p) throw Error("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void CpuBackend::raw_free(void* p) noexcept { std::free(p); }
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace fp8rl

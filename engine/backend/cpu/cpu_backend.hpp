@@ -1,0 +1,47 @@
+// The CPU backend: the exact reference every other backend is tested against.
+// Quantization is scalar code written to the spec in fp8/format.hpp; GEMMs dequantize to FP32
+// and call BLAS sgemm (FP32 accumulation), multi-threaded.
+#pragma once
+
+#include "backend/backend.hpp"
+
+namespace fp8rl {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::string device() const override;
+
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void synchronize() override {}
+  void copy(void* dst, const void* src, size_t bytes) override;
+
+  void quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
+                QuantStats* stats) override;
+  void quantize_with_transpose(const Matrix& x, const Fp8Matrix& along, const Fp8Matrix& transposed,
+                               const QuantOptions& opt, QuantStats* stats_along,
+                               QuantStats* stats_transposed) override;
+  void dequantize(const Fp8Matrix& q, const Matrix& out) override;
+  void transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) override;
+  void gemm(const Matrix& a, const Matrix& b, const Matrix& c, float beta) override;
+  void gemm_fp8(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix& c, float beta) override;
+  std::optional<std::string> gemm_fp8_unsupported(const Fp8Matrix&, const Fp8Matrix&,
+                                                  const Matrix&) const override {
+    return std::nullopt;  // the reference runs every combination
+  }
+
+ protected:
+  void* raw_alloc(size_t bytes) override;
+  void raw_free(void* p) noexcept override;
+};
+
+// Name and thread count of the BLAS the CPU GEMMs call (e.g. "OpenBLAS 0.3.21 (2 threads)"),
+// or a note that the built-in loop is used.
+std::string cpu_blas_description();
+
+// C[M,N] = A[M,K] · B[N,K]ᵀ + beta·C in FP32 (BLAS sgemm when available).
+void cpu_sgemm_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float beta,
+                  float* C);
+
+}  // namespace fp8rl

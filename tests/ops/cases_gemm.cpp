@@ -1,0 +1,239 @@
+// Op cases: gemm (f32 / bf16) and gemm_fp8 in the fprop, dgrad and wgrad forms of a linear layer.
+#include <cmath>
+
+#include "core/bf16.hpp"
+#include "fp8/codec.hpp"
+#include "op_case.hpp"
+
+namespace fp8rl::optest {
+namespace {
+
+struct Shape {
+  int64_t M, N, K;
+};
+// Awkward sizes (not multiples of 8/16/128) next to aligned ones.
+const Shape kShapes[] = {{1, 1, 1},     {8, 8, 16},     {16, 24, 128},   {33, 17, 129},
+                         {128, 256, 384}, {257, 259, 300}, {64, 96, 16385}, {200, 136, 1000}};
+
+std::vector<double> to_double(const std::vector<uint8_t>& bytes, DType dt) {
+  std::vector<double> out(bytes.size() / dtype_size(dt));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (dt == DType::f32) {
+      float f;
+      std::memcpy(&f, &bytes[i * 4], 4);
+      out[i] = f;
+    } else {
+      bf16 b;
+      std::memcpy(&b, &bytes[i * 2], 2);
+      out[i] = bf16_to_float(b);
+    }
+  }
+  return out;
+}
+
+std::vector<uint8_t> to_bytes(const std::vector<float>& v, DType dt) {
+  std::vector<uint8_t> out(v.size() * dtype_size(dt));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dt == DType::f32) {
+      std::memcpy(&out[i * 4], &v[i], 4);
+    } else {
+      const bf16 b = float_to_bf16(v[i]);
+      std::memcpy(&out[i * 2], &b, 2);
+    }
+  }
+  return out;
+}
+
+// C = A·Bᵀ + beta·C0 in FP64 (A [M,K], B [N,K] already as the values the op sees).
+std::vector<double> reference_nt(const std::vector<double>& A, const std::vector<double>& B,
+                                 int64_t M, int64_t N, int64_t K, double beta,
+                                 const std::vector<double>& C0) {
+  std::vector<double> C(static_cast<size_t>(M * N));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += A[i * K + k] * B[j * K + k];
+      C[i * N + j] = acc + (beta != 0 ? beta * C0[i * N + j] : 0.0);
+    }
+  return C;
+}
+
+bool all_finite(const std::vector<double>& v) {
+  for (double x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+// Tolerance against the reference: FP32 accumulation (and one BF16 rounding of the output).
+double tolerance(DType out, bool vs_fp64, int64_t K) {
+  if (out == DType::bf16) return 8e-3;  // one BF16 rounding of each output (2^-9 relative)
+  // FP32 accumulation error grows like sqrt(K)·2^-24 in the norm; the bound is the spec's 1e-4
+  // between backends and 1e-6 for the CPU against FP64 of the same inputs.
+  return vs_fp64 ? std::max(1e-6, 4.0 * std::sqrt(static_cast<double>(K)) * 0x1p-24) : 1e-4;
+}
+
+void add_gemm_case(Registry& reg, Shape s, DType in, DType out, float beta) {
+  reg.push_back(
+      {fmt("gemm %s->%s M%lld N%lld K%lld%s", dtype_name(in), dtype_name(out), (long long)s.M,
+           (long long)s.N, (long long)s.K, beta != 0 ? " beta=1" : ""),
+       [=](Backend& ref, Backend& test, Rng& rng) {
+         const auto a = to_bytes(random_matrix(rng, s.M, s.K), in),
+                    b = to_bytes(random_matrix(rng, s.N, s.K), in),
+                    c0 = to_bytes(random_matrix(rng, s.M, s.N), out);
+         auto run = [&](Backend& be, std::vector<uint8_t>& c) {
+           Guarded A(be, a.size()), B(be, b.size()), C(be, c0.size());
+           A.upload(a.data());
+           B.upload(b.data());
+           C.upload(c0.data());
+           be.gemm(Matrix{A.data(), s.M, s.K, in}, Matrix{B.data(), s.N, s.K, in},
+                   Matrix{C.data(), s.M, s.N, out}, beta);
+           c.resize(c0.size());
+           return C.download(c.data());
+         };
+         std::vector<uint8_t> got;
+         if (!run(test, got)) return fail("wrote outside its output (guard bytes changed)");
+         const auto g = to_double(got, out);
+         if (!all_finite(g)) return fail("non-finite output from finite inputs");
+         std::vector<double> want;
+         const bool self = &ref == &test;
+         if (self) {
+           want = reference_nt(to_double(a, in), to_double(b, in), s.M, s.N, s.K, beta,
+                               to_double(c0, out));
+         } else {
+           std::vector<uint8_t> w;
+           run(ref, w);
+           want = to_double(w, out);
+         }
+         const double err = relative_error(g, want);
+         const double tol = tolerance(out, self, s.K);
+         if (!(err <= tol)) return fail(fmt("relative error %.3g > %.3g", err, tol));
+         return pass(fmt("rel. err %.2g", err));
+       }});
+}
+
+// The three GEMMs of a linear layer with X [M,K], W [N,K], dY [M,N]:
+//   fprop Y  [M,N] = X(1x128 along K) · W(128x128)ᵀ
+//   dgrad dX [M,K] = dY(1x128 along N) · (Wᵀ)(128x128)ᵀ, Wᵀ from transpose_fp8
+//   wgrad dW [N,K] += dYᵀ(1x128 along M) · Xᵀ(1x128 along M)ᵀ, f32 output, beta 1
+enum class Form { fprop, dgrad, wgrad };
+
+void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format format) {
+  const char* fname = form == Form::fprop ? "fprop" : form == Form::dgrad ? "dgrad" : "wgrad";
+  reg.push_back(
+      {fmt("gemm_fp8 %s %s->%s M%lld N%lld K%lld", fname, fp8_format_name(format), dtype_name(out),
+           (long long)s.M, (long long)s.N, (long long)s.K),
+       [=](Backend& ref, Backend& test, Rng& rng) {
+         const QuantOptions opt{format, false};
+         // Operand shapes of the GEMM call c[m,n] = a[m,k] · b[n,k]ᵀ.
+         int64_t m, n, k;
+         ScaleBlock bblock;
+         if (form == Form::fprop) {
+           m = s.M, n = s.N, k = s.K, bblock = ScaleBlock::tile128x128;
+         } else if (form == Form::dgrad) {
+           m = s.M, n = s.K, k = s.N, bblock = ScaleBlock::tile128x128;
+         } else {
+           m = s.N, n = s.K, k = s.M, bblock = ScaleBlock::row1x128;
+         }
+         const float beta = form == Form::wgrad ? 1.0f : 0.0f;
+         // Quantize on the reference (quantization itself is checked by its own cases), then
+         // give both backends the same codes and scales.
+         auto quantized = [&](int64_t rows, int64_t cols, ScaleBlock blk, std::vector<uint8_t>& codes,
+                              std::vector<float>& scales) {
+           auto x = random_matrix(rng, rows, cols);
+           Buffer xb = ref.alloc(x.size() * 4);
+           ref.upload(xb.data(), x.data(), x.size() * 4);
+           codes.resize(rows * cols);
+           scales.assign(scale_count(blk, rows, cols), 1.0f);
+           ref.quantize(Matrix{xb.data(), rows, cols, DType::f32},
+                        Fp8Matrix{codes.data(), scales.data(), rows, cols, blk, format}, opt,
+                        nullptr);
+         };
+         std::vector<uint8_t> ac, bc;
+         std::vector<float> as, bs;
+         quantized(m, k, ScaleBlock::row1x128, ac, as);
+         if (form == Form::dgrad) {
+           // Wᵀ [K,N] by transposing a quantized W [N,K] (k = N here, n = K).
+           std::vector<uint8_t> wc;
+           std::vector<float> ws;
+           quantized(k, n, ScaleBlock::tile128x128, wc, ws);
+           bc.resize(wc.size());
+           bs.assign(scale_count(ScaleBlock::tile128x128, n, k), 1.0f);
+           ref.transpose_fp8(Fp8Matrix{wc.data(), ws.data(), k, n, ScaleBlock::tile128x128, format},
+                             Fp8Matrix{bc.data(), bs.data(), n, k, ScaleBlock::tile128x128, format});
+         } else {
+           quantized(n, k, bblock, bc, bs);
+         }
+         const auto c0 = to_bytes(random_matrix(rng, m, n), out);
+         const Fp8Matrix qa_host{ac.data(), as.data(), m, k, ScaleBlock::row1x128, format};
+         const Fp8Matrix qb_host{bc.data(), bs.data(), n, k, bblock, format};
+         auto run = [&](Backend& be, std::vector<uint8_t>& c) -> std::optional<std::string> {
+           Guarded A(be, ac.size()), AS(be, as.size() * 4), B(be, bc.size()), BS(be, bs.size() * 4),
+               C(be, c0.size());
+           A.upload(ac.data());
+           AS.upload(as.data());
+           B.upload(bc.data());
+           BS.upload(bs.data());
+           C.upload(c0.data());
+           const Fp8Matrix qa{static_cast<uint8_t*>(A.data()), static_cast<float*>(AS.data()), m, k,
+                              ScaleBlock::row1x128, format};
+           const Fp8Matrix qb{static_cast<uint8_t*>(B.data()), static_cast<float*>(BS.data()), n, k,
+                              bblock, format};
+           const Matrix cm{C.data(), m, n, out};
+           if (auto why = be.gemm_fp8_unsupported(qa, qb, cm)) return "unsupported: " + *why;
+           be.gemm_fp8(qa, qb, cm, beta);
+           c.resize(c0.size());
+           if (!C.download(c.data())) return std::string("wrote outside its output");
+           return std::nullopt;
+         };
+         std::vector<uint8_t> got;
+         if (auto problem = run(test, got)) {
+           if (problem->rfind("unsupported: ", 0) == 0) return skip(problem->substr(13));
+           return fail(*problem);
+         }
+         const auto g = to_double(got, out);
+         if (!all_finite(g)) return fail("non-finite output from finite inputs");
+         const bool self = &ref == &test;
+         if (self) {
+           // Against FP64 of the dequantized inputs (the same math), and against FP64 of the
+           // unquantized values the FP8 format can only approximate (bounded by its precision).
+           auto deq = [&](const Fp8Matrix& q) {
+             std::vector<double> v(static_cast<size_t>(q.rows * q.cols));
+             for (int64_t r = 0; r < q.rows; ++r)
+               for (int64_t c = 0; c < q.cols; ++c)
+                 v[r * q.cols + c] = static_cast<double>(fp8_to_float(q.codes[r * q.cols + c], format)) *
+                                     q.scale_inv[scale_index(q.block, q.rows, q.cols, r, c)];
+             return v;
+           };
+           const auto want = reference_nt(deq(qa_host), deq(qb_host), m, n, k, beta, to_double(c0, out));
+           const double err = relative_error(g, want);
+           const double tol = tolerance(out, true, k);
+           if (!(err <= tol)) return fail(fmt("vs FP64 of dequantized inputs: %.3g > %.3g", err, tol));
+           return pass(fmt("rel. err vs FP64 %.2g, global diff %.2g", err, global_difference(g, want)));
+         }
+         std::vector<uint8_t> w;
+         if (auto problem = run(ref, w)) return fail("reference: " + *problem);
+         const auto want = to_double(w, out);
+         const double err = relative_error(g, want);
+         const double tol = tolerance(out, false, k);
+         if (!(err <= tol)) return fail(fmt("vs CPU: relative error %.3g > %.3g", err, tol));
+         return pass(fmt("rel. err vs CPU %.2g, global diff %.2g", err, global_difference(g, want)));
+       }});
+}
+
+}  // namespace
+
+void add_gemm_cases(Registry& reg) {
+  for (const auto& s : kShapes) {
+    add_gemm_case(reg, s, DType::f32, DType::f32, 0.0f);
+    add_gemm_case(reg, s, DType::bf16, DType::bf16, 0.0f);
+    add_gemm_case(reg, s, DType::bf16, DType::f32, 1.0f);
+    add_gemm_fp8_case(reg, s, Form::fprop, DType::bf16, Fp8Format::e4m3);
+    add_gemm_fp8_case(reg, s, Form::fprop, DType::f32, Fp8Format::e4m3);
+    add_gemm_fp8_case(reg, s, Form::dgrad, DType::bf16, Fp8Format::e4m3);
+    add_gemm_fp8_case(reg, s, Form::wgrad, DType::f32, Fp8Format::e4m3);
+  }
+  add_gemm_fp8_case(reg, {64, 64, 256}, Form::fprop, DType::f32, Fp8Format::e5m2);
+  add_gemm_fp8_case(reg, {64, 64, 256}, Form::wgrad, DType::f32, Fp8Format::e5m2);
+}
+
+}  // namespace fp8rl::optest

@@ -1,0 +1,80 @@
+// The op-test registry: every op case runs on every backend present against the CPU reference,
+// on fresh random data. Qt-free so it builds and runs on GPU machines without Qt.
+//
+// A case gets the reference backend (CPU) and the backend under test. When the backend under
+// test IS the CPU, cases check the CPU against independent FP64 / brute-force references, so
+// the registry means something on machines without a GPU too.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/rng.hpp"
+
+namespace fp8rl::optest {
+
+enum class Outcome { pass, fail, skip };
+
+struct Result {
+  Outcome outcome = Outcome::pass;
+  std::string detail;  // failure or skip reason, or a measurement worth printing
+};
+
+struct OpCase {
+  std::string name;
+  // Runs the case; `test` is the backend under test, `ref` the CPU reference.
+  std::function<Result(Backend& ref, Backend& test, Rng& rng)> run;
+};
+
+using Registry = std::vector<OpCase>;
+
+void add_quantize_cases(Registry& r);
+void add_gemm_cases(Registry& r);
+
+// ---- helpers shared by the case files
+
+// A host array mirrored in a backend's memory with guard bytes on both sides: the op may only
+// write inside [0, bytes); the guards must still hold their pattern afterwards.
+class Guarded {
+ public:
+  static constexpr size_t kGuard = 256;
+  static constexpr uint8_t kPattern = 0xa5;
+
+  Guarded(Backend& be, size_t bytes);
+  // Uploads host data into the payload (guards keep their pattern).
+  void upload(const void* host);
+  // Downloads the payload into host memory; returns false when a guard byte changed.
+  bool download(void* host) const;
+  void* data() const { return static_cast<uint8_t*>(buf_.data()) + kGuard; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Backend& be_;
+  size_t bytes_;
+  Buffer buf_;
+};
+
+// Random matrix data: normal values scaled per row with occasional outliers, so blocks have
+// different amax (scales that vary are what a real activation looks like).
+std::vector<float> random_matrix(Rng& rng, int64_t rows, int64_t cols, double outlier_rate = 0.01);
+
+// Global similarity of DeepGEMM: 1 − 2⟨x,y⟩/(‖x‖²+‖y‖²); 0 for identical vectors.
+double global_difference(const std::vector<double>& x, const std::vector<double>& y);
+// ‖x − y‖ / ‖y‖ (0 when both are zero).
+double relative_error(const std::vector<double>& x, const std::vector<double>& y);
+
+std::string shape_str(int64_t r, int64_t c);
+
+// Formats with printf syntax.
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+
+inline Result pass(std::string d = {}) { return {Outcome::pass, std::move(d)}; }
+inline Result fail(std::string d) { return {Outcome::fail, std::move(d)}; }
+inline Result skip(std::string d) { return {Outcome::skip, std::move(d)}; }
+
+}  // namespace fp8rl::optest

@@ -1,0 +1,63 @@
+// Core: errors carry what and where; parallel_for covers every index and rethrows.
+#include <QtTest>
+
+#include <atomic>
+#include <vector>
+
+#include "core/bf16.hpp"
+#include "core/error.hpp"
+#include "core/parallel.hpp"
+
+class TestCore : public QObject {
+  Q_OBJECT
+ private slots:
+  void errorCarriesWhatStatusAndWhere() {
+    const int line = __LINE__ + 2;
+    try {
+      throw fp8rl::Error("cublasLtMatmul failed", "CUBLAS_STATUS_NOT_SUPPORTED");
+    } catch (const fp8rl::Error& e) {
+      QCOMPARE(QString::fromStdString(e.message()), QStringLiteral("cublasLtMatmul failed"));
+      QCOMPARE(QString::fromStdString(e.status()), QStringLiteral("CUBLAS_STATUS_NOT_SUPPORTED"));
+      QCOMPARE(e.line(), static_cast<unsigned>(line));
+      const QString what = QString::fromUtf8(e.what());
+      QVERIFY2(what.contains("[CUBLAS_STATUS_NOT_SUPPORTED]"), qPrintable(what));
+      QVERIFY2(what.contains(QStringLiteral("test_core.cpp:%1").arg(line)), qPrintable(what));
+    }
+  }
+
+  void checkThrowsOnlyWhenFalse() {
+    fp8rl::check(true, "never");
+    QVERIFY_THROWS_EXCEPTION(fp8rl::Error, fp8rl::check(false, "K must be a multiple of 16"));
+  }
+
+  void parallelForCoversEveryIndexOnce() {
+    for (int64_t n : {0, 1, 7, 1000, 100001}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      fp8rl::parallel_for(n, 3, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      });
+      for (auto& h : hits) QCOMPARE(h.load(), 1);
+    }
+  }
+
+  void parallelForRethrows() {
+    QVERIFY_THROWS_EXCEPTION(fp8rl::Error, fp8rl::parallel_for(1000, 1, [](int64_t b, int64_t) {
+                               if (b > 0) throw fp8rl::Error("chunk failed");
+                             }));
+  }
+
+  void bf16RoundsToNearestEven() {
+    using fp8rl::bf16_to_float;
+    using fp8rl::float_to_bf16;
+    QCOMPARE(float_to_bf16(1.0f).bits, uint16_t{0x3f80});
+    // 1 + 2^-8 is exactly halfway between 1 and 1 + 2^-7: ties to even (1.0).
+    QCOMPARE(float_to_bf16(1.0f + 0x1p-8f).bits, uint16_t{0x3f80});
+    QCOMPARE(float_to_bf16(1.0f + 0x1p-8f + 0x1p-20f).bits, uint16_t{0x3f81});
+    QCOMPARE(float_to_bf16(-INFINITY).bits, uint16_t{0xff80});
+    QCOMPARE(float_to_bf16(NAN).bits, uint16_t{0x7fff});
+    QCOMPARE(bf16_to_float(fp8rl::bf16{0x4049}), 3.140625f);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestCore)
+#include "test_core.moc"
