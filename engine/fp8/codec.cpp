@@ -7,37 +7,6 @@
 namespace fp8rl {
 namespace {
 
-// One encoder for both formats. E4M3: 3 mantissa bits, bias 7, max code 0x7e (448), no inf.
-// E5M2: 2 mantissa bits, bias 15, max finite code 0x7b (57344). The code of a finite
-// magnitude is monotonic and contiguous across the subnormal/normal boundary, so a mantissa
-// carry simply increments the exponent field.
-template <int kMant, int kBias, uint32_t kMaxCode>
-uint8_t encode(float x) {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
-  const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return 0x7f;  // NaN (any sign) → canonical NaN code
-  const uint32_t sign = (u >> 24) & 0x80u;
-  const int exp = static_cast<int>(abs >> 23) - 127;
-  uint32_t code;
-  constexpr int kMinNormalExp = 1 - kBias;
-  if (abs >= 0x7f800000u) {
-    code = kMaxCode;  // ±inf saturates
-  } else if (exp < kMinNormalExp) {
-    // Subnormal range: a multiple of 2^(kMinNormalExp - kMant); the scaling is exact and
-    // nearbyint rounds to nearest even.
-    const float q = std::nearbyint(std::ldexp(std::bit_cast<float>(abs), kMant - kMinNormalExp));
-    code = static_cast<uint32_t>(q);
-  } else {
-    const uint32_t mant = abs & 0x7fffffu;
-    constexpr int kDrop = 23 - kMant;
-    code = (static_cast<uint32_t>(exp + kBias) << kMant) | (mant >> kDrop);
-    const uint32_t rest = mant & ((1u << kDrop) - 1u), half = 1u << (kDrop - 1);
-    if (rest > half || (rest == half && (code & 1u))) ++code;
-    if (code > kMaxCode) code = kMaxCode;
-  }
-  return static_cast<uint8_t>(sign | code);
-}
-
 template <int kMant, int kBias, bool kHasInf>
 float decode(uint8_t c) {
   const bool neg = c & 0x80u;
@@ -64,8 +33,6 @@ std::array<float, 256> make_table() {
 
 }  // namespace
 
-uint8_t float_to_e4m3(float x) { return encode<3, 7, 0x7e>(x); }
-uint8_t float_to_e5m2(float x) { return encode<2, 15, 0x7b>(x); }
 
 const float* e4m3_table() {
   static const auto t = make_table<3, 7, false>();

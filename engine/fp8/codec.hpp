@@ -3,14 +3,51 @@
 // and the hardware cvt.rn.satfinite instruction.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include "fp8/format.hpp"
 
 namespace fp8rl {
 
-uint8_t float_to_e4m3(float x);
-uint8_t float_to_e5m2(float x);
+namespace detail {
+// One encoder for both formats. E4M3: 3 mantissa bits, bias 7, max code 0x7e (448), no inf.
+// E5M2: 2 mantissa bits, bias 15, max finite code 0x7b (57344). The code of a finite
+// magnitude is monotonic and contiguous across the subnormal/normal boundary, so a mantissa
+// carry simply increments the exponent field.
+template <int kMant, int kBias, uint32_t kMaxCode>
+inline uint8_t encode(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return 0x7f;  // NaN (any sign) → canonical NaN code
+  const uint32_t sign = (u >> 24) & 0x80u;
+  const int exp = static_cast<int>(abs >> 23) - 127;
+  uint32_t code;
+  constexpr int kMinNormalExp = 1 - kBias;
+  if (abs >= 0x7f800000u) {
+    code = kMaxCode;  // ±inf saturates
+  } else if (exp < kMinNormalExp) {
+    // Subnormal range: a multiple of 2^(kMinNormalExp - kMant). Scaling by a power of two is
+    // exact; adding and removing 2^23 rounds to an integer, to nearest even (the FPU's default
+    // mode), without a libm call.
+    constexpr float kSubScale = static_cast<float>(1u << (kMant - kMinNormalExp));
+    const float scaled = std::bit_cast<float>(abs) * kSubScale;
+    code = static_cast<uint32_t>((scaled + 0x1p23f) - 0x1p23f);
+  } else {
+    const uint32_t mant = abs & 0x7fffffu;
+    constexpr int kDrop = 23 - kMant;
+    code = (static_cast<uint32_t>(exp + kBias) << kMant) | (mant >> kDrop);
+    const uint32_t rest = mant & ((1u << kDrop) - 1u), half = 1u << (kDrop - 1);
+    if (rest > half || (rest == half && (code & 1u))) ++code;
+    if (code > kMaxCode) code = kMaxCode;
+  }
+  return static_cast<uint8_t>(sign | code);
+}
+
+}  // namespace detail
+
+inline uint8_t float_to_e4m3(float x) { return detail::encode<3, 7, 0x7e>(x); }
+inline uint8_t float_to_e5m2(float x) { return detail::encode<2, 15, 0x7b>(x); }
 float e4m3_to_float(uint8_t code);
 float e5m2_to_float(uint8_t code);
 

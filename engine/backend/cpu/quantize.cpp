@@ -30,11 +30,13 @@ inline float amax_step(float amax, float x) {
   return a > amax ? a : amax;
 }
 
-// Quantizes one element with scale s; updates the statistics.
+// Quantizes one element with scale s; updates the statistics when kStats.
+template <bool kStats>
 inline uint8_t quantize_one(float x, float s, float inv, Fp8Format f, const float* table,
                             QuantStats& st) {
   const float v = x * s;
-  const uint8_t code = float_to_fp8(v, f);
+  const uint8_t code = f == Fp8Format::e4m3 ? float_to_e4m3(v) : float_to_e5m2(v);
+  if constexpr (!kStats) return code;
   if (!std::isnan(v) && std::fabs(v) > fp8_max(f)) ++st.saturated;
   if (std::isfinite(x)) {
     const float d = table[code] * inv;
@@ -48,7 +50,7 @@ inline uint8_t quantize_one(float x, float s, float inv, Fp8Format f, const floa
 
 // Quantizes the block of x covering rows [r0, r1) × cols [c0, c1). x is [rows, cols] but read
 // through `at(r, c)` so the same code serves x and xᵀ. Writes codes[r * out_cols + c].
-template <class At>
+template <bool kStats, class At>
 void quantize_block(const At& at, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t out_cols,
                     uint8_t* codes, float* scale_inv, const QuantOptions& opt, QuantStats& st) {
   float amax = 0.0f;
@@ -64,7 +66,7 @@ void quantize_block(const At& at, int64_t r0, int64_t r1, int64_t c0, int64_t c1
   const float* table = fp8_table(opt.format);
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t c = c0; c < c1; ++c)
-      codes[r * out_cols + c] = quantize_one(at(r, c), s, inv, opt.format, table, st);
+      codes[r * out_cols + c] = quantize_one<kStats>(at(r, c), s, inv, opt.format, table, st);
 }
 
 // Quantizes a [rows, cols] matrix read through at(r, c) into codes/scales with the given
@@ -82,7 +84,11 @@ void quantize_matrix(const At& at, int64_t rows, int64_t cols, ScaleBlock block,
       for (int64_t cb = 0; cb < block_cols; ++cb) {
         const int64_t c0 = cb * kBlock, c1 = std::min(cols, c0 + kBlock);
         float* s = scale_inv + scale_index(block, rows, cols, r0, c0);
-        quantize_block(at, r0, r1, c0, c1, cols, codes, s, opt, partial[static_cast<size_t>(b)]);
+        auto& st = partial[static_cast<size_t>(b)];
+        if (stats)
+          quantize_block<true>(at, r0, r1, c0, c1, cols, codes, s, opt, st);
+        else
+          quantize_block<false>(at, r0, r1, c0, c1, cols, codes, s, opt, st);
       }
     }
   });

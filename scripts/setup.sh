@@ -1,0 +1,50 @@
+# Shared by run.sh and test.sh (sourced): install missing Debian packages, then configure and
+# build in build/ (incremental on later runs).
+
+# Debian 12 packages the build and tests need. The CUDA toolkit is optional (not a package:
+# when nvcc is present the CUDA backend module is compiled too).
+FP8RL_PACKAGES=(
+  g++ cmake ninja-build pkg-config
+  libopenblas-dev
+  qt6-base-dev qt6-base-dev-tools libqcustomplot-dev libqcustomplot2.1-qt6
+  fonts-dejavu-core
+)
+
+fp8rl_install_packages() {
+  local missing=() p
+  for p in "${FP8RL_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "fp8rl: installing missing packages: ${missing[*]}"
+  local apt=(apt-get)
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+      apt=(sudo apt-get)
+    else
+      echo "fp8rl: these packages are missing and installing them needs root. Run:" >&2
+      echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+      return 1
+    fi
+  fi
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" update -q >/dev/null &&
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
+    { echo "fp8rl: apt-get install failed for: ${missing[*]}" >&2; return 1; }
+}
+
+fp8rl_build() {
+  local dir=${FP8RL_BUILD_DIR:-build}
+  # The CUDA toolkit installs nvcc outside PATH; point CMake at it so the CUDA module is built
+  # (and so compiled on every change, even on machines without a GPU).
+  if ! command -v nvcc >/dev/null && [ -z "${CUDACXX:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
+    export CUDACXX=/usr/local/cuda/bin/nvcc
+  fi
+  if [ ! -f "$dir/CMakeCache.txt" ]; then
+    local gen=()
+    command -v ninja >/dev/null && gen=(-G Ninja)
+    cmake -S . -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release ${FP8RL_CMAKE_ARGS:-} || return 1
+  fi
+  cmake --build "$dir" -j "$(nproc)"
+}
