@@ -22,8 +22,9 @@ MainWindow::MainWindow(QString cli, QWidget* parent)
 
   launch_ = new QAction(tr("&Launch run…"), this);
   launch_->setEnabled(false);
-  launch_->setToolTip(tr("Training runs are not in this build yet: the engine has the FP8 "
-                         "numerics (fp8rl bench), not the run loop."));
+  launch_->setToolTip(
+      tr("Training runs are not in this build yet: the engine has the FP8 "
+         "numerics (fp8rl bench), not the run loop."));
   auto* quit = new QAction(tr("&Quit"), this);
   quit->setShortcut(QKeySequence::Quit);
   connect(quit, &QAction::triggered, qApp, &QApplication::quit);

@@ -29,7 +29,9 @@ SystemReportView::SystemReportView(QString cli, QWidget* parent)
   connect(refresh_button_, &QPushButton::clicked, this, &SystemReportView::refresh);
 }
 
-QString SystemReportView::text() const { return output_->toPlainText(); }
+QString SystemReportView::text() const {
+  return output_->toPlainText();
+}
 
 void SystemReportView::refresh() {
   if (process_) return;  // one report at a time

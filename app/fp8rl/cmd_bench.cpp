@@ -27,10 +27,10 @@ struct Shape {
 // heads of 128, intermediate 3072.
 std::vector<Shape> gpu_shapes() {
   const int64_t M = 8192;
-  return {{"square 8192^3", 8192, 8192, 8192},   {"qwen3-8b q/o", M, 4096, 4096},
-          {"qwen3-8b k/v", M, 1024, 4096},       {"qwen3-8b gate/up", M, 12288, 4096},
-          {"qwen3-8b down", M, 4096, 12288},     {"llama-8b gate/up", M, 14336, 4096},
-          {"llama-8b down", M, 4096, 14336},     {"qwen3-1.7b gate/up", M, 6144, 2048},
+  return {{"square 8192^3", 8192, 8192, 8192}, {"qwen3-8b q/o", M, 4096, 4096},
+          {"qwen3-8b k/v", M, 1024, 4096},     {"qwen3-8b gate/up", M, 12288, 4096},
+          {"qwen3-8b down", M, 4096, 12288},   {"llama-8b gate/up", M, 14336, 4096},
+          {"llama-8b down", M, 4096, 14336},   {"qwen3-1.7b gate/up", M, 6144, 2048},
           {"qwen3-1.7b down", M, 2048, 6144}};
 }
 
@@ -116,7 +116,9 @@ std::vector<std::unique_ptr<Backend>> backends_for(const std::string& choice) {
   return out;
 }
 
-double tflops(const Shape& s, double t) { return 2.0 * s.M * s.N * s.K / t / 1e12; }
+double tflops(const Shape& s, double t) {
+  return 2.0 * s.M * s.N * s.K / t / 1e12;
+}
 
 void bench_gemm(Backend& be, const std::vector<Shape>& shapes, double min_s) {
   const bool cpu = be.name() == "cpu";
@@ -170,16 +172,19 @@ void bench_gemm(Backend& be, const std::vector<Shape>& shapes, double min_s) {
         const Matrix A{a.data(), op.a.rows, op.a.cols, DType::f32},
             B{b.data(), op.b.rows, op.b.cols, DType::f32},
             C{c.data(), op.c.rows, op.c.cols, DType::f32};
-        t_f32 = time_op(be, [&] { be.gemm(A, B, C, 0.0f); }, min_s, 3);
+        t_f32 = time_op(
+            be, [&] { be.gemm(A, B, C, 0.0f); }, min_s, 3);
       }
-      const double t_bf16 = time_op(be, [&] { be.gemm(op.a, op.b, op.c, op.beta); }, min_s, 3);
+      const double t_bf16 = time_op(
+          be, [&] { be.gemm(op.a, op.b, op.c, op.beta); }, min_s, 3);
       double t_fp8 = 0;
       if (auto why = be.gemm_fp8_unsupported(*op.qa, *op.qb, op.c)) {
         std::printf("%-20s %6lld %6lld %6lld  %-6s SKIP: %s\n", s.name.c_str(), (long long)g.M,
                     (long long)g.N, (long long)g.K, op.name, why->c_str());
         continue;
       }
-      t_fp8 = time_op(be, [&] { be.gemm_fp8(*op.qa, *op.qb, op.c, op.beta); }, min_s, 3);
+      t_fp8 = time_op(
+          be, [&] { be.gemm_fp8(*op.qa, *op.qb, op.c, op.beta); }, min_s, 3);
       const double best = cpu ? std::min(t_f32, t_bf16) : t_bf16;
       char f32col[16] = "";
       if (cpu) std::snprintf(f32col, sizeof f32col, "%10.3f", tflops(g, t_f32));
@@ -188,11 +193,13 @@ void bench_gemm(Backend& be, const std::vector<Shape>& shapes, double min_s) {
                   tflops(g, t_bf16), tflops(g, t_fp8), t_fp8 * 1e3, best / t_fp8);
     }
   }
-  std::printf("fp8/best = time of the fastest baseline (%s) / time of the FP8 GEMM; > 1 is faster.\n\n",
-              cpu ? "f32 sgemm or bf16" : "cuBLASLt bf16");
+  std::printf(
+      "fp8/best = time of the fastest baseline (%s) / time of the FP8 GEMM; > 1 is faster.\n\n",
+      cpu ? "f32 sgemm or bf16" : "cuBLASLt bf16");
 }
 
-void bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& shapes, double min_s) {
+void bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& shapes,
+                 double min_s) {
   std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
   std::printf("%-24s %6s %6s %10s %10s %9s\n", "op", "rows", "cols", "ms", "GB/s", "vs copy");
   Rng rng(99);
@@ -206,9 +213,8 @@ void bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& sh
     auto qw = alloc_fp8(be, R, C, ScaleBlock::tile128x128);
     const QuantOptions opt;
     const double bytes_copy = 2.0 * R * C * 2;  // read + write
-    const double t_copy =
-        time_op(be, [&] { be.copy(copy_dst.data(), x.data(), static_cast<size_t>(R * C) * 2); },
-                min_s, 3);
+    const double t_copy = time_op(
+        be, [&] { be.copy(copy_dst.data(), x.data(), static_cast<size_t>(R * C) * 2); }, min_s, 3);
     const double copy_gbs = bytes_copy / t_copy / 1e9;
     auto row = [&](const char* name, double bytes, const std::function<void()>& fn) {
       const double t = time_op(be, fn, min_s, 3);
@@ -223,11 +229,13 @@ void bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& sh
     row("quantize 128x128", 2.0 * R * C + R * C, [&] { be.quantize(X, qw.m, opt, nullptr); });
     row("quantize x and x^T", 2.0 * R * C + 2.0 * R * C + 2 * scales,
         [&] { be.quantize_with_transpose(X, q.m, qt.m, opt, nullptr, nullptr); });
-    row("dequantize 1x128", R * C + scales + 2.0 * R * C,
-        [&] { be.dequantize(q.m, Matrix{out.data(), R, C, DType::bf16}); });
+    row("dequantize 1x128", R * C + scales + 2.0 * R * C, [&] {
+      be.dequantize(q.m, Matrix{out.data(), R, C, DType::bf16});
+    });
   }
-  std::printf("GB/s counts bytes read + written; 'vs copy' is against a plain copy of the BF16 "
-              "input measured in the same run.\n\n");
+  std::printf(
+      "GB/s counts bytes read + written; 'vs copy' is against a plain copy of the BF16 "
+      "input measured in the same run.\n\n");
 }
 
 }  // namespace

@@ -29,9 +29,10 @@ std::string triple(long long v, long long major_div, long long minor_div) {
 int cmd_doctor(const std::vector<std::string>& args) {
   const Args a(args, {}, {"help"});
   if (a.flag("help")) {
-    std::puts("usage: fp8rl doctor\n\nReports CPU threads and BLAS, the CUDA backend module, "
-              "driver and runtime versions,\nthe device, cuBLASLt and NCCL, and which backend "
-              "`--backend auto` picks (and why). Exits 0.");
+    std::puts(
+        "usage: fp8rl doctor\n\nReports CPU threads and BLAS, the CUDA backend module, "
+        "driver and runtime versions,\nthe device, cuBLASLt and NCCL, and which backend "
+        "`--backend auto` picks (and why). Exits 0.");
     return 0;
   }
   std::printf("fp8rl %s (%s)\n\n", FP8RL_VERSION, FP8RL_GIT_DESCRIBE);
@@ -47,8 +48,8 @@ int cmd_doctor(const std::vector<std::string>& args) {
     std::printf("  module:         %s\n", st.path.c_str());
     std::printf("  driver:         %s\n", cuda_version(i.driver_version).c_str());
     std::printf("  runtime:        %s\n", cuda_version(i.runtime_version).c_str());
-    std::printf("  cuBLASLt:       %s\n", triple(static_cast<long long>(i.cublaslt_version),
-                                                  10000, 100).c_str());
+    std::printf("  cuBLASLt:       %s\n",
+                triple(static_cast<long long>(i.cublaslt_version), 10000, 100).c_str());
     std::printf("  NCCL:           %s\n", triple(i.nccl_version, 10000, 100).c_str());
     std::printf("  devices:        %d\n", i.device_count);
     if (i.device_count > 0) {

@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
   parser.process(app);
 
   const QString dir = QApplication::applicationDirPath();
-  QApplication::setWindowIcon(QIcon(dir + QStringLiteral("/../share/fp8rl/icons/fp8rl-studio.svg")));
+  QApplication::setWindowIcon(
+      QIcon(dir + QStringLiteral("/../share/fp8rl/icons/fp8rl-studio.svg")));
   fp8rl::ui::MainWindow window(QDir(dir).filePath(QStringLiteral("fp8rl")));
   window.show();
   if (parser.isSet(shots)) {

@@ -26,7 +26,9 @@ void Buffer::reset() {
   bytes_ = 0;
 }
 
-double QuantStats::relative_error() const { return ref_sq > 0 ? std::sqrt(err_sq / ref_sq) : 0.0; }
+double QuantStats::relative_error() const {
+  return ref_sq > 0 ? std::sqrt(err_sq / ref_sq) : 0.0;
+}
 
 QuantStats& QuantStats::operator+=(const QuantStats& o) {
   elements += o.elements;
@@ -48,9 +50,9 @@ std::string shape(const char* name, int64_t r, int64_t c) {
 void check_gemm_operands(const Matrix& a, const Matrix& b, const Matrix& c, float beta) {
   check(a.cols == b.cols, "gemm: contracted sizes differ: " + shape("a", a.rows, a.cols) + " vs " +
                               shape("b", b.rows, b.cols));
-  check(c.rows == a.rows && c.cols == b.rows,
-        "gemm: output " + shape("c", c.rows, c.cols) + " must be [" + std::to_string(a.rows) +
-            ", " + std::to_string(b.rows) + "]");
+  check(c.rows == a.rows && c.cols == b.rows, "gemm: output " + shape("c", c.rows, c.cols) +
+                                                  " must be [" + std::to_string(a.rows) + ", " +
+                                                  std::to_string(b.rows) + "]");
   check(a.dtype == b.dtype && a.dtype != DType::fp8,
         std::string("gemm: inputs must both be f32 or both bf16, got ") + dtype_name(a.dtype) +
             " and " + dtype_name(b.dtype));
@@ -61,18 +63,17 @@ void check_gemm_operands(const Matrix& a, const Matrix& b, const Matrix& c, floa
 void check_gemm_fp8_operands(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix& c, float beta) {
   check(a.cols == b.cols, "gemm_fp8: contracted sizes differ: " + shape("a", a.rows, a.cols) +
                               " vs " + shape("b", b.rows, b.cols));
-  check(c.rows == a.rows && c.cols == b.rows,
-        "gemm_fp8: output " + shape("c", c.rows, c.cols) + " must be [" + std::to_string(a.rows) +
-            ", " + std::to_string(b.rows) + "]");
+  check(c.rows == a.rows && c.cols == b.rows, "gemm_fp8: output " + shape("c", c.rows, c.cols) +
+                                                  " must be [" + std::to_string(a.rows) + ", " +
+                                                  std::to_string(b.rows) + "]");
   check(a.format == b.format, "gemm_fp8: operands in different FP8 formats");
   check(c.dtype != DType::fp8, "gemm_fp8: output must be f32 or bf16");
   check(c.dtype == DType::f32 || beta == 0.0f, "gemm_fp8: beta != 0 needs an f32 output");
 }
 
 void check_quantize_operands(const Matrix& x, const Fp8Matrix& out) {
-  check(x.rows == out.rows && x.cols == out.cols,
-        "quantize: " + shape("input", x.rows, x.cols) + " vs " +
-            shape("output", out.rows, out.cols));
+  check(x.rows == out.rows && x.cols == out.cols, "quantize: " + shape("input", x.rows, x.cols) +
+                                                      " vs " + shape("output", out.rows, out.cols));
   check(x.dtype != DType::fp8, "quantize: input must be f32 or bf16");
   check(x.rows >= 0 && x.cols >= 0, "quantize: negative shape");
 }

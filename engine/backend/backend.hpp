@@ -17,7 +17,9 @@ namespace fp8rl {
 
 enum class DType : uint8_t { f32, bf16, fp8 };
 
-inline size_t dtype_size(DType t) { return t == DType::f32 ? 4 : t == DType::bf16 ? 2 : 1; }
+inline size_t dtype_size(DType t) {
+  return t == DType::f32 ? 4 : t == DType::bf16 ? 2 : 1;
+}
 inline const char* dtype_name(DType t) {
   return t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : "fp8";
 }
@@ -76,11 +78,11 @@ struct QuantOptions {
 struct QuantStats {
   int64_t elements = 0;
   int64_t blocks = 0;
-  int64_t saturated = 0;        // |x·s| above the format's max: clamped
-  int64_t flushed_to_zero = 0;  // x ≠ 0 whose code is ±0
+  int64_t saturated = 0;          // |x·s| above the format's max: clamped
+  int64_t flushed_to_zero = 0;    // x ≠ 0 whose code is ±0
   int64_t degenerate_blocks = 0;  // amax 0, inf or NaN: scale 1 used
-  double err_sq = 0.0;          // Σ (x − dequant(q))² over finite x
-  double ref_sq = 0.0;          // Σ x² over finite x
+  double err_sq = 0.0;            // Σ (x − dequant(q))² over finite x
+  double ref_sq = 0.0;            // Σ x² over finite x
   double relative_error() const;  // sqrt(err_sq / ref_sq), 0 when ref_sq is 0
   QuantStats& operator+=(const QuantStats& o);
 };

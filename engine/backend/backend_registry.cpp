@@ -94,8 +94,7 @@ BackendSelection make_backend(BackendChoice choice) {
   const auto& st = cuda_module_status();
   if (st.usable) {
     char err[512] = {};
-    auto create = reinterpret_cast<Fp8rlCudaCreateFn>(
-dlsym(st.handle, "fp8rl_cuda_create"));
+    auto create = reinterpret_cast<Fp8rlCudaCreateFn>(dlsym(st.handle, "fp8rl_cuda_create"));
     Backend* b = create ? create(0, err, sizeof err) : nullptr;
     if (b) {
       sel.backend.reset(b);

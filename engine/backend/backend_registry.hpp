@@ -16,12 +16,12 @@ enum class BackendChoice { automatic, cpu, cuda };
 BackendChoice parse_backend_choice(const std::string& s);
 
 struct CudaModuleStatus {
-  bool loaded = false;      // the module was found and dlopen succeeded
-  std::string path;         // where it was found (or the places searched)
-  std::string load_error;   // why it did not load
-  bool usable = false;      // probe said a device can run the backend
-  Fp8rlCudaInfo info;       // filled when loaded
-  void* handle = nullptr;   // dlopen handle, kept open for the life of the process
+  bool loaded = false;     // the module was found and dlopen succeeded
+  std::string path;        // where it was found (or the places searched)
+  std::string load_error;  // why it did not load
+  bool usable = false;     // probe said a device can run the backend
+  Fp8rlCudaInfo info;      // filled when loaded
+  void* handle = nullptr;  // dlopen handle, kept open for the life of the process
   // One line explaining why CUDA cannot be used ("" when usable).
   std::string why_not() const;
 };

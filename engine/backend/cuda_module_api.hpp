@@ -15,9 +15,9 @@ inline constexpr int kFp8rlCudaAbi = 1;
 extern "C" {
 
 struct Fp8rlCudaInfo {
-  int abi = 0;                // kFp8rlCudaAbi of the module
-  int driver_version = 0;     // cudaDriverGetVersion (e.g. 13000); 0 when no driver
-  int runtime_version = 0;    // cudaRuntimeGetVersion
+  int abi = 0;              // kFp8rlCudaAbi of the module
+  int driver_version = 0;   // cudaDriverGetVersion (e.g. 13000); 0 when no driver
+  int runtime_version = 0;  // cudaRuntimeGetVersion
   int device_count = 0;
   char device_name[256] = {};
   int cc_major = 0, cc_minor = 0;

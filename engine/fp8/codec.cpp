@@ -33,7 +33,6 @@ std::array<float, 256> make_table() {
 
 }  // namespace
 
-
 const float* e4m3_table() {
   static const auto t = make_table<3, 7, false>();
   return t.data();
@@ -43,7 +42,11 @@ const float* e5m2_table() {
   return t.data();
 }
 
-float e4m3_to_float(uint8_t code) { return e4m3_table()[code]; }
-float e5m2_to_float(uint8_t code) { return e5m2_table()[code]; }
+float e4m3_to_float(uint8_t code) {
+  return e4m3_table()[code];
+}
+float e5m2_to_float(uint8_t code) {
+  return e5m2_table()[code];
+}
 
 }  // namespace fp8rl

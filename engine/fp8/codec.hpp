@@ -46,8 +46,12 @@ inline uint8_t encode(float x) {
 
 }  // namespace detail
 
-inline uint8_t float_to_e4m3(float x) { return detail::encode<3, 7, 0x7e>(x); }
-inline uint8_t float_to_e5m2(float x) { return detail::encode<2, 15, 0x7b>(x); }
+inline uint8_t float_to_e4m3(float x) {
+  return detail::encode<3, 7, 0x7e>(x);
+}
+inline uint8_t float_to_e5m2(float x) {
+  return detail::encode<2, 15, 0x7b>(x);
+}
 float e4m3_to_float(uint8_t code);
 float e5m2_to_float(uint8_t code);
 

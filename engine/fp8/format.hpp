@@ -17,9 +17,13 @@ namespace fp8rl {
 enum class Fp8Format : uint8_t { e4m3, e5m2 };
 
 // Largest finite value: 448 for E4M3, 57344 for E5M2.
-FP8RL_HD float fp8_max(Fp8Format f) { return f == Fp8Format::e4m3 ? 448.0f : 57344.0f; }
+FP8RL_HD float fp8_max(Fp8Format f) {
+  return f == Fp8Format::e4m3 ? 448.0f : 57344.0f;
+}
 
-inline const char* fp8_format_name(Fp8Format f) { return f == Fp8Format::e4m3 ? "e4m3" : "e5m2"; }
+inline const char* fp8_format_name(Fp8Format f) {
+  return f == Fp8Format::e4m3 ? "e4m3" : "e5m2";
+}
 
 // Block size of the recipe: 1x128 for activations/gradients, 128x128 for weights.
 inline constexpr int64_t kBlock = 128;
@@ -50,7 +54,9 @@ FP8RL_HD float block_scale(float amax, Fp8Format f, bool pow2, bool* degenerate)
 }
 
 // Number of 128-blocks covering n elements.
-FP8RL_HD int64_t blocks_of(int64_t n) { return (n + kBlock - 1) / kBlock; }
+FP8RL_HD int64_t blocks_of(int64_t n) {
+  return (n + kBlock - 1) / kBlock;
+}
 
 // Scale layouts: the ones cuBLASLt reads, used by every backend so scales move without a
 // re-layout. For a [rows, cols] matrix whose contiguous dimension is cols:
@@ -63,7 +69,9 @@ inline const char* scale_block_name(ScaleBlock b) {
   return b == ScaleBlock::row1x128 ? "1x128" : "128x128";
 }
 
-FP8RL_HD int64_t tile_scale_stride(int64_t cols) { return (blocks_of(cols) + 3) / 4 * 4; }
+FP8RL_HD int64_t tile_scale_stride(int64_t cols) {
+  return (blocks_of(cols) + 3) / 4 * 4;
+}
 
 // Number of floats in the scale array of a [rows, cols] matrix.
 FP8RL_HD int64_t scale_count(ScaleBlock b, int64_t rows, int64_t cols) {

@@ -12,7 +12,7 @@ struct Shape {
   int64_t M, N, K;
 };
 // Awkward sizes (not multiples of 8/16/128) next to aligned ones.
-const Shape kShapes[] = {{1, 1, 1},     {8, 8, 16},     {16, 24, 128},   {33, 17, 129},
+const Shape kShapes[] = {{1, 1, 1},       {8, 8, 16},      {16, 24, 128},   {33, 17, 129},
                          {128, 256, 384}, {257, 259, 300}, {64, 96, 16385}, {200, 136, 1000}};
 
 std::vector<double> to_double(const std::vector<uint8_t>& bytes, DType dt) {
@@ -73,42 +73,42 @@ double tolerance(DType out, bool vs_fp64, int64_t K) {
 }
 
 void add_gemm_case(Registry& reg, Shape s, DType in, DType out, float beta) {
-  reg.push_back(
-      {fmt("gemm %s->%s M%lld N%lld K%lld%s", dtype_name(in), dtype_name(out), (long long)s.M,
-           (long long)s.N, (long long)s.K, beta != 0 ? " beta=1" : ""),
-       [=](Backend& ref, Backend& test, Rng& rng) {
-         const auto a = to_bytes(random_matrix(rng, s.M, s.K), in),
-                    b = to_bytes(random_matrix(rng, s.N, s.K), in),
-                    c0 = to_bytes(random_matrix(rng, s.M, s.N), out);
-         auto run = [&](Backend& be, std::vector<uint8_t>& c) {
-           Guarded A(be, a.size()), B(be, b.size()), C(be, c0.size());
-           A.upload(a.data());
-           B.upload(b.data());
-           C.upload(c0.data());
-           be.gemm(Matrix{A.data(), s.M, s.K, in}, Matrix{B.data(), s.N, s.K, in},
-                   Matrix{C.data(), s.M, s.N, out}, beta);
-           c.resize(c0.size());
-           return C.download(c.data());
-         };
-         std::vector<uint8_t> got;
-         if (!run(test, got)) return fail("wrote outside its output (guard bytes changed)");
-         const auto g = to_double(got, out);
-         if (!all_finite(g)) return fail("non-finite output from finite inputs");
-         std::vector<double> want;
-         const bool self = &ref == &test;
-         if (self) {
-           want = reference_nt(to_double(a, in), to_double(b, in), s.M, s.N, s.K, beta,
-                               to_double(c0, out));
-         } else {
-           std::vector<uint8_t> w;
-           run(ref, w);
-           want = to_double(w, out);
-         }
-         const double err = relative_error(g, want);
-         const double tol = tolerance(out, self, s.K);
-         if (!(err <= tol)) return fail(fmt("relative error %.3g > %.3g", err, tol));
-         return pass(fmt("rel. err %.2g", err));
-       }});
+  reg.push_back({fmt("gemm %s->%s M%lld N%lld K%lld%s", dtype_name(in), dtype_name(out),
+                     (long long)s.M, (long long)s.N, (long long)s.K, beta != 0 ? " beta=1" : ""),
+                 [=](Backend& ref, Backend& test, Rng& rng) {
+                   const auto a = to_bytes(random_matrix(rng, s.M, s.K), in),
+                              b = to_bytes(random_matrix(rng, s.N, s.K), in),
+                              c0 = to_bytes(random_matrix(rng, s.M, s.N), out);
+                   auto run = [&](Backend& be, std::vector<uint8_t>& c) {
+                     Guarded A(be, a.size()), B(be, b.size()), C(be, c0.size());
+                     A.upload(a.data());
+                     B.upload(b.data());
+                     C.upload(c0.data());
+                     be.gemm(Matrix{A.data(), s.M, s.K, in}, Matrix{B.data(), s.N, s.K, in},
+                             Matrix{C.data(), s.M, s.N, out}, beta);
+                     c.resize(c0.size());
+                     return C.download(c.data());
+                   };
+                   std::vector<uint8_t> got;
+                   if (!run(test, got))
+                     return fail("wrote outside its output (guard bytes changed)");
+                   const auto g = to_double(got, out);
+                   if (!all_finite(g)) return fail("non-finite output from finite inputs");
+                   std::vector<double> want;
+                   const bool self = &ref == &test;
+                   if (self) {
+                     want = reference_nt(to_double(a, in), to_double(b, in), s.M, s.N, s.K, beta,
+                                         to_double(c0, out));
+                   } else {
+                     std::vector<uint8_t> w;
+                     run(ref, w);
+                     want = to_double(w, out);
+                   }
+                   const double err = relative_error(g, want);
+                   const double tol = tolerance(out, self, s.K);
+                   if (!(err <= tol)) return fail(fmt("relative error %.3g > %.3g", err, tol));
+                   return pass(fmt("rel. err %.2g", err));
+                 }});
 }
 
 // The three GEMMs of a linear layer with X [M,K], W [N,K], dY [M,N]:
@@ -137,8 +137,8 @@ void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format f
          const float beta = form == Form::wgrad ? 1.0f : 0.0f;
          // Quantize on the reference (quantization itself is checked by its own cases), then
          // give both backends the same codes and scales.
-         auto quantized = [&](int64_t rows, int64_t cols, ScaleBlock blk, std::vector<uint8_t>& codes,
-                              std::vector<float>& scales) {
+         auto quantized = [&](int64_t rows, int64_t cols, ScaleBlock blk,
+                              std::vector<uint8_t>& codes, std::vector<float>& scales) {
            auto x = random_matrix(rng, rows, cols);
            Buffer xb = ref.alloc(x.size() * 4);
            ref.upload(xb.data(), x.data(), x.size() * 4);
@@ -158,8 +158,9 @@ void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format f
            quantized(k, n, ScaleBlock::tile128x128, wc, ws);
            bc.resize(wc.size());
            bs.assign(scale_count(ScaleBlock::tile128x128, n, k), 1.0f);
-           ref.transpose_fp8(Fp8Matrix{wc.data(), ws.data(), k, n, ScaleBlock::tile128x128, format},
-                             Fp8Matrix{bc.data(), bs.data(), n, k, ScaleBlock::tile128x128, format});
+           ref.transpose_fp8(
+               Fp8Matrix{wc.data(), ws.data(), k, n, ScaleBlock::tile128x128, format},
+               Fp8Matrix{bc.data(), bs.data(), n, k, ScaleBlock::tile128x128, format});
          } else {
            quantized(n, k, bblock, bc, bs);
          }
@@ -174,10 +175,18 @@ void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format f
            B.upload(bc.data());
            BS.upload(bs.data());
            C.upload(c0.data());
-           const Fp8Matrix qa{static_cast<uint8_t*>(A.data()), static_cast<float*>(AS.data()), m, k,
-                              ScaleBlock::row1x128, format};
-           const Fp8Matrix qb{static_cast<uint8_t*>(B.data()), static_cast<float*>(BS.data()), n, k,
-                              bblock, format};
+           const Fp8Matrix qa{static_cast<uint8_t*>(A.data()),
+                              static_cast<float*>(AS.data()),
+                              m,
+                              k,
+                              ScaleBlock::row1x128,
+                              format};
+           const Fp8Matrix qb{static_cast<uint8_t*>(B.data()),
+                              static_cast<float*>(BS.data()),
+                              n,
+                              k,
+                              bblock,
+                              format};
            const Matrix cm{C.data(), m, n, out};
            if (auto why = be.gemm_fp8_unsupported(qa, qb, cm)) return "unsupported: " + *why;
            be.gemm_fp8(qa, qb, cm, beta);
@@ -200,15 +209,19 @@ void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format f
              std::vector<double> v(static_cast<size_t>(q.rows * q.cols));
              for (int64_t r = 0; r < q.rows; ++r)
                for (int64_t c = 0; c < q.cols; ++c)
-                 v[r * q.cols + c] = static_cast<double>(fp8_to_float(q.codes[r * q.cols + c], format)) *
-                                     q.scale_inv[scale_index(q.block, q.rows, q.cols, r, c)];
+                 v[r * q.cols + c] =
+                     static_cast<double>(fp8_to_float(q.codes[r * q.cols + c], format)) *
+                     q.scale_inv[scale_index(q.block, q.rows, q.cols, r, c)];
              return v;
            };
-           const auto want = reference_nt(deq(qa_host), deq(qb_host), m, n, k, beta, to_double(c0, out));
+           const auto want =
+               reference_nt(deq(qa_host), deq(qb_host), m, n, k, beta, to_double(c0, out));
            const double err = relative_error(g, want);
            const double tol = tolerance(out, true, k);
-           if (!(err <= tol)) return fail(fmt("vs FP64 of dequantized inputs: %.3g > %.3g", err, tol));
-           return pass(fmt("rel. err vs FP64 %.2g, global diff %.2g", err, global_difference(g, want)));
+           if (!(err <= tol))
+             return fail(fmt("vs FP64 of dequantized inputs: %.3g > %.3g", err, tol));
+           return pass(
+               fmt("rel. err vs FP64 %.2g, global diff %.2g", err, global_difference(g, want)));
          }
          std::vector<uint8_t> w;
          if (auto problem = run(ref, w)) return fail("reference: " + *problem);
@@ -216,7 +229,8 @@ void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format f
          const double err = relative_error(g, want);
          const double tol = tolerance(out, false, k);
          if (!(err <= tol)) return fail(fmt("vs CPU: relative error %.3g > %.3g", err, tol));
-         return pass(fmt("rel. err vs CPU %.2g, global diff %.2g", err, global_difference(g, want)));
+         return pass(
+             fmt("rel. err vs CPU %.2g, global diff %.2g", err, global_difference(g, want)));
        }});
 }
 

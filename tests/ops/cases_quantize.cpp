@@ -14,7 +14,7 @@ const std::vector<std::pair<int64_t, int64_t>> kShapes = {
     {1, 1}, {1, 128}, {3, 129}, {128, 128}, {257, 259}, {1, 16385}, {130, 300}, {64, 1024}, {0, 7}};
 
 struct Host {
-  std::vector<float> values;  // the input as floats (already rounded when the dtype is bf16)
+  std::vector<float> values;   // the input as floats (already rounded when the dtype is bf16)
   std::vector<uint8_t> bytes;  // the input in its dtype
 };
 
@@ -161,12 +161,13 @@ Result compare(const Quantized& got, const Quantized& want, ScaleBlock block, in
   const auto& w = want.stats;
   if (g.elements != w.elements || g.blocks != w.blocks || g.saturated != w.saturated ||
       g.flushed_to_zero != w.flushed_to_zero || g.degenerate_blocks != w.degenerate_blocks)
-    return fail(fmt("stats differ: elements %lld/%lld blocks %lld/%lld saturated %lld/%lld "
-                    "flushed %lld/%lld degenerate %lld/%lld",
-                    (long long)g.elements, (long long)w.elements, (long long)g.blocks,
-                    (long long)w.blocks, (long long)g.saturated, (long long)w.saturated,
-                    (long long)g.flushed_to_zero, (long long)w.flushed_to_zero,
-                    (long long)g.degenerate_blocks, (long long)w.degenerate_blocks));
+    return fail(
+        fmt("stats differ: elements %lld/%lld blocks %lld/%lld saturated %lld/%lld "
+            "flushed %lld/%lld degenerate %lld/%lld",
+            (long long)g.elements, (long long)w.elements, (long long)g.blocks, (long long)w.blocks,
+            (long long)g.saturated, (long long)w.saturated, (long long)g.flushed_to_zero,
+            (long long)w.flushed_to_zero, (long long)g.degenerate_blocks,
+            (long long)w.degenerate_blocks));
   if (!close(g.err_sq, w.err_sq, rel) || !close(g.ref_sq, w.ref_sq, rel))
     return fail(fmt("error sums differ: err %.12g/%.12g ref %.12g/%.12g", g.err_sq, w.err_sq,
                     g.ref_sq, w.ref_sq));
@@ -180,21 +181,20 @@ std::vector<float> special_values(Rng& rng, int64_t rows, int64_t cols) {
     for (int64_t c = 0; c < cols; ++c) {
       float& x = v[r * cols + c];
       const int64_t kind = (r + c / kBlock) % 6;
-      if (kind == 1) x = 0.0f;                             // all-zero block
-      if (kind == 2 && c % 97 == 5) x = NAN;               // NaN in a block
-      if (kind == 3 && c % 89 == 7) x = -INFINITY;         // inf in a block
-      if (kind == 4) x *= 1e-30f;                          // tiny block (scale still finite)
-      if (kind == 5 && c % 3 == 0) x *= 1e-12f;            // values flushed to zero
+      if (kind == 1) x = 0.0f;                      // all-zero block
+      if (kind == 2 && c % 97 == 5) x = NAN;        // NaN in a block
+      if (kind == 3 && c % 89 == 7) x = -INFINITY;  // inf in a block
+      if (kind == 4) x *= 1e-30f;                   // tiny block (scale still finite)
+      if (kind == 5 && c % 3 == 0) x *= 1e-12f;     // values flushed to zero
     }
   return v;
 }
 
 void add_quantize_case(Registry& reg, int64_t rows, int64_t cols, DType dt, ScaleBlock block,
                        QuantOptions opt, bool specials) {
-  const std::string name =
-      fmt("quantize %s %s %s %s%s%s", scale_block_name(block), dtype_name(dt),
-          fp8_format_name(opt.format), shape_str(rows, cols).c_str(),
-          opt.pow2_scales ? " pow2" : "", specials ? " specials" : "");
+  const std::string name = fmt("quantize %s %s %s %s%s%s", scale_block_name(block), dtype_name(dt),
+                               fp8_format_name(opt.format), shape_str(rows, cols).c_str(),
+                               opt.pow2_scales ? " pow2" : "", specials ? " specials" : "");
   reg.push_back({name, [=](Backend& ref, Backend& test, Rng& rng) {
                    const Host in = make_input(
                        specials ? special_values(rng, rows, cols) : random_matrix(rng, rows, cols),
@@ -259,18 +259,18 @@ void add_dequantize_case(Registry& reg, int64_t rows, int64_t cols, ScaleBlock b
              y(test, rows * cols * dtype_size(out));
          codes.upload(q.codes.data());
          scales.upload(q.scales.data());
-         test.dequantize(Fp8Matrix{static_cast<uint8_t*>(codes.data()),
-                                   static_cast<float*>(scales.data()), rows, cols, block, opt.format},
-                         Matrix{y.data(), rows, cols, out});
+         test.dequantize(
+             Fp8Matrix{static_cast<uint8_t*>(codes.data()), static_cast<float*>(scales.data()),
+                       rows, cols, block, opt.format},
+             Matrix{y.data(), rows, cols, out});
          std::vector<uint8_t> got(y.bytes());
          if (!y.download(got.data())) return fail("wrote outside its output (guard bytes changed)");
          for (int64_t r = 0; r < rows; ++r)
            for (int64_t c = 0; c < cols; ++c) {
              const int64_t i = r * cols + c;
              // The product of two floats is exact in double: rounding it once is the spec.
-             const float want = static_cast<float>(
-                 static_cast<double>(e4m3_to_float(q.codes[i])) *
-                 q.scales[scale_index(block, rows, cols, r, c)]);
+             const float want = static_cast<float>(static_cast<double>(e4m3_to_float(q.codes[i])) *
+                                                   q.scales[scale_index(block, rows, cols, r, c)]);
              float g;
              if (out == DType::f32) {
                std::memcpy(&g, &got[i * 4], 4);
@@ -294,15 +294,16 @@ void add_transpose_fp8_case(Registry& reg, int64_t rows, int64_t cols) {
        [=](Backend& ref, Backend& test, Rng& rng) {
          const QuantOptions opt;
          const Host in = make_input(random_matrix(rng, rows, cols), DType::f32);
-         const Quantized q = run_quantize(ref, in, DType::f32, rows, cols, ScaleBlock::tile128x128, opt);
+         const Quantized q =
+             run_quantize(ref, in, DType::f32, rows, cols, ScaleBlock::tile128x128, opt);
          Guarded codes(test, q.codes.size()), scales(test, q.scales.size() * 4),
              tc(test, q.codes.size()),
              ts(test, scale_count(ScaleBlock::tile128x128, cols, rows) * 4);
          codes.upload(q.codes.data());
          scales.upload(q.scales.data());
          test.transpose_fp8(
-             Fp8Matrix{static_cast<uint8_t*>(codes.data()), static_cast<float*>(scales.data()), rows,
-                       cols, ScaleBlock::tile128x128, opt.format},
+             Fp8Matrix{static_cast<uint8_t*>(codes.data()), static_cast<float*>(scales.data()),
+                       rows, cols, ScaleBlock::tile128x128, opt.format},
              Fp8Matrix{static_cast<uint8_t*>(tc.data()), static_cast<float*>(ts.data()), cols, rows,
                        ScaleBlock::tile128x128, opt.format});
          std::vector<uint8_t> gc(tc.bytes());
@@ -315,8 +316,9 @@ void add_transpose_fp8_case(Registry& reg, int64_t rows, int64_t cols) {
                return fail(fmt("code (%lld,%lld) not transposed", (long long)r, (long long)c));
              const float want = q.scales[scale_index(ScaleBlock::tile128x128, rows, cols, r, c)];
              const float got = gs[scale_index(ScaleBlock::tile128x128, cols, rows, c, r)];
-             if (got != want) return fail(fmt("scale of tile (%lld,%lld) not transposed",
-                                              (long long)(r / kBlock), (long long)(c / kBlock)));
+             if (got != want)
+               return fail(fmt("scale of tile (%lld,%lld) not transposed", (long long)(r / kBlock),
+                               (long long)(c / kBlock)));
            }
          return pass();
        }});
@@ -329,14 +331,18 @@ void add_quantize_cases(Registry& reg) {
     add_quantize_case(reg, r, c, DType::f32, ScaleBlock::row1x128, {}, false);
     add_quantize_case(reg, r, c, DType::bf16, ScaleBlock::row1x128, {}, false);
     add_quantize_case(reg, r, c, DType::bf16, ScaleBlock::tile128x128, {}, false);
-    add_quantize_case(reg, r, c, DType::f32, ScaleBlock::tile128x128, {Fp8Format::e4m3, true}, false);
-    add_quantize_case(reg, r, c, DType::bf16, ScaleBlock::row1x128, {Fp8Format::e5m2, false}, false);
+    add_quantize_case(reg, r, c, DType::f32, ScaleBlock::tile128x128, {Fp8Format::e4m3, true},
+                      false);
+    add_quantize_case(reg, r, c, DType::bf16, ScaleBlock::row1x128, {Fp8Format::e5m2, false},
+                      false);
     add_transpose_quantize_case(reg, r, c, DType::bf16);
   }
   add_quantize_case(reg, 257, 515, DType::f32, ScaleBlock::row1x128, {}, true);
   add_quantize_case(reg, 257, 515, DType::f32, ScaleBlock::tile128x128, {}, true);
-  add_quantize_case(reg, 257, 515, DType::bf16, ScaleBlock::row1x128, {Fp8Format::e4m3, true}, true);
-  add_quantize_case(reg, 257, 515, DType::f32, ScaleBlock::row1x128, {Fp8Format::e5m2, false}, true);
+  add_quantize_case(reg, 257, 515, DType::bf16, ScaleBlock::row1x128, {Fp8Format::e4m3, true},
+                    true);
+  add_quantize_case(reg, 257, 515, DType::f32, ScaleBlock::row1x128, {Fp8Format::e5m2, false},
+                    true);
   add_transpose_quantize_case(reg, 300, 257, DType::f32);
   for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {257, 259}, {130, 1000}}) {
     add_dequantize_case(reg, r, c, ScaleBlock::row1x128, DType::f32);

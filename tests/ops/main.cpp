@@ -17,7 +17,8 @@ using namespace fp8rl::optest;
 
 int main(int argc, char** argv) {
   std::string which = "all", filter;
-  uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  uint64_t seed =
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   bool list = false, verbose = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -28,13 +29,21 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--backend") which = value();
-    else if (a == "--filter") filter = value();
-    else if (a == "--seed") seed = std::strtoull(value().c_str(), nullptr, 10);
-    else if (a == "--list") list = true;
-    else if (a == "--verbose") verbose = true;
+    if (a == "--backend")
+      which = value();
+    else if (a == "--filter")
+      filter = value();
+    else if (a == "--seed")
+      seed = std::strtoull(value().c_str(), nullptr, 10);
+    else if (a == "--list")
+      list = true;
+    else if (a == "--verbose")
+      verbose = true;
     else {
-      std::fprintf(stderr, "unknown option %s (allowed: --backend cpu|cuda|all, --filter, --seed, --list, --verbose)\n", a.c_str());
+      std::fprintf(stderr,
+                   "unknown option %s (allowed: --backend cpu|cuda|all, --filter, --seed, --list, "
+                   "--verbose)\n",
+                   a.c_str());
       return 2;
     }
   }
@@ -68,11 +77,13 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::printf("seed %llu (rerun with --seed to reproduce)\n", static_cast<unsigned long long>(seed));
+  std::printf("seed %llu (rerun with --seed to reproduce)\n",
+              static_cast<unsigned long long>(seed));
   int passed = 0, failed = 0, skipped = 0;
   for (Backend* be : targets) {
-    std::printf("== backend %s (%s) against %s\n", be->name().c_str(), be->device().c_str(),
-                be == ref.get() ? "independent FP64 / brute-force references" : "the CPU reference");
+    std::printf(
+        "== backend %s (%s) against %s\n", be->name().c_str(), be->device().c_str(),
+        be == ref.get() ? "independent FP64 / brute-force references" : "the CPU reference");
     int case_index = 0;
     for (const auto& c : reg) {
       ++case_index;
@@ -84,7 +95,9 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         r = fail(std::string("threw: ") + e.what());
       }
-      const char* tag = r.outcome == Outcome::pass ? "PASS" : r.outcome == Outcome::fail ? "FAIL" : "SKIP";
+      const char* tag = r.outcome == Outcome::pass   ? "PASS"
+                        : r.outcome == Outcome::fail ? "FAIL"
+                                                     : "SKIP";
       (r.outcome == Outcome::pass ? passed : r.outcome == Outcome::fail ? failed : skipped)++;
       if (r.outcome != Outcome::pass || verbose)
         std::printf("%s %-6s %s%s%s\n", tag, be->name().c_str(), c.name.c_str(),

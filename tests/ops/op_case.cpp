@@ -6,7 +6,8 @@
 
 namespace fp8rl::optest {
 
-Guarded::Guarded(Backend& be, size_t bytes) : be_(be), bytes_(bytes), buf_(be.alloc(bytes + 2 * kGuard)) {
+Guarded::Guarded(Backend& be, size_t bytes)
+    : be_(be), bytes_(bytes), buf_(be.alloc(bytes + 2 * kGuard)) {
   std::vector<uint8_t> pattern(bytes + 2 * kGuard, kPattern);
   be_.upload(buf_.data(), pattern.data(), pattern.size());
 }

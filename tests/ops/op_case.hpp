@@ -73,8 +73,14 @@ std::string shape_str(int64_t r, int64_t c);
 // Formats with printf syntax.
 std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
 
-inline Result pass(std::string d = {}) { return {Outcome::pass, std::move(d)}; }
-inline Result fail(std::string d) { return {Outcome::fail, std::move(d)}; }
-inline Result skip(std::string d) { return {Outcome::skip, std::move(d)}; }
+inline Result pass(std::string d = {}) {
+  return {Outcome::pass, std::move(d)};
+}
+inline Result fail(std::string d) {
+  return {Outcome::fail, std::move(d)};
+}
+inline Result skip(std::string d) {
+  return {Outcome::skip, std::move(d)};
+}
 
 }  // namespace fp8rl::optest

@@ -74,9 +74,11 @@ class TestCli : public QObject {
   }
 
   void benchGemmPrintsRatios() {
-    const auto r = run(kCli, {"bench", "gemm", "--backend", "cpu", "--shapes", "64,48,256", "--seconds", "0"});
+    const auto r =
+        run(kCli, {"bench", "gemm", "--backend", "cpu", "--shapes", "64,48,256", "--seconds", "0"});
     QCOMPARE(r.code, 0);
-    for (const char* op : {"fprop", "dgrad", "wgrad"}) QVERIFY2(r.out.contains(op), qPrintable(r.out));
+    for (const char* op : {"fprop", "dgrad", "wgrad"})
+      QVERIFY2(r.out.contains(op), qPrintable(r.out));
     QVERIFY2(r.out.contains("fp8/best"), qPrintable(r.out));
   }
 

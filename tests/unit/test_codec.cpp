@@ -49,14 +49,16 @@ class TestCodec : public QObject {
  private slots:
   void everyBf16Value() {
     std::vector<float> xs;
-    for (uint32_t b = 0; b < 65536; ++b) xs.push_back(fp8rl::bf16_to_float(fp8rl::bf16{uint16_t(b)}));
+    for (uint32_t b = 0; b < 65536; ++b)
+      xs.push_back(fp8rl::bf16_to_float(fp8rl::bf16{uint16_t(b)}));
     for (auto f : kFormats) QCOMPARE(mismatches(xs, f), 0);
   }
 
   void everyCodeDecodesAndRoundTrips() {
     for (auto f : kFormats) {
       for (int c = 0; c < 256; ++c) {
-        const float ours = fp8rl::fp8_to_float(uint8_t(c), f), theirs = nvidia_decode(uint8_t(c), f);
+        const float ours = fp8rl::fp8_to_float(uint8_t(c), f),
+                    theirs = nvidia_decode(uint8_t(c), f);
         if (std::isnan(theirs)) {
           QVERIFY2(std::isnan(ours), qPrintable(QString("code 0x%1").arg(c, 2, 16)));
           continue;
@@ -71,7 +73,8 @@ class TestCodec : public QObject {
     for (auto f : kFormats) {
       std::vector<float> xs;
       for (int c = 0; c < 0x7f; ++c) {
-        const float a = fp8rl::fp8_to_float(uint8_t(c), f), b = fp8rl::fp8_to_float(uint8_t(c + 1), f);
+        const float a = fp8rl::fp8_to_float(uint8_t(c), f),
+                    b = fp8rl::fp8_to_float(uint8_t(c + 1), f);
         if (!std::isfinite(a) || !std::isfinite(b)) continue;
         const float mid = (a + b) / 2;  // exact: one more mantissa bit than the format has
         for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY), a, b})
@@ -86,10 +89,25 @@ class TestCodec : public QObject {
   }
 
   void specials() {
-    std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN,
-                             std::bit_cast<float>(0x7fc00001u), std::bit_cast<float>(0xffc00000u),
-                             0x1p-9f, 0x1p-10f, std::nextafter(0x1p-10f, 1.0f), 0x1p-16f, 0x1p-17f,
-                             3e-39f /* float subnormal */, 0.3f, 1.0625f, 448.0f, 464.0f, 57344.0f,
+    std::vector<float> xs = {0.0f,
+                             -0.0f,
+                             INFINITY,
+                             -INFINITY,
+                             NAN,
+                             -NAN,
+                             std::bit_cast<float>(0x7fc00001u),
+                             std::bit_cast<float>(0xffc00000u),
+                             0x1p-9f,
+                             0x1p-10f,
+                             std::nextafter(0x1p-10f, 1.0f),
+                             0x1p-16f,
+                             0x1p-17f,
+                             3e-39f /* float subnormal */,
+                             0.3f,
+                             1.0625f,
+                             448.0f,
+                             464.0f,
+                             57344.0f,
                              61440.0f};
     for (auto f : kFormats) QCOMPARE(mismatches(xs, f), 0);
     // Facts from the recipe notes.

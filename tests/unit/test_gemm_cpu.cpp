@@ -67,8 +67,10 @@ class TestGemmCpu : public QObject {
           exact += double(x[i * K + k]) * w[j * K + k];
           // |x − x̂| ≤ max(u·|x|, half the smallest subnormal step scaled back) per operand.
           const double ax = std::fabs(x[i * K + k]), aw = std::fabs(w[j * K + k]);
-          const double ex = std::max(u * ax, 0x1p-10 * qx.m.scale_inv[scale_index(qx.m.block, M, K, i, k)]);
-          const double ew = std::max(u * aw, 0x1p-10 * qw.m.scale_inv[scale_index(qw.m.block, N, K, j, k)]);
+          const double ex =
+              std::max(u * ax, 0x1p-10 * qx.m.scale_inv[scale_index(qx.m.block, M, K, i, k)]);
+          const double ew =
+              std::max(u * aw, 0x1p-10 * qw.m.scale_inv[scale_index(qw.m.block, N, K, j, k)]);
           bound += (ax + ex) * (aw + ew) - ax * aw;
           abs_sum += std::fabs(deq(qx.m, i, k) * deq(qw.m, j, k));
         }
@@ -77,8 +79,10 @@ class TestGemmCpu : public QObject {
         den += same * same;
         // FP8 vs the unquantized product: within the bound E4M3 implies (+ FP32 accumulation).
         const double fp32_acc = double(K) * 0x1p-24 * abs_sum;
-        QVERIFY2(std::fabs(got - exact) <= bound + fp32_acc,
-                 qPrintable(QString("(%1,%2): |%3 - %4| > %5").arg(i).arg(j).arg(got).arg(exact).arg(bound)));
+        QVERIFY2(
+            std::fabs(got - exact) <= bound + fp32_acc,
+            qPrintable(
+                QString("(%1,%2): |%3 - %4| > %5").arg(i).arg(j).arg(got).arg(exact).arg(bound)));
       }
     // Same math as FP64 of the dequantized inputs.
     QVERIFY2(std::sqrt(num / den) <= 1e-6, qPrintable(QString::number(std::sqrt(num / den))));
@@ -111,7 +115,8 @@ class TestGemmCpu : public QObject {
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         double want = 0;
-        for (int64_t k = 0; k < K; ++k) want += double(bf16_to_float(a[i * K + k])) * bf16_to_float(b[j * K + k]);
+        for (int64_t k = 0; k < K; ++k)
+          want += double(bf16_to_float(a[i * K + k])) * bf16_to_float(b[j * K + k]);
         // One BF16 rounding (2^-9 relative) plus FP32 accumulation.
         QVERIFY(std::fabs(bf16_to_float(c[i * N + j]) - want) <= 0x1p-8 * std::fabs(want) + 1e-5);
       }
@@ -126,9 +131,9 @@ class TestGemmCpu : public QObject {
     } catch (const Error& e) {
       QVERIFY2(QString(e.what()).contains("contracted sizes differ"), e.what());
     }
-    QVERIFY_THROWS_EXCEPTION(Error, cpu_->gemm(Matrix{a.data(), 2, 3, DType::f32},
-                                               Matrix{a.data(), 2, 3, DType::f32},
-                                               Matrix{c.data(), 2, 2, DType::bf16}, 1.0f));
+    QVERIFY_THROWS_EXCEPTION(
+        Error, cpu_->gemm(Matrix{a.data(), 2, 3, DType::f32}, Matrix{a.data(), 2, 3, DType::f32},
+                          Matrix{c.data(), 2, 2, DType::bf16}, 1.0f));
   }
 };
 

@@ -54,7 +54,8 @@ class TestQuantize : public QObject {
 
   void pow2ScalesRoundDown() {
     // amax 3 → s = 149.33 → 128 with power-of-2 scales; dequant scale 1/128 exactly.
-    const auto q = quantize(*cpu_, {3.0f, 1.0f}, 1, 2, ScaleBlock::row1x128, {Fp8Format::e4m3, true});
+    const auto q =
+        quantize(*cpu_, {3.0f, 1.0f}, 1, 2, ScaleBlock::row1x128, {Fp8Format::e4m3, true});
     QCOMPARE(q.scales[0], 1.0f / 128.0f);
     QCOMPARE(e4m3_to_float(q.codes[0]) * q.scales[0], 3.0f);
   }
@@ -88,7 +89,7 @@ class TestQuantize : public QObject {
   }
 
   void degenerateBlocksUseScaleOneAndAreCounted() {
-    std::vector<float> x = {0, 0, 0, 0,  1, NAN, 2, 3,  INFINITY, 1, 2, 3};
+    std::vector<float> x = {0, 0, 0, 0, 1, NAN, 2, 3, INFINITY, 1, 2, 3};
     const auto q = quantize(*cpu_, x, 3, 4, ScaleBlock::row1x128);
     QCOMPARE(q.stats.degenerate_blocks, int64_t{3});
     for (int r = 0; r < 3; ++r) QCOMPARE(q.scales[r], 1.0f);
@@ -99,7 +100,8 @@ class TestQuantize : public QObject {
 
   void flushedToZeroIsCounted() {
     // With amax 448 (s = 1), 2^-11 is below half the smallest subnormal 2^-9: flushed.
-    const auto q = quantize(*cpu_, {448.0f, 0x1p-11f, -0x1p-12f, 0x1p-9f}, 1, 4, ScaleBlock::row1x128);
+    const auto q =
+        quantize(*cpu_, {448.0f, 0x1p-11f, -0x1p-12f, 0x1p-9f}, 1, 4, ScaleBlock::row1x128);
     QCOMPARE(q.stats.flushed_to_zero, int64_t{2});
     QCOMPARE(q.codes[2], uint8_t{0x80});  // sign kept
     QCOMPARE(q.codes[3], uint8_t{0x01});

@@ -34,8 +34,12 @@ void* CpuBackend::raw_alloc(size_t bytes) {
   return p;
 }
 
-void CpuBackend::raw_free(void* p) noexcept { std::free(p); }
+void CpuBackend::raw_free(void* p) noexcept {
+  std::free(p);
+}
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
 
 }  // namespace fp8rl

@@ -115,8 +115,8 @@ void CpuBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& along
                                          QuantStats* stats_along, QuantStats* stats_transposed) {
   check_quantize_operands(x, along);
   check(transposed.rows == x.cols && transposed.cols == x.rows,
-        "quantize_with_transpose: the transposed output must be [" + std::to_string(x.cols) +
-            ", " + std::to_string(x.rows) + "]");
+        "quantize_with_transpose: the transposed output must be [" + std::to_string(x.cols) + ", " +
+            std::to_string(x.rows) + "]");
   check(along.block == ScaleBlock::row1x128 && transposed.block == ScaleBlock::row1x128,
         "quantize_with_transpose: both outputs must use 1x128 blocks");
   check(along.format == opt.format && transposed.format == opt.format,
@@ -140,8 +140,8 @@ void CpuBackend::dequantize(const Fp8Matrix& q, const Matrix& out) {
                  for (int64_t r = r0; r < r1; ++r)
                    for (int64_t c = 0; c < q.cols; ++c) {
                      const int64_t i = r * q.cols + c;
-                     const float v =
-                         table[q.codes[i]] * q.scale_inv[scale_index(q.block, q.rows, q.cols, r, c)];
+                     const float v = table[q.codes[i]] *
+                                     q.scale_inv[scale_index(q.block, q.rows, q.cols, r, c)];
                      if (out.dtype == DType::f32)
                        static_cast<float*>(out.data)[i] = v;
                      else
@@ -153,7 +153,8 @@ void CpuBackend::dequantize(const Fp8Matrix& q, const Matrix& out) {
 void CpuBackend::transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) {
   check(w.block == ScaleBlock::tile128x128 && wt.block == ScaleBlock::tile128x128,
         "transpose_fp8: only 128x128-tile matrices can be transposed without re-quantizing");
-  check(wt.rows == w.cols && wt.cols == w.rows, "transpose_fp8: output must be the transposed shape");
+  check(wt.rows == w.cols && wt.cols == w.rows,
+        "transpose_fp8: output must be the transposed shape");
   check(wt.format == w.format, "transpose_fp8: formats differ");
   for (int64_t r = 0; r < w.rows; ++r)
     for (int64_t c = 0; c < w.cols; ++c) wt.codes[c * w.rows + r] = w.codes[r * w.cols + c];

@@ -1,0 +1,200 @@
+// CudaBackend life cycle, memory and statistics buffers. The ops live in quantize.cu and gemm.cu.
+#include "cuda_backend.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "cuda_check.hpp"
+
+namespace fp8rl {
+
+namespace cuda {
+
+uint32_t pointer_alignment(const void* p) {
+  const auto u = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 1;
+  while (a < 256 && (u & a) == 0) a <<= 1;
+  return a;
+}
+
+GemmPlan::~GemmPlan() {
+  // Status ignored: destruction cannot fail in a way the caller could act on.
+  if (d) (void)cublasLtMatrixLayoutDestroy(d);
+  if (c) (void)cublasLtMatrixLayoutDestroy(c);
+  if (b) (void)cublasLtMatrixLayoutDestroy(b);
+  if (a) (void)cublasLtMatrixLayoutDestroy(a);
+  if (desc) (void)cublasLtMatmulDescDestroy(desc);
+}
+
+}  // namespace cuda
+
+CudaBackend::CudaBackend(int device) : device_(device) {
+  try {
+    int count = 0;
+    FP8RL_CUDA_CHECK(cudaGetDeviceCount(&count));
+    check(device >= 0 && device < count, "CUDA device " + std::to_string(device) +
+                                             " does not exist (" + std::to_string(count) +
+                                             " devices)");
+    FP8RL_CUDA_CHECK(cudaSetDevice(device));
+    cudaDeviceProp prop{};
+    FP8RL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    check(prop.major == 9 && prop.minor == 0,
+          std::string("device ") + prop.name + " is sm_" + std::to_string(prop.major) +
+              std::to_string(prop.minor) + "; this build targets sm_90a (Hopper)");
+    sm_count_ = prop.multiProcessorCount;
+    char desc[512];
+    std::snprintf(desc, sizeof desc, "%s (sm_%d%d, %d SMs, %.1f GiB)", prop.name, prop.major,
+                  prop.minor, prop.multiProcessorCount,
+                  static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+    device_desc_ = desc;
+
+    FP8RL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    FP8RL_CUBLAS_CHECK(cublasLtCreate(&lt_));
+    FP8RL_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+    FP8RL_CUDA_CHECK(cudaMalloc(&stats_dev_, 2 * sizeof(DeviceQuantStats)));
+    FP8RL_CUDA_CHECK(cudaMallocHost(&stats_host_, 2 * sizeof(DeviceQuantStats)));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  release();
+}
+
+void CudaBackend::release() noexcept {
+  // Let queued work finish before its memory goes away; errors are irrelevant at this point.
+  (void)cudaSetDevice(device_);
+  if (stream_) (void)cudaStreamSynchronize(stream_);
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex_);
+    plans_.clear();  // before the handle: plans hold cuBLASLt descriptors
+  }
+  if (stats_host_) (void)cudaFreeHost(stats_host_);
+  if (stats_dev_) (void)cudaFree(stats_dev_);
+  if (scratch_) (void)cudaFree(scratch_);
+  if (workspace_) (void)cudaFree(workspace_);
+  if (lt_) (void)cublasLtDestroy(lt_);
+  if (stream_) (void)cudaStreamDestroy(stream_);
+  stats_host_ = nullptr;
+  stats_dev_ = nullptr;
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  workspace_ = nullptr;
+  lt_ = nullptr;
+  stream_ = nullptr;
+  (void)cudaGetLastError();
+}
+
+void CudaBackend::make_current() const {
+  int current = -1;
+  FP8RL_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device_) FP8RL_CUDA_CHECK(cudaSetDevice(device_));
+}
+
+void CudaBackend::upload(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  check(dst && host_src, "upload: null pointer");
+  make_current();
+  FP8RL_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaBackend::download(void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  check(host_dst && src, "download: null pointer");
+  make_current();
+  FP8RL_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  check(dst && src, "copy: null pointer");
+  make_current();
+  FP8RL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::synchronize() {
+  make_current();
+  FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void* CudaBackend::raw_alloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  make_current();
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(
+        "cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(e),
+        cudaGetErrorName(e));
+  }
+  return p;
+}
+
+void CudaBackend::raw_free(void* p) noexcept {
+  if (!p) return;
+  // Work queued on the stream may still use p: let it finish (cudaFree alone is not documented
+  // to wait for a non-blocking stream).
+  (void)cudaSetDevice(device_);
+  if (stream_) (void)cudaStreamSynchronize(stream_);
+  if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
+}
+
+void* CudaBackend::scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  make_current();
+  if (scratch_) {
+    // Queued kernels may still read the old scratch.
+    FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    FP8RL_CUDA_CHECK(cudaFree(scratch_));
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+  }
+  // Grow geometrically (1 MiB granules) so a sequence of slightly larger shapes reallocates
+  // rarely.
+  size_t want = bytes + bytes / 2;
+  want = (want + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);
+  const cudaError_t e = cudaMalloc(&scratch_, want);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    scratch_ = nullptr;
+    FP8RL_CUDA_CHECK(cudaMalloc(&scratch_, bytes));  // the exact size may still fit
+    want = bytes;
+  }
+  scratch_bytes_ = want;
+  return scratch_;
+}
+
+DeviceQuantStats* CudaBackend::begin_stats() {
+  FP8RL_CUDA_CHECK(cudaMemsetAsync(stats_dev_, 0, 2 * sizeof(DeviceQuantStats), stream_));
+  return stats_dev_;
+}
+
+namespace {
+QuantStats to_quant_stats(const DeviceQuantStats& d) {
+  QuantStats s;
+  s.elements = static_cast<int64_t>(d.elements);
+  s.blocks = static_cast<int64_t>(d.blocks);
+  s.saturated = static_cast<int64_t>(d.saturated);
+  s.flushed_to_zero = static_cast<int64_t>(d.flushed_to_zero);
+  s.degenerate_blocks = static_cast<int64_t>(d.degenerate_blocks);
+  s.err_sq = d.err_sq;
+  s.ref_sq = d.ref_sq;
+  return s;
+}
+}  // namespace
+
+void CudaBackend::finish_stats(QuantStats* first, QuantStats* second) {
+  FP8RL_CUDA_CHECK(cudaMemcpyAsync(stats_host_, stats_dev_, 2 * sizeof(DeviceQuantStats),
+                                   cudaMemcpyDeviceToHost, stream_));
+  FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (first) *first = to_quant_stats(stats_host_[0]);
+  if (second) *second = to_quant_stats(stats_host_[1]);
+}
+
+}  // namespace fp8rl

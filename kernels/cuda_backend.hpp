@@ -1,0 +1,163 @@
+// The CUDA backend (Hopper, sm_90a): FP8 quantization kernels and cuBLASLt GEMMs, built into the
+// run-time loaded module libfp8rl_cuda.so (see engine/backend/cuda_module_api.hpp).
+//
+// Every op is asynchronous on the backend's one stream, except download() and the ops that return
+// statistics, which synchronise it. Numerics match the CPU reference (engine/backend/cpu/) bit for
+// bit for quantize/dequantize/transpose; GEMMs agree up to FP32 summation order.
+//
+// Files: cuda_backend.cu (life cycle, memory), quantize.cu (quantize, quantize_with_transpose,
+// dequantize, transpose_fp8), gemm.cu (gemm, gemm_fp8, gemm_fp8_unsupported).
+//
+// One backend serves one thread at a time (the stream, the scratch buffer and the statistics
+// buffers are shared by all calls); only the GEMM plan cache is locked, so that
+// gemm_fp8_unsupported() may be asked from another thread.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "backend/backend.hpp"
+
+namespace fp8rl {
+
+// Statistics accumulated on the device by the quantize kernels (atomics), one per quantized
+// output; copied back and converted to QuantStats.
+struct DeviceQuantStats {
+  unsigned long long elements;
+  unsigned long long blocks;
+  unsigned long long saturated;
+  unsigned long long flushed_to_zero;
+  unsigned long long degenerate_blocks;
+  double err_sq;
+  double ref_sq;
+};
+
+namespace cuda {
+
+// What a cuBLASLt matmul plan depends on. Sizes are cuBLAS's column-major m, n, k (m = our N,
+// n = our M, k = K) after any padding. Alignments are those of the device pointers the call will
+// pass (largest power of two dividing the address, capped at 256): cuBLASLt's heuristic assumes
+// 256 unless told otherwise.
+struct GemmKey {
+  int64_t m = 0, n = 0, k = 0;
+  int32_t a_type = 0, b_type = 0, d_type = 0;    // cudaDataType_t of cuBLAS A, B and C = D
+  int32_t a_scale_mode = -1, b_scale_mode = -1;  // cublasLtMatmulMatrixScale_t; -1: no scales
+  bool accumulate = false;                       // beta != 0
+  uint32_t align_a = 256, align_b = 256, align_d = 256;
+  uint32_t align_a_scale = 256, align_b_scale = 256;
+  auto operator<=>(const GemmKey&) const = default;
+};
+
+// A cached matmul: the descriptor, the layouts of A, B, C and D and the heuristic's algorithm
+// for the backend's fixed workspace. Owns the cuBLASLt objects.
+struct GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  std::optional<std::string> unsupported;  // why cuBLASLt cannot run it (no algorithm)
+
+  GemmPlan() = default;
+  GemmPlan(const GemmPlan&) = delete;
+  GemmPlan& operator=(const GemmPlan&) = delete;
+  ~GemmPlan();
+};
+
+// Largest power of two dividing the address of p, at most 256 (256 for null).
+uint32_t pointer_alignment(const void* p);
+
+}  // namespace cuda
+
+class CudaBackend final : public Backend {
+ public:
+  // Makes device `device` current, creates the stream, the cuBLASLt handle, the 32 MiB GEMM
+  // workspace and the statistics buffers. Throws Error when any of it fails.
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  // e.g. "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
+  std::string device() const override { return device_desc_; }
+
+  // Host <-> device copies on the stream. upload may return before the copy ran (the runtime
+  // stages pageable memory, so host_src may be reused at once); download waits for it.
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void synchronize() override;
+  // Device-to-device copy on the stream (asynchronous).
+  void copy(void* dst, const void* src, size_t bytes) override;
+
+  // quantize.cu. Shapes and semantics: Backend. The outputs' formats must equal opt.format.
+  // Asynchronous, except that requesting statistics synchronises the stream.
+  void quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
+                QuantStats* stats) override;
+  void quantize_with_transpose(const Matrix& x, const Fp8Matrix& along, const Fp8Matrix& transposed,
+                               const QuantOptions& opt, QuantStats* stats_along,
+                               QuantStats* stats_transposed) override;
+  void dequantize(const Fp8Matrix& q, const Matrix& out) override;
+  void transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) override;
+
+  // gemm.cu. Shapes and semantics: Backend. gemm_fp8 pads shapes cuBLASLt rejects (K % 16,
+  // M % 8, N % 8) through the scratch buffer.
+  void gemm(const Matrix& a, const Matrix& b, const Matrix& c, float beta) override;
+  void gemm_fp8(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix& c, float beta) override;
+  std::optional<std::string> gemm_fp8_unsupported(const Fp8Matrix& a, const Fp8Matrix& b,
+                                                  const Matrix& c) const override;
+
+  // quantize.cu: "" when this build's kernels can run on the current device, else why not
+  // (e.g. no kernel image for the device's architecture). Used by the module's probe.
+  static std::string kernel_image_problem();
+
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+ protected:
+  void* raw_alloc(size_t bytes) override;
+  void raw_free(void* p) noexcept override;
+
+ private:
+  // Makes device_ current on the calling thread (the runtime's current device is per thread).
+  void make_current() const;
+  // Frees everything; safe on a partly constructed backend.
+  void release() noexcept;
+  // Device scratch of at least `bytes`, reused across calls (stream order keeps uses apart).
+  // Growing it synchronises the stream and reallocates.
+  void* scratch(size_t bytes);
+
+  // Zeroes the two device statistics records and returns them.
+  DeviceQuantStats* begin_stats();
+  // Copies the records back (synchronises) into the non-null outputs.
+  void finish_stats(QuantStats* first, QuantStats* second);
+
+  // gemm.cu: the cached plan for key (built on first use; never rebuilt).
+  const cuda::GemmPlan& plan(const cuda::GemmKey& key) const;
+  // Runs a planned matmul D = A·op + beta·C with C = D; scale pointers only for FP8 plans.
+  void run_plan(const cuda::GemmPlan& plan, const void* a, const void* b, void* d, float beta,
+                const float* a_scale, const float* b_scale);
+  // c = beta·c (beta != 0) or 0 (beta == 0): the result of an empty contraction.
+  void fill_empty_product(const Matrix& c, float beta);
+
+  int device_ = 0;
+  int sm_count_ = 0;
+  std::string device_desc_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;  // kWorkspaceBytes, from cudaMalloc (256-byte aligned)
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  DeviceQuantStats* stats_dev_ = nullptr;   // 2 records
+  DeviceQuantStats* stats_host_ = nullptr;  // 2 records, pinned
+  mutable std::mutex plans_mutex_;
+  mutable std::map<cuda::GemmKey, std::unique_ptr<cuda::GemmPlan>> plans_;
+};
+
+}  // namespace fp8rl

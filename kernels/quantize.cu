@@ -1,0 +1,593 @@
+// FP8 block quantization kernels and the CudaBackend methods quantize, quantize_with_transpose,
+// dequantize and transpose_fp8. Bit-exact with the CPU reference (engine/backend/cpu/quantize.cpp):
+//  - amax of a block: NaN when any element is NaN, else max |x|;
+//  - s = block_scale(amax, ...) (fp8/format.hpp, compiled for the device here), stored 1/s is an
+//    IEEE division, codes are cvt.rn.satfinite(x·s) with x·s an IEEE product (no FTZ, no fast
+//    math: the module is built without --use_fast_math).
+// Statistics are per-thread partial sums, reduced per warp and added with one atomic per warp.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "cuda_backend.hpp"
+#include "cuda_check.hpp"
+#include "fp8/format.hpp"
+
+namespace fp8rl {
+namespace {
+
+constexpr int kThreads = 256;  // every kernel here: 8 warps
+constexpr int kWarps = kThreads / 32;
+constexpr int kTile = static_cast<int>(kBlock);  // 128
+constexpr int kPitch = kTile + 1;  // shared tile row pitch in floats: odd, so columns are
+                                   // read without bank conflicts
+constexpr size_t kTransposeSmem = sizeof(float) * kTile * kPitch;  // 66,048 bytes
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// --- element helpers
+
+__device__ __forceinline__ float load_elem(const float* __restrict__ p, int64_t i) {
+  return __ldg(p + i);
+}
+// bf16 as raw bits: the value is bits << 16 (exact).
+__device__ __forceinline__ float load_elem(const uint16_t* __restrict__ p, int64_t i) {
+  return __uint_as_float(static_cast<unsigned>(__ldg(p + i)) << 16);
+}
+
+template <Fp8Format F>
+__device__ __forceinline__ __nv_fp8_interpretation_t interpretation() {
+  return F == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2;
+}
+
+// Round to nearest even, saturating to the finite maximum (±inf too), NaN → 0x7f.
+template <Fp8Format F>
+__device__ __forceinline__ uint8_t encode(float v) {
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, interpretation<F>());
+}
+
+// Exact: every FP8 value is a half value.
+template <Fp8Format F>
+__device__ __forceinline__ float decode(uint8_t code) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, interpretation<F>())));
+}
+
+// max of two |x| values where NaN wins (fmaxf would drop it).
+__device__ __forceinline__ float amax_combine(float a, float b) {
+  return (a != a || a > b) ? a : b;
+}
+
+__device__ __forceinline__ float warp_amax(float a) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) a = amax_combine(a, __shfl_xor_sync(kFullMask, a, off));
+  return a;
+}
+
+// --- statistics
+
+struct ThreadStats {
+  unsigned long long elements = 0, blocks = 0, saturated = 0, flushed = 0, degenerate = 0;
+  double err_sq = 0.0, ref_sq = 0.0;
+};
+
+// One quantized element: x the input, v = x·s, code = encode(v), sinv = 1/s.
+template <Fp8Format F>
+__device__ __forceinline__ void count_element(ThreadStats& st, float x, float v, uint8_t code,
+                                              float sinv) {
+  ++st.elements;
+  if (!isnan(v) && fabsf(v) > fp8_max(F)) ++st.saturated;
+  if (isfinite(x)) {
+    if (x != 0.0f && (code & 0x7f) == 0) ++st.flushed;
+    const float d = __fmul_rn(decode<F>(code), sinv);
+    const double e = static_cast<double>(x) - static_cast<double>(d);
+    st.err_sq += e * e;
+    st.ref_sq += static_cast<double>(x) * static_cast<double>(x);
+  }
+}
+
+// Adds a thread's partial sums into out. Every thread of the block must call it.
+__device__ void flush_stats(ThreadStats st, DeviceQuantStats* out) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    st.elements += __shfl_down_sync(kFullMask, st.elements, off);
+    st.blocks += __shfl_down_sync(kFullMask, st.blocks, off);
+    st.saturated += __shfl_down_sync(kFullMask, st.saturated, off);
+    st.flushed += __shfl_down_sync(kFullMask, st.flushed, off);
+    st.degenerate += __shfl_down_sync(kFullMask, st.degenerate, off);
+    st.err_sq += __shfl_down_sync(kFullMask, st.err_sq, off);
+    st.ref_sq += __shfl_down_sync(kFullMask, st.ref_sq, off);
+  }
+  if ((threadIdx.x & 31) != 0) return;
+  if (st.elements) atomicAdd(&out->elements, st.elements);
+  if (st.blocks) atomicAdd(&out->blocks, st.blocks);
+  if (st.saturated) atomicAdd(&out->saturated, st.saturated);
+  if (st.flushed) atomicAdd(&out->flushed_to_zero, st.flushed);
+  if (st.degenerate) atomicAdd(&out->degenerate_blocks, st.degenerate);
+  if (st.err_sq != 0.0) atomicAdd(&out->err_sq, st.err_sq);
+  if (st.ref_sq != 0.0) atomicAdd(&out->ref_sq, st.ref_sq);
+}
+
+// --- one 1x128 block held by a warp: lane l holds elements l, l+32, l+64, l+96 (v[j]); n ≤ 128
+// of them are valid. Writes the n codes to q[0..n) and 1/s to *scale. Warp-collective.
+template <Fp8Format F, bool kStats>
+__device__ __forceinline__ void quantize_warp_block(const float (&v)[4], int n, int lane, bool pow2,
+                                                    uint8_t* __restrict__ q,
+                                                    float* __restrict__ scale, ThreadStats& st) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if (lane + 32 * j < n) amax = amax_combine(amax, fabsf(v[j]));
+  amax = warp_amax(amax);
+  bool degenerate = false;
+  const float s = block_scale(amax, F, pow2, &degenerate);
+  const float sinv = __fdiv_rn(1.0f, s);
+  if (lane == 0) {
+    *scale = sinv;
+    if constexpr (kStats) {
+      ++st.blocks;
+      st.degenerate += degenerate ? 1 : 0;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int c = lane + 32 * j;
+    if (c < n) {
+      const float x = v[j];
+      const float xs = __fmul_rn(x, s);
+      const uint8_t code = encode<F>(xs);
+      q[c] = code;
+      if constexpr (kStats) count_element<F>(st, x, xs, code, sinv);
+    }
+  }
+}
+
+// --- kernels
+
+// 1x128 blocks along cols: one warp per block, grid-stride over the rows·blocks_of(cols) blocks
+// (consecutive warps take consecutive blocks of a row, so loads are contiguous).
+template <typename T, Fp8Format F, bool kStats>
+__global__ void __launch_bounds__(kThreads)
+    quantize_1x128_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, bool pow2,
+                          uint8_t* __restrict__ q, float* __restrict__ qs,
+                          DeviceQuantStats* stats) {
+  const int lane = threadIdx.x & 31;
+  const int64_t kbs = blocks_of(cols);
+  const int64_t tasks = rows * kbs;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) >> 5;
+  const int64_t step = (static_cast<int64_t>(gridDim.x) * kThreads) >> 5;
+  ThreadStats st;
+  for (int64_t t = first; t < tasks; t += step) {  // warp-uniform
+    const int64_t r = t / kbs;
+    const int64_t c0 = (t % kbs) * kBlock;
+    const int n = static_cast<int>(min(kBlock, cols - c0));
+    const T* xb = x + r * cols + c0;
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = lane + 32 * j;
+      v[j] = c < n ? load_elem(xb, c) : 0.0f;
+    }
+    quantize_warp_block<F, kStats>(v, n, lane, pow2, q + r * cols + c0,
+                                   qs + scale_index(ScaleBlock::row1x128, rows, cols, r, c0), st);
+  }
+  if constexpr (kStats) flush_stats(st, stats);
+}
+
+// 128x128 tiles: one block per tile (grid-stride). Thread (warp w, lane l) holds rows w + 8i
+// (i < 16) and cols l + 32j (j < 4) of the tile in registers: one read of x.
+template <typename T, Fp8Format F, bool kStats>
+__global__ void __launch_bounds__(kThreads)
+    quantize_tile_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, bool pow2,
+                         uint8_t* __restrict__ q, float* __restrict__ qs, DeviceQuantStats* stats) {
+  constexpr int kRowsPerThread = kTile / kWarps;  // 16
+  __shared__ float warp_max[kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t cbs = blocks_of(cols);
+  const int64_t tiles = blocks_of(rows) * cbs;
+  ThreadStats st;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // block-uniform
+    const int64_t r0 = (t / cbs) * kBlock, c0 = (t % cbs) * kBlock;
+    const int nr = static_cast<int>(min(kBlock, rows - r0));
+    const int nc = static_cast<int>(min(kBlock, cols - c0));
+    float v[kRowsPerThread][4];
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int rr = warp + kWarps * i;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int cc = lane + 32 * j;
+        if (rr < nr && cc < nc) {
+          v[i][j] = load_elem(x, (r0 + rr) * cols + c0 + cc);
+          amax = amax_combine(amax, fabsf(v[i][j]));
+        } else {
+          v[i][j] = 0.0f;
+        }
+      }
+    }
+    amax = warp_amax(amax);
+    if (lane == 0) warp_max[warp] = amax;
+    __syncthreads();
+    amax = warp_max[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) amax = amax_combine(amax, warp_max[w]);
+    __syncthreads();  // warp_max is rewritten for the next tile
+    bool degenerate = false;
+    const float s = block_scale(amax, F, pow2, &degenerate);
+    const float sinv = __fdiv_rn(1.0f, s);
+    if (threadIdx.x == 0) {
+      qs[scale_index(ScaleBlock::tile128x128, rows, cols, r0, c0)] = sinv;
+      if constexpr (kStats) {
+        ++st.blocks;
+        st.degenerate += degenerate ? 1 : 0;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int rr = warp + kWarps * i;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int cc = lane + 32 * j;
+        if (rr < nr && cc < nc) {
+          const float xs = __fmul_rn(v[i][j], s);
+          const uint8_t code = encode<F>(xs);
+          q[(r0 + rr) * cols + c0 + cc] = code;
+          if constexpr (kStats) count_element<F>(st, v[i][j], xs, code, sinv);
+        }
+      }
+    }
+  }
+  if constexpr (kStats) flush_stats(st, stats);
+}
+
+// x [M, K] → q [M, K] 1x128 along K and qt [K, M] 1x128 along M, from one read of x: a 128x128
+// tile of x is staged in shared memory (dynamic, kTransposeSmem bytes); warps then quantize its
+// rows (blocks of q) and its columns (blocks of qt). stats: 2 records (q, qt) or null.
+template <typename T, Fp8Format F, bool kStats>
+__global__ void __launch_bounds__(kThreads)
+    quantize_transpose_kernel(const T* __restrict__ x, int64_t M, int64_t K, bool pow2,
+                              uint8_t* __restrict__ q, float* __restrict__ qs,
+                              uint8_t* __restrict__ qt, float* __restrict__ qts,
+                              DeviceQuantStats* stats) {
+  extern __shared__ float tile[];  // [kTile][kPitch]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t kbs = blocks_of(K);
+  const int64_t tiles = blocks_of(M) * kbs;
+  ThreadStats st_along, st_trans;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // block-uniform
+    const int64_t m0 = (t / kbs) * kBlock, k0 = (t % kbs) * kBlock;
+    const int nm = static_cast<int>(min(kBlock, M - m0));
+    const int nk = static_cast<int>(min(kBlock, K - k0));
+    __syncthreads();  // readers of the previous tile are done
+    for (int i = warp; i < nm; i += kWarps) {
+      const T* xr = x + (m0 + i) * K + k0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int c = lane + 32 * j;
+        if (c < nk) tile[i * kPitch + c] = load_elem(xr, c);
+      }
+    }
+    __syncthreads();
+    // Rows of the tile: blocks of q (row m0 + i, cols k0 ..).
+    for (int i = warp; i < nm; i += kWarps) {  // warp-uniform
+      float v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int c = lane + 32 * j;
+        v[j] = c < nk ? tile[i * kPitch + c] : 0.0f;
+      }
+      const int64_t r = m0 + i;
+      quantize_warp_block<F, kStats>(v, nk, lane, pow2, q + r * K + k0,
+                                     qs + scale_index(ScaleBlock::row1x128, M, K, r, k0), st_along);
+    }
+    // Columns of the tile: blocks of qt (row k0 + i of xᵀ, cols m0 ..).
+    for (int i = warp; i < nk; i += kWarps) {  // warp-uniform
+      float v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int m = lane + 32 * j;
+        v[j] = m < nm ? tile[m * kPitch + i] : 0.0f;
+      }
+      const int64_t r = k0 + i;
+      quantize_warp_block<F, kStats>(v, nm, lane, pow2, qt + r * M + m0,
+                                     qts + scale_index(ScaleBlock::row1x128, K, M, r, m0),
+                                     st_trans);
+    }
+  }
+  if constexpr (kStats) {
+    flush_stats(st_along, stats);
+    flush_stats(st_trans, stats + 1);
+  }
+}
+
+// out[r, c] = decode(q[r, c]) · scale_inv[block of (r, c)] (one FP32 multiply). Block x covers
+// kThreads columns; rows grid-stride over blockIdx.y.
+template <Fp8Format F, typename OutT>
+__global__ void __launch_bounds__(kThreads)
+    dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ qs, int64_t rows,
+                      int64_t cols, ScaleBlock block, OutT* __restrict__ out) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (c >= cols) return;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int64_t i = r * cols + c;
+    const uint8_t code = q[i];
+    float v = __fmul_rn(decode<F>(code), __ldg(qs + scale_index(block, rows, cols, r, c)));
+    if constexpr (sizeof(OutT) == 4) {
+      // A NaN code gives the CPU's bits: its decode table holds ±NAN (0x7fc00000 with the
+      // code's sign) and x86 passes that operand through the multiply; the GPU would return
+      // 0x7fffffff.
+      if (isnan(v)) v = __uint_as_float((code & 0x80) ? 0xffc00000u : 0x7fc00000u);
+      out[i] = v;
+    } else {
+      out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    }
+  }
+}
+
+// out [cols, rows] = in [rows, cols]ᵀ for bytes, through a 32x32 shared tile (block 32x8).
+// Block x covers 32 columns of in; row tiles grid-stride over blockIdx.y.
+__global__ void __launch_bounds__(kThreads)
+    transpose_codes_kernel(const uint8_t* __restrict__ in, int64_t rows, int64_t cols,
+                           uint8_t* __restrict__ out) {
+  __shared__ uint32_t tile[32][33];  // 32-bit cells: conflict-free column reads
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 32;
+  const int64_t row_tiles = (rows + 31) / 32;
+  for (int64_t rt = blockIdx.y; rt < row_tiles; rt += gridDim.y) {  // block-uniform
+    const int64_t r0 = rt * 32;
+#pragma unroll
+    for (int i = 0; i < 32; i += 8) {
+      const int64_t r = r0 + ty + i, c = c0 + tx;
+      if (r < rows && c < cols) tile[ty + i][tx] = in[r * cols + c];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 32; i += 8) {
+      const int64_t orow = c0 + ty + i, ocol = r0 + tx;  // out is [cols, rows]
+      if (orow < cols && ocol < rows)
+        out[orow * rows + ocol] = static_cast<uint8_t>(tile[tx][ty + i]);
+    }
+    __syncthreads();
+  }
+}
+
+// Scale grid of wt [cols, rows] = that of w [rows, cols] transposed; padding left untouched.
+__global__ void __launch_bounds__(kThreads)
+    transpose_tile_scales_kernel(const float* __restrict__ s, int64_t rows, int64_t cols,
+                                 float* __restrict__ st) {
+  const int64_t cbs = blocks_of(cols);
+  const int64_t n = blocks_of(rows) * cbs;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
+    const int64_t r = (i / cbs) * kBlock, c = (i % cbs) * kBlock;
+    st[scale_index(ScaleBlock::tile128x128, cols, rows, c, r)] =
+        s[scale_index(ScaleBlock::tile128x128, rows, cols, r, c)];
+  }
+}
+
+// --- launch helpers
+
+struct QuantLaunch {
+  const void* x = nullptr;
+  int64_t rows = 0, cols = 0;
+  bool pow2 = false;
+  uint8_t* q = nullptr;
+  float* qs = nullptr;
+  uint8_t* qt = nullptr;  // quantize_with_transpose only
+  float* qts = nullptr;
+  DeviceQuantStats* stats = nullptr;
+  ScaleBlock block = ScaleBlock::row1x128;
+  cudaStream_t stream = nullptr;
+  int sm_count = 1;
+};
+
+// Blocks for a grid-stride kernel: enough to fill the device, no more than there is work.
+template <class Kernel>
+unsigned grid_size(Kernel kernel, size_t smem, int64_t work_blocks, int sm_count) {
+  int per_sm = 0;
+  FP8RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
+  const int64_t cap = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sm_count, 1);
+  return static_cast<unsigned>(std::clamp<int64_t>(work_blocks, 1, cap));
+}
+
+template <typename T, Fp8Format F, bool kStats>
+struct LaunchQuantize {
+  static void run(const QuantLaunch& p) {
+    const T* x = static_cast<const T*>(p.x);
+    if (p.block == ScaleBlock::row1x128) {
+      auto kernel = quantize_1x128_kernel<T, F, kStats>;
+      const int64_t warps = p.rows * blocks_of(p.cols);
+      const unsigned grid = grid_size(kernel, 0, (warps + kWarps - 1) / kWarps, p.sm_count);
+      kernel<<<grid, kThreads, 0, p.stream>>>(x, p.rows, p.cols, p.pow2, p.q, p.qs, p.stats);
+      cuda::check_launch("quantize_1x128_kernel");
+    } else {
+      auto kernel = quantize_tile_kernel<T, F, kStats>;
+      const unsigned grid = grid_size(kernel, 0, blocks_of(p.rows) * blocks_of(p.cols), p.sm_count);
+      kernel<<<grid, kThreads, 0, p.stream>>>(x, p.rows, p.cols, p.pow2, p.q, p.qs, p.stats);
+      cuda::check_launch("quantize_tile_kernel");
+    }
+  }
+};
+
+template <typename T, Fp8Format F, bool kStats>
+struct LaunchQuantizeTranspose {
+  static void run(const QuantLaunch& p) {
+    auto kernel = quantize_transpose_kernel<T, F, kStats>;
+    FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kTransposeSmem)));
+    const unsigned grid =
+        grid_size(kernel, kTransposeSmem, blocks_of(p.rows) * blocks_of(p.cols), p.sm_count);
+    kernel<<<grid, kThreads, kTransposeSmem, p.stream>>>(static_cast<const T*>(p.x), p.rows, p.cols,
+                                                         p.pow2, p.q, p.qs, p.qt, p.qts, p.stats);
+    cuda::check_launch("quantize_transpose_kernel");
+  }
+};
+
+// Picks the instantiation for the run-time input dtype, format and statistics flag.
+template <template <typename, Fp8Format, bool> class Launch, typename T>
+void dispatch_format(const QuantLaunch& p, Fp8Format f) {
+  const bool stats = p.stats != nullptr;
+  if (f == Fp8Format::e4m3) {
+    stats ? Launch<T, Fp8Format::e4m3, true>::run(p) : Launch<T, Fp8Format::e4m3, false>::run(p);
+  } else {
+    stats ? Launch<T, Fp8Format::e5m2, true>::run(p) : Launch<T, Fp8Format::e5m2, false>::run(p);
+  }
+}
+
+template <template <typename, Fp8Format, bool> class Launch>
+void dispatch(const QuantLaunch& p, DType dtype, Fp8Format f) {
+  if (dtype == DType::f32) {
+    dispatch_format<Launch, float>(p, f);
+  } else {
+    dispatch_format<Launch, uint16_t>(p, f);
+  }
+}
+
+std::string shape(const char* name, int64_t rows, int64_t cols) {
+  return std::string(name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+}
+
+void check_format(const char* op, const char* name, const Fp8Matrix& m, const QuantOptions& opt) {
+  check(m.format == opt.format, std::string(op) + ": " + name + " is " + fp8_format_name(m.format) +
+                                    " but the options ask for " + fp8_format_name(opt.format));
+}
+
+}  // namespace
+
+void CudaBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
+                           QuantStats* stats) {
+  check_quantize_operands(x, out);
+  check_format("quantize", "output", out, opt);
+  if (x.rows == 0 || x.cols == 0) {
+    if (stats) *stats = QuantStats{};
+    return;
+  }
+  check(x.data && out.codes && out.scale_inv, "quantize: null data pointer");
+  make_current();
+  QuantLaunch p;
+  p.x = x.data;
+  p.rows = x.rows;
+  p.cols = x.cols;
+  p.pow2 = opt.pow2_scales;
+  p.q = out.codes;
+  p.qs = out.scale_inv;
+  p.block = out.block;
+  p.stream = stream_;
+  p.sm_count = sm_count_;
+  p.stats = stats ? begin_stats() : nullptr;
+  dispatch<LaunchQuantize>(p, x.dtype, opt.format);
+  if (stats) finish_stats(stats, nullptr);
+}
+
+void CudaBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& along,
+                                          const Fp8Matrix& transposed, const QuantOptions& opt,
+                                          QuantStats* stats_along, QuantStats* stats_transposed) {
+  check_quantize_operands(x, along);
+  check(transposed.rows == x.cols && transposed.cols == x.rows,
+        "quantize_with_transpose: " + shape("transposed", transposed.rows, transposed.cols) +
+            " must be the transpose of " + shape("x", x.rows, x.cols));
+  check(along.block == ScaleBlock::row1x128 && transposed.block == ScaleBlock::row1x128,
+        "quantize_with_transpose: both outputs must be 1x128-scaled");
+  check_format("quantize_with_transpose", "along", along, opt);
+  check_format("quantize_with_transpose", "transposed", transposed, opt);
+  if (x.rows == 0 || x.cols == 0) {
+    if (stats_along) *stats_along = QuantStats{};
+    if (stats_transposed) *stats_transposed = QuantStats{};
+    return;
+  }
+  check(x.data && along.codes && along.scale_inv && transposed.codes && transposed.scale_inv,
+        "quantize_with_transpose: null data pointer");
+  make_current();
+  const bool want_stats = stats_along || stats_transposed;
+  QuantLaunch p;
+  p.x = x.data;
+  p.rows = x.rows;
+  p.cols = x.cols;
+  p.pow2 = opt.pow2_scales;
+  p.q = along.codes;
+  p.qs = along.scale_inv;
+  p.qt = transposed.codes;
+  p.qts = transposed.scale_inv;
+  p.stream = stream_;
+  p.sm_count = sm_count_;
+  p.stats = want_stats ? begin_stats() : nullptr;
+  dispatch<LaunchQuantizeTranspose>(p, x.dtype, opt.format);
+  if (want_stats) finish_stats(stats_along, stats_transposed);
+}
+
+void CudaBackend::dequantize(const Fp8Matrix& q, const Matrix& out) {
+  check(q.rows == out.rows && q.cols == out.cols, "dequantize: " + shape("input", q.rows, q.cols) +
+                                                      " vs " + shape("output", out.rows, out.cols));
+  check(out.dtype == DType::f32 || out.dtype == DType::bf16,
+        "dequantize: output must be f32 or bf16");
+  if (q.rows == 0 || q.cols == 0) return;
+  check(q.codes && q.scale_inv && out.data, "dequantize: null data pointer");
+  make_current();
+  const int64_t col_blocks = (q.cols + kThreads - 1) / kThreads;
+  check(col_blocks <= INT_MAX, "dequantize: too many columns");
+  const dim3 grid(static_cast<unsigned>(col_blocks),
+                  static_cast<unsigned>(std::min<int64_t>(q.rows, 65535)));
+  const bool f32 = out.dtype == DType::f32;
+  if (q.format == Fp8Format::e4m3) {
+    if (f32) {
+      dequantize_kernel<Fp8Format::e4m3, float><<<grid, kThreads, 0, stream_>>>(
+          q.codes, q.scale_inv, q.rows, q.cols, q.block, static_cast<float*>(out.data));
+    } else {
+      dequantize_kernel<Fp8Format::e4m3, uint16_t><<<grid, kThreads, 0, stream_>>>(
+          q.codes, q.scale_inv, q.rows, q.cols, q.block, static_cast<uint16_t*>(out.data));
+    }
+  } else {
+    if (f32) {
+      dequantize_kernel<Fp8Format::e5m2, float><<<grid, kThreads, 0, stream_>>>(
+          q.codes, q.scale_inv, q.rows, q.cols, q.block, static_cast<float*>(out.data));
+    } else {
+      dequantize_kernel<Fp8Format::e5m2, uint16_t><<<grid, kThreads, 0, stream_>>>(
+          q.codes, q.scale_inv, q.rows, q.cols, q.block, static_cast<uint16_t*>(out.data));
+    }
+  }
+  cuda::check_launch("dequantize_kernel");
+}
+
+void CudaBackend::transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) {
+  check(w.block == ScaleBlock::tile128x128 && wt.block == ScaleBlock::tile128x128,
+        std::string("transpose_fp8: needs 128x128-tile matrices, got w ") +
+            scale_block_name(w.block) + " and wt " + scale_block_name(wt.block) +
+            " (1x128 blocks do not survive a transpose: re-quantize instead)");
+  check(wt.rows == w.cols && wt.cols == w.rows, "transpose_fp8: " + shape("wt", wt.rows, wt.cols) +
+                                                    " must be the transpose of " +
+                                                    shape("w", w.rows, w.cols));
+  check(wt.format == w.format, "transpose_fp8: w and wt differ in FP8 format");
+  if (w.rows == 0 || w.cols == 0) return;
+  check(w.codes && w.scale_inv && wt.codes && wt.scale_inv, "transpose_fp8: null data pointer");
+  check(w.codes != wt.codes && w.scale_inv != wt.scale_inv,
+        "transpose_fp8: in-place transposition is not supported");
+  make_current();
+  const int64_t col_tiles = (w.cols + 31) / 32;
+  check(col_tiles <= INT_MAX, "transpose_fp8: too many columns");
+  const dim3 grid(static_cast<unsigned>(col_tiles),
+                  static_cast<unsigned>(std::min<int64_t>((w.rows + 31) / 32, 65535)));
+  transpose_codes_kernel<<<grid, dim3(32, kThreads / 32), 0, stream_>>>(w.codes, w.rows, w.cols,
+                                                                        wt.codes);
+  cuda::check_launch("transpose_codes_kernel");
+  const int64_t tiles = blocks_of(w.rows) * blocks_of(w.cols);
+  const unsigned sgrid =
+      static_cast<unsigned>(std::clamp<int64_t>((tiles + kThreads - 1) / kThreads, 1, 4096));
+  transpose_tile_scales_kernel<<<sgrid, kThreads, 0, stream_>>>(w.scale_inv, w.rows, w.cols,
+                                                                wt.scale_inv);
+  cuda::check_launch("transpose_tile_scales_kernel");
+}
+
+std::string CudaBackend::kernel_image_problem() {
+  cudaFuncAttributes attr{};
+  const cudaError_t e =
+      cudaFuncGetAttributes(&attr, quantize_1x128_kernel<float, Fp8Format::e4m3, false>);
+  if (e == cudaSuccess) return {};
+  (void)cudaGetLastError();
+  return std::string("the module's kernels cannot run on this device: ") + cudaGetErrorName(e) +
+         ": " + cudaGetErrorString(e);
+}
+
+}  // namespace fp8rl
