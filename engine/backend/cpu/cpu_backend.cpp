@@ -10,6 +10,8 @@
 
 namespace fp8rl {
 
+CpuBackend::CpuBackend() { cpu_blas_init(); }
+
 std::string CpuBackend::device() const {
   return std::to_string(cpu_threads()) + " threads, " + cpu_blas_description();
 }

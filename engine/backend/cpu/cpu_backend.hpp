@@ -9,6 +9,7 @@ namespace fp8rl {
 
 class CpuBackend final : public Backend {
  public:
+  CpuBackend();
   std::string name() const override { return "cpu"; }
   std::string device() const override;
 
@@ -35,6 +36,9 @@ class CpuBackend final : public Backend {
   void* raw_alloc(size_t bytes) override;
   void raw_free(void* p) noexcept override;
 };
+
+// Sets the BLAS up for use inside the backend's own thread pool (once per process).
+void cpu_blas_init();
 
 // Name and thread count of the BLAS the CPU GEMMs call (e.g. "OpenBLAS 0.3.21 (2 threads)"),
 // or a note that the built-in loop is used.
