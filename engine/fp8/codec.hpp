@@ -23,7 +23,7 @@ inline uint8_t encode(float x) {
   const uint32_t sign = (u >> 24) & 0x80u;
   const int exp = static_cast<int>(abs >> 23) - 127;
   uint32_t code;
-  constexpr int kMinNormalExp = 1 - kBias;
+  constexpr int kMinNormalExp = 1 - kBias;  // exponent of the smallest normal value
   if (abs >= 0x7f800000u) {
     code = kMaxCode;  // ±inf saturates
   } else if (exp < kMinNormalExp) {
@@ -34,12 +34,13 @@ inline uint8_t encode(float x) {
     const float scaled = std::bit_cast<float>(abs) * kSubScale;
     code = static_cast<uint32_t>((scaled + 0x1p23f) - 0x1p23f);
   } else {
-    const uint32_t mant = abs & 0x7fffffu;
+    // Round the float's bits to kMant mantissa bits, to nearest even, without a branch (a
+    // data-dependent branch here mispredicts half the time); then re-bias the exponent.
     constexpr int kDrop = 23 - kMant;
-    code = (static_cast<uint32_t>(exp + kBias) << kMant) | (mant >> kDrop);
-    const uint32_t rest = mant & ((1u << kDrop) - 1u), half = 1u << (kDrop - 1);
-    if (rest > half || (rest == half && (code & 1u))) ++code;
-    if (code > kMaxCode) code = kMaxCode;
+    const uint32_t lsb = (abs >> kDrop) & 1u;
+    const uint32_t rounded = (abs + ((1u << (kDrop - 1)) - 1u) + lsb) >> kDrop;
+    code = rounded - (static_cast<uint32_t>(127 - kBias) << kMant);
+    code = code > kMaxCode ? kMaxCode : code;
   }
   return static_cast<uint8_t>(sign | code);
 }

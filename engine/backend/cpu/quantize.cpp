@@ -23,12 +23,6 @@ struct Reader {
   }
 };
 
-// NaN-propagating running max of |x|: a block holding a NaN has amax NaN (degenerate).
-inline float amax_step(float amax, float x) {
-  const float a = std::fabs(x);
-  if (std::isnan(amax) || std::isnan(a)) return NAN;
-  return a > amax ? a : amax;
-}
 
 // Quantizes one element with scale s; updates the statistics when kStats.
 template <bool kStats>
@@ -53,9 +47,17 @@ inline uint8_t quantize_one(float x, float s, float inv, Fp8Format f, const floa
 template <bool kStats, class At>
 void quantize_block(const At& at, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t out_cols,
                     uint8_t* codes, float* scale_inv, const QuantOptions& opt, QuantStats& st) {
+  // amax of the block; NaN when any element is NaN (the block is then degenerate). Branch-free:
+  // comparisons with NaN are false, so NaN is tracked by its own flag.
   float amax = 0.0f;
+  bool nan = false;
   for (int64_t r = r0; r < r1; ++r)
-    for (int64_t c = c0; c < c1; ++c) amax = amax_step(amax, at(r, c));
+    for (int64_t c = c0; c < c1; ++c) {
+      const float a = std::fabs(at(r, c));
+      nan |= a != a;
+      amax = a > amax ? a : amax;
+    }
+  if (nan) amax = NAN;
   bool degenerate = false;
   const float s = block_scale(amax, opt.format, opt.pow2_scales, &degenerate);
   const float inv = 1.0f / s;
