@@ -137,6 +137,75 @@ class Backend {
   virtual std::optional<std::string> gemm_fp8_unsupported(const Fp8Matrix& a, const Fp8Matrix& b,
                                                           const Matrix& c) const = 0;
 
+  // --- Model ops (forward beside backward). Tensors are f32 or bf16 ("activation dtype");
+  // arithmetic is FP32 and each output is rounded once to its dtype (nearest even), so the CPU
+  // and CUDA round at the same points. Parameter gradients are f32 and ACCUMULATED (+=);
+  // activation gradients are written (=). Shapes: M rows (tokens), H hidden, V vocabulary,
+  // B sequences of T tokens (M = B·T), Hq query heads, Hkv key/value heads, D head dim.
+
+  // out = x converted to out.dtype (same shape).
+  virtual void convert(const Matrix& x, const Matrix& out) = 0;
+  // out [cols, rows] = xᵀ (same dtype).
+  virtual void transpose(const Matrix& x, const Matrix& out) = 0;
+  // out = a + b (all the same shape; out may alias a).
+  virtual void add(const Matrix& a, const Matrix& b, const Matrix& out) = 0;
+
+  // out [M, H] = table [V, H] rows ids[M] (ids: int32 in this backend's memory; each < V).
+  virtual void embedding_forward(const int32_t* ids, const Matrix& table, const Matrix& out) = 0;
+  // dtable [V, H] (f32) += scatter of dout [M, H] rows into rows ids[M].
+  virtual void embedding_backward(const int32_t* ids, const Matrix& dout, const Matrix& dtable) = 0;
+
+  // Row-wise RMSNorm: y [M, H] = x · rstd · w, rstd[m] = 1/sqrt(mean_h x² + eps) (f32, saved).
+  // w: [1, H] f32 or bf16. Per-head norms call it with x viewed as [M·heads, D].
+  virtual void rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
+                               float* rstd) = 0;
+  // dx [M, H] = rstd·(w·dy − x̂·mean_h(w·dy·x̂)) with x̂ = x·rstd; dw [1, H] (f32) += Σ_m dy·x̂.
+  virtual void rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w,
+                                const float* rstd, const Matrix& dx, const Matrix& dw) = 0;
+
+  // Rotary embedding in place on x [M, heads·D], Hugging Face "rotate_half" layout: for each
+  // head, pairs (i, i + D/2), i < D/2, rotate by angle positions[m] · theta^(−2i/D).
+  // inverse = true rotates by −angle (the backward pass). positions: int32, backend memory.
+  virtual void rope(const Matrix& x, int64_t heads, const int32_t* positions, float theta,
+                    bool inverse) = 0;
+
+  // Causal grouped-query attention over B sequences of T tokens. q [B·T, Hq·D], k, v
+  // [B·T, Hkv·D] (query head h reads kv head h / (Hq/Hkv)), o [B·T, Hq·D], scale 1/sqrt(D).
+  // lse [B, Hq, T] (f32): log-sum-exp of each query's scaled scores, saved for backward.
+  virtual void attention_forward(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B,
+                                 int64_t T, int64_t Hq, int64_t Hkv, const Matrix& o,
+                                 float* lse) = 0;
+  // Gradients of attention_forward: dq, dk, dv (written, same shapes as q, k, v).
+  virtual void attention_backward(const Matrix& dout, const Matrix& q, const Matrix& k,
+                                  const Matrix& v, const Matrix& o, const float* lse, int64_t B,
+                                  int64_t T, int64_t Hq, int64_t Hkv, const Matrix& dq,
+                                  const Matrix& dk, const Matrix& dv) = 0;
+
+  // SwiGLU: h [M, I] = silu(gate) · up, silu(g) = g / (1 + e^−g).
+  virtual void swiglu_forward(const Matrix& gate, const Matrix& up, const Matrix& h) = 0;
+  virtual void swiglu_backward(const Matrix& dh, const Matrix& gate, const Matrix& up,
+                               const Matrix& dgate, const Matrix& dup) = 0;
+
+  // Token log-probabilities of logits [M, V] scaled by inv_temperature: logp[m] =
+  // log_softmax(logits[m]·inv_t)[targets[m]] (f32); entropy[m] of that distribution when
+  // entropy is not null. targets: int32 in backend memory.
+  virtual void token_logprobs(const Matrix& logits, const int32_t* targets, float inv_temperature,
+                              float* logp, float* entropy) = 0;
+  // dlogits [M, V] = dlogp[m] · inv_t · (onehot(targets[m]) − softmax(logits[m]·inv_t)).
+  virtual void token_logprobs_backward(const Matrix& logits, const int32_t* targets,
+                                       float inv_temperature, const float* dlogp,
+                                       const Matrix& dlogits) = 0;
+
+  // --- Optimizer (f32 vectors of n elements in backend memory)
+  // Σ x² in FP64 accumulation (gradient norms).
+  virtual double sum_squares(const float* x, int64_t n) = 0;
+  // x *= s.
+  virtual void scale(float* x, int64_t n, float s) = 0;
+  // Decoupled AdamW step t ≥ 1: m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
+  // p −= lr · (m̂ / (sqrt(v̂) + eps) + wd · p) with m̂ = m/(1−β1^t), v̂ = v/(1−β2^t).
+  virtual void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr,
+                     float beta1, float beta2, float eps, float weight_decay, int64_t t) = 0;
+
  protected:
   friend class Buffer;
   virtual void* raw_alloc(size_t bytes) = 0;

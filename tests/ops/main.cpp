@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   Registry reg;
   add_quantize_cases(reg);
   add_gemm_cases(reg);
+  add_model_cases(reg);
   if (list) {
     for (const auto& c : reg) std::printf("%s\n", c.name.c_str());
     return 0;

@@ -32,6 +32,35 @@ class CpuBackend final : public Backend {
     return std::nullopt;  // the reference runs every combination
   }
 
+  void convert(const Matrix& x, const Matrix& out) override;
+  void transpose(const Matrix& x, const Matrix& out) override;
+  void add(const Matrix& a, const Matrix& b, const Matrix& out) override;
+  void embedding_forward(const int32_t* ids, const Matrix& table, const Matrix& out) override;
+  void embedding_backward(const int32_t* ids, const Matrix& dout, const Matrix& dtable) override;
+  void rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
+                       float* rstd) override;
+  void rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w, const float* rstd,
+                        const Matrix& dx, const Matrix& dw) override;
+  void rope(const Matrix& x, int64_t heads, const int32_t* positions, float theta,
+            bool inverse) override;
+  void attention_forward(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B, int64_t T,
+                         int64_t Hq, int64_t Hkv, const Matrix& o, float* lse) override;
+  void attention_backward(const Matrix& dout, const Matrix& q, const Matrix& k, const Matrix& v,
+                          const Matrix& o, const float* lse, int64_t B, int64_t T, int64_t Hq,
+                          int64_t Hkv, const Matrix& dq, const Matrix& dk,
+                          const Matrix& dv) override;
+  void swiglu_forward(const Matrix& gate, const Matrix& up, const Matrix& h) override;
+  void swiglu_backward(const Matrix& dh, const Matrix& gate, const Matrix& up, const Matrix& dgate,
+                       const Matrix& dup) override;
+  void token_logprobs(const Matrix& logits, const int32_t* targets, float inv_temperature,
+                      float* logp, float* entropy) override;
+  void token_logprobs_backward(const Matrix& logits, const int32_t* targets, float inv_temperature,
+                               const float* dlogp, const Matrix& dlogits) override;
+  double sum_squares(const float* x, int64_t n) override;
+  void scale(float* x, int64_t n, float s) override;
+  void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+             float beta2, float eps, float weight_decay, int64_t t) override;
+
  protected:
   void* raw_alloc(size_t bytes) override;
   void raw_free(void* p) noexcept override;

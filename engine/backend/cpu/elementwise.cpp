@@ -1,0 +1,68 @@
+// CPU reference: convert, transpose, add, and the optimizer's vector ops (sum of squares, scale,
+// AdamW).
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/access.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "core/parallel.hpp"
+
+namespace fp8rl {
+using cpu::expect;
+using cpu::ld;
+using cpu::st;
+
+void CpuBackend::convert(const Matrix& x, const Matrix& out) {
+  expect(out, x.rows, x.cols, "convert", "out");
+  expect(x, x.rows, x.cols, "convert", "x");
+  parallel_for(x.rows * x.cols, 1 << 15, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) st(out, i, ld(x, i));
+  });
+}
+
+void CpuBackend::transpose(const Matrix& x, const Matrix& out) {
+  expect(out, x.cols, x.rows, "transpose", "out");
+  check(out.dtype == x.dtype, "transpose: input and output dtypes differ");
+  const size_t es = dtype_size(x.dtype);
+  parallel_for(x.rows, 64, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < x.cols; ++c)
+        std::memcpy(static_cast<char*>(out.data) + (c * x.rows + r) * es,
+                    static_cast<const char*>(x.data) + (r * x.cols + c) * es, es);
+  });
+}
+
+void CpuBackend::add(const Matrix& a, const Matrix& b, const Matrix& out) {
+  expect(b, a.rows, a.cols, "add", "b");
+  expect(out, a.rows, a.cols, "add", "out");
+  parallel_for(a.rows * a.cols, 1 << 15, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) st(out, i, ld(a, i) + ld(b, i));
+  });
+}
+
+double CpuBackend::sum_squares(const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+void CpuBackend::scale(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void CpuBackend::adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr,
+                       float beta1, float beta2, float eps, float weight_decay, int64_t t) {
+  check(t >= 1, "adamw: step must be ≥ 1");
+  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t));
+  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), t));
+  parallel_for(n, 1 << 14, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+      v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+      const float mhat = m[i] / bc1, vhat = v[i] / bc2;
+      p[i] = p[i] - lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * p[i]);
+    }
+  });
+}
+
+}  // namespace fp8rl
