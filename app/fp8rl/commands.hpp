@@ -10,5 +10,7 @@ namespace fp8rl::cli {
 int cmd_doctor(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
+int cmd_score(const std::vector<std::string>& args);
+int cmd_init(const std::vector<std::string>& args);
 
 }  // namespace fp8rl::cli

@@ -102,6 +102,8 @@ class Backend {
   // Copies bytes within this backend's memory (device to device on CUDA); the bandwidth
   // baseline of the quantization benchmarks.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // Sets bytes to zero (fresh allocations are uninitialised).
+  virtual void zero(void* dst, size_t bytes) = 0;
 
   // --- FP8 numerics
   // Quantizes x (f32 or bf16, [rows, cols]) into out (same shape; out.block chooses 1x128
@@ -203,8 +205,8 @@ class Backend {
   virtual void scale(float* x, int64_t n, float s) = 0;
   // Decoupled AdamW step t ≥ 1: m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
   // p −= lr · (m̂ / (sqrt(v̂) + eps) + wd · p) with m̂ = m/(1−β1^t), v̂ = v/(1−β2^t).
-  virtual void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr,
-                     float beta1, float beta2, float eps, float weight_decay, int64_t t) = 0;
+  virtual void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                     float beta2, float eps, float weight_decay, int64_t t) = 0;
 
  protected:
   friend class Buffer;

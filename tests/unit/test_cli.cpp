@@ -2,7 +2,13 @@
 // binaries' link lines (no CUDA library, no Qt in the CLI).
 #include <QtTest>
 
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
+#include <QTemporaryDir>
+#include <cmath>
 
 namespace {
 
@@ -80,6 +86,38 @@ class TestCli : public QObject {
     for (const char* op : {"fprop", "dgrad", "wgrad"})
       QVERIFY2(r.out.contains(op), qPrintable(r.out));
     QVERIFY2(r.out.contains("fp8/best"), qPrintable(r.out));
+  }
+
+  void initThenScore() {
+    QTemporaryDir tmp;
+    const QString cfg = tmp.filePath("config.json"), dir = tmp.filePath("ckpt");
+    QFile f(cfg);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"model_type": "qwen3", "hidden_size": 32, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
+      "intermediate_size": 64, "vocab_size": 50})");
+    f.close();
+    auto r = run(kCli, {"init", "--config", cfg, "--output", dir, "--seed", "3"});
+    QCOMPARE(r.code, 0);
+    r = run(kCli, {"score", "--checkpoint", dir, "--token-ids", "1,5,7,9"});
+    QCOMPARE(r.code, 0);
+    const auto doc = QJsonDocument::fromJson(r.out.toUtf8());
+    QVERIFY2(doc.isObject(), qPrintable(r.out));
+    const auto lp = doc.object()["logprobs"].toArray();
+    QCOMPARE(lp.size(), 3);
+    for (const auto& v : lp) QVERIFY(v.toDouble() < 0 && v.toDouble() > -20);
+    // fp8 agrees with fp32 to within FP8's precision on this tiny model.
+    const auto r8 =
+        run(kCli, {"score", "--checkpoint", dir, "--token-ids", "1,5,7,9", "--precision", "fp8"});
+    QCOMPARE(r8.code, 0);
+    const auto lp8 = QJsonDocument::fromJson(r8.out.toUtf8()).object()["logprobs"].toArray();
+    for (int i = 0; i < 3; ++i) QVERIFY(std::fabs(lp8[i].toDouble() - lp[i].toDouble()) < 0.2);
+    r = run(kCli, {"score", "--checkpoint", dir, "--token-ids", "1,x"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("'x' is not a non-negative integer"), qPrintable(r.out));
+    r = run(kCli, {"score", "--checkpoint", dir, "--token-ids", "1,2", "--precision", "fp16"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("allowed: fp32, bf16, fp8"), qPrintable(r.out));
   }
 
   void binariesLinkNoCudaLibrary() {

@@ -17,8 +17,8 @@ struct Dims {
   int64_t B, T, Hq, Hkv, D, group;
 };
 
-Dims check_dims(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B, int64_t T,
-                int64_t Hq, int64_t Hkv, const char* op) {
+Dims check_dims(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B, int64_t T, int64_t Hq,
+                int64_t Hkv, const char* op) {
   check(B >= 0 && T >= 0 && Hq > 0 && Hkv > 0 && Hq % Hkv == 0,
         std::string(op) + ": query heads " + std::to_string(Hq) +
             " must be a positive multiple of kv heads " + std::to_string(Hkv));

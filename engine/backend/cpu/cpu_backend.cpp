@@ -10,7 +10,9 @@
 
 namespace fp8rl {
 
-CpuBackend::CpuBackend() { cpu_blas_init(); }
+CpuBackend::CpuBackend() {
+  cpu_blas_init();
+}
 
 std::string CpuBackend::device() const {
   return std::to_string(cpu_threads()) + " threads, " + cpu_blas_description();
@@ -26,6 +28,10 @@ void CpuBackend::download(void* host_dst, const void* src, size_t bytes) {
 
 void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void CpuBackend::zero(void* dst, size_t bytes) {
+  if (bytes) std::memset(dst, 0, bytes);
 }
 
 void* CpuBackend::raw_alloc(size_t bytes) {

@@ -17,6 +17,7 @@ class CpuBackend final : public Backend {
   void download(void* host_dst, const void* src, size_t bytes) override;
   void synchronize() override {}
   void copy(void* dst, const void* src, size_t bytes) override;
+  void zero(void* dst, size_t bytes) override;
 
   void quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
                 QuantStats* stats) override;

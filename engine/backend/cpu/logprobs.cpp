@@ -22,10 +22,9 @@ float row_logsumexp(const Matrix& logits, int64_t m, float inv_t) {
 }
 void check_targets(const int32_t* targets, int64_t M, int64_t V, const char* op) {
   for (int64_t m = 0; m < M; ++m)
-    check(targets[m] >= 0 && targets[m] < V, std::string(op) + ": target " +
-                                                 std::to_string(targets[m]) + " at row " +
-                                                 std::to_string(m) + " outside vocabulary " +
-                                                 std::to_string(V));
+    check(targets[m] >= 0 && targets[m] < V,
+          std::string(op) + ": target " + std::to_string(targets[m]) + " at row " +
+              std::to_string(m) + " outside vocabulary " + std::to_string(V));
 }
 }  // namespace
 

@@ -23,7 +23,6 @@ struct Reader {
   }
 };
 
-
 // Quantizes one element with scale s; updates the statistics when kStats.
 template <bool kStats>
 inline uint8_t quantize_one(float x, float s, float inv, Fp8Format f, const float* table,

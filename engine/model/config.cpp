@@ -1,0 +1,161 @@
+#include "model/config.hpp"
+
+#include <map>
+
+#include "core/error.hpp"
+
+namespace fp8rl {
+
+void ModelConfig::validate() const {
+  auto positive = [](int64_t v, const char* name) {
+    check(v > 0,
+          std::string("model config: ") + name + " must be positive, got " + std::to_string(v));
+  };
+  positive(hidden_size, "hidden_size");
+  positive(num_hidden_layers, "num_hidden_layers");
+  positive(num_attention_heads, "num_attention_heads");
+  positive(num_key_value_heads, "num_key_value_heads");
+  positive(head_dim, "head_dim");
+  positive(intermediate_size, "intermediate_size");
+  positive(vocab_size, "vocab_size");
+  positive(max_position_embeddings, "max_position_embeddings");
+  check(num_attention_heads % num_key_value_heads == 0,
+        "model config: num_attention_heads (" + std::to_string(num_attention_heads) +
+            ") must be a multiple of num_key_value_heads (" + std::to_string(num_key_value_heads) +
+            ")");
+  check(head_dim % 2 == 0,
+        "model config: head_dim must be even (rotary pairs), got " + std::to_string(head_dim));
+  check(rope_theta > 0, "model config: rope_theta must be positive");
+  check(rms_norm_eps > 0, "model config: rms_norm_eps must be positive");
+}
+
+Json ModelConfig::to_json() const {
+  Json j;
+  j["architectures"] = Json(Json::Array{Json("Qwen3ForCausalLM")});
+  j["model_type"] = "qwen3";
+  j["hidden_size"] = hidden_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["num_key_value_heads"] = num_key_value_heads;
+  j["head_dim"] = head_dim;
+  j["intermediate_size"] = intermediate_size;
+  j["vocab_size"] = vocab_size;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["rope_theta"] = rope_theta;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["hidden_act"] = "silu";
+  j["attention_bias"] = false;
+  j["torch_dtype"] = "bfloat16";
+  return j;
+}
+
+ModelConfig ModelConfig::from_json(const Json& j) {
+  check(j.is_object(), "config.json must hold a JSON object");
+  if (j.contains("model_type")) {
+    const auto& t = j.at("model_type").as_string("model_type");
+    check(t == "qwen3", "config.json: model_type \"" + t + "\" is not supported (only qwen3)");
+  }
+  if (j.contains("attention_bias"))
+    check(!j.at("attention_bias").as_bool("attention_bias"),
+          "config.json: attention_bias = true is not supported");
+  ModelConfig c;
+  auto integer = [&](const char* key) {
+    return j.at(key).as_int(std::string("config.json ") + key);
+  };
+  c.hidden_size = integer("hidden_size");
+  c.num_hidden_layers = integer("num_hidden_layers");
+  c.num_attention_heads = integer("num_attention_heads");
+  c.num_key_value_heads =
+      j.contains("num_key_value_heads") ? integer("num_key_value_heads") : c.num_attention_heads;
+  c.head_dim = j.contains("head_dim") ? integer("head_dim") : c.hidden_size / c.num_attention_heads;
+  c.intermediate_size = integer("intermediate_size");
+  c.vocab_size = integer("vocab_size");
+  if (j.contains("max_position_embeddings"))
+    c.max_position_embeddings = integer("max_position_embeddings");
+  if (j.contains("rope_theta"))
+    c.rope_theta = j.at("rope_theta").as_number("config.json rope_theta");
+  if (j.contains("rms_norm_eps"))
+    c.rms_norm_eps = j.at("rms_norm_eps").as_number("config.json rms_norm_eps");
+  if (j.contains("tie_word_embeddings"))
+    c.tie_word_embeddings = j.at("tie_word_embeddings").as_bool("config.json tie_word_embeddings");
+  c.validate();
+  return c;
+}
+
+int64_t ModelConfig::parameter_count() const {
+  const int64_t H = hidden_size, D = head_dim;
+  const int64_t attn = H * num_attention_heads * D * 2 + H * num_key_value_heads * D * 2 + 2 * D;
+  const int64_t mlp = 3 * H * intermediate_size;
+  const int64_t layer = attn + mlp + 2 * H;
+  return num_hidden_layers * layer + vocab_size * H * (tie_word_embeddings ? 1 : 2) + H;
+}
+
+const char* precision_name(Precision p) {
+  return p == Precision::fp32 ? "fp32" : p == Precision::bf16 ? "bf16" : "fp8";
+}
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::fp32;
+  if (s == "bf16") return Precision::bf16;
+  if (s == "fp8") return Precision::fp8;
+  throw Error("unknown precision '" + s + "' (allowed: fp32, bf16, fp8)");
+}
+
+const char* module_name(Module m) {
+  static const char* n[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                            "gate_proj", "up_proj", "down_proj"};
+  return n[static_cast<int>(m)];
+}
+const char* module_short(Module m) {
+  static const char* n[] = {"q", "k", "v", "o", "gate", "up", "down"};
+  return n[static_cast<int>(m)];
+}
+
+PrecisionMap::PrecisionMap(int64_t layers, Precision all) {
+  std::array<Precision, kModules> row;
+  row.fill(all);
+  map_.assign(static_cast<size_t>(layers), row);
+}
+
+Precision PrecisionMap::at(int64_t layer, Module m) const {
+  check(layer >= 0 && layer < layers(), "precision map: layer " + std::to_string(layer) +
+                                            " out of range (" + std::to_string(layers()) +
+                                            " layers)");
+  return map_[static_cast<size_t>(layer)][static_cast<size_t>(m)];
+}
+
+void PrecisionMap::set(int64_t layer, Module m, Precision p) {
+  check(layer >= 0 && layer < layers(), "precision map: layer " + std::to_string(layer) +
+                                            " out of range (" + std::to_string(layers()) +
+                                            " layers)");
+  map_[static_cast<size_t>(layer)][static_cast<size_t>(m)] = p;
+}
+
+bool PrecisionMap::all_fp32() const {
+  for (const auto& row : map_)
+    for (Precision p : row)
+      if (p != Precision::fp32) return false;
+  return true;
+}
+
+void PrecisionMap::validate() const {
+  bool any32 = false, other = false;
+  for (const auto& row : map_)
+    for (Precision p : row) (p == Precision::fp32 ? any32 : other) = true;
+  check(!(any32 && other),
+        "precision map: fp32 cannot be mixed with bf16/fp8 (fp32 is the "
+        "all-FP32 reference; use bf16 for layers kept out of FP8)");
+}
+
+std::string PrecisionMap::summary() const {
+  std::map<Precision, int> count;
+  for (const auto& row : map_)
+    for (Precision p : row) ++count[p];
+  if (count.size() <= 1) return count.empty() ? "empty" : precision_name(count.begin()->first);
+  const int total = static_cast<int>(map_.size()) * kModules;
+  const int bf16 = count[Precision::bf16];
+  return "fp8 (" + std::to_string(bf16) + " of " + std::to_string(total) + " linears bf16)";
+}
+
+}  // namespace fp8rl

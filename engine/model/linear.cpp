@@ -1,0 +1,103 @@
+#include "model/linear.hpp"
+
+#include "core/error.hpp"
+
+namespace fp8rl {
+
+void LinearInput::quantize(Backend& be, const QuantOptions& opt) {
+  if (along_) return;
+  along_ = Fp8Tensor::make(be, x_.rows, x_.cols, ScaleBlock::row1x128, opt.format);
+  transposed_ = Fp8Tensor::make(be, x_.cols, x_.rows, ScaleBlock::row1x128, opt.format);
+  be.quantize_with_transpose(x_, along_->q, transposed_->q, opt, nullptr, nullptr);
+}
+
+const Fp8Tensor& LinearInput::along(Backend& be, const QuantOptions& opt) {
+  quantize(be, opt);
+  return *along_;
+}
+
+const Fp8Tensor& LinearInput::transposed(Backend& be, const QuantOptions& opt) {
+  quantize(be, opt);
+  return *transposed_;
+}
+
+Linear::Linear(Backend& be, std::string name, int64_t out, int64_t in) : be_(be) {
+  owned_ = Param::make(be, std::move(name) + ".weight", out, in, true);
+  w_ = &*owned_;
+}
+
+Linear::Linear(Backend& be, Param* shared) : be_(be), w_(shared) {}
+
+void Linear::set_precision(Precision p, const QuantOptions& opt) {
+  precision_ = p;
+  qopt_ = opt;
+  bf16_w_.reset();
+  bf16_wt_.reset();
+  fp8_w_.reset();
+  fp8_wt_.reset();
+  refresh();
+}
+
+QuantStats Linear::refresh() {
+  QuantStats stats;
+  const int64_t N = out_features(), K = in_features();
+  if (precision_ == Precision::bf16) {
+    if (!bf16_w_) {
+      bf16_w_ = Tensor::make(be_, N, K, DType::bf16);
+      bf16_wt_ = Tensor::make(be_, K, N, DType::bf16);
+    }
+    be_.convert(w_->master.m(), bf16_w_->m());
+    be_.transpose(bf16_w_->m(), bf16_wt_->m());
+  } else if (precision_ == Precision::fp8) {
+    if (!fp8_w_) {
+      fp8_w_ = Fp8Tensor::make(be_, N, K, ScaleBlock::tile128x128, qopt_.format);
+      fp8_wt_ = Fp8Tensor::make(be_, K, N, ScaleBlock::tile128x128, qopt_.format);
+    }
+    // The same quantizer serves the trainer and the rollout: both read these tiles.
+    be_.quantize(w_->master.m(), fp8_w_->q, qopt_, &stats);
+    be_.transpose_fp8(fp8_w_->q, fp8_wt_->q);
+  }
+  return stats;
+}
+
+void Linear::forward(LinearInput& x, const Matrix& y) {
+  switch (precision_) {
+    case Precision::fp32:
+      check(x.x().dtype == DType::f32, "linear " + w_->name + ": fp32 needs f32 activations");
+      be_.gemm(x.x(), w_->master.m(), y, 0.0f);
+      break;
+    case Precision::bf16:
+      be_.gemm(x.x(), bf16_w_->m(), y, 0.0f);
+      break;
+    case Precision::fp8:
+      be_.gemm_fp8(x.along(be_, qopt_).q, fp8_w_->q, y, 0.0f);
+      break;
+  }
+}
+
+void Linear::backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantStats* dy_stats) {
+  const int64_t M = dy.rows, N = dy.cols, K = in_features();
+  const Matrix dw = w_->grad.m();
+  if (precision_ == Precision::fp8) {
+    Fp8Tensor dyq = Fp8Tensor::make(be_, M, N, ScaleBlock::row1x128, qopt_.format);
+    Fp8Tensor dytq = Fp8Tensor::make(be_, N, M, ScaleBlock::row1x128, qopt_.format);
+    be_.quantize_with_transpose(dy, dyq.q, dytq.q, qopt_, dy_stats, nullptr);
+    if (dx.data) be_.gemm_fp8(dyq.q, fp8_wt_->q, dx, 0.0f);      // dgrad: dY · W
+    be_.gemm_fp8(dytq.q, x.transposed(be_, qopt_).q, dw, 1.0f);  // wgrad: dW += dYᵀ · X
+    return;
+  }
+  // fp32 / bf16: the same TN GEMM form with transposed copies.
+  const Matrix wt = precision_ == Precision::bf16 ? bf16_wt_->m() : Matrix{};
+  Tensor master_t;
+  if (precision_ == Precision::fp32) {
+    master_t = Tensor::make(be_, K, N, DType::f32);
+    be_.transpose(w_->master.m(), master_t.m());
+  }
+  if (dx.data) be_.gemm(dy, precision_ == Precision::bf16 ? wt : master_t.m(), dx, 0.0f);
+  Tensor dyt = Tensor::make(be_, N, M, dy.dtype), xt = Tensor::make(be_, K, M, x.x().dtype);
+  be_.transpose(dy, dyt.m());
+  be_.transpose(x.x(), xt.m());
+  be_.gemm(dyt.m(), xt.m(), dw, 1.0f);
+}
+
+}  // namespace fp8rl

@@ -1,0 +1,68 @@
+// A linear layer y = x·Wᵀ with W [out, in], in fp32, bf16 or block-scaled fp8 (the recipe:
+// weights 128x128 tiles, activations and gradients 1x128, FP32 scales; fprop, dgrad and wgrad
+// all in FP8). FP32 master weights; compute copies are refreshed after every optimizer step.
+#pragma once
+
+#include <optional>
+
+#include "model/config.hpp"
+#include "model/tensor.hpp"
+
+namespace fp8rl {
+
+// An activation X [M, K] feeding one or more linears. Its FP8 operands (X along K for fprop,
+// Xᵀ along M for wgrad) are made once, by the first FP8 consumer, and shared (q/k/v share one
+// input, gate/up another).
+class LinearInput {
+ public:
+  LinearInput() = default;
+  explicit LinearInput(Matrix x) : x_(x) {}
+  const Matrix& x() const { return x_; }
+  // The FP8 operands of x, quantized on first use.
+  const Fp8Tensor& along(Backend& be, const QuantOptions& opt);
+  const Fp8Tensor& transposed(Backend& be, const QuantOptions& opt);
+
+ private:
+  void quantize(Backend& be, const QuantOptions& opt);
+  Matrix x_;
+  std::optional<Fp8Tensor> along_, transposed_;
+};
+
+class Linear {
+ public:
+  // An owned weight [out, in] named `name` (Hugging Face name without ".weight").
+  Linear(Backend& be, std::string name, int64_t out, int64_t in);
+  // A linear reading another layer's parameter (tied lm_head).
+  Linear(Backend& be, Param* shared);
+
+  Param& weight() { return *w_; }
+  const Param& weight() const { return *w_; }
+  int64_t out_features() const { return w_->master.rows; }
+  int64_t in_features() const { return w_->master.cols; }
+  Precision precision() const { return precision_; }
+
+  // Chooses the precision and refreshes the compute copies.
+  void set_precision(Precision p, const QuantOptions& opt);
+  // Recomputes the compute copies (bf16 W and Wᵀ, or FP8 W tiles and their transpose) from the
+  // master weights; returns the weight quantization statistics for fp8.
+  QuantStats refresh();
+  // The weight scales of the last fp8 refresh (1/s per 128x128 tile), for scale histograms.
+  const Fp8Tensor* fp8_weight() const { return fp8_w_ ? &*fp8_w_ : nullptr; }
+
+  // y [M, out] = x·Wᵀ; y may be f32 or bf16 (fp8 and bf16 GEMMs accumulate in FP32).
+  void forward(LinearInput& x, const Matrix& y);
+  // dx [M, in] = dy·W (written; skipped when dx.data is null) and W.grad += dyᵀ·x.
+  // dy_stats, when given, receives the quantization statistics of dy (fp8).
+  void backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantStats* dy_stats = nullptr);
+
+ private:
+  Backend& be_;
+  std::optional<Param> owned_;
+  Param* w_ = nullptr;
+  Precision precision_ = Precision::fp32;
+  QuantOptions qopt_;
+  std::optional<Tensor> bf16_w_, bf16_wt_;   // bf16 compute copies
+  std::optional<Fp8Tensor> fp8_w_, fp8_wt_;  // fp8 tiles of W and Wᵀ
+};
+
+}  // namespace fp8rl

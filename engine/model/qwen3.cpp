@@ -1,0 +1,375 @@
+#include "model/qwen3.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+
+namespace fp8rl {
+
+struct Qwen3Model::Layer {
+  Param in_norm, post_norm, q_norm, k_norm;
+  std::unique_ptr<Linear> lin[kModules];
+};
+
+namespace {
+
+// What one layer keeps from forward for backward.
+struct LayerActs {
+  Tensor x_in, rstd1, h1;
+  LinearInput in1;  // h1 → q, k, v
+  Tensor q_raw, k_raw, rstd_q, rstd_k, q, k, v, o, lse;
+  LinearInput in_o;  // o → o_proj
+  Tensor x_mid, rstd2, h2;
+  LinearInput in2;  // h2 → gate, up
+  Tensor gate, up, mlp;
+  LinearInput in_down;  // mlp → down
+};
+
+// [rows·heads, D] view of a [rows, heads·D] tensor (per-head norms).
+Matrix heads_view(const Tensor& t, int64_t heads) {
+  return Matrix{t.buf.data(), t.rows * heads, t.cols / heads, t.dtype};
+}
+
+Tensor upload_ids(Backend& be, const std::vector<int32_t>& v) {
+  Tensor t;
+  t.buf = be.alloc(v.size() * 4);
+  t.rows = static_cast<int64_t>(v.size());
+  t.cols = 1;
+  t.dtype = DType::f32;  // raw int32 storage; read through ids()
+  be.upload(t.buf.data(), v.data(), v.size() * 4);
+  return t;
+}
+const int32_t* ids(const Tensor& t) {
+  return t.buf.as<const int32_t>();
+}
+
+}  // namespace
+
+struct Qwen3Model::Saved {
+  int64_t B = 0, T = 0;
+  float inv_t = 1.0f;
+  Tensor ids, targets, positions;
+  std::vector<LayerActs> layers;
+  Tensor x_final, rstd_f, xf;
+  LinearInput in_head;
+  Tensor logits;
+};
+
+Qwen3Model::~Qwen3Model() = default;
+
+Qwen3Model::Qwen3Model(Backend& be, const ModelConfig& cfg, const PrecisionMap& precision,
+                       uint64_t seed, double init_std, QuantOptions qopt)
+    : be_(be), cfg_(cfg), precision_(precision), qopt_(qopt) {
+  cfg_.validate();
+  check(precision_.layers() == cfg_.num_hidden_layers,
+        "precision map has " + std::to_string(precision_.layers()) + " layers, the model " +
+            std::to_string(cfg_.num_hidden_layers));
+  precision_.validate();
+  act_dtype_ = precision_.all_fp32() ? DType::f32 : DType::bf16;
+  const int64_t H = cfg_.hidden_size, D = cfg_.head_dim, I = cfg_.intermediate_size;
+  const int64_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
+
+  embed_ = Param::make(be, "model.embed_tokens.weight", cfg_.vocab_size, H, true);
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    auto layer = std::make_unique<Layer>();
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    layer->in_norm = Param::make(be, p + "input_layernorm.weight", 1, H, false);
+    layer->post_norm = Param::make(be, p + "post_attention_layernorm.weight", 1, H, false);
+    layer->q_norm = Param::make(be, p + "self_attn.q_norm.weight", 1, D, false);
+    layer->k_norm = Param::make(be, p + "self_attn.k_norm.weight", 1, D, false);
+    const int64_t shapes[kModules][2] = {{Hq * D, H}, {Hkv * D, H}, {Hkv * D, H}, {H, Hq * D},
+                                         {I, H},      {I, H},       {H, I}};
+    for (int mi = 0; mi < kModules; ++mi) {
+      const std::string prefix = mi < 4 ? p + "self_attn." : p + "mlp.";
+      layer->lin[mi] = std::make_unique<Linear>(be, prefix + module_name(Module(mi)), shapes[mi][0],
+                                                shapes[mi][1]);
+    }
+    layers_.push_back(std::move(layer));
+  }
+  final_norm_ = Param::make(be, "model.norm.weight", 1, H, false);
+  lm_head_ = cfg_.tie_word_embeddings ? std::make_unique<Linear>(be, &embed_)
+                                      : std::make_unique<Linear>(be, "lm_head", cfg_.vocab_size, H);
+
+  // Initialise: normal(0, init_std) matrices, unit norm weights.
+  Rng rng(seed);
+  for (Param* prm : parameters()) {
+    std::vector<float> v(static_cast<size_t>(prm->master.size()));
+    if (prm->decay)
+      for (auto& x : v) x = static_cast<float>(rng.normal() * init_std);
+    else
+      std::fill(v.begin(), v.end(), 1.0f);
+    upload_floats(be, prm->master, v);
+  }
+  zero_grad();
+  set_precision(precision_);
+}
+
+void Qwen3Model::set_precision(const PrecisionMap& p) {
+  check(p.layers() == cfg_.num_hidden_layers, "precision map layer count differs from the model");
+  p.validate();
+  const DType ad = p.all_fp32() ? DType::f32 : DType::bf16;
+  check(ad == act_dtype_ || !saved_,
+        "cannot switch between fp32 and bf16/fp8 with saved activations");
+  precision_ = p;
+  act_dtype_ = ad;
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
+    for (int mi = 0; mi < kModules; ++mi)
+      layers_[l]->lin[mi]->set_precision(precision_.at(l, Module(mi)), qopt_);
+  lm_head_->set_precision(ad == DType::f32 ? Precision::fp32 : Precision::bf16, qopt_);
+  // BF16 copies of the embedding and norm weights (the BF16 parts of the recipe).
+  bf16_copies_.clear();
+  if (ad == DType::bf16) {
+    std::vector<Param*> ps = {&embed_, &final_norm_};
+    for (auto& layer : layers_)
+      for (Param* q : {&layer->in_norm, &layer->post_norm, &layer->q_norm, &layer->k_norm})
+        ps.push_back(q);
+    for (Param* q : ps)
+      bf16_copies_.emplace_back(q, Tensor::make(be_, q->master.rows, q->master.cols, DType::bf16));
+  }
+  refresh();
+}
+
+std::vector<Param*> Qwen3Model::parameters() {
+  std::vector<Param*> out = {&embed_};
+  for (auto& layer : layers_) {
+    out.push_back(&layer->in_norm);
+    for (int mi = 0; mi < 4; ++mi) out.push_back(&layer->lin[mi]->weight());
+    out.push_back(&layer->q_norm);
+    out.push_back(&layer->k_norm);
+    out.push_back(&layer->post_norm);
+    for (int mi = 4; mi < kModules; ++mi) out.push_back(&layer->lin[mi]->weight());
+  }
+  out.push_back(&final_norm_);
+  if (!cfg_.tie_word_embeddings) out.push_back(&lm_head_->weight());
+  return out;
+}
+
+Param* Qwen3Model::find(const std::string& name) {
+  for (Param* p : parameters())
+    if (p->name == name) return p;
+  return nullptr;
+}
+
+Linear& Qwen3Model::linear(int64_t layer, Module m) {
+  check(layer >= 0 && layer < cfg_.num_hidden_layers, "layer index out of range");
+  return *layers_[layer]->lin[static_cast<int>(m)];
+}
+
+void Qwen3Model::zero_grad() {
+  for (Param* p : parameters()) be_.zero(p->grad.buf.data(), p->grad.buf.bytes());
+}
+
+std::vector<LayerQuantRecord> Qwen3Model::refresh() {
+  std::vector<LayerQuantRecord> records;
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
+    for (int mi = 0; mi < kModules; ++mi) {
+      Linear& lin = *layers_[l]->lin[mi];
+      const QuantStats st = lin.refresh();
+      if (lin.precision() == Precision::fp8) records.push_back({l, Module(mi), "weight", st});
+    }
+  lm_head_->refresh();
+  for (auto& [p, copy] : bf16_copies_) be_.convert(p->master.m(), copy.m());
+  return records;
+}
+
+Matrix Qwen3Model::norm_weight(Param& p) {
+  for (auto& [q, copy] : bf16_copies_)
+    if (q == &p) return copy.m();
+  return p.master.m();
+}
+
+void Qwen3Model::clear_activations() {
+  saved_.reset();
+}
+
+Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T, bool training) {
+  check(B > 0 && T > 0 && static_cast<int64_t>(tokens.size()) == B * T,
+        "forward: " + std::to_string(tokens.size()) + " token ids for B=" + std::to_string(B) +
+            ", T=" + std::to_string(T));
+  check(T <= cfg_.max_position_embeddings, "forward: sequence length " + std::to_string(T) +
+                                               " exceeds max_position_embeddings " +
+                                               std::to_string(cfg_.max_position_embeddings));
+  for (int32_t id : tokens)
+    check(id >= 0 && id < cfg_.vocab_size, "forward: token id " + std::to_string(id) +
+                                               " outside the vocabulary of " +
+                                               std::to_string(cfg_.vocab_size));
+  const int64_t M = B * T, H = cfg_.hidden_size, D = cfg_.head_dim, I = cfg_.intermediate_size;
+  const int64_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps),
+              theta = static_cast<float>(cfg_.rope_theta);
+  const DType ad = act_dtype_;
+  auto S = std::make_unique<Saved>();
+  S->B = B;
+  S->T = T;
+  S->ids = upload_ids(be_, tokens);
+  std::vector<int32_t> pos(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) pos[static_cast<size_t>(m)] = static_cast<int32_t>(m % T);
+  S->positions = upload_ids(be_, pos);
+
+  Tensor x = Tensor::make(be_, M, H, ad);
+  be_.embedding_forward(ids(S->ids), norm_weight(embed_), x.m());
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    Layer& L = *layers_[l];
+    LayerActs a;
+    a.x_in = std::move(x);
+    a.rstd1 = Tensor::make(be_, M, 1, DType::f32);
+    a.h1 = Tensor::make(be_, M, H, ad);
+    be_.rmsnorm_forward(a.x_in.m(), norm_weight(L.in_norm), eps, a.h1.m(), a.rstd1.f32());
+    a.in1 = LinearInput(a.h1.m());
+    a.q_raw = Tensor::make(be_, M, Hq * D, ad);
+    a.k_raw = Tensor::make(be_, M, Hkv * D, ad);
+    a.v = Tensor::make(be_, M, Hkv * D, ad);
+    L.lin[0]->forward(a.in1, a.q_raw.m());
+    L.lin[1]->forward(a.in1, a.k_raw.m());
+    L.lin[2]->forward(a.in1, a.v.m());
+    a.rstd_q = Tensor::make(be_, M * Hq, 1, DType::f32);
+    a.rstd_k = Tensor::make(be_, M * Hkv, 1, DType::f32);
+    a.q = Tensor::make(be_, M, Hq * D, ad);
+    a.k = Tensor::make(be_, M, Hkv * D, ad);
+    be_.rmsnorm_forward(heads_view(a.q_raw, Hq), norm_weight(L.q_norm), eps, heads_view(a.q, Hq),
+                        a.rstd_q.f32());
+    be_.rmsnorm_forward(heads_view(a.k_raw, Hkv), norm_weight(L.k_norm), eps, heads_view(a.k, Hkv),
+                        a.rstd_k.f32());
+    be_.rope(a.q.m(), Hq, ids(S->positions), theta, false);
+    be_.rope(a.k.m(), Hkv, ids(S->positions), theta, false);
+    a.o = Tensor::make(be_, M, Hq * D, ad);
+    a.lse = Tensor::make(be_, B * Hq, T, DType::f32);
+    be_.attention_forward(a.q.m(), a.k.m(), a.v.m(), B, T, Hq, Hkv, a.o.m(), a.lse.f32());
+    a.in_o = LinearInput(a.o.m());
+    Tensor attn_out = Tensor::make(be_, M, H, ad);
+    L.lin[3]->forward(a.in_o, attn_out.m());
+    a.x_mid = Tensor::make(be_, M, H, ad);
+    be_.add(a.x_in.m(), attn_out.m(), a.x_mid.m());
+    a.rstd2 = Tensor::make(be_, M, 1, DType::f32);
+    a.h2 = Tensor::make(be_, M, H, ad);
+    be_.rmsnorm_forward(a.x_mid.m(), norm_weight(L.post_norm), eps, a.h2.m(), a.rstd2.f32());
+    a.in2 = LinearInput(a.h2.m());
+    a.gate = Tensor::make(be_, M, I, ad);
+    a.up = Tensor::make(be_, M, I, ad);
+    L.lin[4]->forward(a.in2, a.gate.m());
+    L.lin[5]->forward(a.in2, a.up.m());
+    a.mlp = Tensor::make(be_, M, I, ad);
+    be_.swiglu_forward(a.gate.m(), a.up.m(), a.mlp.m());
+    a.in_down = LinearInput(a.mlp.m());
+    Tensor mlp_out = Tensor::make(be_, M, H, ad);
+    L.lin[6]->forward(a.in_down, mlp_out.m());
+    x = Tensor::make(be_, M, H, ad);
+    be_.add(a.x_mid.m(), mlp_out.m(), x.m());
+    if (training) S->layers.push_back(std::move(a));
+  }
+  S->rstd_f = Tensor::make(be_, M, 1, DType::f32);
+  S->xf = Tensor::make(be_, M, H, ad);
+  be_.rmsnorm_forward(x.m(), norm_weight(final_norm_), eps, S->xf.m(), S->rstd_f.f32());
+  S->x_final = std::move(x);
+  S->in_head = LinearInput(S->xf.m());
+  S->logits = Tensor::make(be_, M, cfg_.vocab_size, DType::f32);
+  lm_head_->forward(S->in_head, S->logits.m());
+  Tensor logits = Tensor::make(be_, M, cfg_.vocab_size, DType::f32);
+  be_.copy(logits.buf.data(), S->logits.buf.data(), logits.buf.bytes());
+  if (training)
+    saved_ = std::move(S);
+  else
+    saved_.reset();
+  return logits;
+}
+
+ForwardResult Qwen3Model::forward(const std::vector<int32_t>& tokens,
+                                  const std::vector<int32_t>& targets, int64_t B, int64_t T,
+                                  float inv_temperature, bool training, bool want_entropy) {
+  check(targets.size() == tokens.size(), "forward: targets and tokens differ in length");
+  for (int32_t t : targets)
+    check(t >= 0 && t < cfg_.vocab_size,
+          "forward: target id " + std::to_string(t) + " outside the vocabulary");
+  const Tensor logits = run(tokens, B, T, training);
+  const int64_t M = B * T;
+  Tensor tg = upload_ids(be_, targets);
+  Tensor lp = Tensor::make(be_, M, 1, DType::f32), ent;
+  if (want_entropy) ent = Tensor::make(be_, M, 1, DType::f32);
+  be_.token_logprobs(logits.m(), ids(tg), inv_temperature, lp.f32(),
+                     want_entropy ? ent.f32() : nullptr);
+  ForwardResult r;
+  r.logp = download_floats(be_, lp);
+  if (want_entropy) r.entropy = download_floats(be_, ent);
+  if (training) {
+    saved_->targets = std::move(tg);
+    saved_->inv_t = inv_temperature;
+  }
+  return r;
+}
+
+std::vector<float> Qwen3Model::logits(const std::vector<int32_t>& tokens, int64_t B, int64_t T) {
+  return download_floats(be_, run(tokens, B, T, false));
+}
+
+void Qwen3Model::backward(const std::vector<float>& dlogp) {
+  check(saved_ != nullptr,
+        "backward: no training forward to differentiate (call forward with training = true)");
+  Saved& S = *saved_;
+  const int64_t B = S.B, T = S.T, M = B * T, H = cfg_.hidden_size, D = cfg_.head_dim;
+  const int64_t I = cfg_.intermediate_size, Hq = cfg_.num_attention_heads,
+                Hkv = cfg_.num_key_value_heads;
+  const float theta = static_cast<float>(cfg_.rope_theta);
+  const DType ad = act_dtype_;
+  check(static_cast<int64_t>(dlogp.size()) == M, "backward: dlogp has " +
+                                                     std::to_string(dlogp.size()) +
+                                                     " entries, expected " + std::to_string(M));
+  Tensor dl = Tensor::make(be_, M, 1, DType::f32);
+  upload_floats(be_, dl, dlogp);
+  Tensor dlogits = Tensor::make(be_, M, cfg_.vocab_size, ad);
+  be_.token_logprobs_backward(S.logits.m(), ids(S.targets), S.inv_t, dl.f32(), dlogits.m());
+  Tensor dxf = Tensor::make(be_, M, H, ad);
+  lm_head_->backward(S.in_head, dlogits.m(), dxf.m());
+  dlogits = Tensor{};
+  Tensor dx = Tensor::make(be_, M, H, ad);
+  be_.rmsnorm_backward(dxf.m(), S.x_final.m(), norm_weight(final_norm_), S.rstd_f.f32(), dx.m(),
+                       final_norm_.grad.m());
+
+  Tensor tmpH = Tensor::make(be_, M, H, ad);
+  for (int64_t l = cfg_.num_hidden_layers - 1; l >= 0; --l) {
+    Layer& L = *layers_[l];
+    LayerActs& a = S.layers[static_cast<size_t>(l)];
+    // MLP
+    Tensor dmlp = Tensor::make(be_, M, I, ad), dgate = Tensor::make(be_, M, I, ad),
+           dup = Tensor::make(be_, M, I, ad);
+    L.lin[6]->backward(a.in_down, dx.m(), dmlp.m());
+    be_.swiglu_backward(dmlp.m(), a.gate.m(), a.up.m(), dgate.m(), dup.m());
+    Tensor dh2 = Tensor::make(be_, M, H, ad);
+    L.lin[4]->backward(a.in2, dgate.m(), dh2.m());
+    L.lin[5]->backward(a.in2, dup.m(), tmpH.m());
+    be_.add(dh2.m(), tmpH.m(), dh2.m());
+    be_.rmsnorm_backward(dh2.m(), a.x_mid.m(), norm_weight(L.post_norm), a.rstd2.f32(), tmpH.m(),
+                         L.post_norm.grad.m());
+    Tensor dx_mid = Tensor::make(be_, M, H, ad);
+    be_.add(dx.m(), tmpH.m(), dx_mid.m());
+    // Attention
+    Tensor dattn = Tensor::make(be_, M, Hq * D, ad);
+    L.lin[3]->backward(a.in_o, dx_mid.m(), dattn.m());
+    Tensor dq = Tensor::make(be_, M, Hq * D, ad), dk = Tensor::make(be_, M, Hkv * D, ad),
+           dv = Tensor::make(be_, M, Hkv * D, ad);
+    be_.attention_backward(dattn.m(), a.q.m(), a.k.m(), a.v.m(), a.o.m(), a.lse.f32(), B, T, Hq,
+                           Hkv, dq.m(), dk.m(), dv.m());
+    // A rotation's adjoint is the opposite rotation.
+    be_.rope(dq.m(), Hq, ids(S.positions), theta, true);
+    be_.rope(dk.m(), Hkv, ids(S.positions), theta, true);
+    Tensor dq_raw = Tensor::make(be_, M, Hq * D, ad), dk_raw = Tensor::make(be_, M, Hkv * D, ad);
+    be_.rmsnorm_backward(heads_view(dq, Hq), heads_view(a.q_raw, Hq), norm_weight(L.q_norm),
+                         a.rstd_q.f32(), heads_view(dq_raw, Hq), L.q_norm.grad.m());
+    be_.rmsnorm_backward(heads_view(dk, Hkv), heads_view(a.k_raw, Hkv), norm_weight(L.k_norm),
+                         a.rstd_k.f32(), heads_view(dk_raw, Hkv), L.k_norm.grad.m());
+    Tensor dh1 = Tensor::make(be_, M, H, ad);
+    L.lin[0]->backward(a.in1, dq_raw.m(), dh1.m());
+    L.lin[1]->backward(a.in1, dk_raw.m(), tmpH.m());
+    be_.add(dh1.m(), tmpH.m(), dh1.m());
+    L.lin[2]->backward(a.in1, dv.m(), tmpH.m());
+    be_.add(dh1.m(), tmpH.m(), dh1.m());
+    be_.rmsnorm_backward(dh1.m(), a.x_in.m(), norm_weight(L.in_norm), a.rstd1.f32(), tmpH.m(),
+                         L.in_norm.grad.m());
+    be_.add(dx_mid.m(), tmpH.m(), dx.m());
+    a = LayerActs{};  // release this layer's activations early
+  }
+  be_.embedding_backward(ids(S.ids), dx.m(), embed_.grad.m());
+  saved_.reset();
+}
+
+}  // namespace fp8rl

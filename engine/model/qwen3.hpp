@@ -1,0 +1,93 @@
+// A Qwen3 decoder (the architecture of Hugging Face's Qwen3ForCausalLM): token embedding; per
+// layer RMSNorm → attention (q, k, v projections; per-head RMSNorm on q and k; RoPE; grouped-
+// query causal attention; o projection) → residual → RMSNorm → SwiGLU MLP (gate, up, down) →
+// residual; final RMSNorm; lm_head (tied or untied).
+//
+// Precision: each linear of each layer fp32, bf16 or fp8 (PrecisionMap). Embeddings, norms,
+// attention, non-linearities and lm_head run in BF16 (FP32 arithmetic, BF16 activations), or all
+// in FP32 when the whole map is fp32 (the CPU reference). Parameters are FP32 masters.
+//
+// Shapes: B sequences × T tokens (M = B·T rows), H hidden, V vocabulary, Hq/Hkv heads of D.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/config.hpp"
+#include "model/linear.hpp"
+
+namespace fp8rl {
+
+struct ForwardResult {
+  std::vector<float> logp;     // [B·T]: log p(targets[m] | tokens up to m), at 1/temperature
+  std::vector<float> entropy;  // [B·T] when requested
+};
+
+// Statistics of one quantization, for telemetry (scale histograms, saturation, error).
+struct LayerQuantRecord {
+  int64_t layer;
+  Module module;
+  const char* kind;  // "weight", "activation", "gradient"
+  QuantStats stats;
+};
+
+class Qwen3Model {
+ public:
+  // Random initialisation (normal(0, init_std) matrices, unit norms), seeded.
+  Qwen3Model(Backend& be, const ModelConfig& cfg, const PrecisionMap& precision, uint64_t seed,
+             double init_std = 0.02, QuantOptions qopt = {});
+
+  const ModelConfig& config() const { return cfg_; }
+  const PrecisionMap& precision() const { return precision_; }
+  Backend& backend() { return be_; }
+  DType activation_dtype() const { return act_dtype_; }
+
+  // Changes layer precisions (the next forward uses them); re-makes compute copies.
+  void set_precision(const PrecisionMap& p);
+
+  // Every parameter once, in Hugging Face order (tied lm_head not repeated).
+  std::vector<Param*> parameters();
+  Param* find(const std::string& name);
+
+  // Runs B sequences of T tokens (ids, row-major [B, T]); position t of sequence b predicts
+  // targets[b·T + t]. training = true keeps the activations for backward().
+  ForwardResult forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets,
+                        int64_t B, int64_t T, float inv_temperature, bool training,
+                        bool want_entropy = false);
+  // Accumulates parameter gradients of Σ dlogp[m]·logp[m] for the last training forward.
+  void backward(const std::vector<float>& dlogp);
+  // Releases the saved activations.
+  void clear_activations();
+
+  // Full logits [B·T, V] (f32, host) of a forward without targets (for tests and scoring).
+  std::vector<float> logits(const std::vector<int32_t>& ids, int64_t B, int64_t T);
+
+  void zero_grad();
+  // Re-makes every compute copy from the master weights (after an optimizer step); returns
+  // the weight quantization records of fp8 linears.
+  std::vector<LayerQuantRecord> refresh();
+
+  Linear& linear(int64_t layer, Module m);
+
+  struct Layer;  // defined in qwen3.cpp
+  ~Qwen3Model();
+
+ private:
+  struct Saved;
+  Matrix norm_weight(Param& p);  // the weight as the norm reads it (bf16 copy or f32 master)
+  Tensor run(const std::vector<int32_t>& ids, int64_t B, int64_t T, bool training);
+
+  Backend& be_;
+  ModelConfig cfg_;
+  PrecisionMap precision_;
+  QuantOptions qopt_;
+  DType act_dtype_;
+  Param embed_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  Param final_norm_;
+  std::unique_ptr<Linear> lm_head_;
+  std::vector<std::pair<Param*, Tensor>> bf16_copies_;  // embedding and norm weights
+  std::unique_ptr<Saved> saved_;
+};
+
+}  // namespace fp8rl
