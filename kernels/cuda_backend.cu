@@ -1,4 +1,5 @@
-// CudaBackend life cycle, memory and statistics buffers. The ops live in quantize.cu and gemm.cu.
+// CudaBackend life cycle, memory, scratch and statistics buffers. The ops live in the other .cu
+// files (see cuda_backend.hpp).
 #include "cuda_backend.hpp"
 
 #include <cuda_runtime.h>
@@ -55,6 +56,8 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     FP8RL_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
     FP8RL_CUDA_CHECK(cudaMalloc(&stats_dev_, 2 * sizeof(DeviceQuantStats)));
     FP8RL_CUDA_CHECK(cudaMallocHost(&stats_host_, 2 * sizeof(DeviceQuantStats)));
+    FP8RL_CUDA_CHECK(cudaMalloc(&reduce_dev_, (kReduceBlocks + 1) * sizeof(double)));
+    FP8RL_CUDA_CHECK(cudaMallocHost(&reduce_host_, sizeof(double)));
   } catch (...) {
     release();
     throw;
@@ -73,12 +76,16 @@ void CudaBackend::release() noexcept {
     std::lock_guard<std::mutex> lock(plans_mutex_);
     plans_.clear();  // before the handle: plans hold cuBLASLt descriptors
   }
+  if (reduce_host_) (void)cudaFreeHost(reduce_host_);
+  if (reduce_dev_) (void)cudaFree(reduce_dev_);
   if (stats_host_) (void)cudaFreeHost(stats_host_);
   if (stats_dev_) (void)cudaFree(stats_dev_);
   if (scratch_) (void)cudaFree(scratch_);
   if (workspace_) (void)cudaFree(workspace_);
   if (lt_) (void)cublasLtDestroy(lt_);
   if (stream_) (void)cudaStreamDestroy(stream_);
+  reduce_host_ = nullptr;
+  reduce_dev_ = nullptr;
   stats_host_ = nullptr;
   stats_dev_ = nullptr;
   scratch_ = nullptr;
@@ -115,6 +122,13 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   check(dst && src, "copy: null pointer");
   make_current();
   FP8RL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::zero(void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  check(dst != nullptr, "zero: null pointer");
+  make_current();
+  FP8RL_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
 }
 
 void CudaBackend::synchronize() {

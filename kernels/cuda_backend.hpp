@@ -1,12 +1,24 @@
-// The CUDA backend (Hopper, sm_90a): FP8 quantization kernels and cuBLASLt GEMMs, built into the
-// run-time loaded module libfp8rl_cuda.so (see engine/backend/cuda_module_api.hpp).
+// The CUDA backend (Hopper, sm_90a): FP8 quantization kernels, cuBLASLt GEMMs and the model ops
+// (FP32-compute kernels), built into the run-time loaded module libfp8rl_cuda.so (see
+// engine/backend/cuda_module_api.hpp).
 //
 // Every op is asynchronous on the backend's one stream, except download() and the ops that return
 // statistics, which synchronise it. Numerics match the CPU reference (engine/backend/cpu/) bit for
 // bit for quantize/dequantize/transpose; GEMMs agree up to FP32 summation order.
 //
 // Files: cuda_backend.cu (life cycle, memory), quantize.cu (quantize, quantize_with_transpose,
-// dequantize, transpose_fp8), gemm.cu (gemm, gemm_fp8, gemm_fp8_unsupported).
+// dequantize, transpose_fp8), gemm.cu (gemm, gemm_fp8, gemm_fp8_unsupported), and the model ops
+// with the CPU reference's stems: elementwise.cu (convert, transpose, add, scale, sum_squares,
+// adamw), embedding.cu, rmsnorm.cu, rope.cu, attention.cu, swiglu.cu, logprobs.cu; shared device
+// helpers in ops_common.cuh. The model ops compute in FP32 and round each output once to its
+// dtype, like the CPU; they agree with it up to FP32 summation order and the device's
+// exp/log/pow/sin/cos (a few ulp), except AdamW, scale, convert, transpose and add, which are
+// bit-exact.
+//
+// Device-side index checks: ids and targets are in device memory, so they are not checked
+// before launch (that would cost a synchronisation). An id outside the table gives a NaN
+// embedding row (forward) and is skipped (backward); a target outside the vocabulary gives a NaN
+// log-probability and a gradient without the one-hot term.
 //
 // One backend serves one thread at a time (the stream, the scratch buffer and the statistics
 // buffers are shared by all calls); only the GEMM plan cache is locked, so that
@@ -96,6 +108,8 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   // Device-to-device copy on the stream (asynchronous).
   void copy(void* dst, const void* src, size_t bytes) override;
+  // cudaMemsetAsync to 0 on the stream (asynchronous).
+  void zero(void* dst, size_t bytes) override;
 
   // quantize.cu. Shapes and semantics: Backend. The outputs' formats must equal opt.format.
   // Asynchronous, except that requesting statistics synchronises the stream.
@@ -114,11 +128,64 @@ class CudaBackend final : public Backend {
   std::optional<std::string> gemm_fp8_unsupported(const Fp8Matrix& a, const Fp8Matrix& b,
                                                   const Matrix& c) const override;
 
+  // --- Model ops. Shapes and semantics: Backend. All asynchronous except sum_squares.
+
+  // elementwise.cu. convert with equal dtypes is a device copy; transpose needs distinct
+  // buffers; add reads each input in its own dtype (out may alias a or b).
+  void convert(const Matrix& x, const Matrix& out) override;
+  void transpose(const Matrix& x, const Matrix& out) override;
+  void add(const Matrix& a, const Matrix& b, const Matrix& out) override;
+  // Σ x² with FP64 partial sums in a fixed order (deterministic); synchronises the stream.
+  double sum_squares(const float* x, int64_t n) override;
+  void scale(float* x, int64_t n, float s) override;
+  // Bias corrections are computed on the host in FP64, as on the CPU; the update uses the CPU's
+  // expression order with no contraction, so it matches the reference bit for bit wherever the
+  // CPU build does not contract into FMAs (the default x86-64 target).
+  void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+             float beta2, float eps, float weight_decay, int64_t t) override;
+
+  // embedding.cu. Backward scatters with FP32 atomics (repeated ids add in any order).
+  void embedding_forward(const int32_t* ids, const Matrix& table, const Matrix& out) override;
+  void embedding_backward(const int32_t* ids, const Matrix& dout, const Matrix& dtable) override;
+
+  // rmsnorm.cu. Backward: dx per row, dw by column sums with one atomic per column per block.
+  void rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
+                       float* rstd) override;
+  void rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w, const float* rstd,
+                        const Matrix& dx, const Matrix& dw) override;
+
+  // rope.cu.
+  void rope(const Matrix& x, int64_t heads, const int32_t* positions, float theta,
+            bool inverse) override;
+
+  // attention.cu. FP32 tiled attention with online softmax (D ≤ 256). Backward recomputes the
+  // probabilities from lse; dq and dk/dv come from two kernels that each own their outputs
+  // (deterministic, no atomics); rowsum(dO ⊙ O) goes through the scratch buffer.
+  void attention_forward(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B, int64_t T,
+                         int64_t Hq, int64_t Hkv, const Matrix& o, float* lse) override;
+  void attention_backward(const Matrix& dout, const Matrix& q, const Matrix& k, const Matrix& v,
+                          const Matrix& o, const float* lse, int64_t B, int64_t T, int64_t Hq,
+                          int64_t Hkv, const Matrix& dq, const Matrix& dk,
+                          const Matrix& dv) override;
+
+  // swiglu.cu.
+  void swiglu_forward(const Matrix& gate, const Matrix& up, const Matrix& h) override;
+  void swiglu_backward(const Matrix& dh, const Matrix& gate, const Matrix& up, const Matrix& dgate,
+                       const Matrix& dup) override;
+
+  // logprobs.cu. One block per row, one read of the row for the softmax statistics.
+  void token_logprobs(const Matrix& logits, const int32_t* targets, float inv_temperature,
+                      float* logp, float* entropy) override;
+  void token_logprobs_backward(const Matrix& logits, const int32_t* targets, float inv_temperature,
+                               const float* dlogp, const Matrix& dlogits) override;
+
   // quantize.cu: "" when this build's kernels can run on the current device, else why not
   // (e.g. no kernel image for the device's architecture). Used by the module's probe.
   static std::string kernel_image_problem();
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  // Blocks of the first sum_squares pass (one FP64 partial sum each).
+  static constexpr int kReduceBlocks = 1024;
 
  protected:
   void* raw_alloc(size_t bytes) override;
@@ -156,6 +223,8 @@ class CudaBackend final : public Backend {
   size_t scratch_bytes_ = 0;
   DeviceQuantStats* stats_dev_ = nullptr;   // 2 records
   DeviceQuantStats* stats_host_ = nullptr;  // 2 records, pinned
+  double* reduce_dev_ = nullptr;            // kReduceBlocks partial sums + the result (sum_squares)
+  double* reduce_host_ = nullptr;           // 1 value, pinned
   mutable std::mutex plans_mutex_;
   mutable std::map<cuda::GemmKey, std::unique_ptr<cuda::GemmPlan>> plans_;
 };

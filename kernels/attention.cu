@@ -1,0 +1,705 @@
+// Causal grouped-query attention, forward and backward, in FP32 (mirrors
+// engine/backend/cpu/attention.cpp).
+// Shapes: B sequences of T tokens (rows b·T + t), q / o / dout / dq [B·T, Hq·D], k / v / dk / dv
+// [B·T, Hkv·D]; query head h reads kv head h / (Hq/Hkv); lse [B, Hq, T] f32 (natural log);
+// scale = 1/sqrt(D); D ≤ 256.
+//
+// Forward (flash-attention style): one CTA per (query tile, head, sequence) keeps its Q tile in
+// shared memory and walks the key tiles up to the diagonal with an online softmax (running max
+// and sum per row, output accumulator rescaled in registers).
+//
+// Backward recomputes P = exp(s·scale − lse) instead of storing it, with Di = rowsum(dO ⊙ O)
+// precomputed into the scratch buffer, dP = dO·Vᵀ and dS = P ⊙ (dP − Di). Two kernels each own
+// their outputs, so every output element is summed in a fixed order and written once (no
+// atomics, no zeroing, deterministic):
+//  - dq: one CTA per (query tile, head, sequence) walks the key tiles: dq = scale·dS·K;
+//  - dk, dv: one CTA per (key tile, kv head, sequence) walks the query heads of its group and
+//    the query tiles from the diagonal on: dk = scale·dSᵀ·Q, dv = Pᵀ·dO.
+// The scores are computed twice (once per kernel); tensor cores are the next step.
+//
+// Thread layout, all kernels: 256 threads as a 16x16 grid, ty = tid / 16 and tx = tid % 16. A
+// thread owns rows ty·kR + r of its CTA's tile, columns tx + 16c of a score tile and head-dim
+// columns tx + 16c of the accumulators. The 16 threads of a row are one half-warp, so row
+// reductions are 4 xor-shuffles. Shared tiles have an odd row pitch (D | 1): the column-wise reads
+// of the score loops (16 different rows, same d) then hit 16 different banks.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "cuda_backend.hpp"
+#include "cuda_check.hpp"
+#include "ops_common.cuh"
+
+namespace fp8rl {
+namespace {
+
+using cuda::In;
+using cuda::Out;
+
+constexpr int kThreads = 256;
+constexpr int kMaxHeadDim = 256;
+
+// Tile sizes for head dims up to kMaxD (64, 128 or 256). kRows: the CTA's own rows (query rows
+// in forward and dq, key rows in dkv); kCols: the inner tile walked in the loop (key rows in
+// forward and dq, query rows in dkv).
+template <int kMaxD>
+struct Tiles {
+  static constexpr int kRows = kMaxD <= 128 ? 64 : 32;
+  static constexpr int kCols = 32;
+  static constexpr int kR = kRows / 16;   // own rows per thread
+  static constexpr int kC = kCols / 16;   // score-tile columns per thread
+  static constexpr int kDc = kMaxD / 16;  // head-dim columns per thread
+  static constexpr int kSp = kCols + 1;   // pitch of a [kRows][kCols] score tile
+};
+
+__host__ __device__ constexpr int tile_pitch(int D) {
+  return D | 1;
+}
+
+// Shared memory (floats) of each kernel for head dim D.
+template <int kMaxD>
+constexpr int forward_smem_floats(int D) {  // Q [kRows], K, V [kCols], P [kRows][kSp]
+  using Tl = Tiles<kMaxD>;
+  return (Tl::kRows + 2 * Tl::kCols) * tile_pitch(D) + Tl::kRows * Tl::kSp;
+}
+template <int kMaxD>
+constexpr int dq_smem_floats(int D) {  // Q, dO [kRows], K, V [kCols], dS [kRows][kSp]
+  using Tl = Tiles<kMaxD>;
+  return (2 * Tl::kRows + 2 * Tl::kCols) * tile_pitch(D) + Tl::kRows * Tl::kSp;
+}
+template <int kMaxD>
+constexpr int dkv_smem_floats(int D) {  // K, V [kRows], Q, dO [kCols], P, dS [kRows][kSp], lse, Di
+  using Tl = Tiles<kMaxD>;
+  return (2 * Tl::kRows + 2 * Tl::kCols) * tile_pitch(D) + 2 * Tl::kRows * Tl::kSp + 2 * Tl::kCols;
+}
+
+// dst[r·pitch + d] = src[(row0 + r)·ld + col0 + d] for r < valid, 0 for valid ≤ r < rows
+// (d < D). Consecutive threads take consecutive d: coalesced row reads.
+__device__ __forceinline__ void load_tile(float* dst, int pitch, In src, int64_t row0, int valid,
+                                          int rows, int64_t ld, int64_t col0, int D) {
+  const int n = rows * D;
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const int r = i / D, d = i - r * D;
+    dst[r * pitch + d] = r < valid ? src[(row0 + r) * ld + col0 + d] : 0.0f;
+  }
+}
+
+// Max / sum over the 16 threads (one half-warp) that share a row.
+__device__ __forceinline__ float row_max(float v) {
+#pragma unroll
+  for (int off = 8; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(cuda::kFullMask, v, off));
+  return v;
+}
+__device__ __forceinline__ float row_sum(float v) {
+#pragma unroll
+  for (int off = 8; off > 0; off >>= 1) v += __shfl_xor_sync(cuda::kFullMask, v, off);
+  return v;
+}
+
+// --- forward
+
+// Grid (query tiles, Hq, B); block x = 0 takes the last query tile (the most key tiles), so the
+// longest CTAs start first.
+template <int kMaxD>
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_kernel(In q, In k, In v, Out o, float* __restrict__ lse, int64_t T, int Hq,
+                             int Hkv, int D, float scale) {
+  using Tl = Tiles<kMaxD>;
+  constexpr int kBr = Tl::kRows, kBc = Tl::kCols, kR = Tl::kR, kC = Tl::kC, kDc = Tl::kDc;
+  constexpr int kSp = Tl::kSp;
+  extern __shared__ float smem[];
+  const int pitch = tile_pitch(D);
+  float* Qs = smem;              // [kBr][pitch]
+  float* Ks = Qs + kBr * pitch;  // [kBc][pitch]
+  float* Vs = Ks + kBc * pitch;  // [kBc][pitch]
+  float* Ps = Vs + kBc * pitch;  // [kBr][kSp]
+
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  const int64_t t0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kBr;
+  const int h = blockIdx.y;
+  const int64_t b = blockIdx.z;
+  const int hk = h / (Hq / Hkv);
+  const int q_valid = static_cast<int>(min(static_cast<int64_t>(kBr), T - t0));
+  const int64_t q_ld = static_cast<int64_t>(Hq) * D, kv_ld = static_cast<int64_t>(Hkv) * D;
+  const int64_t seq0 = b * T;
+
+  load_tile(Qs, pitch, q, seq0 + t0, q_valid, kBr, q_ld, static_cast<int64_t>(h) * D, D);
+
+  float m_run[kR], l_run[kR], acc[kR][kDc];
+#pragma unroll
+  for (int r = 0; r < kR; ++r) {
+    m_run[r] = -INFINITY;
+    l_run[r] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kDc; ++c) acc[r][c] = 0.0f;
+  }
+
+  // Key tiles up to the one holding the tile's last query. Tile 0 holds key 0, which no query
+  // masks, so every row's running max is finite from the first tile on.
+  const int64_t n_kt = (t0 + q_valid - 1) / kBc + 1;
+  for (int64_t kt = 0; kt < n_kt; ++kt) {
+    const int64_t k0 = kt * kBc;
+    const int k_valid = static_cast<int>(min(static_cast<int64_t>(kBc), T - k0));
+    __syncthreads();  // the previous tile's K, V and P are no longer read
+    load_tile(Ks, pitch, k, seq0 + k0, k_valid, kBc, kv_ld, static_cast<int64_t>(hk) * D, D);
+    load_tile(Vs, pitch, v, seq0 + k0, k_valid, kBc, kv_ld, static_cast<int64_t>(hk) * D, D);
+    __syncthreads();
+
+    float s[kR][kC];
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int c = 0; c < kC; ++c) s[r][c] = 0.0f;
+    for (int d = 0; d < D; ++d) {
+      float qv[kR], kv[kC];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) qv[r] = Qs[(ty * kR + r) * pitch + d];
+#pragma unroll
+      for (int c = 0; c < kC; ++c) kv[c] = Ks[(tx + 16 * c) * pitch + d];
+#pragma unroll
+      for (int r = 0; r < kR; ++r)
+#pragma unroll
+        for (int c = 0; c < kC; ++c) s[r][c] += qv[r] * kv[c];
+    }
+
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int64_t tq = t0 + ty * kR + r;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < kC; ++c) {
+        const int64_t tk = k0 + tx + 16 * c;
+        s[r][c] = (tk <= tq && tk < T) ? s[r][c] * scale : -INFINITY;
+        mx = fmaxf(mx, s[r][c]);
+      }
+      const float m_new = fmaxf(m_run[r], row_max(mx));
+      const float alpha = expf(m_run[r] - m_new);  // 0 on the first tile (m_run = −inf)
+      float sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kC; ++c) {
+        const float p = expf(s[r][c] - m_new);
+        sum += p;
+        Ps[(ty * kR + r) * kSp + tx + 16 * c] = p;
+      }
+      l_run[r] = l_run[r] * alpha + row_sum(sum);
+      m_run[r] = m_new;
+#pragma unroll
+      for (int c = 0; c < kDc; ++c) acc[r][c] *= alpha;
+    }
+    __syncthreads();  // P complete
+
+    for (int j = 0; j < k_valid; ++j) {  // keys past T have p = 0
+      float pv[kR];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) pv[r] = Ps[(ty * kR + r) * kSp + j];
+#pragma unroll
+      for (int c = 0; c < kDc; ++c) {
+        const int col = tx + 16 * c;
+        if (col < D) {
+          const float vv = Vs[j * pitch + col];
+#pragma unroll
+          for (int r = 0; r < kR; ++r) acc[r][c] += pv[r] * vv;
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < kR; ++r) {
+    const int row = ty * kR + r;
+    if (row >= q_valid) continue;
+    const int64_t out_row = (seq0 + t0 + row) * q_ld + static_cast<int64_t>(h) * D;
+#pragma unroll
+    for (int c = 0; c < kDc; ++c) {
+      const int col = tx + 16 * c;
+      if (col < D) o.store(out_row + col, acc[r][c] / l_run[r]);
+    }
+    if (tx == 0) lse[(b * Hq + h) * T + t0 + row] = m_run[r] + logf(l_run[r]);
+  }
+}
+
+// --- backward
+
+// di[(b·Hq + h)·T + t] = Σ_d dout·o over head h of row b·T + t: one warp per (row, head).
+__global__ void __launch_bounds__(kThreads)
+    attention_di_kernel(In dout, In o, float* __restrict__ di, int64_t rows, int64_t T, int Hq,
+                        int D) {
+  const int lane = threadIdx.x & 31;
+  const int64_t items = rows * Hq;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * (kThreads / 32);
+  for (int64_t item = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) >> 5;
+       item < items; item += step) {  // warp-uniform
+    const int64_t row = item / Hq;
+    const int h = static_cast<int>(item - row * Hq);
+    const int64_t base = (row * Hq + h) * D;
+    float acc = 0.0f;
+    for (int d = lane; d < D; d += 32) acc += dout[base + d] * o[base + d];
+    acc = cuda::warp_sum(acc);
+    if (lane == 0) {
+      const int64_t b = row / T, t = row - b * T;
+      di[(b * Hq + h) * T + t] = acc;
+    }
+  }
+}
+
+// dq for one query tile: grid (query tiles, Hq, B), longest CTAs first as in the forward.
+template <int kMaxD>
+__global__ void __launch_bounds__(kThreads)
+    attention_dq_kernel(In dout, In q, In k, In v, const float* __restrict__ lse,
+                        const float* __restrict__ di, Out dq, int64_t T, int Hq, int Hkv, int D,
+                        float scale) {
+  using Tl = Tiles<kMaxD>;
+  constexpr int kBr = Tl::kRows, kBc = Tl::kCols, kR = Tl::kR, kC = Tl::kC, kDc = Tl::kDc;
+  constexpr int kSp = Tl::kSp;
+  extern __shared__ float smem[];
+  const int pitch = tile_pitch(D);
+  float* Qs = smem;               // [kBr][pitch]
+  float* dOs = Qs + kBr * pitch;  // [kBr][pitch]
+  float* Ks = dOs + kBr * pitch;  // [kBc][pitch]
+  float* Vs = Ks + kBc * pitch;   // [kBc][pitch]
+  float* dSs = Vs + kBc * pitch;  // [kBr][kSp]
+
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  const int64_t t0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kBr;
+  const int h = blockIdx.y;
+  const int64_t b = blockIdx.z;
+  const int hk = h / (Hq / Hkv);
+  const int q_valid = static_cast<int>(min(static_cast<int64_t>(kBr), T - t0));
+  const int64_t q_ld = static_cast<int64_t>(Hq) * D, kv_ld = static_cast<int64_t>(Hkv) * D;
+  const int64_t seq0 = b * T;
+  const int64_t stats0 = (b * Hq + h) * T;  // lse / di of query t at stats0 + t
+
+  load_tile(Qs, pitch, q, seq0 + t0, q_valid, kBr, q_ld, static_cast<int64_t>(h) * D, D);
+  load_tile(dOs, pitch, dout, seq0 + t0, q_valid, kBr, q_ld, static_cast<int64_t>(h) * D, D);
+
+  float lse_r[kR], di_r[kR], acc[kR][kDc];
+#pragma unroll
+  for (int r = 0; r < kR; ++r) {
+    const int row = ty * kR + r;
+    lse_r[r] = row < q_valid ? lse[stats0 + t0 + row] : 0.0f;
+    di_r[r] = row < q_valid ? di[stats0 + t0 + row] : 0.0f;
+#pragma unroll
+    for (int c = 0; c < kDc; ++c) acc[r][c] = 0.0f;
+  }
+
+  const int64_t n_kt = (t0 + q_valid - 1) / kBc + 1;
+  for (int64_t kt = 0; kt < n_kt; ++kt) {
+    const int64_t k0 = kt * kBc;
+    const int k_valid = static_cast<int>(min(static_cast<int64_t>(kBc), T - k0));
+    __syncthreads();  // the previous tile's K, V and dS are no longer read
+    load_tile(Ks, pitch, k, seq0 + k0, k_valid, kBc, kv_ld, static_cast<int64_t>(hk) * D, D);
+    load_tile(Vs, pitch, v, seq0 + k0, k_valid, kBc, kv_ld, static_cast<int64_t>(hk) * D, D);
+    __syncthreads();
+
+    float s[kR][kC], dp[kR][kC];
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int c = 0; c < kC; ++c) s[r][c] = dp[r][c] = 0.0f;
+    for (int d = 0; d < D; ++d) {
+      float qv[kR], ov[kR], kv[kC], vv[kC];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        qv[r] = Qs[(ty * kR + r) * pitch + d];
+        ov[r] = dOs[(ty * kR + r) * pitch + d];
+      }
+#pragma unroll
+      for (int c = 0; c < kC; ++c) {
+        kv[c] = Ks[(tx + 16 * c) * pitch + d];
+        vv[c] = Vs[(tx + 16 * c) * pitch + d];
+      }
+#pragma unroll
+      for (int r = 0; r < kR; ++r)
+#pragma unroll
+        for (int c = 0; c < kC; ++c) {
+          s[r][c] += qv[r] * kv[c];
+          dp[r][c] += ov[r] * vv[c];
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int64_t tq = t0 + ty * kR + r;
+#pragma unroll
+      for (int c = 0; c < kC; ++c) {
+        const int64_t tk = k0 + tx + 16 * c;
+        float ds = 0.0f;
+        if (tk <= tq && tq < T) {  // tk ≤ tq < T also keeps tk inside the sequence
+          const float p = expf(s[r][c] * scale - lse_r[r]);
+          ds = p * (dp[r][c] - di_r[r]);
+        }
+        dSs[(ty * kR + r) * kSp + tx + 16 * c] = ds;
+      }
+    }
+    __syncthreads();  // dS complete
+
+    for (int j = 0; j < k_valid; ++j) {
+      float dsv[kR];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) dsv[r] = dSs[(ty * kR + r) * kSp + j];
+#pragma unroll
+      for (int c = 0; c < kDc; ++c) {
+        const int col = tx + 16 * c;
+        if (col < D) {
+          const float kk = Ks[j * pitch + col];
+#pragma unroll
+          for (int r = 0; r < kR; ++r) acc[r][c] += dsv[r] * kk;
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < kR; ++r) {
+    const int row = ty * kR + r;
+    if (row >= q_valid) continue;
+    const int64_t out_row = (seq0 + t0 + row) * q_ld + static_cast<int64_t>(h) * D;
+#pragma unroll
+    for (int c = 0; c < kDc; ++c) {
+      const int col = tx + 16 * c;
+      if (col < D) dq.store(out_row + col, scale * acc[r][c]);
+    }
+  }
+}
+
+// dk, dv for one key tile of one kv head: grid (key tiles, Hkv, B). Key tile 0 sees every query
+// tile, so block x = 0 (started first) is the longest.
+template <int kMaxD>
+__global__ void __launch_bounds__(kThreads)
+    attention_dkv_kernel(In dout, In q, In k, In v, const float* __restrict__ lse,
+                         const float* __restrict__ di, Out dk, Out dv, int64_t T, int Hq, int Hkv,
+                         int D, float scale) {
+  using Tl = Tiles<kMaxD>;
+  constexpr int kBk = Tl::kRows, kBq = Tl::kCols, kR = Tl::kR, kC = Tl::kC, kDc = Tl::kDc;
+  constexpr int kSp = Tl::kSp;
+  extern __shared__ float smem[];
+  const int pitch = tile_pitch(D);
+  float* Ks = smem;               // [kBk][pitch]
+  float* Vs = Ks + kBk * pitch;   // [kBk][pitch]
+  float* Qs = Vs + kBk * pitch;   // [kBq][pitch]
+  float* dOs = Qs + kBq * pitch;  // [kBq][pitch]
+  float* Ps = dOs + kBq * pitch;  // [kBk][kSp]
+  float* dSs = Ps + kBk * kSp;    // [kBk][kSp]
+  float* Ls = dSs + kBk * kSp;    // [kBq] lse of the query tile
+  float* Ds = Ls + kBq;           // [kBq] di of the query tile
+
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kBk;
+  const int hk = blockIdx.y;
+  const int64_t b = blockIdx.z;
+  const int group = Hq / Hkv;
+  const int k_valid = static_cast<int>(min(static_cast<int64_t>(kBk), T - k0));
+  const int64_t q_ld = static_cast<int64_t>(Hq) * D, kv_ld = static_cast<int64_t>(Hkv) * D;
+  const int64_t seq0 = b * T;
+
+  load_tile(Ks, pitch, k, seq0 + k0, k_valid, kBk, kv_ld, static_cast<int64_t>(hk) * D, D);
+  load_tile(Vs, pitch, v, seq0 + k0, k_valid, kBk, kv_ld, static_cast<int64_t>(hk) * D, D);
+
+  float dK[kR][kDc], dV[kR][kDc];
+#pragma unroll
+  for (int r = 0; r < kR; ++r)
+#pragma unroll
+    for (int c = 0; c < kDc; ++c) dK[r][c] = dV[r][c] = 0.0f;
+
+  // Queries before k0 see none of this tile's keys: start at the query tile holding k0.
+  const int64_t qt_first = k0 / kBq, n_qt = (T + kBq - 1) / kBq;
+  for (int hi = 0; hi < group; ++hi) {
+    const int h = hk * group + hi;
+    const int64_t stats0 = (b * Hq + h) * T;
+    for (int64_t qt = qt_first; qt < n_qt; ++qt) {
+      const int64_t t0 = qt * kBq;
+      const int q_valid = static_cast<int>(min(static_cast<int64_t>(kBq), T - t0));
+      __syncthreads();  // the previous tile's Q, dO, P, dS, lse, di are no longer read
+      load_tile(Qs, pitch, q, seq0 + t0, q_valid, kBq, q_ld, static_cast<int64_t>(h) * D, D);
+      load_tile(dOs, pitch, dout, seq0 + t0, q_valid, kBq, q_ld, static_cast<int64_t>(h) * D, D);
+      if (threadIdx.x < kBq) {
+        const int i = threadIdx.x;
+        Ls[i] = i < q_valid ? lse[stats0 + t0 + i] : 0.0f;
+        Ds[i] = i < q_valid ? di[stats0 + t0 + i] : 0.0f;
+      }
+      __syncthreads();
+
+      float s[kR][kC], dp[kR][kC];
+#pragma unroll
+      for (int r = 0; r < kR; ++r)
+#pragma unroll
+        for (int c = 0; c < kC; ++c) s[r][c] = dp[r][c] = 0.0f;
+      for (int d = 0; d < D; ++d) {
+        float kv[kR], vv[kR], qv[kC], ov[kC];
+#pragma unroll
+        for (int r = 0; r < kR; ++r) {
+          kv[r] = Ks[(ty * kR + r) * pitch + d];
+          vv[r] = Vs[(ty * kR + r) * pitch + d];
+        }
+#pragma unroll
+        for (int c = 0; c < kC; ++c) {
+          qv[c] = Qs[(tx + 16 * c) * pitch + d];
+          ov[c] = dOs[(tx + 16 * c) * pitch + d];
+        }
+#pragma unroll
+        for (int r = 0; r < kR; ++r)
+#pragma unroll
+          for (int c = 0; c < kC; ++c) {
+            s[r][c] += kv[r] * qv[c];
+            dp[r][c] += vv[r] * ov[c];
+          }
+      }
+
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        const int64_t tk = k0 + ty * kR + r;
+#pragma unroll
+        for (int c = 0; c < kC; ++c) {
+          const int qi = tx + 16 * c;
+          const int64_t tq = t0 + qi;
+          float p = 0.0f, ds = 0.0f;
+          if (tk <= tq && tq < T) {  // tk ≤ tq < T also keeps tk inside the sequence
+            p = expf(s[r][c] * scale - Ls[qi]);
+            ds = p * (dp[r][c] - Ds[qi]);
+          }
+          Ps[(ty * kR + r) * kSp + qi] = p;
+          dSs[(ty * kR + r) * kSp + qi] = ds;
+        }
+      }
+      __syncthreads();  // P and dS complete
+
+      for (int j = 0; j < q_valid; ++j) {
+        float pv[kR], dsv[kR];
+#pragma unroll
+        for (int r = 0; r < kR; ++r) {
+          pv[r] = Ps[(ty * kR + r) * kSp + j];
+          dsv[r] = dSs[(ty * kR + r) * kSp + j];
+        }
+#pragma unroll
+        for (int c = 0; c < kDc; ++c) {
+          const int col = tx + 16 * c;
+          if (col < D) {
+            const float ov = dOs[j * pitch + col], qv = Qs[j * pitch + col];
+#pragma unroll
+            for (int r = 0; r < kR; ++r) {
+              dV[r][c] += pv[r] * ov;
+              dK[r][c] += dsv[r] * qv;
+            }
+          }
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < kR; ++r) {
+    const int row = ty * kR + r;
+    if (row >= k_valid) continue;
+    const int64_t out_row = (seq0 + k0 + row) * kv_ld + static_cast<int64_t>(hk) * D;
+#pragma unroll
+    for (int c = 0; c < kDc; ++c) {
+      const int col = tx + 16 * c;
+      if (col < D) {
+        dk.store(out_row + col, scale * dK[r][c]);
+        dv.store(out_row + col, dV[r][c]);
+      }
+    }
+  }
+}
+
+// --- launch
+
+struct AttentionDims {
+  int64_t B = 0, T = 0;
+  int Hq = 0, Hkv = 0, D = 0;
+};
+
+// Checks the shared operands of forward and backward; returns the sizes.
+AttentionDims check_dims(const char* op, const Matrix& q, const Matrix& k, const Matrix& v,
+                         int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
+  const std::string p = std::string(op) + ": ";
+  check(B >= 0 && T >= 0,
+        p + "negative sequence count " + std::to_string(B) + " or length " + std::to_string(T));
+  check(Hq > 0 && Hkv > 0 && Hq % Hkv == 0, p + "query heads " + std::to_string(Hq) +
+                                                " must be a positive multiple of kv heads " +
+                                                std::to_string(Hkv));
+  check(Hq <= 65535, p + std::to_string(Hq) + " query heads: at most 65535 supported");
+  check(B <= 65535, p + std::to_string(B) + " sequences: at most 65535 per call supported");
+  cuda::check_activation(op, "q", q);
+  check(q.cols % Hq == 0, p + "width of " + cuda::shape_of("q", q) + " is not a multiple of " +
+                              std::to_string(Hq) + " query heads");
+  const int64_t D = q.cols / Hq;
+  check(D >= 1 && D <= kMaxHeadDim, p + "head dim " + std::to_string(D) + " (" +
+                                        cuda::shape_of("q", q) + ", " + std::to_string(Hq) +
+                                        " heads) is outside 1.." + std::to_string(kMaxHeadDim));
+  cuda::check_activation(op, "q", q, B * T, Hq * D);
+  cuda::check_activation(op, "k", k, B * T, Hkv * D);
+  cuda::check_activation(op, "v", v, B * T, Hkv * D);
+  check((T + Tiles<256>::kCols - 1) / Tiles<256>::kCols <= INT_MAX, p + "sequence too long");
+  AttentionDims d;
+  d.B = B;
+  d.T = T;
+  d.Hq = static_cast<int>(Hq);
+  d.Hkv = static_cast<int>(Hkv);
+  d.D = static_cast<int>(D);
+  return d;
+}
+
+// Allows `kernel` its dynamic shared memory (above the default 48 KiB) or says why it cannot.
+template <class Kernel>
+void allow_smem(Kernel kernel, size_t bytes, const char* name, int D) {
+  int device = 0, optin = 0;
+  FP8RL_CUDA_CHECK(cudaGetDevice(&device));
+  FP8RL_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  check(bytes <= static_cast<size_t>(optin),
+        std::string(name) + ": head dim " + std::to_string(D) + " needs " + std::to_string(bytes) +
+            " bytes of shared memory per block, the device allows " + std::to_string(optin));
+  FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(bytes)));
+}
+
+struct ForwardArgs {
+  In q, k, v;
+  Out o;
+  float* lse;
+  AttentionDims d;
+  float scale;
+};
+
+template <int kMaxD>
+void launch_forward(const ForwardArgs& a, cudaStream_t stream) {
+  auto kernel = attention_forward_kernel<kMaxD>;
+  const size_t smem = sizeof(float) * static_cast<size_t>(forward_smem_floats<kMaxD>(a.d.D));
+  allow_smem(kernel, smem, "attention_forward", a.d.D);
+  const int64_t tiles = (a.d.T + Tiles<kMaxD>::kRows - 1) / Tiles<kMaxD>::kRows;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.d.Hq),
+                  static_cast<unsigned>(a.d.B));
+  kernel<<<grid, kThreads, smem, stream>>>(a.q, a.k, a.v, a.o, a.lse, a.d.T, a.d.Hq, a.d.Hkv, a.d.D,
+                                           a.scale);
+  cuda::check_launch("attention_forward_kernel");
+}
+
+struct BackwardArgs {
+  In dout, q, k, v;
+  const float* lse;
+  const float* di;
+  Out dq, dk, dv;
+  AttentionDims d;
+  float scale;
+};
+
+template <int kMaxD>
+void launch_backward(const BackwardArgs& a, cudaStream_t stream) {
+  using Tl = Tiles<kMaxD>;
+  {
+    auto kernel = attention_dq_kernel<kMaxD>;
+    const size_t smem = sizeof(float) * static_cast<size_t>(dq_smem_floats<kMaxD>(a.d.D));
+    allow_smem(kernel, smem, "attention_backward (dq)", a.d.D);
+    const int64_t tiles = (a.d.T + Tl::kRows - 1) / Tl::kRows;
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.d.Hq),
+                    static_cast<unsigned>(a.d.B));
+    kernel<<<grid, kThreads, smem, stream>>>(a.dout, a.q, a.k, a.v, a.lse, a.di, a.dq, a.d.T,
+                                             a.d.Hq, a.d.Hkv, a.d.D, a.scale);
+    cuda::check_launch("attention_dq_kernel");
+  }
+  {
+    auto kernel = attention_dkv_kernel<kMaxD>;
+    const size_t smem = sizeof(float) * static_cast<size_t>(dkv_smem_floats<kMaxD>(a.d.D));
+    allow_smem(kernel, smem, "attention_backward (dk, dv)", a.d.D);
+    const int64_t tiles = (a.d.T + Tl::kRows - 1) / Tl::kRows;
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.d.Hkv),
+                    static_cast<unsigned>(a.d.B));
+    kernel<<<grid, kThreads, smem, stream>>>(a.dout, a.q, a.k, a.v, a.lse, a.di, a.dk, a.dv, a.d.T,
+                                             a.d.Hq, a.d.Hkv, a.d.D, a.scale);
+    cuda::check_launch("attention_dkv_kernel");
+  }
+}
+
+float attention_scale(int D) {
+  return 1.0f / std::sqrt(static_cast<float>(D));
+}
+
+}  // namespace
+
+void CudaBackend::attention_forward(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B,
+                                    int64_t T, int64_t Hq, int64_t Hkv, const Matrix& o,
+                                    float* lse) {
+  const char* op = "attention_forward";
+  const AttentionDims d = check_dims(op, q, k, v, B, T, Hq, Hkv);
+  cuda::check_activation(op, "o", o, q.rows, q.cols);
+  if (d.B == 0 || d.T == 0) return;
+  cuda::check_data(op, "q", q.data);
+  cuda::check_data(op, "k", k.data);
+  cuda::check_data(op, "v", v.data);
+  cuda::check_data(op, "o", o.data);
+  cuda::check_data(op, "lse", lse);
+  check(o.data != q.data && o.data != k.data && o.data != v.data,
+        std::string(op) + ": o must not alias q, k or v");
+  make_current();
+  const ForwardArgs a{cuda::in_of(q),      cuda::in_of(k), cuda::in_of(v), cuda::out_of(o), lse, d,
+                      attention_scale(d.D)};
+  if (d.D <= 64) {
+    launch_forward<64>(a, stream_);
+  } else if (d.D <= 128) {
+    launch_forward<128>(a, stream_);
+  } else {
+    launch_forward<256>(a, stream_);
+  }
+}
+
+void CudaBackend::attention_backward(const Matrix& dout, const Matrix& q, const Matrix& k,
+                                     const Matrix& v, const Matrix& o, const float* lse, int64_t B,
+                                     int64_t T, int64_t Hq, int64_t Hkv, const Matrix& dq,
+                                     const Matrix& dk, const Matrix& dv) {
+  const char* op = "attention_backward";
+  const AttentionDims d = check_dims(op, q, k, v, B, T, Hq, Hkv);
+  cuda::check_activation(op, "dout", dout, q.rows, q.cols);
+  cuda::check_activation(op, "o", o, q.rows, q.cols);
+  cuda::check_activation(op, "dq", dq, q.rows, q.cols);
+  cuda::check_activation(op, "dk", dk, k.rows, k.cols);
+  cuda::check_activation(op, "dv", dv, v.rows, v.cols);
+  if (d.B == 0 || d.T == 0) return;
+  for (const auto& [name, ptr] : {std::pair<const char*, const void*>{"dout", dout.data},
+                                  {"q", q.data},
+                                  {"k", k.data},
+                                  {"v", v.data},
+                                  {"o", o.data},
+                                  {"lse", lse},
+                                  {"dq", dq.data},
+                                  {"dk", dk.data},
+                                  {"dv", dv.data}})
+    cuda::check_data(op, name, ptr);
+  // The two kernels read all inputs while writing their outputs.
+  for (const void* out : {dq.data, dk.data, dv.data})
+    check(out != dout.data && out != q.data && out != k.data && out != v.data,
+          std::string(op) + ": dq, dk and dv must not alias the inputs");
+  check(dq.data != dk.data && dq.data != dv.data && dk.data != dv.data,
+        std::string(op) + ": dq, dk and dv must be distinct");
+  make_current();
+
+  const int64_t rows = d.B * d.T;
+  auto* di = static_cast<float*>(scratch(sizeof(float) * static_cast<size_t>(rows * d.Hq)));
+  attention_di_kernel<<<cuda::grid_for(rows * d.Hq, kThreads / 32, int64_t{32} * sm_count_),
+                        kThreads, 0, stream_>>>(cuda::in_of(dout), cuda::in_of(o), di, rows, d.T,
+                                                d.Hq, d.D);
+  cuda::check_launch("attention_di_kernel");
+
+  const BackwardArgs a{cuda::in_of(dout),
+                       cuda::in_of(q),
+                       cuda::in_of(k),
+                       cuda::in_of(v),
+                       lse,
+                       di,
+                       cuda::out_of(dq),
+                       cuda::out_of(dk),
+                       cuda::out_of(dv),
+                       d,
+                       attention_scale(d.D)};
+  if (d.D <= 64) {
+    launch_backward<64>(a, stream_);
+  } else if (d.D <= 128) {
+    launch_backward<128>(a, stream_);
+  } else {
+    launch_backward<256>(a, stream_);
+  }
+}
+
+}  // namespace fp8rl

@@ -1,0 +1,175 @@
+// RMSNorm forward and backward (mirrors engine/backend/cpu/rmsnorm.cpp).
+// Shapes: x, y, dy, dx [M, H]; w [1, H] (f32 or bf16); rstd [M] f32; dw [1, H] f32 (+=).
+// Per-head norms (Qwen3's q/k norms) call these with x viewed as [M·heads, D].
+//
+// A row is reduced by one warp (H ≤ 1024) or one block (wider rows), so short rows do not leave
+// most of a block idle. rstd = 1/sqrtf(mean + eps) with IEEE division and square root, as on the
+// CPU; the final per-element expressions are spelled with _rn intrinsics so nvcc cannot contract
+// them into FMAs the reference does not use.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "cuda_backend.hpp"
+#include "cuda_check.hpp"
+#include "ops_common.cuh"
+
+namespace fp8rl {
+namespace {
+
+using cuda::In;
+using cuda::Out;
+
+constexpr int kThreads = 256;
+constexpr int64_t kWarpRowMax = 1024;  // rows up to this width are reduced by one warp
+
+// Sum over the kGroup threads that share a row (a warp, or the whole block).
+template <int kGroup>
+__device__ __forceinline__ float group_sum(float v, float* smem) {
+  if constexpr (kGroup == 32) {
+    return cuda::warp_sum(v);
+  } else {
+    static_assert(kGroup == kThreads, "a row is reduced by a warp or by the whole block");
+    return cuda::block_sum(v, smem);
+  }
+}
+
+// kGroup threads per row, kThreads / kGroup rows per block, rows grid-stride. The row loop is
+// uniform across each group (a whole block when kGroup == kThreads), as group_sum needs.
+template <int kGroup>
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_forward_kernel(In x, In w, float eps, Out y, float* __restrict__ rstd, int64_t M,
+                           int64_t H) {
+  __shared__ float warp_sums[kThreads / 32];
+  constexpr int kRowsPerBlock = kThreads / kGroup;
+  const int lane = static_cast<int>(threadIdx.x) % kGroup;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
+  for (int64_t m = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kGroup; m < M;
+       m += stride) {
+    const int64_t row = m * H;
+    float ss = 0.0f;
+    for (int64_t h = lane; h < H; h += kGroup) {
+      const float v = x[row + h];
+      ss += v * v;
+    }
+    ss = group_sum<kGroup>(ss, warp_sums);
+    const float r = 1.0f / sqrtf(ss / static_cast<float>(H) + eps);
+    if (lane == 0) rstd[m] = r;
+    for (int64_t h = lane; h < H; h += kGroup) y.store(row + h, x[row + h] * r * w[h]);
+  }
+}
+
+// dx = rstd·(w·dy − x̂·mean_h(w·dy·x̂)), x̂ = x·rstd; same row mapping as the forward kernel.
+template <int kGroup>
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_backward_dx_kernel(In dy, In x, In w, const float* __restrict__ rstd, Out dx, int64_t M,
+                               int64_t H) {
+  __shared__ float warp_sums[kThreads / 32];
+  constexpr int kRowsPerBlock = kThreads / kGroup;
+  const int lane = static_cast<int>(threadIdx.x) % kGroup;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
+  for (int64_t m = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kGroup; m < M;
+       m += stride) {
+    const int64_t row = m * H;
+    const float r = rstd[m];
+    float dot = 0.0f;
+    for (int64_t h = lane; h < H; h += kGroup) dot += w[h] * dy[row + h] * (x[row + h] * r);
+    dot = group_sum<kGroup>(dot, warp_sums);
+    const float mean = dot / static_cast<float>(H);
+    for (int64_t h = lane; h < H; h += kGroup) {
+      const float xh = x[row + h] * r;
+      dx.store(row + h, __fmul_rn(r, __fsub_rn(__fmul_rn(w[h], dy[row + h]), __fmul_rn(xh, mean))));
+    }
+  }
+}
+
+// dw[h] += Σ_m dy·x̂ over a chunk of rows: thread per column (coalesced across the block), block
+// y per chunk of rows_per_chunk rows, one atomic per column per block.
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_backward_dw_kernel(In dy, In x, const float* __restrict__ rstd, float* __restrict__ dw,
+                               int64_t M, int64_t H, int64_t rows_per_chunk) {
+  const int64_t h = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (h >= H) return;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t m1 = min(M, m0 + rows_per_chunk);
+  float acc = 0.0f;
+  for (int64_t m = m0; m < m1; ++m) acc += dy[m * H + h] * (x[m * H + h] * rstd[m]);
+  atomicAdd(dw + h, acc);
+}
+
+}  // namespace
+
+void CudaBackend::rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
+                                  float* rstd) {
+  const char* op = "rmsnorm_forward";
+  cuda::check_activation(op, "x", x);
+  const int64_t M = x.rows, H = x.cols;
+  cuda::check_activation(op, "w", w, 1, H);
+  cuda::check_activation(op, "y", y, M, H);
+  // H == 0 still writes rstd (NaN, as the reference's 0/0 gives).
+  if (M == 0) return;
+  cuda::check_data(op, "x", x.data);
+  cuda::check_data(op, "w", w.data);
+  cuda::check_data(op, "y", y.data);
+  cuda::check_data(op, "rstd", rstd);
+  // A row is read completely before it is written, so y may alias x of the same dtype.
+  check(y.data != x.data || y.dtype == x.dtype, std::string(op) + ": y aliases x of another dtype");
+  make_current();
+  const int64_t cap = int64_t{32} * sm_count_;
+  if (H <= kWarpRowMax) {
+    rmsnorm_forward_kernel<32><<<cuda::grid_for(M, kThreads / 32, cap), kThreads, 0, stream_>>>(
+        cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H);
+  } else {
+    rmsnorm_forward_kernel<kThreads><<<cuda::grid_for(M, 1, cap), kThreads, 0, stream_>>>(
+        cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H);
+  }
+  cuda::check_launch("rmsnorm_forward_kernel");
+}
+
+void CudaBackend::rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w,
+                                   const float* rstd, const Matrix& dx, const Matrix& dw) {
+  const char* op = "rmsnorm_backward";
+  cuda::check_activation(op, "x", x);
+  const int64_t M = x.rows, H = x.cols;
+  cuda::check_activation(op, "dy", dy, M, H);
+  cuda::check_activation(op, "w", w, 1, H);
+  cuda::check_activation(op, "dx", dx, M, H);
+  cuda::check_f32(op, "dw", dw, 1, H);
+  if (M == 0 || H == 0) return;
+  cuda::check_data(op, "dy", dy.data);
+  cuda::check_data(op, "x", x.data);
+  cuda::check_data(op, "w", w.data);
+  cuda::check_data(op, "rstd", rstd);
+  cuda::check_data(op, "dx", dx.data);
+  cuda::check_data(op, "dw", dw.data);
+  check((dx.data != dy.data || dx.dtype == dy.dtype) && (dx.data != x.data || dx.dtype == x.dtype),
+        std::string(op) + ": dx aliases an input of another dtype");
+  make_current();
+  // dw first: it reads dy and x, which dx may overwrite (the dx kernel reads a row completely
+  // before writing it, so dx may alias dy or x of the same dtype, as on the CPU).
+  // Row chunks so that about 4 blocks per SM share the column sums, each chunk ≥ 16 rows.
+  const int64_t col_blocks = (H + kThreads - 1) / kThreads;
+  check(col_blocks <= INT_MAX, std::string(op) + ": " + cuda::shape_of("x", x) + " is too wide");
+  const int64_t want_chunks = std::max<int64_t>(1, int64_t{4} * sm_count_ / col_blocks);
+  const int64_t chunks = std::clamp<int64_t>(std::min(want_chunks, (M + 15) / 16), 1, 65535);
+  const int64_t rows_per_chunk = (M + chunks - 1) / chunks;
+  const dim3 grid(static_cast<unsigned>(col_blocks),
+                  static_cast<unsigned>((M + rows_per_chunk - 1) / rows_per_chunk));
+  rmsnorm_backward_dw_kernel<<<grid, kThreads, 0, stream_>>>(
+      cuda::in_of(dy), cuda::in_of(x), rstd, static_cast<float*>(dw.data), M, H, rows_per_chunk);
+  cuda::check_launch("rmsnorm_backward_dw_kernel");
+
+  const int64_t cap = int64_t{32} * sm_count_;
+  if (H <= kWarpRowMax) {
+    rmsnorm_backward_dx_kernel<32><<<cuda::grid_for(M, kThreads / 32, cap), kThreads, 0, stream_>>>(
+        cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, cuda::out_of(dx), M, H);
+  } else {
+    rmsnorm_backward_dx_kernel<kThreads><<<cuda::grid_for(M, 1, cap), kThreads, 0, stream_>>>(
+        cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, cuda::out_of(dx), M, H);
+  }
+  cuda::check_launch("rmsnorm_backward_dx_kernel");
+}
+
+}  // namespace fp8rl
