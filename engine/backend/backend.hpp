@@ -26,6 +26,16 @@ inline const char* dtype_name(DType t) {
 
 class Backend;
 
+// One layer's KV cache in a backend's memory (see Backend::kv_write).
+struct KvCacheView {
+  void* k = nullptr;  // [num_slots·max_len, width] values (f32/bf16) or E4M3 codes (fp8)
+  void* v = nullptr;
+  int64_t num_slots = 0, max_len = 0, width = 0;
+  DType dtype = DType::bf16;
+  const float* k_scale_inv = nullptr;  // fp8: one float in backend memory (dequantization scale)
+  const float* v_scale_inv = nullptr;
+};
+
 // Memory owned by a backend: host memory on the CPU, device memory on CUDA. Move-only.
 class Buffer {
  public:
@@ -197,6 +207,25 @@ class Backend {
   virtual void token_logprobs_backward(const Matrix& logits, const int32_t* targets,
                                        float inv_temperature, const float* dlogp,
                                        const Matrix& dlogits) = 0;
+
+  // Largest |x| over all elements (NaN if any element is NaN); synchronous. Used to calibrate
+  // the FP8 KV-cache scales.
+  virtual float amax(const Matrix& x) = 0;
+
+  // --- KV cache (generation). One layer's cache holds K and V for `num_slots` sequences of up to
+  // `max_len` positions: row (slot, pos) = slot·max_len + pos of a [num_slots·max_len, width]
+  // matrix, width = Hkv·D. dtype f32 (fp32 reference), bf16, or fp8 (E4M3 codes with one
+  // dequantization scale for K and one for V per layer: x ≈ code · scale_inv).
+  // Writes row i of k and v [n, width] to cache row (slot_ids[i], positions[i]); fp8 quantizes
+  // with code = e4m3(x · (1/scale_inv)), saturating. slots/positions: int32, backend memory.
+  virtual void kv_write(const Matrix& k, const Matrix& v, const int32_t* slot_ids,
+                        const int32_t* positions, const KvCacheView& cache) = 0;
+  // o [n, Hq·D]: query row i (q [n, Hq·D]) attends to cache rows (slot_ids[i], 0 … lengths[i]−1)
+  // of its kv head (GQA as in attention_forward), scale 1/sqrt(D), FP32 arithmetic on the
+  // dequantized cache. A prompt's prefill is n = its length rows with lengths pos + 1.
+  virtual void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
+                                const int32_t* lengths, int64_t Hq, int64_t Hkv,
+                                const Matrix& o) = 0;
 
   // --- Optimizer (f32 vectors of n elements in backend memory)
   // Σ x² in FP64 accumulation (gradient norms).

@@ -209,6 +209,7 @@ Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
 
   Tensor x = Tensor::make(be_, M, H, ad);
   be_.embedding_forward(ids(S->ids), norm_weight(embed_), x.m());
+  std::vector<std::array<float, 3>> amax;  // KV calibration: (q, k, v) per layer
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     Layer& L = *layers_[l];
     LayerActs a;
@@ -233,6 +234,7 @@ Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
                         a.rstd_k.f32());
     be_.rope(a.q.m(), Hq, ids(S->positions), theta, false);
     be_.rope(a.k.m(), Hkv, ids(S->positions), theta, false);
+    if (calibrator_) amax.push_back({be_.amax(a.q.m()), be_.amax(a.k.m()), be_.amax(a.v.m())});
     a.o = Tensor::make(be_, M, Hq * D, ad);
     a.lse = Tensor::make(be_, B * Hq, T, DType::f32);
     be_.attention_forward(a.q.m(), a.k.m(), a.v.m(), B, T, Hq, Hkv, a.o.m(), a.lse.f32());
@@ -258,6 +260,7 @@ Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
     be_.add(a.x_mid.m(), mlp_out.m(), x.m());
     if (training) S->layers.push_back(std::move(a));
   }
+  if (calibrator_) calibrator_->add(amax);
   S->rstd_f = Tensor::make(be_, M, 1, DType::f32);
   S->xf = Tensor::make(be_, M, H, ad);
   be_.rmsnorm_forward(x.m(), norm_weight(final_norm_), eps, S->xf.m(), S->rstd_f.f32());
@@ -370,6 +373,88 @@ void Qwen3Model::backward(const std::vector<float>& dlogp) {
   }
   be_.embedding_backward(ids(S.ids), dx.m(), embed_.grad.m());
   saved_.reset();
+}
+
+}  // namespace fp8rl
+
+namespace fp8rl {
+
+std::vector<float> Qwen3Model::forward_cached(const std::vector<int32_t>& tokens,
+                                              const std::vector<int32_t>& slots,
+                                              const std::vector<int32_t>& positions,
+                                              const std::vector<int32_t>& output_rows,
+                                              KvCache& cache) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  check(n > 0 && slots.size() == tokens.size() && positions.size() == tokens.size(),
+        "forward_cached: tokens, slots and positions must have the same, non-zero length");
+  for (int64_t i = 0; i < n; ++i) {
+    check(tokens[i] >= 0 && tokens[i] < cfg_.vocab_size,
+          "forward_cached: token id " + std::to_string(tokens[i]) + " outside the vocabulary");
+    check(positions[i] >= 0 && positions[i] < cache.max_len() &&
+              positions[i] < cfg_.max_position_embeddings,
+          "forward_cached: position " + std::to_string(positions[i]) + " beyond the cache (" +
+              std::to_string(cache.max_len()) + ") or max_position_embeddings");
+    check(slots[i] >= 0 && slots[i] < cache.num_slots(), "forward_cached: slot out of range");
+  }
+  for (int32_t r : output_rows) check(r >= 0 && r < n, "forward_cached: output row out of range");
+  const int64_t H = cfg_.hidden_size, D = cfg_.head_dim, I = cfg_.intermediate_size;
+  const int64_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps),
+              theta = static_cast<float>(cfg_.rope_theta);
+  const DType ad = act_dtype_;
+  std::vector<int32_t> lengths(positions.size());
+  for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = positions[i] + 1;
+  const Tensor tok = upload_ids(be_, tokens), slot = upload_ids(be_, slots),
+               pos = upload_ids(be_, positions), len = upload_ids(be_, lengths);
+
+  Tensor x = Tensor::make(be_, n, H, ad), h = Tensor::make(be_, n, H, ad);
+  Tensor q = Tensor::make(be_, n, Hq * D, ad), q_raw = Tensor::make(be_, n, Hq * D, ad);
+  Tensor k = Tensor::make(be_, n, Hkv * D, ad), k_raw = Tensor::make(be_, n, Hkv * D, ad);
+  Tensor v = Tensor::make(be_, n, Hkv * D, ad), o = Tensor::make(be_, n, Hq * D, ad);
+  Tensor out = Tensor::make(be_, n, H, ad), gate = Tensor::make(be_, n, I, ad),
+         up = Tensor::make(be_, n, I, ad), mlp = Tensor::make(be_, n, I, ad);
+  Tensor rstd = Tensor::make(be_, n * std::max(Hq, int64_t{1}), 1, DType::f32);
+  be_.embedding_forward(ids(tok), norm_weight(embed_), x.m());
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    Layer& L = *layers_[l];
+    be_.rmsnorm_forward(x.m(), norm_weight(L.in_norm), eps, h.m(), rstd.f32());
+    LinearInput in1(h.m());
+    L.lin[0]->forward(in1, q_raw.m());
+    L.lin[1]->forward(in1, k_raw.m());
+    L.lin[2]->forward(in1, v.m());
+    be_.rmsnorm_forward(heads_view(q_raw, Hq), norm_weight(L.q_norm), eps, heads_view(q, Hq),
+                        rstd.f32());
+    be_.rmsnorm_forward(heads_view(k_raw, Hkv), norm_weight(L.k_norm), eps, heads_view(k, Hkv),
+                        rstd.f32());
+    be_.rope(q.m(), Hq, ids(pos), theta, false);
+    be_.rope(k.m(), Hkv, ids(pos), theta, false);
+    const KvCacheView view = cache.layer(l);
+    be_.kv_write(k.m(), v.m(), ids(slot), ids(pos), view);
+    be_.attention_cached(q.m(), view, ids(slot), ids(len), Hq, Hkv, o.m());
+    LinearInput in_o(o.m());
+    L.lin[3]->forward(in_o, out.m());
+    be_.add(x.m(), out.m(), x.m());
+    be_.rmsnorm_forward(x.m(), norm_weight(L.post_norm), eps, h.m(), rstd.f32());
+    LinearInput in2(h.m());
+    L.lin[4]->forward(in2, gate.m());
+    L.lin[5]->forward(in2, up.m());
+    be_.swiglu_forward(gate.m(), up.m(), mlp.m());
+    LinearInput in_down(mlp.m());
+    L.lin[6]->forward(in_down, out.m());
+    be_.add(x.m(), out.m(), x.m());
+  }
+  // Only the requested rows go through the final norm and lm_head (a row gather is an
+  // embedding lookup into x).
+  const int64_t r = static_cast<int64_t>(output_rows.size());
+  if (r == 0) return {};
+  const Tensor rows = upload_ids(be_, output_rows);
+  Tensor xr = Tensor::make(be_, r, H, ad), xf = Tensor::make(be_, r, H, ad);
+  be_.embedding_forward(ids(rows), x.m(), xr.m());
+  be_.rmsnorm_forward(xr.m(), norm_weight(final_norm_), eps, xf.m(), rstd.f32());
+  LinearInput in_head(xf.m());
+  Tensor logits = Tensor::make(be_, r, cfg_.vocab_size, DType::f32);
+  lm_head_->forward(in_head, logits.m());
+  return download_floats(be_, logits);
 }
 
 }  // namespace fp8rl

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/config.hpp"
+#include "model/kv_cache.hpp"
 #include "model/linear.hpp"
 
 namespace fp8rl {
@@ -62,6 +63,19 @@ class Qwen3Model {
   // Full logits [B·T, V] (f32, host) of a forward without targets (for tests and scoring).
   std::vector<float> logits(const std::vector<int32_t>& ids, int64_t B, int64_t T);
 
+  // Generation step over a KV cache: row i is token tokens[i] of the sequence in cache slot
+  // slots[i] at position positions[i]; its K/V are written to the cache and it attends to
+  // positions 0 … positions[i] of its slot (a prompt's rows may come together: prefill).
+  // Returns logits [output_rows.size(), V] (f32, host) of the listed rows.
+  std::vector<float> forward_cached(const std::vector<int32_t>& tokens,
+                                    const std::vector<int32_t>& slots,
+                                    const std::vector<int32_t>& positions,
+                                    const std::vector<int32_t>& output_rows, KvCache& cache);
+
+  // While set, every forward records per layer the amax of q, k and v after RoPE and QK-norm
+  // (one entry per forward call = micro-batch) for the FP8 KV-cache scales.
+  void set_kv_calibrator(KvScaleCalibrator* c) { calibrator_ = c; }
+
   void zero_grad();
   // Re-makes every compute copy from the master weights (after an optimizer step); returns
   // the weight quantization records of fp8 linears.
@@ -88,6 +102,7 @@ class Qwen3Model {
   std::unique_ptr<Linear> lm_head_;
   std::vector<std::pair<Param*, Tensor>> bf16_copies_;  // embedding and norm weights
   std::unique_ptr<Saved> saved_;
+  KvScaleCalibrator* calibrator_ = nullptr;
 };
 
 }  // namespace fp8rl

@@ -5,6 +5,7 @@
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "fp8/codec.hpp"
 #include "op_case.hpp"
 
 namespace fp8rl::optest {
@@ -575,6 +576,75 @@ void add_model_cases(Registry& reg) {
   add_attention(reg, 1, 33, 2, 1, 128, DType::bf16);
   add_logprobs(reg, 3, 151, DType::f32, 1.0f / 0.7f);
   add_misc(reg);
+}
+
+}  // namespace fp8rl::optest
+
+namespace fp8rl::optest {
+namespace {
+
+// KV cache: a whole sequence written to a cache slot and attended row by row with lengths
+// t + 1 must equal causal attention_forward (f32, bf16); over an FP8 cache it must equal the
+// same attention over the dequantized cache (the codes are e4m3(x / scale)).
+void add_kv_case(Registry& reg, DType dt, bool fp8, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+  const int64_t slots = 3, max_len = T + 5, width = Hkv * D, slot = 1;
+  auto run = [=](Backend& be, Rng& rng) {
+    const auto q = make(rng, T, Hq * D, dt), k = make(rng, T, width, dt),
+               v = make(rng, T, width, dt);
+    const float ksc = static_cast<float>(0.02 + 0.01 * rng.uniform()), vsc = 0.015f;
+    Dev Q(be, q), K(be, k), V(be, v), O(be, T, Hq * D, dt);
+    const DType cdt = fp8 ? DType::fp8 : dt;
+    Guarded kc(be, slots * max_len * width * dtype_size(cdt)),
+        vc(be, slots * max_len * width * dtype_size(cdt));
+    Dev S(be, HostTensor{{ksc, vsc}, 1, 2, DType::f32});
+    KvCacheView view{kc.data(), vc.data(), slots, max_len, width, cdt, S.f32(), S.f32() + 1};
+    std::vector<int32_t> sl(T, slot), pos(T), len(T);
+    for (int64_t t = 0; t < T; ++t)
+      pos[t] = static_cast<int32_t>(t), len[t] = static_cast<int32_t>(t + 1);
+    DevIds SL(be, sl), P(be, pos), L(be, len);
+    be.kv_write(K.m(), V.m(), SL.ptr(), P.ptr(), view);
+    be.attention_cached(Q.m(), view, SL.ptr(), L.ptr(), Hq, Hkv, O.m());
+    const float amax_q = be.amax(Q.m());
+    return std::make_tuple(O.get(), amax_q, q, k, v, ksc, vsc);
+  };
+  add(reg, {fmt("kv_write+attention_cached %s%s T%lld Hq%lld Hkv%lld D%lld", dtype_name(dt),
+                fp8 ? " fp8-cache" : "", (long long)T, (long long)Hq, (long long)Hkv, (long long)D),
+            dt == DType::f32 && !fp8 ? 2e-5 : 2e-2,
+            [=](Backend& be, Rng& rng) {
+              auto [o, a, q, k, v, ks, vs] = run(be, rng);
+              return Outputs{{"o", o}, {"amax", {a}}};
+            },
+            [=](Backend& be, Rng& rng) {
+              auto [o, a, q, k, v, ks, vs] = run(be, rng);
+              double want_amax = 0;
+              for (float x : q.v) want_amax = std::max(want_amax, std::fabs(double(x)));
+              if (a != want_amax) return fail("amax");
+              HostTensor kk = k, vv = v;
+              if (fp8) {  // the values the FP8 cache holds
+                for (auto& x : kk.v) x = e4m3_to_float(float_to_e4m3(x * (1.0f / ks))) * ks;
+                for (auto& x : vv.v) x = e4m3_to_float(float_to_e4m3(x * (1.0f / vs))) * vs;
+                kk.dtype = vv.dtype = DType::f32;
+              }
+              HostTensor qq = q;
+              if (fp8) qq.dtype = DType::f32;
+              Dev Q(be, qq), K(be, kk), V(be, vv), O(be, T, Hq * D, qq.dtype),
+                  L(be, Hq, T, DType::f32);
+              be.attention_forward(Q.m(), K.m(), V.m(), 1, T, Hq, Hkv, O.m(), L.f32());
+              const double err = relative_error(o, O.get());
+              const double tol = dt == DType::bf16 ? 1e-2 : 1e-5;
+              if (!(err <= tol)) return fail(fmt("vs attention_forward: %.3g > %.3g", err, tol));
+              return pass(fmt("vs attention_forward %.1e", err));
+            }});
+}
+
+}  // namespace
+
+void add_kv_cases(Registry& reg) {
+  add_kv_case(reg, DType::f32, false, 9, 4, 2, 16);
+  add_kv_case(reg, DType::bf16, false, 17, 8, 2, 32);
+  add_kv_case(reg, DType::f32, true, 12, 4, 1, 64);
+  add_kv_case(reg, DType::bf16, true, 33, 4, 2, 128);
+  add_kv_case(reg, DType::f32, false, 1, 2, 2, 8);
 }
 
 }  // namespace fp8rl::optest

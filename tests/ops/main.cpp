@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   add_quantize_cases(reg);
   add_gemm_cases(reg);
   add_model_cases(reg);
+  add_kv_cases(reg);
   if (list) {
     for (const auto& c : reg) std::printf("%s\n", c.name.c_str());
     return 0;

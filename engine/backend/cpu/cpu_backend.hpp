@@ -57,6 +57,11 @@ class CpuBackend final : public Backend {
                       float* logp, float* entropy) override;
   void token_logprobs_backward(const Matrix& logits, const int32_t* targets, float inv_temperature,
                                const float* dlogp, const Matrix& dlogits) override;
+  float amax(const Matrix& x) override;
+  void kv_write(const Matrix& k, const Matrix& v, const int32_t* slot_ids, const int32_t* positions,
+                const KvCacheView& cache) override;
+  void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
+                        const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o) override;
   double sum_squares(const float* x, int64_t n) override;
   void scale(float* x, int64_t n, float s) override;
   void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,

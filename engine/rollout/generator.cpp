@@ -1,0 +1,158 @@
+#include "rollout/generator.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.hpp"
+
+namespace fp8rl {
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  return buf;
+}
+}  // namespace
+
+Generator::Generator(Qwen3Model& model, GeneratorOptions opt) : model_(model), opt_(opt) {
+  check(opt_.kv_dtype != KvDType::f32 || model_.activation_dtype() == DType::f32,
+        "an fp32 KV cache needs the fp32 model (use bf16 or fp8)");
+  check(opt_.kv_dtype == KvDType::f32 || model_.activation_dtype() == DType::bf16,
+        "the fp32 model generates with an fp32 KV cache");
+}
+
+std::vector<std::pair<float, float>> Generator::kv_scales() const {
+  return scales_;
+}
+
+void Generator::set_kv_scales(const std::vector<std::pair<float, float>>& s) {
+  check(static_cast<int64_t>(s.size()) == model_.config().num_hidden_layers,
+        "KV scales: one (k, v) pair per layer expected");
+  scales_ = s;
+  if (cache_ && cache_->dtype() == KvDType::fp8) cache_->set_scales(scales_);
+}
+
+void Generator::calibrate(const std::vector<std::vector<int32_t>>& prompts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  KvScaleCalibrator cal;
+  model_.set_kv_calibrator(&cal);
+  try {
+    for (const auto& p : prompts) {
+      if (p.empty()) continue;
+      model_.logits(p, 1, static_cast<int64_t>(p.size()));
+    }
+  } catch (...) {
+    model_.set_kv_calibrator(nullptr);
+    throw;
+  }
+  model_.set_kv_calibrator(nullptr);
+  set_kv_scales(cal.scales());
+  stats_.calibration_seconds += seconds_since(t0);
+}
+
+std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
+                                          const SamplingParams& params) {
+  params.validate();
+  const ModelConfig& cfg = model_.config();
+  const int64_t n = static_cast<int64_t>(prompts.size());
+  stats_ = RolloutStats{};
+  if (n == 0) return {};
+  int64_t longest = 0;
+  for (const auto& p : prompts) {
+    check(!p.empty(), "generate: empty prompt");
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+  }
+  const int64_t max_len = longest + params.max_new_tokens;
+  check(max_len <= cfg.max_position_embeddings,
+        "generate: prompt (" + std::to_string(longest) + ") + max_new_tokens (" +
+            std::to_string(params.max_new_tokens) + ") exceeds max_position_embeddings (" +
+            std::to_string(cfg.max_position_embeddings) + ")");
+  // Plan the cache up front.
+  const int64_t bytes = KvCache::bytes_needed(cfg, n, max_len, opt_.kv_dtype);
+  check(opt_.max_cache_bytes <= 0 || bytes <= opt_.max_cache_bytes,
+        "generate: the " + std::string(kv_dtype_name(opt_.kv_dtype)) + " KV cache for " +
+            std::to_string(n) + " sequences × " + std::to_string(max_len) + " positions needs " +
+            gib(bytes) + "; the limit is " + gib(opt_.max_cache_bytes));
+  if (!cache_ || cache_->num_slots() != n || cache_->max_len() < max_len) {
+    cache_ = std::make_unique<KvCache>(model_.backend(), cfg, n, max_len, opt_.kv_dtype);
+    if (opt_.kv_dtype == KvDType::fp8 && !scales_.empty()) cache_->set_scales(scales_);
+  }
+  if (opt_.kv_dtype == KvDType::fp8 && scales_.empty()) calibrate(prompts);  // first step
+  stats_.cache_bytes = bytes;
+  stats_.sequences = n;
+
+  std::vector<Sequence> out(static_cast<size_t>(n));
+  std::vector<Rng> rngs;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i].prompt = prompts[i];
+    rngs.emplace_back(params.seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i) + 1);
+  }
+  auto finished = [&](int64_t i, int32_t tok) -> bool {
+    Sequence& s = out[i];
+    if (params.eos_token >= 0 && tok == params.eos_token)
+      s.finish_reason = "eos";
+    else if (std::find(params.stop_tokens.begin(), params.stop_tokens.end(), tok) !=
+             params.stop_tokens.end())
+      s.finish_reason = "stop";
+    else if (static_cast<int64_t>(s.response.size()) >= params.max_new_tokens)
+      s.finish_reason = "length";
+    return !s.finish_reason.empty();
+  };
+  const int64_t V = cfg.vocab_size;
+
+  // Prefill: every prompt token of every sequence in one pass; logits of each last token.
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<int32_t> tokens, slots, positions, rows;
+  for (int64_t i = 0; i < n; ++i) {
+    for (size_t t = 0; t < prompts[i].size(); ++t) {
+      tokens.push_back(prompts[i][t]);
+      slots.push_back(static_cast<int32_t>(i));
+      positions.push_back(static_cast<int32_t>(t));
+    }
+    rows.push_back(static_cast<int32_t>(tokens.size() - 1));
+    stats_.prompt_tokens += static_cast<int64_t>(prompts[i].size());
+  }
+  std::vector<float> logits = model_.forward_cached(tokens, slots, positions, rows, *cache_);
+  std::vector<int64_t> active;
+  for (int64_t i = 0; i < n; ++i) {
+    const Sampled s = sample_token(&logits[static_cast<size_t>(i * V)], V, params, rngs[i]);
+    out[i].response.push_back(s.token);
+    out[i].logprobs.push_back(s.logprob);
+    if (!finished(i, s.token)) active.push_back(i);
+  }
+  stats_.prefill_seconds = seconds_since(t0);
+
+  // Decode: one row per active sequence; finished ones drop out immediately.
+  t0 = std::chrono::steady_clock::now();
+  while (!active.empty()) {
+    tokens.clear();
+    slots.clear();
+    positions.clear();
+    rows.clear();
+    for (int64_t i : active) {
+      tokens.push_back(out[i].response.back());
+      slots.push_back(static_cast<int32_t>(i));
+      positions.push_back(static_cast<int32_t>(out[i].prompt.size() + out[i].response.size() - 1));
+      rows.push_back(static_cast<int32_t>(rows.size()));
+    }
+    logits = model_.forward_cached(tokens, slots, positions, rows, *cache_);
+    ++stats_.decode_steps;
+    std::vector<int64_t> still;
+    for (size_t r = 0; r < active.size(); ++r) {
+      const int64_t i = active[r];
+      const Sampled s = sample_token(&logits[r * static_cast<size_t>(V)], V, params, rngs[i]);
+      out[i].response.push_back(s.token);
+      out[i].logprobs.push_back(s.logprob);
+      if (!finished(i, s.token)) still.push_back(i);
+    }
+    active.swap(still);
+  }
+  stats_.decode_seconds = seconds_since(t0);
+  for (const auto& s : out) stats_.generated_tokens += static_cast<int64_t>(s.response.size());
+  return out;
+}
+
+}  // namespace fp8rl

@@ -1,0 +1,64 @@
+// Batched autoregressive generation over the policy model with a KV cache (bf16 or FP8):
+// prefill of all prompts in one pass, then one decode row per active sequence per step;
+// sequences that finish (EOS, a stop token, max_new_tokens) leave the batch at once.
+// Generation uses the model's own linears — the same FP8 weight tiles the trainer uses.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/kv_cache.hpp"
+#include "model/qwen3.hpp"
+#include "rollout/sampling.hpp"
+
+namespace fp8rl {
+
+struct Sequence {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> response;
+  std::vector<float> logprobs;  // g: one per response token
+  std::string finish_reason;    // "eos", "stop" or "length"
+};
+
+struct RolloutStats {
+  int64_t sequences = 0, prompt_tokens = 0, generated_tokens = 0, decode_steps = 0;
+  double prefill_seconds = 0, decode_seconds = 0, calibration_seconds = 0;
+  int64_t cache_bytes = 0;
+  double tokens_per_second() const {
+    const double t = prefill_seconds + decode_seconds;
+    return t > 0 ? static_cast<double>(generated_tokens) / t : 0.0;
+  }
+};
+
+struct GeneratorOptions {
+  KvDType kv_dtype = KvDType::bf16;
+  int64_t max_cache_bytes = 0;  // 0: no limit; otherwise generate() refuses larger plans
+};
+
+class Generator {
+ public:
+  Generator(Qwen3Model& model, GeneratorOptions opt);
+
+  // Generates a response for every prompt. Each sequence samples with its own generator
+  // seeded from (params.seed, its index), so results do not depend on batch composition.
+  std::vector<Sequence> generate(const std::vector<std::vector<int32_t>>& prompts,
+                                 const SamplingParams& params);
+
+  const RolloutStats& last_stats() const { return stats_; }
+  // FP8 KV scales (k, v per layer) the generator holds; empty until calibrated.
+  std::vector<std::pair<float, float>> kv_scales() const;
+  // Sets the FP8 KV scales (from the trainer's calibration after a step).
+  void set_kv_scales(const std::vector<std::pair<float, float>>& s);
+  // Calibrates the FP8 KV scales on prompts (forward pass recording amax of k and v).
+  void calibrate(const std::vector<std::vector<int32_t>>& prompts);
+
+ private:
+  Qwen3Model& model_;
+  GeneratorOptions opt_;
+  std::unique_ptr<KvCache> cache_;
+  std::vector<std::pair<float, float>> scales_;
+  RolloutStats stats_;
+};
+
+}  // namespace fp8rl

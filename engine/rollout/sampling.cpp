@@ -1,0 +1,70 @@
+#include "rollout/sampling.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.hpp"
+
+namespace fp8rl {
+
+void SamplingParams::validate() const {
+  check(std::isfinite(temperature), "sampling.temperature must be finite");
+  check(top_p > 0 && top_p <= 1, "sampling.top_p must be in (0, 1], got " + std::to_string(top_p));
+  check(top_k >= 0, "sampling.top_k must be ≥ 0");
+  check(max_new_tokens > 0, "sampling.max_new_tokens must be positive");
+}
+
+Sampled sample_token(const float* logits, int64_t V, const SamplingParams& p, Rng& rng) {
+  const bool greedy = p.temperature <= 0;
+  const float inv_t = greedy ? 1.0f : static_cast<float>(1.0 / p.temperature);
+  // log-softmax in the same FP32 steps as the backends' token_logprobs.
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < V; ++j) mx = std::max(mx, logits[j] * inv_t);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < V; ++j) sum += std::exp(logits[j] * inv_t - mx);
+  const float lse = mx + std::log(sum);
+  auto logprob = [&](int64_t j) { return logits[j] * inv_t - lse; };
+
+  int64_t choice = 0;
+  if (greedy) {
+    choice = std::max_element(logits, logits + V) - logits;
+  } else {
+    std::vector<int32_t> idx(static_cast<size_t>(V));
+    std::iota(idx.begin(), idx.end(), 0);
+    int64_t keep = V;
+    if (p.top_k > 0 || p.top_p < 1.0) {
+      // Descending by logit (ties by index: deterministic).
+      std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) {
+        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+      });
+      if (p.top_k > 0) keep = std::min(keep, p.top_k);
+      if (p.top_p < 1.0) {
+        double cum = 0;
+        int64_t n = 0;
+        while (n < keep) {
+          cum += std::exp(static_cast<double>(logprob(idx[static_cast<size_t>(n)])));
+          ++n;
+          if (cum >= p.top_p) break;
+        }
+        keep = n;
+      }
+    }
+    double total = 0;
+    for (int64_t i = 0; i < keep; ++i)
+      total += std::exp(static_cast<double>(logprob(idx[static_cast<size_t>(i)])));
+    const double u = rng.uniform() * total;
+    double acc = 0;
+    choice = idx[static_cast<size_t>(keep - 1)];
+    for (int64_t i = 0; i < keep; ++i) {
+      acc += std::exp(static_cast<double>(logprob(idx[static_cast<size_t>(i)])));
+      if (u < acc) {
+        choice = idx[static_cast<size_t>(i)];
+        break;
+      }
+    }
+  }
+  return {static_cast<int32_t>(choice), logprob(choice)};
+}
+
+}  // namespace fp8rl

@@ -1,0 +1,33 @@
+// Token sampling from logits: temperature, top-k, top-p, seeded. The recorded log-probability
+// (g in the recipe) is that of the chosen token under softmax(logits / temperature) — the
+// distribution the trainer recomputes (p); top-k/top-p truncation is not folded into it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/rng.hpp"
+
+namespace fp8rl {
+
+struct SamplingParams {
+  double temperature = 1.0;  // ≤ 0: greedy (argmax); its log-probs use temperature 1
+  double top_p = 1.0;        // nucleus: smallest set of tokens with probability ≥ top_p
+  int64_t top_k = 0;         // 0: off
+  int64_t max_new_tokens = 64;
+  int32_t eos_token = -1;  // −1: none
+  std::vector<int32_t> stop_tokens;
+  uint64_t seed = 0;
+
+  void validate() const;  // throws naming the bad field
+};
+
+struct Sampled {
+  int32_t token;
+  float logprob;
+};
+
+// Samples one token from a row of V logits.
+Sampled sample_token(const float* logits, int64_t V, const SamplingParams& p, Rng& rng);
+
+}  // namespace fp8rl
