@@ -13,6 +13,7 @@
 #include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "rollout/generator.hpp"
 
 namespace fp8rl::cli {
 namespace {
@@ -238,27 +239,106 @@ void bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& sh
       "input measured in the same run.\n\n");
 }
 
+// Decode throughput of a random-init Qwen3-shaped model: BF16, FP8 linears, FP8 linears + FP8
+// KV cache, in one run.
+void bench_rollout(Backend& be, int64_t batch, int64_t prompt_len, int64_t new_tokens, bool big) {
+  ModelConfig cfg;
+  if (big) {  // Qwen3-0.6B
+    cfg.hidden_size = 1024;
+    cfg.num_hidden_layers = 28;
+    cfg.num_attention_heads = 16;
+    cfg.num_key_value_heads = 8;
+    cfg.head_dim = 128;
+    cfg.intermediate_size = 3072;
+    cfg.vocab_size = 151936;
+    cfg.max_position_embeddings = 40960;
+  } else {  // small enough for a 2-core CPU
+    cfg.hidden_size = 256;
+    cfg.num_hidden_layers = 4;
+    cfg.num_attention_heads = 4;
+    cfg.num_key_value_heads = 2;
+    cfg.head_dim = 64;
+    cfg.intermediate_size = 768;
+    cfg.vocab_size = 512;
+    cfg.max_position_embeddings = 4096;
+  }
+  std::printf(
+      "backend %s: %s\nmodel: hidden %lld, %lld layers, %lld/%lld heads of %lld, vocab %lld;"
+      " batch %lld, prompt %lld, %lld new tokens\n",
+      be.name().c_str(), be.device().c_str(), (long long)cfg.hidden_size,
+      (long long)cfg.num_hidden_layers, (long long)cfg.num_attention_heads,
+      (long long)cfg.num_key_value_heads, (long long)cfg.head_dim, (long long)cfg.vocab_size,
+      (long long)batch, (long long)prompt_len, (long long)new_tokens);
+  std::printf("%-26s %12s %12s %12s %10s\n", "mode", "prefill s", "decode s", "decode tok/s",
+              "vs bf16");
+  Rng rng(5);
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch));
+  for (auto& p : prompts)
+    for (int64_t t = 0; t < prompt_len; ++t)
+      p.push_back(static_cast<int32_t>(rng.next() % cfg.vocab_size));
+  SamplingParams sp;
+  sp.max_new_tokens = new_tokens;
+  sp.seed = 1;
+  struct Mode {
+    const char* name;
+    Precision p;
+    KvDType kv;
+  };
+  const Mode modes[] = {{"bf16 linears, bf16 KV", Precision::bf16, KvDType::bf16},
+                        {"fp8 linears, bf16 KV", Precision::fp8, KvDType::bf16},
+                        {"fp8 linears, fp8 KV", Precision::fp8, KvDType::fp8}};
+  double base = 0;
+  for (const auto& m : modes) {
+    Qwen3Model model(be, cfg, PrecisionMap(cfg.num_hidden_layers, m.p), 7);
+    Generator gen(model, {m.kv, 0});
+    if (m.kv == KvDType::fp8) gen.calibrate({prompts.front()});
+    gen.generate(prompts, [&] {
+      auto w = sp;
+      w.max_new_tokens = 2;
+      return w;
+    }());  // warm-up
+    gen.generate(prompts, sp);
+    const auto& st = gen.last_stats();
+    // Decode tokens: all but the first token of each sequence (that one comes from prefill).
+    const double tps = static_cast<double>(st.generated_tokens - st.sequences) / st.decode_seconds;
+    if (base == 0) base = tps;
+    std::printf("%-26s %12.3f %12.3f %12.1f %9.2fx\n", m.name, st.prefill_seconds,
+                st.decode_seconds, tps, tps / base);
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
-  const Args a(args, {"backend", "shapes", "seconds"}, {"help"});
+  const Args a(args, {"backend", "shapes", "seconds", "batch", "prompt-len", "new-tokens", "model"},
+               {"help"});
   const auto& pos = a.positional();
-  if (a.flag("help") || pos.size() != 1 || (pos[0] != "gemm" && pos[0] != "quant")) {
+  if (a.flag("help") || pos.size() != 1 ||
+      (pos[0] != "gemm" && pos[0] != "quant" && pos[0] != "rollout")) {
     std::fputs(
-        "usage: fp8rl bench gemm|quant [--backend all|cpu|cuda|auto] [--shapes M,N,K;...]\n"
-        "                              [--seconds S]\n\n"
+        "usage: fp8rl bench gemm|quant|rollout [--backend all|cpu|cuda|auto] [--shapes M,N,K;...]\n"
+        "         [--seconds S] [--batch B] [--prompt-len P] [--new-tokens N]\n"
+        "         [--model small|qwen3-0.6b]\n\n"
         "gemm: BF16 vs block-scaled FP8 fprop, dgrad and wgrad (TFLOP/s and the ratio to the\n"
         "      fastest baseline; on the CPU the FP32 sgemm that the FP8 emulation wraps is a\n"
         "      baseline too). Default shapes: 8192^3 and 8B-model linears on GPUs, 1024^3 and\n"
         "      0.6B-model linears on the CPU.\n"
-        "quant: quantization and dequantization GB/s against a plain copy in the same run.\n",
+        "quant: quantization and dequantization GB/s against a plain copy in the same run.\n"
+        "rollout: decode tokens/s of a random Qwen3-shaped model (default: small on the CPU,\n"
+        "      Qwen3-0.6B on GPUs) with BF16, FP8 linears, FP8 linears + FP8 KV cache.\n",
         a.flag("help") ? stdout : stderr);
     return a.flag("help") ? 0 : 2;
   }
   const double min_s = std::stod(a.get("seconds", "0.3"));
   for (auto& be : backends_for(a.get("backend", "all"))) {
     const bool cpu = be->name() == "cpu";
-    if (pos[0] == "gemm") {
+    if (pos[0] == "rollout") {
+      const std::string model = a.get("model", cpu ? "small" : "qwen3-0.6b");
+      check(model == "small" || model == "qwen3-0.6b", "--model must be small or qwen3-0.6b");
+      bench_rollout(*be, a.get_int("batch", cpu ? 16 : 64), a.get_int("prompt-len", cpu ? 32 : 128),
+                    a.get_int("new-tokens", cpu ? 32 : 128), model == "qwen3-0.6b");
+    } else if (pos[0] == "gemm") {
       const std::string spec = a.get("shapes", "");
       bench_gemm(*be, spec.empty() ? (cpu ? cpu_shapes() : gpu_shapes()) : parse_shapes(spec),
                  min_s);

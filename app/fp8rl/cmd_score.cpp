@@ -13,9 +13,7 @@
 #include "model/checkpoint.hpp"
 
 namespace fp8rl::cli {
-namespace {
-
-std::vector<int32_t> parse_ids(const std::string& s) {
+std::vector<int32_t> parse_token_ids(const std::string& s) {
   std::vector<int32_t> ids;
   std::stringstream ss(s);
   std::string item;
@@ -34,8 +32,6 @@ std::vector<int32_t> parse_ids(const std::string& s) {
   return ids;
 }
 
-}  // namespace
-
 int cmd_score(const std::vector<std::string>& args) {
   const Args a(args, {"checkpoint", "token-ids", "precision", "backend", "temperature"}, {"help"});
   if (a.flag("help") || a.get("checkpoint", "").empty() || a.get("token-ids", "").empty()) {
@@ -48,7 +44,7 @@ int cmd_score(const std::vector<std::string>& args) {
         a.flag("help") ? stdout : stderr);
     return a.flag("help") ? 0 : 2;
   }
-  const auto ids = parse_ids(a.get("token-ids", ""));
+  const auto ids = parse_token_ids(a.get("token-ids", ""));
   check(ids.size() >= 2, "--token-ids: need at least two tokens to score");
   const double temperature = std::stod(a.get("temperature", "1"));
   check(temperature > 0, "--temperature must be positive");

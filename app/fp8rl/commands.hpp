@@ -2,6 +2,7 @@
 // errors are thrown as fp8rl::Error and reported by main().
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,5 +13,9 @@ int cmd_bench(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
 int cmd_score(const std::vector<std::string>& args);
 int cmd_init(const std::vector<std::string>& args);
+int cmd_generate(const std::vector<std::string>& args);
+
+// Parses "1,2,3" into token ids; errors name the bad item.
+std::vector<int32_t> parse_token_ids(const std::string& s);
 
 }  // namespace fp8rl::cli

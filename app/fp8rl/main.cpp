@@ -14,9 +14,10 @@ constexpr const char* kUsage = R"(usage: fp8rl <command> [options]
 
 commands:
   doctor                 report CPU, BLAS, CUDA module, driver, device and library versions
-  bench gemm|quant       BF16 vs FP8 GEMM and quantization throughput on each backend
+  bench gemm|quant|rollout   BF16 vs FP8 GEMMs, quantization, decode tokens/s per backend
   score                  per-token log-probabilities of token ids under a checkpoint (JSON)
   init                   write a randomly initialised checkpoint from a config.json
+  generate               sample from a checkpoint; tokens and log-probs as JSON
   train                  GRPO training run (not in this build yet: says so)
   --version              print the version
   --help                 this text
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     if (cmd == "train") return fp8rl::cli::cmd_train(rest);
     if (cmd == "score") return fp8rl::cli::cmd_score(rest);
     if (cmd == "init") return fp8rl::cli::cmd_init(rest);
+    if (cmd == "generate") return fp8rl::cli::cmd_generate(rest);
     std::fprintf(stderr, "fp8rl: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const fp8rl::Error& e) {

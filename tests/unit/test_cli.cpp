@@ -112,6 +112,29 @@ class TestCli : public QObject {
     QCOMPARE(r8.code, 0);
     const auto lp8 = QJsonDocument::fromJson(r8.out.toUtf8()).object()["logprobs"].toArray();
     for (int i = 0; i < 3; ++i) QVERIFY(std::fabs(lp8[i].toDouble() - lp[i].toDouble()) < 0.2);
+    // generate: greedy twice gives the same tokens; g equals the trainer's log-prob (score).
+    r = run(kCli, {"generate", "--checkpoint", dir, "--token-ids", "1,5,7", "--temperature", "0",
+                   "--max-new-tokens", "4"});
+    QCOMPARE(r.code, 0);
+    const auto gen = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    const auto toks = gen["token_ids"].toArray();
+    QCOMPARE(toks.size(), 4);
+    QCOMPARE(gen["finish_reason"].toString(), QStringLiteral("length"));
+    QString ids = "1,5,7";
+    for (const auto& t : toks) ids += "," + QString::number(t.toInt());
+    const auto scored = run(kCli, {"score", "--checkpoint", dir, "--token-ids", ids});
+    const auto slp = QJsonDocument::fromJson(scored.out.toUtf8()).object()["logprobs"].toArray();
+    const auto glp = gen["logprobs"].toArray();
+    for (int i = 0; i < 4; ++i)
+      QVERIFY(std::fabs(slp[2 + i].toDouble() - glp[i].toDouble()) < 1e-5);
+    r = run(kCli, {"generate", "--checkpoint", dir, "--token-ids", "1,5", "--precision", "fp8",
+                   "--kv-cache", "fp8", "--max-new-tokens", "3", "--seed", "4"});
+    QCOMPARE(r.code, 0);
+    QVERIFY2(QJsonDocument::fromJson(r.out.toUtf8()).object()["kv_scales"].toArray().size() == 1,
+             qPrintable(r.out));
+    r = run(kCli, {"generate", "--checkpoint", dir, "--prompt", "hello"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("has no tokenizer"), qPrintable(r.out));
     r = run(kCli, {"score", "--checkpoint", dir, "--token-ids", "1,x"});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.out.contains("'x' is not a non-negative integer"), qPrintable(r.out));

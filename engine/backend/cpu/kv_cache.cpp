@@ -88,29 +88,39 @@ void CpuBackend::attention_cached(const Matrix& q, const KvCacheView& cache,
               std::to_string(slot_ids[i]) + " and length " + std::to_string(lengths[i]) +
               " outside the cache");
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  parallel_for(q.rows * Hq, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> s, acc(static_cast<size_t>(D));
-    for (int64_t ih = i0; ih < i1; ++ih) {
-      const int64_t i = ih / Hq, h = ih % Hq, kvh = h / group, len = lengths[i];
+  // One task per (query row, kv head): its cached K and V rows are dequantized once into FP32
+  // scratch and shared by the query heads of the group.
+  parallel_for(q.rows * Hkv, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> s, acc(static_cast<size_t>(D)), kf, vf;
+    for (int64_t ik = i0; ik < i1; ++ik) {
+      const int64_t i = ik / Hkv, kvh = ik % Hkv, len = lengths[i];
       const int64_t base = static_cast<int64_t>(slot_ids[i]) * cache.max_len;
+      kf.resize(static_cast<size_t>(len * D));
+      vf.resize(static_cast<size_t>(len * D));
+      for (int64_t j = 0; j < len; ++j)
+        for (int64_t e = 0; e < D; ++e) {
+          kf[j * D + e] = cache_ld(cache, 0, base + j, kvh * D + e);
+          vf[j * D + e] = cache_ld(cache, 1, base + j, kvh * D + e);
+        }
       s.resize(static_cast<size_t>(len));
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < len; ++j) {
-        float dot = 0.0f;
-        for (int64_t e = 0; e < D; ++e)
-          dot += ld(q, i * q.cols + h * D + e) * cache_ld(cache, 0, base + j, kvh * D + e);
-        s[j] = dot * scale;
-        mx = std::max(mx, s[j]);
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < len; ++j) {
+          float dot = 0.0f;
+          for (int64_t e = 0; e < D; ++e) dot += ld(q, i * q.cols + h * D + e) * kf[j * D + e];
+          s[j] = dot * scale;
+          mx = std::max(mx, s[j]);
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < len; ++j) sum += std::exp(s[j] - mx);
+        const float l = mx + std::log(sum);
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t j = 0; j < len; ++j) {
+          const float p = std::exp(s[j] - l);
+          for (int64_t e = 0; e < D; ++e) acc[e] += p * vf[j * D + e];
+        }
+        for (int64_t e = 0; e < D; ++e) st(o, i * o.cols + h * D + e, acc[e]);
       }
-      float sum = 0.0f;
-      for (int64_t j = 0; j < len; ++j) sum += std::exp(s[j] - mx);
-      const float l = mx + std::log(sum);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < len; ++j) {
-        const float p = std::exp(s[j] - l);
-        for (int64_t e = 0; e < D; ++e) acc[e] += p * cache_ld(cache, 1, base + j, kvh * D + e);
-      }
-      for (int64_t e = 0; e < D; ++e) st(o, i * o.cols + h * D + e, acc[e]);
     }
   });
 }

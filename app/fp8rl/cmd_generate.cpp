@@ -1,0 +1,86 @@
+// fp8rl generate: sample continuations from a checkpoint and print tokens and log-probs as JSON.
+#include <cstdio>
+
+#include "args.hpp"
+#include "backend/backend_registry.hpp"
+#include "commands.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "model/checkpoint.hpp"
+#include "model/tokenizer.hpp"
+#include "rollout/generator.hpp"
+
+namespace fp8rl::cli {
+
+int cmd_generate(const std::vector<std::string>& args) {
+  const Args a(args,
+               {"checkpoint", "prompt", "token-ids", "max-new-tokens", "temperature", "top-p",
+                "top-k", "seed", "precision", "kv-cache", "backend", "eos"},
+               {"help"});
+  const bool has_input = !a.get("prompt", "").empty() || !a.get("token-ids", "").empty();
+  if (a.flag("help") || a.get("checkpoint", "").empty() || !has_input) {
+    std::fputs(
+        "usage: fp8rl generate --checkpoint DIR (--prompt TEXT | --token-ids 1,2,...)\n"
+        "         [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
+        "         [--precision fp32|bf16|fp8] [--kv-cache fp32|bf16|fp8] [--eos ID]\n"
+        "         [--backend auto|cpu|cuda]\n\n"
+        "Prints one JSON object with the generated token ids, their log-probabilities under\n"
+        "softmax(logits / T) (the g of importance sampling) and, when the checkpoint has a\n"
+        "tokenizer (fp8rl_tokenizer.json), the text. Temperature 0 is greedy.\n",
+        a.flag("help") ? stdout : stderr);
+    return a.flag("help") ? 0 : 2;
+  }
+  const std::string dir = a.get("checkpoint", "");
+  const auto tokenizer = CharTokenizer::load(dir);
+  std::vector<int32_t> prompt;
+  if (!a.get("prompt", "").empty()) {
+    check(a.get("token-ids", "").empty(), "give --prompt or --token-ids, not both");
+    check(tokenizer.has_value(), dir + " has no tokenizer (fp8rl_tokenizer.json): use --token-ids");
+    prompt = tokenizer->encode(a.get("prompt", ""));
+    prompt.insert(prompt.begin(), CharTokenizer::kBos);
+  } else {
+    prompt = parse_token_ids(a.get("token-ids", ""));
+  }
+  auto sel = make_backend(parse_backend_choice(a.get("backend", "auto")));
+  const bool cpu = sel.backend->name() == "cpu";
+  const Precision p = parse_precision(a.get("precision", cpu ? "fp32" : "bf16"));
+  const KvDType kv = parse_kv_dtype(a.get("kv-cache", p == Precision::fp32 ? "fp32" : "bf16"));
+  const ModelConfig cfg = read_checkpoint_config(dir);
+  auto model = load_checkpoint(*sel.backend, dir, PrecisionMap(cfg.num_hidden_layers, p));
+  SamplingParams sp;
+  sp.max_new_tokens = a.get_int("max-new-tokens", 32);
+  sp.temperature = std::stod(a.get("temperature", "1"));
+  sp.top_p = std::stod(a.get("top-p", "1"));
+  sp.top_k = a.get_int("top-k", 0);
+  sp.seed = static_cast<uint64_t>(a.get_int("seed", 0));
+  sp.eos_token = a.get_int("eos", tokenizer ? CharTokenizer::kEos : -1);
+  Generator gen(*model, {kv, 0});
+  const auto seqs = gen.generate({prompt}, sp);
+  const Sequence& s = seqs.front();
+  Json out;
+  Json::Array ids, lps;
+  for (int32_t t : s.response) ids.push_back(Json(static_cast<int64_t>(t)));
+  for (float v : s.logprobs) lps.push_back(Json(static_cast<double>(v)));
+  out["prompt_ids"] = Json([&] {
+    Json::Array x;
+    for (int32_t t : prompt) x.push_back(Json(static_cast<int64_t>(t)));
+    return x;
+  }());
+  out["token_ids"] = Json(std::move(ids));
+  out["logprobs"] = Json(std::move(lps));
+  out["finish_reason"] = s.finish_reason;
+  if (tokenizer) out["text"] = tokenizer->decode(s.response);
+  out["precision"] = precision_name(p);
+  out["kv_cache"] = kv_dtype_name(kv);
+  out["backend"] = sel.backend->name();
+  if (kv == KvDType::fp8) {
+    Json::Array sc;
+    for (auto [k, v] : gen.kv_scales())
+      sc.push_back(Json(Json::Array{Json(double(k)), Json(double(v))}));
+    out["kv_scales"] = Json(std::move(sc));
+  }
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+}  // namespace fp8rl::cli
