@@ -9,16 +9,18 @@
 // Files: cuda_backend.cu (life cycle, memory), quantize.cu (quantize, quantize_with_transpose,
 // dequantize, transpose_fp8), gemm.cu (gemm, gemm_fp8, gemm_fp8_unsupported), and the model ops
 // with the CPU reference's stems: elementwise.cu (convert, transpose, add, scale, sum_squares,
-// adamw), embedding.cu, rmsnorm.cu, rope.cu, attention.cu, swiglu.cu, logprobs.cu; shared device
-// helpers in ops_common.cuh. The model ops compute in FP32 and round each output once to its
-// dtype, like the CPU; they agree with it up to FP32 summation order and the device's
-// exp/log/pow/sin/cos (a few ulp), except AdamW, scale, convert, transpose and add, which are
-// bit-exact.
+// adamw), embedding.cu, rmsnorm.cu, rope.cu, attention.cu, swiglu.cu, logprobs.cu, kv_cache.cu
+// (amax, kv_write, attention_cached); shared device helpers in ops_common.cuh. The model ops
+// compute in FP32 and round each output once to its dtype, like the CPU; they agree with it up to
+// FP32 summation order and the device's exp/log/pow/sin/cos (a few ulp), except AdamW, scale,
+// convert, transpose and add, which are bit-exact.
 //
 // Device-side index checks: ids and targets are in device memory, so they are not checked
 // before launch (that would cost a synchronisation). An id outside the table gives a NaN
 // embedding row (forward) and is skipped (backward); a target outside the vocabulary gives a NaN
-// log-probability and a gradient without the one-hot term.
+// log-probability and a gradient without the one-hot term. kv_write skips rows whose slot or
+// position lies outside the cache; attention_cached writes zeros for rows whose slot lies outside
+// the cache or whose length is not in 1..max_len (the CPU reference throws in both cases).
 //
 // One backend serves one thread at a time (the stream, the scratch buffer and the statistics
 // buffers are shared by all calls); only the GEMM plan cache is locked, so that
@@ -128,7 +130,7 @@ class CudaBackend final : public Backend {
   std::optional<std::string> gemm_fp8_unsupported(const Fp8Matrix& a, const Fp8Matrix& b,
                                                   const Matrix& c) const override;
 
-  // --- Model ops. Shapes and semantics: Backend. All asynchronous except sum_squares.
+  // --- Model ops. Shapes and semantics: Backend. All asynchronous except sum_squares and amax.
 
   // elementwise.cu. convert with equal dtypes is a device copy; transpose needs distinct
   // buffers; add reads each input in its own dtype (out may alias a or b).
@@ -179,6 +181,21 @@ class CudaBackend final : public Backend {
   void token_logprobs_backward(const Matrix& logits, const int32_t* targets, float inv_temperature,
                                const float* dlogp, const Matrix& dlogits) override;
 
+  // kv_cache.cu. amax is exact (NaN when any element is NaN) and synchronises the stream; it
+  // uses the sum_squares reduction buffer. kv_write is bit-exact with the CPU (values rounded
+  // to the cache dtype; FP8 codes e4m3(x · (1/scale_inv)), both IEEE, the scales read on the
+  // device); rows that target the same cache row in one call land in an unspecified order.
+  // attention_cached: one CTA per (query row, kv head, up to 8 of its query heads), so a cached
+  // K/V row is read once for the group; its warps split the keys in 32-key tiles with an online
+  // softmax each and merge in warp order (deterministic). Head dim D ≤ 256; 16-byte loads (8 for
+  // fp8) when D and the cache pointers allow, element loads otherwise. o may alias q exactly
+  // (same dtype). Agrees with the CPU up to FP32 summation order and expf.
+  float amax(const Matrix& x) override;
+  void kv_write(const Matrix& k, const Matrix& v, const int32_t* slot_ids, const int32_t* positions,
+                const KvCacheView& cache) override;
+  void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
+                        const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o) override;
+
   // quantize.cu: "" when this build's kernels can run on the current device, else why not
   // (e.g. no kernel image for the device's architecture). Used by the module's probe.
   static std::string kernel_image_problem();
@@ -223,8 +240,9 @@ class CudaBackend final : public Backend {
   size_t scratch_bytes_ = 0;
   DeviceQuantStats* stats_dev_ = nullptr;   // 2 records
   DeviceQuantStats* stats_host_ = nullptr;  // 2 records, pinned
-  double* reduce_dev_ = nullptr;            // kReduceBlocks partial sums + the result (sum_squares)
-  double* reduce_host_ = nullptr;           // 1 value, pinned
+  double* reduce_dev_ = nullptr;   // kReduceBlocks partial sums + the result (sum_squares; amax
+                                   // keeps its 32-bit result in the result slot)
+  double* reduce_host_ = nullptr;  // 1 value, pinned (also amax's result bits)
   mutable std::mutex plans_mutex_;
   mutable std::map<cuda::GemmKey, std::unique_ptr<cuda::GemmPlan>> plans_;
 };
