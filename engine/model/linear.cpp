@@ -4,11 +4,27 @@
 
 namespace fp8rl {
 
-void LinearInput::quantize(Backend& be, const QuantOptions& opt) {
+void LinearInput::quantize(Backend& be, const QuantOptions& opt, QuantStats* stats) {
   if (along_) return;
   along_ = Fp8Tensor::make(be, x_.rows, x_.cols, ScaleBlock::row1x128, opt.format);
   transposed_ = Fp8Tensor::make(be, x_.cols, x_.rows, ScaleBlock::row1x128, opt.format);
-  be.quantize_with_transpose(x_, along_->q, transposed_->q, opt, nullptr, nullptr);
+  be.quantize_with_transpose(x_, along_->q, transposed_->q, opt, stats, nullptr);
+}
+
+void LinearInput::observe(Backend& be, const QuantOptions& opt, QuantObserver& o, int64_t layer,
+                          Module m) {
+  if (observed_) return;
+  observed_ = true;
+  QuantStats stats;
+  if (along_) {
+    // Already quantized without statistics: measure them on a fresh quantization.
+    Fp8Tensor a = Fp8Tensor::make(be, x_.rows, x_.cols, ScaleBlock::row1x128, opt.format);
+    be.quantize(x_, a.q, opt, &stats);
+    o.observe(layer, m, "activation", a.q, stats);
+    return;
+  }
+  quantize(be, opt, &stats);
+  o.observe(layer, m, "activation", along_->q, stats);
 }
 
 const Fp8Tensor& LinearInput::along(Backend& be, const QuantOptions& opt) {
@@ -56,6 +72,7 @@ QuantStats Linear::refresh() {
     // The same quantizer serves the trainer and the rollout: both read these tiles.
     be_.quantize(w_->master.m(), fp8_w_->q, qopt_, &stats);
     be_.transpose_fp8(fp8_w_->q, fp8_wt_->q);
+    if (observer_) observer_->observe(layer_, module_, "weight", fp8_w_->q, stats);
   }
   return stats;
 }
@@ -70,6 +87,7 @@ void Linear::forward(LinearInput& x, const Matrix& y) {
       be_.gemm(x.x(), bf16_w_->m(), y, 0.0f);
       break;
     case Precision::fp8:
+      if (observer_) x.observe(be_, qopt_, *observer_, layer_, module_);
       be_.gemm_fp8(x.along(be_, qopt_).q, fp8_w_->q, y, 0.0f);
       break;
   }
@@ -81,7 +99,10 @@ void Linear::backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantS
   if (precision_ == Precision::fp8) {
     Fp8Tensor dyq = Fp8Tensor::make(be_, M, N, ScaleBlock::row1x128, qopt_.format);
     Fp8Tensor dytq = Fp8Tensor::make(be_, N, M, ScaleBlock::row1x128, qopt_.format);
+    QuantStats observed;
+    if (observer_ && !dy_stats) dy_stats = &observed;
     be_.quantize_with_transpose(dy, dyq.q, dytq.q, qopt_, dy_stats, nullptr);
+    if (observer_) observer_->observe(layer_, module_, "gradient", dyq.q, *dy_stats);
     if (dx.data) be_.gemm_fp8(dyq.q, fp8_wt_->q, dx, 0.0f);      // dgrad: dY · W
     be_.gemm_fp8(dytq.q, x.transposed(be_, qopt_).q, dw, 1.0f);  // wgrad: dW += dYᵀ · X
     return;

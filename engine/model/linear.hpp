@@ -10,6 +10,16 @@
 
 namespace fp8rl {
 
+// Receives the FP8 quantizations of a model's linears (weights after each refresh, activations
+// and gradients during forward/backward) for telemetry: scale histograms, saturation, error.
+class QuantObserver {
+ public:
+  virtual ~QuantObserver() = default;
+  // kind: "weight", "activation" or "gradient"; q lives in backend memory.
+  virtual void observe(int64_t layer, Module module, const char* kind, const Fp8Matrix& q,
+                       const QuantStats& stats) = 0;
+};
+
 // An activation X [M, K] feeding one or more linears. Its FP8 operands (X along K for fprop,
 // Xᵀ along M for wgrad) are made once, by the first FP8 consumer, and shared (q/k/v share one
 // input, gate/up another).
@@ -21,11 +31,14 @@ class LinearInput {
   // The FP8 operands of x, quantized on first use.
   const Fp8Tensor& along(Backend& be, const QuantOptions& opt);
   const Fp8Tensor& transposed(Backend& be, const QuantOptions& opt);
+  // Quantizes with statistics (first call only) and reports them once to the observer.
+  void observe(Backend& be, const QuantOptions& opt, QuantObserver& o, int64_t layer, Module m);
 
  private:
-  void quantize(Backend& be, const QuantOptions& opt);
+  void quantize(Backend& be, const QuantOptions& opt, QuantStats* stats = nullptr);
   Matrix x_;
   std::optional<Fp8Tensor> along_, transposed_;
+  bool observed_ = false;
 };
 
 class Linear {
@@ -40,6 +53,13 @@ class Linear {
   int64_t out_features() const { return w_->master.rows; }
   int64_t in_features() const { return w_->master.cols; }
   Precision precision() const { return precision_; }
+
+  // Reports this linear's quantizations to `o` (null: none) as `layer`/`module`.
+  void set_observer(QuantObserver* o, int64_t layer, Module module) {
+    observer_ = o;
+    layer_ = layer;
+    module_ = module;
+  }
 
   // Chooses the precision and refreshes the compute copies.
   void set_precision(Precision p, const QuantOptions& opt);
@@ -63,6 +83,9 @@ class Linear {
   QuantOptions qopt_;
   std::optional<Tensor> bf16_w_, bf16_wt_;   // bf16 compute copies
   std::optional<Fp8Tensor> fp8_w_, fp8_wt_;  // fp8 tiles of W and Wᵀ
+  QuantObserver* observer_ = nullptr;
+  int64_t layer_ = 0;
+  Module module_ = Module::q;
 };
 
 }  // namespace fp8rl

@@ -151,6 +151,11 @@ Param* Qwen3Model::find(const std::string& name) {
   return nullptr;
 }
 
+void Qwen3Model::set_quant_observer(QuantObserver* o) {
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
+    for (int mi = 0; mi < kModules; ++mi) layers_[l]->lin[mi]->set_observer(o, l, Module(mi));
+}
+
 Linear& Qwen3Model::linear(int64_t layer, Module m) {
   check(layer >= 0 && layer < cfg_.num_hidden_layers, "layer index out of range");
   return *layers_[layer]->lin[static_cast<int>(m)];

@@ -75,6 +75,8 @@ class Qwen3Model {
   // While set, every forward records per layer the amax of q, k and v after RoPE and QK-norm
   // (one entry per forward call = micro-batch) for the FP8 KV-cache scales.
   void set_kv_calibrator(KvScaleCalibrator* c) { calibrator_ = c; }
+  // Reports FP8 quantizations (weights at refresh, activations and gradients while set).
+  void set_quant_observer(QuantObserver* o);
 
   void zero_grad();
   // Re-makes every compute copy from the master weights (after an optimizer step); returns

@@ -73,10 +73,55 @@ class TestCli : public QObject {
     QVERIFY2(r.out.contains("'1,2' is not M,N,K"), qPrintable(r.out));
   }
 
-  void trainSaysItIsNotThereYet() {
-    const auto r = run(kCli, {"train", "--preset", "demo"});
-    QCOMPARE(r.code, 3);
-    QVERIFY2(r.out.contains("not part of this build yet"), qPrintable(r.out));
+  // A short demo run: JSON lines with the documented keys, a summary, and the same lines twice
+  // for the same seed (timings and memory aside).
+  void trainIsDeterministicJsonLines() {
+    const QStringList args = {"train",     "--preset",
+                              "demo",      "--json",
+                              "--backend", "cpu",
+                              "--set",     "sft.steps=2",
+                              "--set",     "grpo.steps=3",
+                              "--set",     "grpo.prompts_per_step=4",
+                              "--set",     "validation.every=2"};
+    auto strip = [](const QString& out) {
+      QStringList lines;
+      for (const auto& l : out.split('\n', Qt::SkipEmptyParts)) {
+        auto o = QJsonDocument::fromJson(l.toUtf8()).object();
+        auto sc = o["scalars"].toObject();
+        for (const auto& k : sc.keys())
+          if (k.startsWith("time/") || k.startsWith("throughput/") || k.startsWith("memory/"))
+            sc.remove(k);
+        o["scalars"] = sc;
+        o.remove("wall_seconds");
+        lines << QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact));
+      }
+      return lines;
+    };
+    const auto a = run(kCli, args), b = run(kCli, args);
+    QCOMPARE(a.code, 0);
+    const QStringList la = strip(a.out), lb = strip(b.out);
+    QCOMPARE(la.size(), 6);  // 2 warm-up steps, 3 RL steps, the summary
+    QCOMPARE(la, lb);
+    const auto step = QJsonDocument::fromJson(a.out.split('\n')[2].toUtf8()).object();
+    QCOMPARE(step["phase"].toString(), QStringLiteral("rl"));
+    for (const char* key :
+         {"reward/mean", "token_mult_prob_error", "gen_kl_error", "is/mean_weight",
+          "time/generation", "time/policy_training", "time/recalibration",
+          "throughput/rollout_tokens_per_s", "entropy", "grad_norm"})
+      QVERIFY2(step["scalars"].toObject().contains(key), key);
+    const auto summary =
+        QJsonDocument::fromJson(a.out.split('\n', Qt::SkipEmptyParts).last().toUtf8()).object();
+    QVERIFY(summary["summary"].toBool());
+    QCOMPARE(summary["rl_steps"].toInt(), 3);
+  }
+
+  void trainConfigErrors() {
+    auto r = run(kCli, {"train", "--preset", "demo", "--set", "grpo.importance=clamp"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("allowed: tis, icepop, off"), qPrintable(r.out));
+    r = run(kCli, {"train", "--preset", "nope"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("unknown preset 'nope' (available: demo"), qPrintable(r.out));
   }
 
   void benchGemmPrintsRatios() {

@@ -1,0 +1,354 @@
+#include "rl/run_config.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/yaml.hpp"
+
+namespace fp8rl {
+namespace {
+
+// Allowed values of the string settings.
+const std::map<std::string, std::vector<std::string>>& choices() {
+  static const std::map<std::string, std::vector<std::string>> c = {
+      {"backend", {"auto", "cpu", "cuda"}},
+      {"task.name", {"reverse", "addition", "sort", "jsonl"}},
+      {"task.reward", {"exact", "numeric"}},
+      {"precision.default", {"fp32", "bf16", "fp8"}},
+      {"precision.kv_cache", {"fp32", "bf16", "fp8"}},
+      {"precision.scale_format", {"fp32", "pow2"}},
+      {"grpo.advantage", {"mean_std", "leave_one_out"}},
+      {"grpo.importance", {"tis", "icepop", "off"}},
+      {"optimizer.schedule", {"constant", "cosine"}},
+  };
+  return c;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  check(in.good(), "cannot open " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+Json RunConfig::defaults() {
+  return parse_yaml(R"(
+name: run
+seed: 1
+backend: auto
+task:
+  name: reverse
+  min_len: 3
+  max_len: 6
+  validation_size: 64
+  path: ""
+  reward: exact
+model:
+  hidden_size: 128
+  num_hidden_layers: 2
+  num_attention_heads: 4
+  num_key_value_heads: 2
+  head_dim: 32
+  intermediate_size: 256
+  max_position_embeddings: 64
+  rope_theta: 10000
+  init_std: 0.05
+  checkpoint: ""
+precision:
+  default: fp8
+  overrides: []
+  kv_cache: bf16
+  scale_format: fp32
+grpo:
+  steps: 400
+  prompts_per_step: 16
+  group_size: 8
+  temperature: 1.0
+  top_p: 1.0
+  advantage: mean_std
+  clip_low: 0.2
+  clip_high: 0.2
+  importance: tis
+  is_min: 0.0
+  is_max: 2.0
+  kl_beta: 0.0
+  epochs: 1
+  mini_batches: 1
+  micro_batch_size: 64
+optimizer:
+  lr: 0.001
+  weight_decay: 0.0
+  max_grad_norm: 1.0
+  warmup_steps: 0
+  schedule: constant
+  beta1: 0.9
+  beta2: 0.999
+sft:
+  steps: 0
+  batch_size: 32
+  lr: 0.001
+validation:
+  every: 20
+samples:
+  per_step: 4
+checkpoint:
+  every: 0
+  dir: ""
+)",
+                    "defaults");
+}
+
+void overlay(Json& base, const Json& over, const std::string& where) {
+  check(over.is_object(), where + ": expected a mapping of settings");
+  for (const auto& [key, value] : over.as_object()) {
+    const std::string path = where.empty() ? key : where + "." + key;
+    if (!base.contains(key)) {
+      std::vector<std::string> allowed;
+      for (const auto& [k, v] : base.as_object()) allowed.push_back(k);
+      throw Error("unknown setting '" + path + "' (allowed here: " + join(allowed) + ")");
+    }
+    Json& slot = base[key];
+    if (slot.is_object()) {
+      overlay(slot, value, path);
+      continue;
+    }
+    // Types must match the default's (numbers for numbers, strings for strings, ...).
+    const bool ok = slot.is_number()   ? value.is_number()
+                    : slot.is_bool()   ? value.is_bool()
+                    : slot.is_array()  ? value.is_array()
+                    : slot.is_string() ? (value.is_string() || value.is_number())
+                                       : true;
+    check(ok, "setting '" + path + "' must be " +
+                  (slot.is_number()  ? std::string("a number")
+                   : slot.is_bool()  ? std::string("true or false")
+                   : slot.is_array() ? std::string("a list")
+                                     : std::string("a string")) +
+                  ", got " + value.dump());
+    slot = value.is_number() && slot.is_string() ? Json(value.dump()) : value;
+  }
+}
+
+void apply_override(Json& doc, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  check(eq != std::string::npos && eq > 0, "--set '" + assignment + "' is not key=value");
+  const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  Json value;
+  if (!text.empty() && text.front() == '[') {
+    value = parse_yaml("v: " + text, "--set").at("v");
+  } else {
+    value = yaml_scalar(text);
+  }
+  // Build {"a": {"b": {"c": value}}} and overlay it.
+  Json over = value;
+  size_t end = key.size();
+  while (true) {
+    const size_t dot = key.rfind('.', end - 1);
+    const std::string part = key.substr(dot == std::string::npos ? 0 : dot + 1,
+                                        end - (dot == std::string::npos ? 0 : dot + 1));
+    check(!part.empty(), "--set '" + assignment + "': empty key part");
+    Json wrap;
+    wrap[part] = over;
+    over = wrap;
+    if (dot == std::string::npos) break;
+    end = dot;
+  }
+  overlay(doc, over, "");
+}
+
+RunConfig RunConfig::from_json(const Json& in) {
+  Json doc = defaults();
+  overlay(doc, in, "");
+  for (const auto& [path, allowed] : choices()) {
+    const size_t dot = path.find('.');
+    const Json& v = dot == std::string::npos ? doc.at(path)
+                                             : doc.at(path.substr(0, dot)).at(path.substr(dot + 1));
+    const std::string s = v.as_string(path);
+    check(std::find(allowed.begin(), allowed.end(), s) != allowed.end(),
+          "setting '" + path + "' is '" + s + "' (allowed: " + join(allowed) + ")");
+  }
+  RunConfig c;
+  c.doc = doc;
+  auto num = [&](const char* sec, const char* key) {
+    return doc.at(sec).at(key).as_number(std::string(sec) + "." + key);
+  };
+  auto integer = [&](const char* sec, const char* key) {
+    return doc.at(sec).at(key).as_int(std::string(sec) + "." + key);
+  };
+  auto str = [&](const char* sec, const char* key) {
+    return doc.at(sec).at(key).as_string(std::string(sec) + "." + key);
+  };
+  auto positive = [&](const char* sec, const char* key) {
+    const int64_t v = integer(sec, key);
+    check(v > 0, std::string("setting '") + sec + "." + key + "' must be positive, got " +
+                     std::to_string(v));
+    return v;
+  };
+  c.name = doc.at("name").as_string("name");
+  c.backend = doc.at("backend").as_string("backend");
+  c.seed = static_cast<uint64_t>(doc.at("seed").as_int("seed"));
+
+  c.task.name = str("task", "name");
+  c.task.min_len = integer("task", "min_len");
+  c.task.max_len = integer("task", "max_len");
+  c.task.validation_size = integer("task", "validation_size");
+  c.task.path = str("task", "path");
+  c.task.reward = str("task", "reward");
+  c.task.seed = c.seed;
+
+  c.model.hidden_size = positive("model", "hidden_size");
+  c.model.num_hidden_layers = positive("model", "num_hidden_layers");
+  c.model.num_attention_heads = positive("model", "num_attention_heads");
+  c.model.num_key_value_heads = positive("model", "num_key_value_heads");
+  c.model.head_dim = positive("model", "head_dim");
+  c.model.intermediate_size = positive("model", "intermediate_size");
+  c.model.max_position_embeddings = positive("model", "max_position_embeddings");
+  c.model.rope_theta = num("model", "rope_theta");
+  c.init_std = num("model", "init_std");
+  c.init_checkpoint = str("model", "checkpoint");
+  check(c.init_std > 0, "setting 'model.init_std' must be positive");
+
+  c.default_precision = parse_precision(str("precision", "default"));
+  for (const auto& o : doc.at("precision").at("overrides").as_array("precision.overrides"))
+    c.precision_overrides.push_back(o.as_string("precision.overrides item"));
+  c.kv_cache = parse_kv_dtype(str("precision", "kv_cache"));
+  c.pow2_scales = str("precision", "scale_format") == "pow2";
+  check(!(c.default_precision == Precision::fp32) == !(c.kv_cache == KvDType::f32),
+        "precision.kv_cache fp32 goes with precision.default fp32 only (the CPU reference)");
+
+  c.steps = integer("grpo", "steps");
+  check(c.steps >= 0, "setting 'grpo.steps' must be ≥ 0");
+  c.prompts_per_step = positive("grpo", "prompts_per_step");
+  c.group_size = positive("grpo", "group_size");
+  c.epochs = positive("grpo", "epochs");
+  c.mini_batches = positive("grpo", "mini_batches");
+  c.micro_batch_size = positive("grpo", "micro_batch_size");
+  check((c.prompts_per_step * c.group_size) % c.mini_batches == 0,
+        "grpo.mini_batches must divide prompts_per_step × group_size");
+  c.sampling.temperature = num("grpo", "temperature");
+  check(c.sampling.temperature > 0, "setting 'grpo.temperature' must be positive");
+  c.sampling.top_p = num("grpo", "top_p");
+  c.advantage = parse_advantage_mode(str("grpo", "advantage"));
+  c.loss.clip_low = num("grpo", "clip_low");
+  c.loss.clip_high = num("grpo", "clip_high");
+  check(c.loss.clip_low >= 0 && c.loss.clip_low < 1 && c.loss.clip_high >= 0,
+        "grpo.clip_low must be in [0, 1) and grpo.clip_high ≥ 0");
+  c.loss.importance = parse_importance_mode(str("grpo", "importance"));
+  c.loss.is_min = num("grpo", "is_min");
+  c.loss.is_max = num("grpo", "is_max");
+  check(c.loss.is_min >= 0 && c.loss.is_max > c.loss.is_min,
+        "grpo.is_min/is_max must satisfy 0 ≤ is_min < is_max");
+  c.loss.kl_beta = num("grpo", "kl_beta");
+  check(c.loss.kl_beta >= 0, "setting 'grpo.kl_beta' must be ≥ 0");
+
+  c.optimizer.lr = num("optimizer", "lr");
+  c.optimizer.weight_decay = num("optimizer", "weight_decay");
+  c.optimizer.max_grad_norm = num("optimizer", "max_grad_norm");
+  c.optimizer.warmup_steps = integer("optimizer", "warmup_steps");
+  c.optimizer.schedule = str("optimizer", "schedule");
+  c.optimizer.beta1 = num("optimizer", "beta1");
+  c.optimizer.beta2 = num("optimizer", "beta2");
+  c.optimizer.total_steps = c.steps * c.mini_batches * c.epochs;
+  c.optimizer.validate();
+
+  c.sft_steps = integer("sft", "steps");
+  check(c.sft_steps >= 0, "setting 'sft.steps' must be ≥ 0");
+  c.sft_batch_size = positive("sft", "batch_size");
+  c.sft_lr = num("sft", "lr");
+  c.validation_every = integer("validation", "every");
+  check(c.validation_every >= 0,
+        "setting 'validation.every' must be ≥ 0 (0: only at start and end)");
+  c.samples_per_step = integer("samples", "per_step");
+  c.checkpoint_every = integer("checkpoint", "every");
+  c.checkpoint_dir = str("checkpoint", "dir");
+  c.precision_map(c.model.num_hidden_layers);  // validates the overrides
+  return c;
+}
+
+PrecisionMap RunConfig::precision_map(int64_t layers) const {
+  PrecisionMap pm(layers, default_precision);
+  for (const auto& o : precision_overrides) {
+    // "LAYER.MODULE=PRECISION": LAYER an index or *, MODULE q|k|v|o|gate|up|down or *.
+    const size_t eq = o.find('='), dot = o.find('.');
+    check(eq != std::string::npos && dot != std::string::npos && dot < eq,
+          "precision.overrides: '" + o +
+              "' is not LAYER.MODULE=PRECISION (e.g. 0.gate=bf16, *.down=bf16)");
+    const std::string layer = o.substr(0, dot), module = o.substr(dot + 1, eq - dot - 1);
+    const Precision p = parse_precision(o.substr(eq + 1));
+    std::vector<int64_t> ls;
+    if (layer == "*") {
+      for (int64_t l = 0; l < layers; ++l) ls.push_back(l);
+    } else {
+      char* end = nullptr;
+      const long v = std::strtol(layer.c_str(), &end, 10);
+      check(
+          !layer.empty() && *end == '\0' && v >= 0 && v < layers,
+          "precision.overrides: layer '" + layer + "' is not * or 0…" + std::to_string(layers - 1));
+      ls.push_back(v);
+    }
+    bool matched = false;
+    for (int mi = 0; mi < kModules; ++mi)
+      if (module == "*" || module == module_short(Module(mi))) {
+        matched = true;
+        for (int64_t l : ls) pm.set(l, Module(mi), p);
+      }
+    check(matched, "precision.overrides: module '" + module +
+                       "' is not one of: *, q, k, v, o, gate, up, down");
+  }
+  pm.validate();
+  return pm;
+}
+
+std::vector<std::string> RunConfig::preset_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("FP8RL_PRESETS"); env && *env) dirs.push_back(env);
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    dirs.push_back((exe.parent_path() / "../share/fp8rl/presets").lexically_normal().string());
+  return dirs;
+}
+
+std::vector<std::string> RunConfig::preset_names() {
+  std::set<std::string> names;
+  for (const auto& d : preset_dirs()) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(d, ec))
+      if (e.path().extension() == ".yaml") names.insert(e.path().stem().string());
+  }
+  return {names.begin(), names.end()};
+}
+
+RunConfig RunConfig::load(const std::string& preset, const std::string& file,
+                          const std::vector<std::string>& sets) {
+  check(preset.empty() || file.empty(), "give a preset or a config file, not both");
+  Json doc = defaults();
+  std::string path = file;
+  if (!preset.empty()) {
+    for (const auto& d : preset_dirs())
+      if (std::filesystem::exists(d + "/" + preset + ".yaml")) {
+        path = d + "/" + preset + ".yaml";
+        break;
+      }
+    check(!path.empty(),
+          "unknown preset '" + preset + "' (available: " + join(preset_names()) + ")");
+  }
+  if (!path.empty()) overlay(doc, parse_yaml(read_file(path), path), "");
+  for (const auto& s : sets) apply_override(doc, s);
+  return from_json(doc);
+}
+
+}  // namespace fp8rl

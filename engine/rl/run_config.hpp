@@ -1,0 +1,67 @@
+// Run configuration: YAML presets (resources/presets/NAME.yaml), a config file, and
+// `--set section.key=value` overrides, layered over the defaults below. Unknown keys, wrong
+// types and values outside the allowed set are errors naming the key and what is allowed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/json.hpp"
+#include "model/config.hpp"
+#include "model/kv_cache.hpp"
+#include "model/optimizer.hpp"
+#include "rl/grpo.hpp"
+#include "rl/tasks.hpp"
+#include "rollout/sampling.hpp"
+
+namespace fp8rl {
+
+struct RunConfig {
+  Json doc;  // the full, validated configuration (defaults + preset + overrides)
+
+  std::string name, backend;
+  uint64_t seed = 0;
+  TaskConfig task;
+  ModelConfig model;
+  double init_std = 0.02;
+  std::string init_checkpoint;  // model.checkpoint: start from it instead of random init
+  Precision default_precision = Precision::fp8;
+  std::vector<std::string> precision_overrides;  // "LAYER.MODULE=PRECISION", * wildcards
+  KvDType kv_cache = KvDType::bf16;
+  bool pow2_scales = false;
+  // grpo
+  int64_t steps = 0, prompts_per_step = 0, group_size = 0, epochs = 1, mini_batches = 1,
+          micro_batch_size = 64;
+  SamplingParams sampling;
+  AdvantageMode advantage = AdvantageMode::mean_std;
+  LossConfig loss;
+  OptimizerConfig optimizer;
+  int64_t sft_steps = 0, sft_batch_size = 32;
+  double sft_lr = 0;
+  int64_t validation_every = 20, samples_per_step = 4;
+  int64_t checkpoint_every = 0;
+  std::string checkpoint_dir;
+
+  // The precision map of a model with `layers` layers (default + overrides).
+  PrecisionMap precision_map(int64_t layers) const;
+
+  // The defaults, as a YAML-compatible JSON document (what `fp8rl train --print-config` shows).
+  static Json defaults();
+  // Builds from a layered document; throws naming the offending key.
+  static RunConfig from_json(const Json& doc);
+  // Loads a preset by name (searched in FP8RL_PRESETS, then <exe>/../share/fp8rl/presets) or a
+  // file, applies `key=value` overrides, validates.
+  static RunConfig load(const std::string& preset, const std::string& file,
+                        const std::vector<std::string>& sets);
+  // Where presets are looked up, and the names found there.
+  static std::vector<std::string> preset_dirs();
+  static std::vector<std::string> preset_names();
+};
+
+// Applies one "a.b.c=value" override to a config document (the key must exist in the defaults).
+void apply_override(Json& doc, const std::string& assignment);
+// Overlays `over` onto `base` (both objects); keys of `over` must exist in `base` with the same
+// type. `where` prefixes error messages.
+void overlay(Json& base, const Json& over, const std::string& where);
+
+}  // namespace fp8rl

@@ -1,0 +1,473 @@
+#include "rl/run_loop.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "model/checkpoint.hpp"
+
+namespace fp8rl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+}
+
+// A training sequence: prompt + response ids; the response tokens are supervised.
+struct TrainSeq {
+  std::vector<int32_t> ids;
+  int64_t prompt_len = 0;
+  std::vector<float> g;  // generation log-probs of the response tokens
+  double advantage = 0;
+};
+
+// A padded micro-batch: B sequences × T positions; position t predicts ids[t + 1].
+struct MicroBatch {
+  int64_t B = 0, T = 0;
+  std::vector<int32_t> ids, targets;
+  std::vector<std::pair<size_t, int64_t>> rows;  // (sequence index, first response row in batch)
+};
+
+MicroBatch pack(const std::vector<TrainSeq>& seqs, size_t begin, size_t end) {
+  MicroBatch mb;
+  mb.B = static_cast<int64_t>(end - begin);
+  for (size_t i = begin; i < end; ++i)
+    mb.T = std::max<int64_t>(mb.T, static_cast<int64_t>(seqs[i].ids.size()) - 1);
+  mb.ids.assign(static_cast<size_t>(mb.B * mb.T), CharTokenizer::kPad);
+  mb.targets.assign(mb.ids.size(), CharTokenizer::kPad);
+  for (size_t i = begin; i < end; ++i) {
+    const auto& s = seqs[i];
+    const int64_t b = static_cast<int64_t>(i - begin);
+    for (int64_t t = 0; t + 1 < static_cast<int64_t>(s.ids.size()); ++t) {
+      mb.ids[b * mb.T + t] = s.ids[t];
+      mb.targets[b * mb.T + t] = s.ids[t + 1];
+    }
+    // Response token k sits at ids[prompt_len + k] and is predicted by row prompt_len + k − 1.
+    mb.rows.push_back({i, b * mb.T + s.prompt_len - 1});
+  }
+  return mb;
+}
+
+}  // namespace
+
+double resident_memory_mb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0.0;
+}
+
+// Collects FP8 quantization telemetry of one step: log2 of the dequantization scales and the
+// statistics, per layer and tensor kind.
+struct GrpoRun::Observer : QuantObserver {
+  explicit Observer(Backend& backend) : be(backend) {}
+  Backend& be;
+  bool enabled = false;
+  struct Acc {
+    std::vector<double> log2_scales;
+    QuantStats stats;
+  };
+  std::map<std::pair<int64_t, std::string>, Acc> acc;
+
+  void observe(int64_t layer, Module, const char* kind, const Fp8Matrix& q,
+               const QuantStats& s) override {
+    if (!enabled) return;
+    std::vector<float> sc(static_cast<size_t>(scale_count(q.block, q.rows, q.cols)));
+    be.download(sc.data(), q.scale_inv, sc.size() * 4);
+    Acc& a = acc[{layer, kind}];
+    const int64_t rstep = q.block == ScaleBlock::row1x128 ? 1 : kBlock;
+    for (int64_t r = 0; r < q.rows; r += rstep)
+      for (int64_t c = 0; c < q.cols; c += kBlock) {
+        const float v = sc[static_cast<size_t>(scale_index(q.block, q.rows, q.cols, r, c))];
+        a.log2_scales.push_back(v > 0 ? std::log2(static_cast<double>(v)) : NAN);
+      }
+    a.stats += s;
+  }
+};
+
+GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be) : cfg_(cfg), be_(be) {
+  task_ = make_task(cfg_.task);
+  const ModelConfig* mc = &cfg_.model;
+  ModelConfig from_ckpt;
+  QuantOptions qopt;
+  qopt.pow2_scales = cfg_.pow2_scales;
+  if (!cfg_.init_checkpoint.empty()) {
+    from_ckpt = read_checkpoint_config(cfg_.init_checkpoint);
+    mc = &from_ckpt;
+  }
+  ModelConfig model_cfg = *mc;
+  check(model_cfg.vocab_size >= task_->tokenizer().vocab_size() || !cfg_.init_checkpoint.empty(),
+        "model vocabulary too small for the task");
+  if (cfg_.init_checkpoint.empty()) model_cfg.vocab_size = task_->tokenizer().vocab_size();
+  check(model_cfg.vocab_size >= task_->tokenizer().vocab_size(),
+        "the checkpoint's vocabulary (" + std::to_string(model_cfg.vocab_size) +
+            ") is smaller than the task tokenizer's (" +
+            std::to_string(task_->tokenizer().vocab_size()) + ")");
+  const PrecisionMap pm = cfg_.precision_map(model_cfg.num_hidden_layers);
+  if (cfg_.init_checkpoint.empty()) {
+    model_ = std::make_unique<Qwen3Model>(be_, model_cfg, pm, cfg_.seed, cfg_.init_std, qopt);
+  } else {
+    model_ = load_checkpoint(be_, cfg_.init_checkpoint, pm, qopt);
+  }
+  observer_ = std::make_unique<Observer>(be_);
+  model_->set_quant_observer(observer_.get());
+  opt_ = std::make_unique<AdamW>(be_, model_->parameters(), cfg_.optimizer);
+  if (cfg_.sft_steps > 0) {
+    OptimizerConfig sft = cfg_.optimizer;
+    sft.lr = cfg_.sft_lr;
+    sft.schedule = "constant";
+    sft.warmup_steps = 0;
+    sft_opt_ = std::make_unique<AdamW>(be_, model_->parameters(), sft);
+  }
+  gen_ = std::make_unique<Generator>(*model_, GeneratorOptions{cfg_.kv_cache, 0});
+}
+
+GrpoRun::~GrpoRun() = default;
+
+void GrpoRun::set_precision(const PrecisionMap& pm) {
+  model_->set_precision(pm);
+}
+void GrpoRun::set_lr(double lr) {
+  opt_->set_lr(lr);
+  cfg_.optimizer.lr = lr;
+}
+void GrpoRun::set_importance_bounds(double lo, double hi) {
+  check(lo >= 0 && hi > lo, "importance bounds must satisfy 0 ≤ min < max");
+  cfg_.loss.is_min = lo;
+  cfg_.loss.is_max = hi;
+}
+
+StepRecord GrpoRun::next() {
+  check(!finished(), "the run has finished");
+  const auto t0 = Clock::now();
+  StepRecord r = sft_done_ < cfg_.sft_steps ? sft_step() : rl_step();
+  elapsed_ += since(t0);
+  r.wall_seconds = elapsed_;
+  r.scalars[metric::kMemory] = resident_memory_mb();
+  return r;
+}
+
+StepRecord GrpoRun::sft_step() {
+  // Supervised next-token cross-entropy on prompt → answer<eos> (teacher forcing).
+  StepRecord r;
+  r.phase = "sft";
+  r.step = sft_done_ - cfg_.sft_steps;  // −N … −1
+  Rng rng(mix(cfg_.seed, 0x5f7000000ull + static_cast<uint64_t>(sft_done_)));
+  std::vector<TrainSeq> seqs;
+  for (int64_t i = 0; i < cfg_.sft_batch_size; ++i) {
+    const Example ex = task_->sample(rng);
+    TrainSeq s;
+    s.ids = task_->encode_prompt(ex.prompt);
+    s.prompt_len = static_cast<int64_t>(s.ids.size());
+    for (int32_t t : task_->tokenizer().encode(ex.answer)) s.ids.push_back(t);
+    s.ids.push_back(CharTokenizer::kEos);
+    seqs.push_back(std::move(s));
+  }
+  const auto t0 = Clock::now();
+  int64_t tokens = 0;
+  for (const auto& s : seqs) tokens += static_cast<int64_t>(s.ids.size()) - s.prompt_len;
+  model_->zero_grad();
+  double loss = 0;
+  const size_t mbs = static_cast<size_t>(cfg_.micro_batch_size);
+  for (size_t b = 0; b < seqs.size(); b += mbs) {
+    const MicroBatch mb = pack(seqs, b, std::min(seqs.size(), b + mbs));
+    const auto res = model_->forward(mb.ids, mb.targets, mb.B, mb.T, 1.0f, true);
+    std::vector<float> dlogp(res.logp.size(), 0.0f);
+    for (auto [si, row] : mb.rows)
+      for (int64_t k = 0; k < static_cast<int64_t>(seqs[si].ids.size()) - seqs[si].prompt_len;
+           ++k) {
+        loss -= res.logp[static_cast<size_t>(row + k)] / static_cast<double>(tokens);
+        dlogp[static_cast<size_t>(row + k)] = -1.0f / static_cast<float>(tokens);
+      }
+    model_->backward(dlogp);
+  }
+  const OptimizerStep os = sft_opt_->step();
+  model_->refresh();
+  ++sft_done_;
+  r.scalars["sft/loss"] = loss;
+  r.scalars[metric::kGradNorm] = os.grad_norm;
+  r.scalars[metric::kTimeTraining] = since(t0);
+  r.scalars[metric::kTimeTotal] = since(t0);
+  if (sft_done_ == cfg_.sft_steps) {
+    // The RL baseline: validation right before the first GRPO step.
+    r.scalars[metric::kValAccuracy] = validate(&r.samples);
+  }
+  return r;
+}
+
+StepRecord GrpoRun::rl_step() {
+  const auto t_step = Clock::now();
+  StepRecord r;
+  r.phase = "rl";
+  r.step = rl_done_ + 1;
+  if (rl_done_ == 0 && cfg_.sft_steps == 0) r.scalars["accuracy/validation_initial"] = validate();
+  const int64_t P = cfg_.prompts_per_step, G = cfg_.group_size, N = P * G;
+
+  // 1. Prompts (a fresh, reproducible draw per step).
+  Rng rng(mix(cfg_.seed, static_cast<uint64_t>(r.step)));
+  std::vector<Example> examples;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t i = 0; i < P; ++i) {
+    examples.push_back(task_->sample(rng));
+    const auto ids = task_->encode_prompt(examples.back().prompt);
+    for (int64_t g = 0; g < G; ++g) prompts.push_back(ids);
+  }
+
+  // 2. Rollout.
+  SamplingParams sp = cfg_.sampling;
+  sp.max_new_tokens = task_->max_response_tokens();
+  sp.eos_token = CharTokenizer::kEos;
+  sp.seed = mix(cfg_.seed, 0x9e7000000ull + static_cast<uint64_t>(r.step));
+  const auto seqs = gen_->generate(prompts, sp);
+  const RolloutStats rs = gen_->last_stats();
+  const double t_gen = rs.prefill_seconds + rs.decode_seconds + rs.calibration_seconds;
+
+  // 3. Rewards and advantages.
+  std::vector<double> rewards;
+  double correct = 0, resp_len = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    const Sequence& s = seqs[static_cast<size_t>(i)];
+    const bool ended = s.finish_reason == "eos";
+    std::vector<int32_t> body = s.response;
+    if (ended) body.pop_back();
+    const std::string text = task_->tokenizer().decode(body);
+    const Example& ex = examples[static_cast<size_t>(i / G)];
+    rewards.push_back(task_->reward(ex, text, ended));
+    correct += task_->correct(ex, text, ended);
+    resp_len += static_cast<double>(s.response.size());
+    if (static_cast<int64_t>(r.samples.size()) < cfg_.samples_per_step && i % G == 0)
+      r.samples.push_back({ex.prompt, text + (ended ? "" : "…"), ex.answer, rewards.back()});
+  }
+  const auto adv = compute_advantages(rewards, G, cfg_.advantage);
+  std::vector<TrainSeq> train(static_cast<size_t>(N));
+  int64_t train_tokens = 0, response_tokens = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    const Sequence& s = seqs[static_cast<size_t>(i)];
+    TrainSeq& t = train[static_cast<size_t>(i)];
+    t.ids = s.prompt;
+    t.ids.insert(t.ids.end(), s.response.begin(), s.response.end());
+    t.prompt_len = static_cast<int64_t>(s.prompt.size());
+    t.g = s.logprobs;
+    t.advantage = adv[static_cast<size_t>(i)];
+    train_tokens += static_cast<int64_t>(t.ids.size()) - 1;
+    response_tokens += static_cast<int64_t>(s.response.size());
+  }
+
+  // 4. Trainer log-probs p and training. With one optimizer step per RL step the policy that
+  // trains is the one that generated, so p comes from the training forward itself (c = p,
+  // ratio 1); with several, a separate no-grad pass records p first.
+  const float inv_t = static_cast<float>(1.0 / cfg_.sampling.temperature);
+  const size_t mbs = static_cast<size_t>(cfg_.micro_batch_size);
+  std::vector<std::vector<float>> p(static_cast<size_t>(N));
+  const bool separate_logprob = cfg_.mini_batches > 1 || cfg_.epochs > 1;
+  double t_logprob = 0;
+  if (separate_logprob) {
+    const auto t0 = Clock::now();
+    for (size_t b = 0; b < train.size(); b += mbs) {
+      const MicroBatch mb = pack(train, b, std::min(train.size(), b + mbs));
+      const auto res = model_->forward(mb.ids, mb.targets, mb.B, mb.T, inv_t, false);
+      for (auto [si, row] : mb.rows)
+        p[si].assign(res.logp.begin() + row,
+                     res.logp.begin() + row + static_cast<int64_t>(train[si].g.size()));
+    }
+    t_logprob = since(t0);
+  }
+  KvScaleCalibrator calibrator;
+  if (cfg_.kv_cache == KvDType::fp8) model_->set_kv_calibrator(&calibrator);
+  observer_->acc.clear();
+  const auto t_train0 = Clock::now();
+  TokenLossSums sums;
+  double entropy_sum = 0, grad_norm = 0, lr = 0;
+  int64_t entropy_n = 0;
+  std::vector<float> all_p, all_g;
+  const size_t per_mini = train.size() / static_cast<size_t>(cfg_.mini_batches);
+  for (int64_t epoch = 0; epoch < cfg_.epochs; ++epoch)
+    for (int64_t m = 0; m < cfg_.mini_batches; ++m) {
+      const size_t m0 = static_cast<size_t>(m) * per_mini, m1 = m0 + per_mini;
+      int64_t mini_tokens = 0;
+      for (size_t i = m0; i < m1; ++i) mini_tokens += static_cast<int64_t>(train[i].g.size());
+      model_->zero_grad();
+      for (size_t b = m0; b < m1; b += mbs) {
+        // FP8 telemetry from the first micro-batch of the step only (bounded cost).
+        observer_->enabled = epoch == 0 && m == 0 && b == m0;
+        const MicroBatch mb = pack(train, b, std::min(m1, b + mbs));
+        const auto res = model_->forward(mb.ids, mb.targets, mb.B, mb.T, inv_t, true, true);
+        std::vector<float> dlogp(res.logp.size(), 0.0f);
+        for (auto [si, row] : mb.rows) {
+          TrainSeq& s = train[si];
+          const int64_t n = static_cast<int64_t>(s.g.size());
+          const float* c = res.logp.data() + row;
+          if (!separate_logprob) p[si].assign(c, c + n);
+          add_token_loss(cfg_.loss, s.advantage, c, p[si].data(), s.g.data(), nullptr, n,
+                         dlogp.data() + row, sums);
+          for (int64_t k = 0; k < n; ++k) {
+            dlogp[static_cast<size_t>(row + k)] /=
+                static_cast<float>(mini_tokens);  // token-level mean
+            entropy_sum += res.entropy[static_cast<size_t>(row + k)];
+          }
+          entropy_n += n;
+          if (epoch == 0) {
+            all_p.insert(all_p.end(), p[si].begin(), p[si].end());
+            all_g.insert(all_g.end(), s.g.begin(), s.g.end());
+          }
+        }
+        model_->backward(dlogp);
+        observer_->enabled = false;
+      }
+      const OptimizerStep os = opt_->step();
+      grad_norm = os.grad_norm;
+      lr = os.lr;
+      if (!(epoch == cfg_.epochs - 1 && m == cfg_.mini_batches - 1)) model_->refresh();
+    }
+  model_->set_kv_calibrator(nullptr);
+  const double t_train = since(t_train0);
+
+  // 5. Recalibration: re-quantize the FP8 weights for the next rollout; new KV scales.
+  const auto t_cal0 = Clock::now();
+  observer_->enabled = true;
+  model_->refresh();
+  observer_->enabled = false;
+  if (cfg_.kv_cache == KvDType::fp8 && !calibrator.empty())
+    gen_->set_kv_scales(calibrator.scales());
+  const double t_cal = since(t_cal0);
+  ++rl_done_;
+
+  // 6. Telemetry.
+  const MismatchStats ms = mismatch_stats(all_p, all_g, cfg_.loss);
+  auto& S = r.scalars;
+  S[metric::kReward] = mean(rewards);
+  double var = 0;
+  for (double x : rewards) var += (x - S[metric::kReward]) * (x - S[metric::kReward]);
+  S[metric::kRewardStd] = std::sqrt(var / static_cast<double>(rewards.size()));
+  S[metric::kTrainAccuracy] = correct / static_cast<double>(N);
+  S[metric::kLoss] = sums.tokens ? sums.loss / static_cast<double>(sums.tokens) : 0.0;
+  S[metric::kGradNorm] = grad_norm;
+  S[metric::kLr] = lr;
+  S[metric::kEntropy] = entropy_n ? entropy_sum / static_cast<double>(entropy_n) : 0.0;
+  S[metric::kClipFraction] =
+      sums.tokens ? static_cast<double>(sums.clipped) / static_cast<double>(sums.tokens) : 0.0;
+  S[metric::kTokenMultProbError] = ms.token_mult_prob_error;
+  S[metric::kGenKlError] = ms.gen_kl_error;
+  S[metric::kMeanWeight] = ms.mean_weight;
+  S[metric::kOutOfBounds] = ms.out_of_bounds;
+  S[metric::kEss] = ms.effective_sample_size;
+  S[metric::kResponseLength] = resp_len / static_cast<double>(N);
+  S[metric::kTimeGeneration] = t_gen;
+  S[metric::kTimeLogprob] = t_logprob;
+  S[metric::kTimeTraining] = t_train;
+  S[metric::kTimeRecalibration] = t_cal;
+  S[metric::kRolloutTps] = t_gen > 0 ? static_cast<double>(response_tokens) / t_gen : 0.0;
+  S[metric::kTrainTps] =
+      t_train > 0 ? static_cast<double>(train_tokens * cfg_.epochs) / t_train : 0.0;
+  r.histograms.push_back({"importance_weight", log_histogram(ms.weights, -2, 2, 40)});
+  const auto kv = gen_->kv_scales();
+  for (size_t l = 0; l < kv.size(); ++l) {
+    S["kv_scale/L" + std::to_string(l) + "/k"] = kv[l].first;
+    S["kv_scale/L" + std::to_string(l) + "/v"] = kv[l].second;
+  }
+  add_fp8_telemetry(r);
+  if (finished() || (cfg_.validation_every > 0 && rl_done_ % cfg_.validation_every == 0))
+    S[metric::kValAccuracy] = validate();
+  S[metric::kTimeTotal] = since(t_step);
+  return r;
+}
+
+void GrpoRun::add_fp8_telemetry(StepRecord& r) {
+  for (auto& [key, a] : observer_->acc) {
+    const std::string name = "L" + std::to_string(key.first) + "/" + key.second;
+    r.histograms.push_back({"fp8_scale_log2/" + name, linear_histogram(a.log2_scales, -32, 8, 40)});
+    const double n = static_cast<double>(std::max<int64_t>(a.stats.elements, 1));
+    r.scalars["fp8/" + name + "/saturated_frac"] = static_cast<double>(a.stats.saturated) / n;
+    r.scalars["fp8/" + name + "/flushed_frac"] = static_cast<double>(a.stats.flushed_to_zero) / n;
+    r.scalars["fp8/" + name + "/rel_error"] = a.stats.relative_error();
+  }
+  observer_->acc.clear();
+}
+
+double GrpoRun::validate(std::vector<SampleRecord>* samples) {
+  const auto& val = task_->validation();
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& ex : val) prompts.push_back(task_->encode_prompt(ex.prompt));
+  SamplingParams sp;
+  sp.temperature = 0;  // greedy
+  sp.max_new_tokens = task_->max_response_tokens();
+  sp.eos_token = CharTokenizer::kEos;
+  const auto seqs = gen_->generate(prompts, sp);
+  int64_t right = 0;
+  for (size_t i = 0; i < val.size(); ++i) {
+    const bool ended = seqs[i].finish_reason == "eos";
+    std::vector<int32_t> body = seqs[i].response;
+    if (ended) body.pop_back();
+    const std::string text = task_->tokenizer().decode(body);
+    right += task_->correct(val[i], text, ended);
+    if (samples && static_cast<int64_t>(samples->size()) < cfg_.samples_per_step)
+      samples->push_back({val[i].prompt, text, val[i].answer, task_->reward(val[i], text, ended)});
+  }
+  return val.empty() ? 0.0 : static_cast<double>(right) / static_cast<double>(val.size());
+}
+
+void GrpoRun::save(const std::string& dir) {
+  Json st;
+  st["sft_done"] = sft_done_;
+  st["rl_done"] = rl_done_;
+  st["elapsed_seconds"] = elapsed_;
+  st["config"] = cfg_.doc;
+  Json::Array kv;
+  for (auto [k, v] : gen_->kv_scales())
+    kv.push_back(Json(Json::Array{Json(double(k)), Json(double(v))}));
+  st["kv_scales"] = Json(std::move(kv));
+  save_checkpoint(dir, *model_, opt_.get(), st);
+  if (sft_opt_) sft_opt_->state().write(dir + "/sft_optimizer.safetensors");
+  task_->tokenizer().save(dir);
+}
+
+void GrpoRun::restore(const std::string& dir) {
+  auto loaded = load_checkpoint(be_, dir, model_->precision(),
+                                QuantOptions{Fp8Format::e4m3, cfg_.pow2_scales});
+  // Copy the weights into this run's model (keeps optimizer bindings).
+  auto src = loaded->parameters();
+  auto dst = model_->parameters();
+  check(src.size() == dst.size(), "resume: the checkpoint's model differs from the run's");
+  for (size_t i = 0; i < src.size(); ++i) {
+    check(src[i]->name == dst[i]->name && src[i]->master.size() == dst[i]->master.size(),
+          "resume: parameter " + src[i]->name + " differs from the run's model");
+    be_.copy(dst[i]->master.buf.data(), src[i]->master.buf.data(), src[i]->master.buf.bytes());
+  }
+  model_->refresh();
+  load_optimizer_state(dir, *opt_);
+  if (sft_opt_ && std::filesystem::exists(dir + "/sft_optimizer.safetensors"))
+    sft_opt_->load_state(SafeTensorsFile::read(dir + "/sft_optimizer.safetensors"));
+  std::ifstream in(dir + "/trainer_state.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const Json st = Json::parse(ss.str());
+  sft_done_ = st.at("sft_done").as_int("sft_done");
+  rl_done_ = st.at("rl_done").as_int("rl_done");
+  elapsed_ = st.at("elapsed_seconds").as_number("elapsed_seconds");
+  std::vector<std::pair<float, float>> kv;
+  for (const auto& p : st.at("kv_scales").as_array("kv_scales"))
+    kv.push_back({static_cast<float>(p.as_array()[0].as_number()),
+                  static_cast<float>(p.as_array()[1].as_number())});
+  if (!kv.empty()) gen_->set_kv_scales(kv);
+}
+
+}  // namespace fp8rl

@@ -1,0 +1,237 @@
+#include "rl/tasks.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include "core/error.hpp"
+
+namespace fp8rl {
+
+double partial_credit(const std::string& answer, const std::string& response, bool ended) {
+  if (!ended) return 0.0;
+  const size_t n = std::max(answer.size(), response.size());
+  if (n == 0) return 1.0;
+  size_t right = 0;
+  for (size_t i = 0; i < std::min(answer.size(), response.size()); ++i)
+    right += answer[i] == response[i];
+  return static_cast<double>(right) / static_cast<double>(n);
+}
+
+double Task::reward(const Example& ex, const std::string& response, bool ended) const {
+  return partial_credit(ex.answer, response, ended);
+}
+
+std::vector<int32_t> Task::encode_prompt(const std::string& prompt) const {
+  std::vector<int32_t> ids = {CharTokenizer::kBos};
+  const auto body = tokenizer_.encode(prompt);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
+namespace {
+
+// A generated task: examples come from a seeded generator; the validation set is drawn first
+// and excluded from training.
+class GeneratedTask : public Task {
+ public:
+  GeneratedTask(std::string name, std::string symbols, const TaskConfig& cfg)
+      : name_(std::move(name)), cfg_(cfg) {
+    tokenizer_ = CharTokenizer(symbols);
+  }
+  std::string name() const override { return name_; }
+
+  void build_validation() {
+    Rng rng(cfg_.seed ^ 0x5eedba11ull);
+    std::set<std::string> seen;
+    int attempts = 0;
+    while (static_cast<int64_t>(validation_.size()) < cfg_.validation_size && attempts++ < 100000) {
+      Example ex = make(rng);
+      if (seen.insert(ex.prompt).second) validation_.push_back(ex);
+    }
+    held_out_ = seen;
+  }
+
+  Example sample(Rng& rng) const override {
+    for (int i = 0; i < 1000; ++i) {
+      Example ex = make(rng);
+      if (!held_out_.count(ex.prompt)) return ex;
+    }
+    throw Error("task " + name_ +
+                ": the validation set covers every prompt; shrink task.validation_size");
+  }
+
+ protected:
+  virtual Example make(Rng& rng) const = 0;
+  int64_t length(Rng& rng) const {
+    return cfg_.min_len + static_cast<int64_t>(
+                              rng.next() % static_cast<uint64_t>(cfg_.max_len - cfg_.min_len + 1));
+  }
+  std::string name_;
+  TaskConfig cfg_;
+  std::set<std::string> held_out_;
+};
+
+// "dcab=" → "bacd": reverse a string of letters a–h.
+class ReverseTask : public GeneratedTask {
+ public:
+  explicit ReverseTask(const TaskConfig& c) : GeneratedTask("reverse", "abcdefgh=", c) {
+    build_validation();
+  }
+  int64_t max_response_tokens() const override { return cfg_.max_len + 1; }
+
+ protected:
+  Example make(Rng& rng) const override {
+    std::string s;
+    for (int64_t i = length(rng); i > 0; --i) s += static_cast<char>('a' + rng.next() % 8);
+    return {s + "=", std::string(s.rbegin(), s.rend())};
+  }
+};
+
+// "4170=" → "0147": sort digits ascending.
+class SortTask : public GeneratedTask {
+ public:
+  explicit SortTask(const TaskConfig& c) : GeneratedTask("sort", "0123456789=", c) {
+    build_validation();
+  }
+  int64_t max_response_tokens() const override { return cfg_.max_len + 1; }
+
+ protected:
+  Example make(Rng& rng) const override {
+    std::string s;
+    for (int64_t i = length(rng); i > 0; --i) s += static_cast<char>('0' + rng.next() % 10);
+    std::string sorted = s;
+    std::sort(sorted.begin(), sorted.end());
+    return {s + "=", sorted};
+  }
+};
+
+// "37+485=" → "522": add two numbers of min_len…max_len digits (answers written plainly).
+class AdditionTask : public GeneratedTask {
+ public:
+  explicit AdditionTask(const TaskConfig& c) : GeneratedTask("addition", "0123456789+=", c) {
+    check(c.max_len <= 9, "task.max_len must be ≤ 9 for addition");
+    build_validation();
+  }
+  int64_t max_response_tokens() const override { return cfg_.max_len + 2; }
+
+ protected:
+  Example make(Rng& rng) const override {
+    auto number = [&] {
+      const int64_t digits = length(rng);
+      int64_t lo = 1;
+      for (int64_t i = 1; i < digits; ++i) lo *= 10;
+      const int64_t hi = lo * 10 - 1;
+      return (digits == 1 ? 0 : lo) +
+             static_cast<int64_t>(rng.next() %
+                                  static_cast<uint64_t>(hi - (digits == 1 ? 0 : lo) + 1));
+    };
+    const int64_t a = number(), b = number();
+    return {std::to_string(a) + "+" + std::to_string(b) + "=", std::to_string(a + b)};
+  }
+};
+
+// Prompts and answers from a JSON-lines file: {"prompt": "...", "answer": "..."} per line
+// (optional "split": "train" | "validation"; without it the last 10% validate).
+class JsonlTask : public Task {
+ public:
+  explicit JsonlTask(const TaskConfig& c) : cfg_(c) {
+    check(!c.path.empty(), "task.path is required for the jsonl task");
+    check(c.reward == "exact" || c.reward == "numeric",
+          "task.reward '" + c.reward + "' is not one of: exact, numeric");
+    std::ifstream in(c.path);
+    check(in.good(), "task.path: cannot open " + c.path);
+    std::string line, symbols;
+    std::set<char> chars;
+    std::vector<Example> all, val;
+    bool explicit_split = false;
+    for (int n = 1; std::getline(in, line); ++n) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      Json j;
+      try {
+        j = Json::parse(line);
+      } catch (const Error& e) {
+        throw Error(c.path + ":" + std::to_string(n) + ": not valid JSON: " + e.message());
+      }
+      auto field = [&](const char* key) -> std::string {
+        if (!j.is_object() || !j.contains(key))
+          throw Error(c.path + ":" + std::to_string(n) + ": missing \"" + key + "\"");
+        const Json& v = j.at(key);
+        if (v.is_number()) {
+          const double d = v.as_number();
+          return d == std::floor(d) ? std::to_string(static_cast<int64_t>(d)) : Json(d).dump();
+        }
+        if (!v.is_string())
+          throw Error(c.path + ":" + std::to_string(n) + ": \"" + key +
+                      "\" must be a string or number");
+        return v.as_string();
+      };
+      Example ex{field("prompt"), field("answer")};
+      if (ex.prompt.empty()) throw Error(c.path + ":" + std::to_string(n) + ": empty prompt");
+      if (c.reward == "numeric") {
+        char* end = nullptr;
+        std::strtod(ex.answer.c_str(), &end);
+        if (ex.answer.empty() || *end)
+          throw Error(c.path + ":" + std::to_string(n) + ": answer \"" + ex.answer +
+                      "\" is not a number (task.reward numeric)");
+      }
+      for (char ch : ex.prompt + ex.answer) chars.insert(ch);
+      const bool is_val = j.contains("split") && j.at("split").as_string("split") == "validation";
+      explicit_split |= j.contains("split");
+      (is_val ? val : all).push_back(ex);
+    }
+    check(!all.empty(), c.path + ": no examples");
+    if (!explicit_split) {
+      const size_t n_val = std::max<size_t>(1, all.size() / 10);
+      val.assign(all.end() - static_cast<int64_t>(n_val), all.end());
+      all.resize(all.size() - n_val);
+    }
+    check(!all.empty(), c.path + ": no training examples left after the validation split");
+    for (char ch : chars) symbols += ch;
+    tokenizer_ = CharTokenizer(symbols);
+    train_ = std::move(all);
+    validation_ = std::move(val);
+    for (const auto& e : train_)
+      longest_ = std::max<int64_t>(longest_, static_cast<int64_t>(e.answer.size()));
+    for (const auto& e : validation_)
+      longest_ = std::max<int64_t>(longest_, static_cast<int64_t>(e.answer.size()));
+  }
+  std::string name() const override { return "jsonl"; }
+  Example sample(Rng& rng) const override { return train_[rng.next() % train_.size()]; }
+  int64_t max_response_tokens() const override { return longest_ + 1; }
+  double reward(const Example& ex, const std::string& response, bool ended) const override {
+    if (!ended) return 0.0;
+    if (cfg_.reward == "exact") return response == ex.answer ? 1.0 : 0.0;
+    char* end = nullptr;
+    const double got = std::strtod(response.c_str(), &end);
+    if (response.empty() || *end) return 0.0;
+    return std::fabs(got - std::strtod(ex.answer.c_str(), nullptr)) <= cfg_.numeric_tolerance ? 1.0
+                                                                                              : 0.0;
+  }
+  bool correct(const Example& ex, const std::string& response, bool ended) const override {
+    return reward(ex, response, ended) >= 1.0;
+  }
+
+ private:
+  TaskConfig cfg_;
+  std::vector<Example> train_;
+  int64_t longest_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_task(const TaskConfig& c) {
+  if (c.name != "jsonl") {
+    check(c.min_len >= 1 && c.max_len >= c.min_len,
+          "task.min_len and task.max_len must satisfy 1 ≤ min_len ≤ max_len");
+    check(c.validation_size >= 1, "task.validation_size must be ≥ 1");
+  }
+  if (c.name == "reverse") return std::make_unique<ReverseTask>(c);
+  if (c.name == "sort") return std::make_unique<SortTask>(c);
+  if (c.name == "addition") return std::make_unique<AdditionTask>(c);
+  if (c.name == "jsonl") return std::make_unique<JsonlTask>(c);
+  throw Error("task.name '" + c.name + "' is not one of: reverse, addition, sort, jsonl");
+}
+
+}  // namespace fp8rl

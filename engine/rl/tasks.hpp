@@ -1,0 +1,62 @@
+// Tasks with verifiable rewards. Each has a character-level tokenizer, a seeded generator of
+// training prompts, a held-out validation set and a reward function. Prompts are encoded as
+// <bos> + characters; a response is characters ending with <eos>.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/json.hpp"
+#include "core/rng.hpp"
+#include "model/tokenizer.hpp"
+
+namespace fp8rl {
+
+struct Example {
+  std::string prompt;  // e.g. "dcab="
+  std::string answer;  // e.g. "bacd"
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual std::string name() const = 0;
+  const CharTokenizer& tokenizer() const { return tokenizer_; }
+  // A training example; never one of the validation prompts.
+  virtual Example sample(Rng& rng) const = 0;
+  const std::vector<Example>& validation() const { return validation_; }
+  // Reward in [0, 1] of a decoded response (without <eos>); `ended` = the response ended
+  // with <eos>. Built-in tasks give partial credit (fraction of answer positions right) and 0
+  // without <eos>; jsonl tasks give exact-match or numeric rewards.
+  virtual double reward(const Example& ex, const std::string& response, bool ended) const;
+  // Exact match (the accuracy the run reports).
+  virtual bool correct(const Example& ex, const std::string& response, bool ended) const {
+    return ended && response == ex.answer;
+  }
+  // Longest answer + 1 (for <eos>): the generation budget.
+  virtual int64_t max_response_tokens() const = 0;
+  std::vector<int32_t> encode_prompt(const std::string& prompt) const;
+
+ protected:
+  CharTokenizer tokenizer_;
+  std::vector<Example> validation_;
+};
+
+// Partial credit: matching positions / max(len(answer), len(response)); 0 without <eos>.
+double partial_credit(const std::string& answer, const std::string& response, bool ended);
+
+struct TaskConfig {
+  std::string name = "reverse";      // reverse | addition | sort | jsonl
+  int64_t min_len = 3, max_len = 6;  // letters (reverse), digits (addition, sort)
+  int64_t validation_size = 64;
+  std::string path;              // jsonl: the file
+  std::string reward = "exact";  // jsonl: exact | numeric
+  double numeric_tolerance = 1e-6;
+  uint64_t seed = 0;  // validation set seed
+};
+
+// Makes a task; errors name the bad field (and, for jsonl, the line and what is wrong).
+std::unique_ptr<Task> make_task(const TaskConfig& cfg);
+
+}  // namespace fp8rl

@@ -1,0 +1,151 @@
+// The run store: one SQLite file holding many runs (their configuration, status, per-step
+// scalars, histograms, sample responses, events and precision maps). The process that runs a
+// run (a worker or `fp8rl train`) writes it; others (the studio, `fp8rl runs`) read it.
+//
+// Concurrency: the file is in WAL mode, so readers never block the writer and several
+// processes may write different runs into the same file; every write is one BEGIN IMMEDIATE
+// transaction (retried with backoff when the 5 s busy timeout still gives up). A RunStore is
+// one connection; its methods are serialized by an internal mutex, so one store may be shared
+// between threads, though a thread of its own per store reads faster. Every failure throws
+// fp8rl::Error naming what failed, with SQLite's error text as status.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/json.hpp"
+#include "rl/grpo.hpp"
+#include "rl/telemetry.hpp"
+
+namespace fp8rl {
+
+class RunStore {
+ public:
+  // One row of the runs table. Times are unix seconds; absent values are nullopt.
+  struct RunRow {
+    int64_t id = 0;
+    std::string name;
+    std::string status;  // running, paused, finished, failed, crashed, stopped
+    std::string preset;
+    Json config;
+    std::string precision_summary;
+    std::string host;
+    int64_t pid = 0;
+    double created_at = 0;
+    std::optional<double> started_at;
+    std::optional<double> ended_at;  // set by a terminal status
+    std::optional<int64_t> last_step;
+    std::optional<double> last_heartbeat;
+    std::string control_endpoint;
+    std::string telemetry_endpoint;
+    std::string checkpoint_dir;
+    std::optional<int64_t> checkpoint_step;
+    std::string tags;
+    std::string notes;
+  };
+
+  struct ScalarPoint {
+    int64_t step;
+    double wall;   // seconds since the run started
+    double value;  // NaN and ±inf as recorded
+  };
+
+  struct EventRow {
+    int64_t step;
+    double wall;  // seconds since the run started
+    EventRecord event;
+  };
+
+  // Opens (read_only = false: creating it and its parent directories when missing) the store
+  // at path and brings its schema up to date. read_only opens an existing store for reading
+  // only: it never creates, migrates or writes, and its write methods throw. Throws when the
+  // file cannot be opened, is not a SQLite database or not a run store, or has a schema newer
+  // than this build supports.
+  explicit RunStore(const std::string& path, bool read_only = false);
+  ~RunStore();
+  RunStore(RunStore&&) noexcept;
+  RunStore& operator=(RunStore&&) noexcept;
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
+
+  // The path given to the constructor.
+  const std::string& path() const;
+  // Whether the store was opened read-only.
+  bool read_only() const;
+  // The schema version of the file (after migration, unless opened read-only).
+  int schema_version() const;
+  // The schema version this build creates and migrates to.
+  static int latest_schema_version();
+  // The SQL script that takes a database from version − 1 to version (1 … latest). Scripts
+  // of released versions never change; tests use them to build old databases.
+  static const std::string& migration_script(int version);
+
+  // --- Writers (each one transaction)
+
+  // Registers a new run with status "running", this host and process id, created_at =
+  // started_at = last_heartbeat = now. Returns its id.
+  int64_t create_run(const std::string& name, const std::string& preset, const Json& config,
+                     const std::string& precision_summary);
+  // Sets the status: running, paused, finished, failed, crashed or stopped (anything else
+  // throws, listing them). The terminal four set ended_at to now; running and paused clear it
+  // (a resumed run is no longer ended). Throws when there is no such run.
+  void set_status(int64_t run, const std::string& status);
+  // Writes every scalar, histogram, sample and event of the step record and sets the run's
+  // last_step to r.step and last_heartbeat to now, all in one transaction (nothing of it is
+  // written when any of it fails). Events get r.wall_seconds as their wall time.
+  void record_step(int64_t run, const StepRecord& r);
+  // Writes one event outside a step record; its wall time is now − the run's start.
+  void record_event(int64_t run, int64_t step, const EventRecord& e);
+  // Writes the run's precision map (layer → format, as JSON) in effect from step on.
+  void record_precision(int64_t run, int64_t step, const Json& map);
+  // Sets last_heartbeat to now (a reader takes a stale heartbeat of a running run as a crash).
+  void heartbeat(int64_t run);
+  // Sets the addresses of the run's control and telemetry sockets ("" when none).
+  void set_endpoints(int64_t run, const std::string& control, const std::string& telemetry);
+  // Records the run's latest checkpoint (its directory and step).
+  void set_checkpoint(int64_t run, const std::string& dir, int64_t step);
+  // Sets the user's tags and notes of the run.
+  void set_tags_notes(int64_t run, const std::string& tags, const std::string& notes);
+
+  // --- Readers (each sees the latest committed state)
+
+  // Every run, by id.
+  std::vector<RunRow> list_runs();
+  // The run with this id, or nullopt.
+  std::optional<RunRow> find_run(int64_t id);
+  // The scalar keys the run has recorded, sorted.
+  std::vector<std::string> scalar_keys(int64_t run);
+  // The run's values of key with step > after_step, by step (pass the last step seen to poll
+  // incrementally).
+  std::vector<ScalarPoint> scalar_series(
+      int64_t run, const std::string& key,
+      int64_t after_step = std::numeric_limits<int64_t>::min());
+  // The histogram names the run has recorded, sorted.
+  std::vector<std::string> histogram_names(int64_t run);
+  // The run's histograms called name, by step.
+  std::vector<std::pair<int64_t, Histogram>> histogram_series(int64_t run,
+                                                              const std::string& name);
+  // The run's latest sample responses, newest first; at most limit (all when limit < 0).
+  std::vector<std::pair<int64_t, SampleRecord>> samples(int64_t run, int64_t limit);
+  // The run's events in the order they were recorded.
+  std::vector<EventRow> events(int64_t run);
+  // The run's precision maps, by step.
+  std::vector<std::pair<int64_t, Json>> precision_history(int64_t run);
+  // Writes the run's scalars as CSV: header "step,wall,<keys sorted>", one row per step by
+  // step, an empty cell where a step lacks a key, NaN and ±inf as nan, inf, -inf.
+  void export_csv(int64_t run, std::ostream& out);
+  // SQLite's integrity check: "ok" when the file is sound, else its findings, one a line.
+  std::string integrity_check();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fp8rl
