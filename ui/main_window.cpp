@@ -51,18 +51,18 @@ MainWindow::MainWindow(QString cli, QWidget* parent)
   welcome->setMargin(16);
   welcome->setText(
       tr("<h2>FP8 RL Studio</h2>"
-         "<p>This build has the engine's foundation and FP8 numerics: the E4M3/E5M2 codecs, "
-         "block-wise quantization (1×128 and 128×128 blocks, FP32 scales) and block-scaled FP8 "
-         "GEMMs on the CPU reference backend, and the CUDA backend module on Hopper GPUs.</p>"
-         "<p><b>Not yet here:</b> the policy model, rollout, GRPO run loop and run store, so "
-         "there are no runs to launch or watch. Try <code>fp8rl bench gemm</code> in a "
-         "terminal.</p>"
+         "<p>The engine trains language models with GRPO end to end in FP8: block-wise E4M3 "
+         "linear layers (128×128 weight tiles, 1×128 activation blocks, FP32 scales) in "
+         "generation and training, an optional FP8 KV cache, and truncated importance "
+         "sampling. Try it in a terminal: <code>fp8rl train --preset demo</code>.</p>"
+         "<p><b>Not yet here:</b> the run store and worker processes, so the studio cannot "
+         "launch or watch runs yet.</p>"
          "<p>The <i>System</i> tab shows what this machine offers the engine.</p>"));
   auto* tabs = new QTabWidget(this);
   tabs->addTab(welcome, tr("Welcome"));
   tabs->addTab(report_, tr("System"));
   setCentralWidget(tabs);
-  statusBar()->showMessage(tr("No runs: the run loop is not in this build yet"));
+  statusBar()->showMessage(tr("No runs to show: the run store is not in this build yet"));
   report_->refresh();
 }
 

@@ -13,6 +13,10 @@
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "rl/run_loop.hpp"
+#include "run_db.hpp"
+#if defined(FP8RL_HAVE_STORE)
+#include "store/run_store.hpp"
+#endif
 
 namespace fp8rl::cli {
 namespace {
@@ -44,18 +48,50 @@ int cmd_train(const std::vector<std::string>& args) {
       rest.push_back(args[i]);
     }
   }
-  const Args a(rest, {"preset", "config", "backend", "output"}, {"json", "help", "print-config"});
-  if (a.flag("help") || (a.get("preset", "").empty() && a.get("config", "").empty())) {
+  const Args a(rest, {"preset", "config", "backend", "output", "db", "name", "resume"},
+               {"json", "help", "print-config", "no-db"});
+  const bool resuming = !a.get("resume", "").empty();
+  if (a.flag("help") || (a.get("preset", "").empty() && a.get("config", "").empty() && !resuming)) {
     std::fputs(
-        "usage: fp8rl train (--preset NAME | --config FILE) [--set key=value ...] [--json]\n"
-        "                   [--backend auto|cpu|cuda] [--output DIR] [--print-config]\n\n"
-        "Runs GRPO (with optional supervised warm-up) and prints a progress line per step, or\n"
-        "with --json one JSON object per step and a final summary. Ctrl-C stops at the next\n"
-        "step boundary and writes a checkpoint. Presets: resources/presets/*.yaml.\n",
+        "usage: fp8rl train (--preset NAME | --config FILE | --resume RUN_ID) [--set key=value "
+        "...]\n"
+        "                   [--json] [--db PATH] [--name NAME] [--backend auto|cpu|cuda]\n"
+        "                   [--output DIR] [--print-config] [--no-db]\n\n"
+        "Runs GRPO (with optional supervised warm-up), recording every step in the run database\n"
+        "(default: $FP8RL_DB or ~/.local/share/fp8rl/runs.sqlite). Prints a progress line per\n"
+        "step, or with --json one JSON object per step and a final summary. Ctrl-C stops at\n"
+        "the next step boundary and writes a checkpoint; --resume RUN_ID continues from the\n"
+        "run's last checkpoint. Presets: resources/presets/*.yaml.\n",
         a.flag("help") ? stdout : stderr);
     return a.flag("help") ? 0 : 2;
   }
+  const bool use_db = !a.flag("no-db");
+  const std::string db_path = a.get("db", default_db_path());
+#if defined(FP8RL_HAVE_STORE)
+  std::unique_ptr<RunStore> store;
+  int64_t run_id = -1;
+  RunConfig cfg;
+  std::string resume_dir;
+  if (resuming) {
+    check(use_db, "--resume needs the run database");
+    store = std::make_unique<RunStore>(db_path);
+    run_id = std::stoll(a.get("resume", ""));
+    const auto row = store->find_run(run_id);
+    check(row.has_value(), "no run " + a.get("resume", "") + " in " + db_path);
+    check(!row->checkpoint_dir.empty() && row->checkpoint_step.has_value(),
+          "run " + std::to_string(run_id) + " has no checkpoint to resume from");
+    check(row->status != "finished", "run " + std::to_string(run_id) + " has finished");
+    Json doc = row->config;
+    for (const auto& set : sets) apply_override(doc, set);
+    cfg = RunConfig::from_json(doc);
+    resume_dir = row->checkpoint_dir;
+  } else {
+    cfg = RunConfig::load(a.get("preset", ""), a.get("config", ""), sets);
+  }
+#else
+  check(!resuming, "--resume needs the run database; this build has no SQLite (run store)");
   RunConfig cfg = RunConfig::load(a.get("preset", ""), a.get("config", ""), sets);
+#endif
   if (a.flag("print-config")) {
     std::printf("%s\n", cfg.doc.dump(2).c_str());
     return 0;
@@ -65,47 +101,115 @@ int cmd_train(const std::vector<std::string>& args) {
   if (!sel.fallback_reason.empty() && !json)
     std::fprintf(stderr, "fp8rl train: using the CPU (%s)\n", sel.fallback_reason.c_str());
   GrpoRun run(cfg, *sel.backend);
+
+  std::string ckpt_dir = a.get("output", "");
+#if defined(FP8RL_HAVE_STORE)
+  if (use_db) {
+    if (!store) store = std::make_unique<RunStore>(db_path);
+    if (resuming) {
+      run.restore(resume_dir);
+      const int64_t step = run.rl_done() > 0 ? run.rl_done() : run.sft_done() - cfg.sft_steps;
+      store->truncate_after(run_id, step);
+      store->set_status(run_id, "running");
+      store->record_event(run_id, step, {"resume", "resumed from " + resume_dir, Json()});
+    } else {
+      const std::string name = a.get("name", cfg.name);
+      run_id = store->create_run(name, a.get("preset", a.get("config", "")), cfg.doc,
+                                 run.model().precision().summary());
+      store->record_event(
+          run_id, 0,
+          {"start", "backend " + sel.backend->name() + " (" + sel.backend->device() + ")", Json()});
+    }
+    if (ckpt_dir.empty())
+      ckpt_dir = (std::filesystem::path(db_path).parent_path() / "checkpoints" /
+                  ("run-" + std::to_string(run_id)))
+                     .string();
+    if (!json)
+      std::fprintf(stderr, "fp8rl train: run %lld recorded in %s\n", static_cast<long long>(run_id),
+                   db_path.c_str());
+  }
+#else
+  if (use_db && !json)
+    std::fprintf(stderr, "fp8rl train: built without SQLite: the run is not recorded\n");
+#endif
+  if (ckpt_dir.empty()) ckpt_dir = "fp8rl-checkpoint";
+  auto checkpoint = [&](int64_t step) {
+    run.save(ckpt_dir);
+#if defined(FP8RL_HAVE_STORE)
+    if (store) {
+      store->set_checkpoint(run_id, ckpt_dir, step);
+      store->record_event(run_id, step, {"checkpoint", ckpt_dir, Json()});
+    }
+#endif
+    (void)step;
+  };
+
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   const bool tty = isatty(STDERR_FILENO) && !json;
   const int64_t total = cfg.sft_steps + cfg.steps;
   double last_val = NAN, first_val = NAN;
   StepRecord last;
-  while (!run.finished() && !g_stop) {
-    last = run.next();
-    if (auto it = last.scalars.find(metric::kValAccuracy); it != last.scalars.end()) {
-      last_val = it->second;
-      if (std::isnan(first_val)) first_val = it->second;
+  try {
+    while (!run.finished() && !g_stop) {
+      last = run.next();
+#if defined(FP8RL_HAVE_STORE)
+      if (store) store->record_step(run_id, last);
+#endif
+      if (last.phase == "rl" && cfg.checkpoint_every > 0 &&
+          run.rl_done() % cfg.checkpoint_every == 0)
+        checkpoint(last.step);
+      if (auto it = last.scalars.find(metric::kValAccuracy); it != last.scalars.end()) {
+        last_val = it->second;
+        if (std::isnan(first_val)) first_val = it->second;
+      }
+      if (auto it = last.scalars.find("accuracy/validation_initial"); it != last.scalars.end())
+        first_val = it->second;
+      if (json) {
+        std::printf("%s\n", last.to_json().dump().c_str());
+        std::fflush(stdout);
+        continue;
+      }
+      const int64_t done = run.sft_done() + run.rl_done();
+      const int width = 24, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+      std::string bar(static_cast<size_t>(filled), '#');
+      bar.resize(static_cast<size_t>(width), '.');
+      std::fprintf(stderr, "%s[%s] %lld/%lld %s  reward %s  val %s  mult_err %s  %s s/step%s",
+                   tty ? "\r" : "", bar.c_str(), static_cast<long long>(done),
+                   static_cast<long long>(total), last.phase.c_str(),
+                   fmt_scalar(last, metric::kReward, "%.3f").c_str(),
+                   std::isnan(last_val) ? "-" : (std::to_string(last_val).substr(0, 5)).c_str(),
+                   fmt_scalar(last, metric::kTokenMultProbError, "%.4f").c_str(),
+                   fmt_scalar(last, metric::kTimeTotal, "%.2f").c_str(), tty ? "   " : "\n");
     }
-    if (auto it = last.scalars.find("accuracy/validation_initial"); it != last.scalars.end())
-      first_val = it->second;
-    if (json) {
-      std::printf("%s\n", last.to_json().dump().c_str());
-      std::fflush(stdout);
-      continue;
+  } catch (const std::exception& e) {
+#if defined(FP8RL_HAVE_STORE)
+    if (store) {
+      store->record_event(run_id, last.step, {"error", e.what(), Json()});
+      store->set_status(run_id, "failed");
     }
-    const int64_t done = run.sft_done() + run.rl_done();
-    const int width = 24, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
-    std::string bar(static_cast<size_t>(filled), '#');
-    bar.resize(static_cast<size_t>(width), '.');
-    std::fprintf(
-        stderr, "%s[%s] %lld/%lld %s  reward %s  val %s  mult_err %s  %s s/step%s", tty ? "\r" : "",
-        bar.c_str(), static_cast<long long>(done), static_cast<long long>(total),
-        last.phase.c_str(), fmt_scalar(last, metric::kReward, "%.3f").c_str(),
-        std::isnan(last_val) ? "-" : fmt_scalar(last, metric::kValAccuracy, "%.3f").c_str(),
-        fmt_scalar(last, metric::kTokenMultProbError, "%.4f").c_str(),
-        fmt_scalar(last, metric::kTimeTotal, "%.2f").c_str(), tty ? "   " : "\n");
+#endif
+    throw;
   }
   if (tty) std::fputc('\n', stderr);
-  std::string out = a.get("output", "");
-  if (!out.empty() || g_stop) {
-    if (out.empty()) out = "fp8rl-checkpoint";
-    run.save(out);
-    if (!json) std::fprintf(stderr, "checkpoint written to %s\n", out.c_str());
+  if (g_stop || !a.get("output", "").empty()) {
+    checkpoint(last.step);
+    if (!json) std::fprintf(stderr, "checkpoint written to %s\n", ckpt_dir.c_str());
   }
+#if defined(FP8RL_HAVE_STORE)
+  if (store) {
+    store->record_event(
+        run_id, last.step,
+        {g_stop ? "stop" : "finish", g_stop ? "stopped by a signal" : "finished", Json()});
+    store->set_status(run_id, g_stop ? "stopped" : "finished");
+  }
+#endif
   Json summary;
   summary["summary"] = true;
   summary["stopped_early"] = static_cast<bool>(g_stop);
+#if defined(FP8RL_HAVE_STORE)
+  if (store) summary["run_id"] = run_id;
+#endif
   summary["sft_steps"] = run.sft_done();
   summary["rl_steps"] = run.rl_done();
   summary["validation_accuracy_initial"] = std::isnan(first_val) ? Json() : Json(first_val);

@@ -14,6 +14,7 @@ int cmd_train(const std::vector<std::string>& args);
 int cmd_score(const std::vector<std::string>& args);
 int cmd_init(const std::vector<std::string>& args);
 int cmd_generate(const std::vector<std::string>& args);
+int cmd_runs(const std::vector<std::string>& args);
 
 // Parses "1,2,3" into token ids; errors name the bad item.
 std::vector<int32_t> parse_token_ids(const std::string& s);

@@ -18,7 +18,8 @@ commands:
   score                  per-token log-probabilities of token ids under a checkpoint (JSON)
   init                   write a randomly initialised checkpoint from a config.json
   generate               sample from a checkpoint; tokens and log-probs as JSON
-  train                  GRPO training run (not in this build yet: says so)
+  train                  a GRPO run (presets, --set overrides, --json, --resume), recorded
+  runs                   list, show and export (CSV) recorded runs
   --version              print the version
   --help                 this text
 
@@ -46,6 +47,12 @@ int main(int argc, char** argv) {
     if (cmd == "score") return fp8rl::cli::cmd_score(rest);
     if (cmd == "init") return fp8rl::cli::cmd_init(rest);
     if (cmd == "generate") return fp8rl::cli::cmd_generate(rest);
+#if defined(FP8RL_HAVE_STORE)
+    if (cmd == "runs") return fp8rl::cli::cmd_runs(rest);
+#else
+    if (cmd == "runs")
+      throw fp8rl::Error("this build has no SQLite: the run store is not available");
+#endif
     std::fprintf(stderr, "fp8rl: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const fp8rl::Error& e) {

@@ -110,6 +110,8 @@ class RunStore {
   void set_endpoints(int64_t run, const std::string& control, const std::string& telemetry);
   // Records the run's latest checkpoint (its directory and step).
   void set_checkpoint(int64_t run, const std::string& dir, int64_t step);
+  // Deletes everything a run recorded after `step` (a resumed run records those steps again).
+  void truncate_after(int64_t run, int64_t step);
   // Sets the user's tags and notes of the run.
   void set_tags_notes(int64_t run, const std::string& tags, const std::string& notes);
 
@@ -123,14 +125,12 @@ class RunStore {
   std::vector<std::string> scalar_keys(int64_t run);
   // The run's values of key with step > after_step, by step (pass the last step seen to poll
   // incrementally).
-  std::vector<ScalarPoint> scalar_series(
-      int64_t run, const std::string& key,
-      int64_t after_step = std::numeric_limits<int64_t>::min());
+  std::vector<ScalarPoint> scalar_series(int64_t run, const std::string& key,
+                                         int64_t after_step = std::numeric_limits<int64_t>::min());
   // The histogram names the run has recorded, sorted.
   std::vector<std::string> histogram_names(int64_t run);
   // The run's histograms called name, by step.
-  std::vector<std::pair<int64_t, Histogram>> histogram_series(int64_t run,
-                                                              const std::string& name);
+  std::vector<std::pair<int64_t, Histogram>> histogram_series(int64_t run, const std::string& name);
   // The run's latest sample responses, newest first; at most limit (all when limit < 0).
   std::vector<std::pair<int64_t, SampleRecord>> samples(int64_t run, int64_t limit);
   // The run's events in the order they were recorded.

@@ -2,13 +2,17 @@
 // binaries' link lines (no CUDA library, no Qt in the CLI).
 #include <QtTest>
 
+#include <sys/types.h>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QThread>
 #include <cmath>
+#include <csignal>
 
 namespace {
 
@@ -76,13 +80,21 @@ class TestCli : public QObject {
   // A short demo run: JSON lines with the documented keys, a summary, and the same lines twice
   // for the same seed (timings and memory aside).
   void trainIsDeterministicJsonLines() {
-    const QStringList args = {"train",     "--preset",
-                              "demo",      "--json",
-                              "--backend", "cpu",
-                              "--set",     "sft.steps=2",
-                              "--set",     "grpo.steps=3",
-                              "--set",     "grpo.prompts_per_step=4",
-                              "--set",     "validation.every=2"};
+    const QStringList args = {"train",
+                              "--preset",
+                              "demo",
+                              "--json",
+                              "--backend",
+                              "cpu",
+                              "--no-db",
+                              "--set",
+                              "sft.steps=2",
+                              "--set",
+                              "grpo.steps=3",
+                              "--set",
+                              "grpo.prompts_per_step=4",
+                              "--set",
+                              "validation.every=2"};
     auto strip = [](const QString& out) {
       QStringList lines;
       for (const auto& l : out.split('\n', Qt::SkipEmptyParts)) {
@@ -113,6 +125,64 @@ class TestCli : public QObject {
         QJsonDocument::fromJson(a.out.split('\n', Qt::SkipEmptyParts).last().toUtf8()).object();
     QVERIFY(summary["summary"].toBool());
     QCOMPARE(summary["rl_steps"].toInt(), 3);
+  }
+
+  // kill -9 mid-run: the database stays intact with every completed step; --resume continues
+  // from the last checkpoint and reproduces exactly what an uninterrupted run records.
+  void killAndResume() {
+    QTemporaryDir tmp;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("FP8RL_DB", tmp.filePath("runs.sqlite"));
+    const QStringList args = {"train",     "--preset",
+                              "demo",      "--json",
+                              "--backend", "cpu",
+                              "--set",     "sft.steps=2",
+                              "--set",     "grpo.steps=30",
+                              "--set",     "grpo.prompts_per_step=4",
+                              "--set",     "checkpoint.every=3"};
+    QProcess p;
+    p.setProcessEnvironment(env);
+    p.start(kCli, args);
+    QVERIFY(p.waitForStarted());
+    // Wait until a checkpoint past step 6 is recorded, then kill without warning.
+    QElapsedTimer t;
+    t.start();
+    bool ready = false;
+    while (!ready && t.elapsed() < 60000 && p.state() == QProcess::Running) {
+      QThread::msleep(50);
+      const auto show = run(kCli, {"runs", "show", "1"}, env);
+      ready = show.code == 0 && show.out.contains("checkpoint ") && !show.out.contains("(step 3)");
+    }
+    QVERIFY2(ready, "no checkpoint recorded in time");
+    ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
+    p.waitForFinished();
+    QCOMPARE(run(kCli, {"runs", "check"}, env).out.trimmed(), QStringLiteral("ok"));
+    QVERIFY(run(kCli, {"runs", "list"}, env).out.contains("running"));  // crash detection: workers
+    const auto resumed = run(kCli, {"train", "--resume", "1", "--json"}, env);
+    QCOMPARE(resumed.code, 0);
+    QVERIFY(run(kCli, {"runs", "list"}, env).out.contains("finished"));
+    // The same steps from an uninterrupted run, without the database.
+    const auto full = run(kCli, args + QStringList{"--no-db"}, env);
+    QCOMPARE(full.code, 0);
+    auto by_step = [](const QString& out) {
+      QMap<int, QString> m;
+      for (const auto& l : out.split('\n', Qt::SkipEmptyParts)) {
+        auto o = QJsonDocument::fromJson(l.toUtf8()).object();
+        if (o["summary"].toBool()) continue;
+        auto sc = o["scalars"].toObject();
+        for (const auto& k : sc.keys())
+          if (k.startsWith("time/") || k.startsWith("throughput/") || k.startsWith("memory/"))
+            sc.remove(k);
+        m[o["step"].toInt()] = QString::fromUtf8(QJsonDocument(sc).toJson(QJsonDocument::Compact));
+      }
+      return m;
+    };
+    const auto a = by_step(resumed.out), b = by_step(full.out);
+    QVERIFY(!a.isEmpty() && a.lastKey() == 30);
+    for (auto it = a.begin(); it != a.end(); ++it) QCOMPARE(it.value(), b.value(it.key()));
+    // The CSV export has one row per recorded step (2 warm-up + 30 RL), no duplicates.
+    const auto csv = run(kCli, {"runs", "export", "1", "--csv"}, env);
+    QCOMPARE(csv.out.split('\n', Qt::SkipEmptyParts).size(), 1 + 32);
   }
 
   void trainConfigErrors() {

@@ -1,0 +1,106 @@
+// fp8rl runs list | show ID | export ID --csv: read the run database.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "core/error.hpp"
+#include "run_db.hpp"
+#include "store/run_store.hpp"
+
+namespace fp8rl::cli {
+namespace {
+
+std::string age(std::optional<double> t) {
+  if (!t) return "-";
+  const double s = std::max(0.0, static_cast<double>(std::time(nullptr)) - *t);
+  char buf[32];
+  if (s < 120)
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 7200)
+    std::snprintf(buf, sizeof buf, "%.0fm", s / 60);
+  else if (s < 172800)
+    std::snprintf(buf, sizeof buf, "%.0fh", s / 3600);
+  else
+    std::snprintf(buf, sizeof buf, "%.0fd", s / 86400);
+  return buf;
+}
+
+double last_value(RunStore& db, int64_t run, const std::string& key) {
+  const auto s = db.scalar_series(run, key);
+  return s.empty() ? NAN : s.back().value;
+}
+
+}  // namespace
+
+int cmd_runs(const std::vector<std::string>& args) {
+  const Args a(args, {"db"}, {"help", "csv"});
+  const auto& pos = a.positional();
+  const bool ok = !pos.empty() && (((pos[0] == "list" || pos[0] == "check") && pos.size() == 1) ||
+                                   ((pos[0] == "show" || pos[0] == "export") && pos.size() == 2));
+  if (a.flag("help") || !ok) {
+    std::fputs(
+        "usage: fp8rl runs list [--db PATH]\n"
+        "       fp8rl runs show ID [--db PATH]\n"
+        "       fp8rl runs check [--db PATH]            (SQLite integrity check; prints ok)\n"
+        "       fp8rl runs export ID --csv [--db PATH]   (one row per step, one column per "
+        "scalar)\n",
+        a.flag("help") ? stdout : stderr);
+    return a.flag("help") ? 0 : 2;
+  }
+  const std::string path = a.get("db", default_db_path());
+  if (!std::filesystem::exists(path)) {
+    check(pos[0] == "list", "no run database at " + path + " (no runs recorded yet)");
+    std::printf("no runs recorded yet (%s does not exist)\n", path.c_str());
+    return 0;
+  }
+  RunStore db(path, /*read_only=*/true);
+  if (pos[0] == "check") {
+    const std::string r = db.integrity_check();
+    std::printf("%s\n", r.c_str());
+    return r == "ok" ? 0 : 1;
+  }
+  if (pos[0] == "list") {
+    std::printf("%5s  %-20s %-9s %-12s %-26s %7s %6s %8s\n", "id", "name", "status", "preset",
+                "precision", "step", "age", "val acc");
+    for (const auto& r : db.list_runs())
+      std::printf("%5lld  %-20.20s %-9s %-12.12s %-26.26s %7s %6s %8.3f\n",
+                  static_cast<long long>(r.id), r.name.c_str(), r.status.c_str(), r.preset.c_str(),
+                  r.precision_summary.c_str(),
+                  r.last_step ? std::to_string(*r.last_step).c_str() : "-",
+                  age(r.created_at).c_str(), last_value(db, r.id, "accuracy/validation"));
+    return 0;
+  }
+  const int64_t id = std::stoll(pos[1]);
+  const auto row = db.find_run(id);
+  check(row.has_value(), "no run " + pos[1] + " in " + db.path());
+  if (pos[0] == "export") {
+    check(a.flag("csv"), "fp8rl runs export: give --csv (the only export format)");
+    db.export_csv(id, std::cout);
+    return 0;
+  }
+  std::printf("run %lld: %s (%s)\n  preset %s, precision %s\n  host %s, pid %lld, last step %s\n",
+              static_cast<long long>(row->id), row->name.c_str(), row->status.c_str(),
+              row->preset.c_str(), row->precision_summary.c_str(), row->host.c_str(),
+              static_cast<long long>(row->pid),
+              row->last_step ? std::to_string(*row->last_step).c_str() : "-");
+  if (!row->checkpoint_dir.empty())
+    std::printf("  checkpoint %s (step %lld)\n", row->checkpoint_dir.c_str(),
+                static_cast<long long>(row->checkpoint_step.value_or(0)));
+  std::printf("  latest:\n");
+  for (const auto& key : db.scalar_keys(id)) {
+    if (key.rfind("fp8/", 0) == 0 || key.rfind("kv_scale/", 0) == 0) continue;
+    std::printf("    %-36s %.6g\n", key.c_str(), last_value(db, id, key));
+  }
+  std::printf("  events:\n");
+  for (const auto& e : db.events(id))
+    std::printf("    step %-6lld %-11s %s\n", static_cast<long long>(e.step), e.event.kind.c_str(),
+                e.event.message.c_str());
+  return 0;
+}
+
+}  // namespace fp8rl::cli
