@@ -11,6 +11,9 @@
 #include "core/error.hpp"
 #include "run_db.hpp"
 #include "store/run_store.hpp"
+#if defined(FP8RL_HAVE_IPC)
+#include "ipc/client.hpp"
+#endif
 
 namespace fp8rl::cli {
 namespace {
@@ -41,12 +44,14 @@ int cmd_runs(const std::vector<std::string>& args) {
   const Args a(args, {"db"}, {"help", "csv"});
   const auto& pos = a.positional();
   const bool ok = !pos.empty() && (((pos[0] == "list" || pos[0] == "check") && pos.size() == 1) ||
-                                   ((pos[0] == "show" || pos[0] == "export") && pos.size() == 2));
+                                   ((pos[0] == "show" || pos[0] == "export" || pos[0] == "attach") &&
+                                    pos.size() == 2));
   if (a.flag("help") || !ok) {
     std::fputs(
         "usage: fp8rl runs list [--db PATH]\n"
         "       fp8rl runs show ID [--db PATH]\n"
         "       fp8rl runs check [--db PATH]            (SQLite integrity check; prints ok)\n"
+        "       fp8rl runs attach ID [--db PATH]        (follow a live run)\n"
         "       fp8rl runs export ID --csv [--db PATH]   (one row per step, one column per "
         "scalar)\n",
         a.flag("help") ? stdout : stderr);
@@ -58,6 +63,16 @@ int cmd_runs(const std::vector<std::string>& args) {
     std::printf("no runs recorded yet (%s does not exist)\n", path.c_str());
     return 0;
   }
+#if defined(FP8RL_HAVE_IPC)
+  if (pos[0] == "attach") return cmd_attach(std::stoll(pos[1]), path);
+  // Runs whose worker died are shown as crashed (needs write access; skipped when read-only).
+  try {
+    ipc::mark_crashed_runs(path);
+  } catch (const Error&) {
+  }
+#else
+  check(pos[0] != "attach", "this build has no ZeroMQ: cannot attach to live runs");
+#endif
   RunStore db(path, /*read_only=*/true);
   if (pos[0] == "check") {
     const std::string r = db.integrity_check();

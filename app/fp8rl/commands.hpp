@@ -15,6 +15,9 @@ int cmd_score(const std::vector<std::string>& args);
 int cmd_init(const std::vector<std::string>& args);
 int cmd_generate(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);
+int cmd_worker(const std::vector<std::string>& args);
+// Follows a live run's telemetry in the terminal.
+int cmd_attach(int64_t run_id, const std::string& db_path);
 
 // Parses "1,2,3" into token ids; errors name the bad item.
 std::vector<int32_t> parse_token_ids(const std::string& s);

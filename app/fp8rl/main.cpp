@@ -19,7 +19,8 @@ commands:
   init                   write a randomly initialised checkpoint from a config.json
   generate               sample from a checkpoint; tokens and log-probs as JSON
   train                  a GRPO run (presets, --set overrides, --json, --resume), recorded
-  runs                   list, show and export (CSV) recorded runs
+  runs                   list, show, attach to, check and export (CSV) recorded runs
+  worker                 serve one run over ZeroMQ (the studio launches these)
   --version              print the version
   --help                 this text
 
@@ -47,6 +48,11 @@ int main(int argc, char** argv) {
     if (cmd == "score") return fp8rl::cli::cmd_score(rest);
     if (cmd == "init") return fp8rl::cli::cmd_init(rest);
     if (cmd == "generate") return fp8rl::cli::cmd_generate(rest);
+#if defined(FP8RL_HAVE_IPC)
+    if (cmd == "worker") return fp8rl::cli::cmd_worker(rest);
+#else
+    if (cmd == "worker") throw fp8rl::Error("this build has no ZeroMQ: workers are not available");
+#endif
 #if defined(FP8RL_HAVE_STORE)
     if (cmd == "runs") return fp8rl::cli::cmd_runs(rest);
 #else

@@ -1,13 +1,12 @@
 #include "model/checkpoint.hpp"
 
-#include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
-#include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "model/fp8_checkpoint.hpp"
 
 namespace fp8rl {
 namespace {
@@ -30,23 +29,22 @@ void write_text(const std::string& path, const std::string& text) {
   std::filesystem::rename(tmp, path);
 }
 
-// IEEE half → float (for F16 checkpoints).
-float half_to_float(uint16_t h) {
-  const uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  float v;
-  if (exp == 0)
-    v = std::ldexp(static_cast<float>(mant), -24);
-  else if (exp == 31)
-    v = mant ? NAN : INFINITY;
-  else
-    v = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
-  return sign ? -v : v;
-}
-
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
   return r + "]";
+}
+
+bool is_fp8_dtype(const std::string& dtype) {
+  return dtype == "F8_E4M3" || dtype == "F8_E5M2";
+}
+
+Json read_config_json(const std::string& dir) {
+  try {
+    return Json::parse(read_text(dir + "/config.json"));
+  } catch (const Error& e) {
+    throw Error(dir + "/config.json: " + e.message());
+  }
 }
 
 }  // namespace
@@ -68,7 +66,7 @@ void save_checkpoint(const std::string& dir, Qwen3Model& model, const AdamW* opt
     f.tensors[p->name] = std::move(t);
   }
   f.metadata["format"] = "pt";
-  f.write(dir + "/model.safetensors");
+  f.write_dir(dir);
   if (optimizer) {
     optimizer->state().write(dir + "/optimizer.safetensors");
     Json st = trainer_state.is_null() ? Json(Json::Object{}) : trainer_state;
@@ -78,19 +76,50 @@ void save_checkpoint(const std::string& dir, Qwen3Model& model, const AdamW* opt
 }
 
 ModelConfig read_checkpoint_config(const std::string& dir) {
+  const Json j = read_config_json(dir);
   try {
-    return ModelConfig::from_json(Json::parse(read_text(dir + "/config.json")));
+    return ModelConfig::from_json(j);
   } catch (const Error& e) {
     throw Error(dir + "/config.json: " + e.message());
   }
 }
 
+std::optional<BlockFp8Config> read_checkpoint_quantization(const std::string& dir) {
+  return parse_block_fp8_config(read_config_json(dir), dir + "/config.json");
+}
+
 std::unique_ptr<Qwen3Model> load_checkpoint(Backend& be, const std::string& dir,
                                             const PrecisionMap& precision, QuantOptions qopt) {
   const ModelConfig cfg = read_checkpoint_config(dir);
-  auto model = std::make_unique<Qwen3Model>(be, cfg, precision, 0, 0.02, qopt);
-  const std::string path = dir + "/model.safetensors";
-  SafeTensorsFile f = SafeTensorsFile::read(path);
+  const std::optional<BlockFp8Config> block_fp8 = read_checkpoint_quantization(dir);
+  SafeTensorsFile f = SafeTensorsFile::read_dir(dir);
+  auto file_of = [&](const std::string& name) {
+    const auto it = f.origin.find(name);
+    return it == f.origin.end() ? dir : it->second;
+  };
+  auto where = [&](const std::string& name) { return file_of(name) + ": tensor " + name; };
+
+  // A linear the block-FP8 file keeps unquantized (modules_to_not_convert) runs in BF16 where
+  // the map asks for fp8, as in the serving engines that read the file.
+  PrecisionMap pm = precision;
+  if (block_fp8 && pm.layers() == cfg.num_hidden_layers)
+    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
+      for (int mi = 0; mi < kModules; ++mi) {
+        const auto it = f.tensors.find(Qwen3Model::linear_weight_name(l, Module(mi)));
+        if (pm.at(l, Module(mi)) == Precision::fp8 && it != f.tensors.end() &&
+            !is_fp8_dtype(it->second.dtype))
+          pm.set(l, Module(mi), Precision::bf16);
+      }
+
+  auto model = std::make_unique<Qwen3Model>(be, cfg, pm, 0, 0.02, qopt);
+  std::map<std::string, Linear*> linears;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
+    for (int mi = 0; mi < kModules; ++mi) {
+      Linear& lin = model->linear(l, Module(mi));
+      linears[lin.weight().name] = &lin;
+    }
+  std::vector<std::pair<Linear*, Fp8WeightTiles>> given;
+  std::map<std::string, std::string> loaded_dtype;
   std::vector<std::string> missing;
   for (Param* p : model->parameters()) {
     auto it = f.tensors.find(p->name);
@@ -104,35 +133,56 @@ std::unique_ptr<Qwen3Model> load_checkpoint(Backend& be, const std::string& dir,
                                  t.shape == std::vector<int64_t>{1, cols})
                               : t.shape == std::vector<int64_t>{rows, cols};
     const std::string want = rows == 1 ? shape_str({cols}) : shape_str({rows, cols});
-    check(ok,
-          path + ": tensor " + p->name + " has shape " + shape_str(t.shape) + ", expected " + want);
-    std::vector<float> v(static_cast<size_t>(rows * cols));
-    if (t.dtype == "F32") {
-      std::memcpy(v.data(), t.data.data(), t.data.size());
-    } else if (t.dtype == "BF16" || t.dtype == "F16") {
-      for (size_t i = 0; i < v.size(); ++i) {
-        uint16_t h;
-        std::memcpy(&h, &t.data[i * 2], 2);
-        v[i] = t.dtype == "BF16" ? bf16_to_float(bf16{h}) : half_to_float(h);
-      }
+    check(ok, where(p->name) + " has shape " + shape_str(t.shape) + ", expected " + want);
+    std::vector<float> v;
+    if (is_fp8_dtype(t.dtype)) {
+      check(block_fp8.has_value(), where(p->name) + " has dtype " + t.dtype + " but " + dir +
+                                       "/config.json has no quantization_config (block FP8 "
+                                       "needs quant_method \"fp8\", weight_block_size [128, 128])");
+      check(rows > 1, where(p->name) + " has dtype " + t.dtype +
+                          "; FP8 is supported for matrices only, expected BF16, F16 or F32");
+      const std::string scale_name = p->name + "_scale_inv";
+      const auto s = f.tensors.find(scale_name);
+      check(s != f.tensors.end(), where(p->name) + " has dtype " + t.dtype + " but its scale " +
+                                      scale_name + " (F32, " +
+                                      shape_str({blocks_of(rows), blocks_of(cols)}) +
+                                      ") is missing");
+      Fp8WeightTiles tiles =
+          read_fp8_weight(t, s->second, p->name, scale_name, rows, cols, file_of(scale_name));
+      v = dequantize_tiles(tiles, rows, cols);
+      f.tensors.erase(s);
+      if (const auto lin = linears.find(p->name); lin != linears.end())
+        given.emplace_back(lin->second, std::move(tiles));
     } else {
-      throw Error(path + ": tensor " + p->name + " has dtype " + t.dtype +
-                  " (supported here: F32, BF16, F16)");
+      v = safetensor_floats(t, where(p->name));
     }
     upload_floats(be, p->master, v);
+    loaded_dtype[p->name] = t.dtype;
     f.tensors.erase(it);
   }
   if (!missing.empty()) {
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-    throw Error(path + ": missing tensors: " + list);
+    throw Error(dir + ": missing tensors: " + list);
   }
   if (!f.tensors.empty()) {
     std::string list;
-    for (const auto& [name, t] : f.tensors) list += (list.empty() ? "" : ", ") + name;
-    throw Error(path + ": unexpected tensors: " + list);
+    for (const auto& [name, t] : f.tensors) {
+      // A scale beside a weight that is not FP8 is a broken file, not a stray tensor.
+      const std::string suffix = "_scale_inv";
+      if (name.size() > suffix.size() && name.ends_with(suffix)) {
+        const auto w = loaded_dtype.find(name.substr(0, name.size() - suffix.size()));
+        if (w != loaded_dtype.end())
+          throw Error(where(name) + " scales " + w->first + ", which is stored as " + w->second +
+                      ", not F8_E4M3");
+      }
+      list += (list.empty() ? "" : ", ") + name;
+    }
+    throw Error(dir + ": unexpected tensors: " + list);
   }
   model->refresh();
+  // After refresh(): the file's own FP8 tiles replace the re-quantized masters.
+  for (auto& [lin, tiles] : given) lin->set_fp8_weight(tiles.codes, tiles.scale_inv, tiles.format);
   return model;
 }
 

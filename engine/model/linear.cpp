@@ -51,10 +51,29 @@ void Linear::set_precision(Precision p, const QuantOptions& opt) {
   bf16_wt_.reset();
   fp8_w_.reset();
   fp8_wt_.reset();
-  refresh();
+  rebuild();
+}
+
+void Linear::set_fp8_weight(const std::vector<uint8_t>& codes, const std::vector<float>& scale_inv,
+                            Fp8Format format) {
+  const int64_t N = out_features(), K = in_features();
+  check(static_cast<int64_t>(codes.size()) == N * K &&
+            static_cast<int64_t>(scale_inv.size()) ==
+                scale_count(ScaleBlock::tile128x128, N, K),
+        "linear " + w_->name + ": FP8 tiles of the wrong size for [" + std::to_string(N) + ", " +
+            std::to_string(K) + "]");
+  given_ = Fp8Tensor::make(be_, N, K, ScaleBlock::tile128x128, format);
+  be_.upload(given_->q.codes, codes.data(), codes.size());
+  be_.upload(given_->q.scale_inv, scale_inv.data(), scale_inv.size() * 4);
+  if (precision_ == Precision::fp8) rebuild();
 }
 
 QuantStats Linear::refresh() {
+  given_.reset();
+  return rebuild();
+}
+
+QuantStats Linear::rebuild() {
   QuantStats stats;
   const int64_t N = out_features(), K = in_features();
   if (precision_ == Precision::bf16) {
@@ -68,6 +87,14 @@ QuantStats Linear::refresh() {
     if (!fp8_w_) {
       fp8_w_ = Fp8Tensor::make(be_, N, K, ScaleBlock::tile128x128, qopt_.format);
       fp8_wt_ = Fp8Tensor::make(be_, K, N, ScaleBlock::tile128x128, qopt_.format);
+    }
+    if (given_ && given_->q.format == qopt_.format) {
+      // A checkpoint's own tiles: generation uses exactly the file's bytes.
+      be_.copy(fp8_w_->q.codes, given_->q.codes, static_cast<size_t>(N * K));
+      be_.copy(fp8_w_->q.scale_inv, given_->q.scale_inv,
+               static_cast<size_t>(scale_count(ScaleBlock::tile128x128, N, K)) * 4);
+      be_.transpose_fp8(fp8_w_->q, fp8_wt_->q);
+      return stats;
     }
     // The same quantizer serves the trainer and the rollout: both read these tiles.
     be_.quantize(w_->master.m(), fp8_w_->q, qopt_, &stats);

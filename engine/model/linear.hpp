@@ -61,13 +61,26 @@ class Linear {
     module_ = module;
   }
 
-  // Chooses the precision and refreshes the compute copies.
+  // Chooses the precision and remakes the compute copies from the masters (or from the tiles
+  // given by set_fp8_weight, which a change of precision keeps: the masters are unchanged).
   void set_precision(Precision p, const QuantOptions& opt);
-  // Recomputes the compute copies (bf16 W and Wᵀ, or FP8 W tiles and their transpose) from the
-  // master weights; returns the weight quantization statistics for fp8.
+  // The master weights changed (an optimizer step): drops tiles given by set_fp8_weight and
+  // recomputes the compute copies (bf16 W and Wᵀ, or FP8 W tiles and their transpose) from the
+  // masters; returns the weight quantization statistics for fp8.
   QuantStats refresh();
   // The weight scales of the last fp8 refresh (1/s per 128x128 tile), for scale histograms.
   const Fp8Tensor* fp8_weight() const { return fp8_w_ ? &*fp8_w_ : nullptr; }
+
+  // Gives this linear FP8 tiles of its weight, read from a checkpoint whose dequantization the
+  // masters hold: codes [out, in] row-major and scale_inv in the 128x128-tile layout of
+  // fp8/format.hpp (scale_count floats), host memory. While the masters stay as loaded (until
+  // the next refresh()), an fp8 linear of the same format computes with exactly these tiles
+  // (and their tile-wise transpose for dgrad) instead of a re-quantization of the masters,
+  // which could differ in the last bit of a scale. Kept whatever the precision, for export.
+  void set_fp8_weight(const std::vector<uint8_t>& codes, const std::vector<float>& scale_inv,
+                      Fp8Format format);
+  // The tiles given by set_fp8_weight while they are current (null after refresh()).
+  const Fp8Tensor* given_fp8_weight() const { return given_ ? &*given_ : nullptr; }
 
   // y [M, out] = x·Wᵀ; y may be f32 or bf16 (fp8 and bf16 GEMMs accumulate in FP32).
   void forward(LinearInput& x, const Matrix& y);
@@ -83,6 +96,10 @@ class Linear {
   QuantOptions qopt_;
   std::optional<Tensor> bf16_w_, bf16_wt_;   // bf16 compute copies
   std::optional<Fp8Tensor> fp8_w_, fp8_wt_;  // fp8 tiles of W and Wᵀ
+  std::optional<Fp8Tensor> given_;           // tiles from a checkpoint (set_fp8_weight)
+
+  // Makes the compute copies for the current precision (from given_ when it serves).
+  QuantStats rebuild();
   QuantObserver* observer_ = nullptr;
   int64_t layer_ = 0;
   Module module_ = Module::q;

@@ -81,9 +81,9 @@ Qwen3Model::Qwen3Model(Backend& be, const ModelConfig& cfg, const PrecisionMap& 
     const int64_t shapes[kModules][2] = {{Hq * D, H}, {Hkv * D, H}, {Hkv * D, H}, {H, Hq * D},
                                          {I, H},      {I, H},       {H, I}};
     for (int mi = 0; mi < kModules; ++mi) {
-      const std::string prefix = mi < 4 ? p + "self_attn." : p + "mlp.";
-      layer->lin[mi] = std::make_unique<Linear>(be, prefix + module_name(Module(mi)), shapes[mi][0],
-                                                shapes[mi][1]);
+      std::string name = linear_weight_name(l, Module(mi));
+      name.resize(name.size() - 7);  // the Linear adds ".weight"
+      layer->lin[mi] = std::make_unique<Linear>(be, name, shapes[mi][0], shapes[mi][1]);
     }
     layers_.push_back(std::move(layer));
   }
@@ -127,7 +127,15 @@ void Qwen3Model::set_precision(const PrecisionMap& p) {
     for (Param* q : ps)
       bf16_copies_.emplace_back(q, Tensor::make(be_, q->master.rows, q->master.cols, DType::bf16));
   }
-  refresh();
+  // The linears made their compute copies in set_precision; not refresh(), which would drop
+  // FP8 tiles given by a checkpoint although the masters did not change.
+  for (auto& [q, copy] : bf16_copies_) be_.convert(q->master.m(), copy.m());
+}
+
+std::string Qwen3Model::linear_weight_name(int64_t layer, Module m) {
+  const int mi = static_cast<int>(m);
+  return "model.layers." + std::to_string(layer) + (mi < 4 ? ".self_attn." : ".mlp.") +
+         module_name(m) + ".weight";
 }
 
 std::vector<Param*> Qwen3Model::parameters() {

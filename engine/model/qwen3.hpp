@@ -40,10 +40,13 @@ class Qwen3Model {
 
   const ModelConfig& config() const { return cfg_; }
   const PrecisionMap& precision() const { return precision_; }
+  // The FP8 quantizer settings of the linears (format, power-of-two scales).
+  const QuantOptions& quant_options() const { return qopt_; }
   Backend& backend() { return be_; }
   DType activation_dtype() const { return act_dtype_; }
 
-  // Changes layer precisions (the next forward uses them); re-makes compute copies.
+  // Changes layer precisions (the next forward uses them); re-makes compute copies (FP8 tiles
+  // given by a checkpoint stay in use: see Linear::set_fp8_weight).
   void set_precision(const PrecisionMap& p);
 
   // Every parameter once, in Hugging Face order (tied lm_head not repeated).
@@ -79,11 +82,13 @@ class Qwen3Model {
   void set_quant_observer(QuantObserver* o);
 
   void zero_grad();
-  // Re-makes every compute copy from the master weights (after an optimizer step); returns
-  // the weight quantization records of fp8 linears.
+  // Re-makes every compute copy from the master weights (after an optimizer step; FP8 tiles
+  // given by a checkpoint are dropped); returns the weight quantization records of fp8 linears.
   std::vector<LayerQuantRecord> refresh();
 
   Linear& linear(int64_t layer, Module m);
+  // Hugging Face name of a decoder linear's weight, e.g. "model.layers.3.mlp.down_proj.weight".
+  static std::string linear_weight_name(int64_t layer, Module m);
 
   struct Layer;  // defined in qwen3.cpp
   ~Qwen3Model();

@@ -278,36 +278,35 @@ RunConfig RunConfig::from_json(const Json& in) {
   return c;
 }
 
+void apply_precision_override(PrecisionMap& pm, const std::string& o) {
+  const int64_t layers = pm.layers();
+  const size_t eq = o.find('='), dot = o.find('.');
+  check(eq != std::string::npos && dot != std::string::npos && dot < eq,
+        "precision override '" + o + "' is not LAYER.MODULE=PRECISION (e.g. 0.gate=bf16, *.down=bf16)");
+  const std::string layer = o.substr(0, dot), module = o.substr(dot + 1, eq - dot - 1);
+  const Precision p = parse_precision(o.substr(eq + 1));
+  std::vector<int64_t> ls;
+  if (layer == "*") {
+    for (int64_t l = 0; l < layers; ++l) ls.push_back(l);
+  } else {
+    char* end = nullptr;
+    const long v = std::strtol(layer.c_str(), &end, 10);
+    check(!layer.empty() && *end == '\0' && v >= 0 && v < layers,
+          "precision override: layer '" + layer + "' is not * or 0…" + std::to_string(layers - 1));
+    ls.push_back(v);
+  }
+  bool matched = false;
+  for (int mi = 0; mi < kModules; ++mi)
+    if (module == "*" || module == module_short(Module(mi))) {
+      matched = true;
+      for (int64_t l : ls) pm.set(l, Module(mi), p);
+    }
+  check(matched, "precision override: module '" + module + "' is not one of: *, q, k, v, o, gate, up, down");
+}
+
 PrecisionMap RunConfig::precision_map(int64_t layers) const {
   PrecisionMap pm(layers, default_precision);
-  for (const auto& o : precision_overrides) {
-    // "LAYER.MODULE=PRECISION": LAYER an index or *, MODULE q|k|v|o|gate|up|down or *.
-    const size_t eq = o.find('='), dot = o.find('.');
-    check(eq != std::string::npos && dot != std::string::npos && dot < eq,
-          "precision.overrides: '" + o +
-              "' is not LAYER.MODULE=PRECISION (e.g. 0.gate=bf16, *.down=bf16)");
-    const std::string layer = o.substr(0, dot), module = o.substr(dot + 1, eq - dot - 1);
-    const Precision p = parse_precision(o.substr(eq + 1));
-    std::vector<int64_t> ls;
-    if (layer == "*") {
-      for (int64_t l = 0; l < layers; ++l) ls.push_back(l);
-    } else {
-      char* end = nullptr;
-      const long v = std::strtol(layer.c_str(), &end, 10);
-      check(
-          !layer.empty() && *end == '\0' && v >= 0 && v < layers,
-          "precision.overrides: layer '" + layer + "' is not * or 0…" + std::to_string(layers - 1));
-      ls.push_back(v);
-    }
-    bool matched = false;
-    for (int mi = 0; mi < kModules; ++mi)
-      if (module == "*" || module == module_short(Module(mi))) {
-        matched = true;
-        for (int64_t l : ls) pm.set(l, Module(mi), p);
-      }
-    check(matched, "precision.overrides: module '" + module +
-                       "' is not one of: *, q, k, v, o, gate, up, down");
-  }
+  for (const auto& o : precision_overrides) apply_precision_override(pm, o);
   pm.validate();
   return pm;
 }

@@ -681,6 +681,18 @@ void RunStore::set_checkpoint(int64_t run, const std::string& dir, int64_t step)
   });
 }
 
+void RunStore::set_precision_summary(int64_t run, const std::string& summary) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  const std::string what = run_what("set_precision_summary", run);
+  m.write(what, [&] {
+    Stmt s = m.prepare("UPDATE runs SET precision_summary = ?2 WHERE id = ?1", what);
+    s.bind_int(1, run).bind_text(2, summary);
+    s.run();
+    m.require_run(what, run);
+  });
+}
+
 void RunStore::truncate_after(int64_t run, int64_t step) {
   Impl& m = *impl_;
   std::lock_guard lock(m.mu);

@@ -110,6 +110,8 @@ class RunStore {
   void set_endpoints(int64_t run, const std::string& control, const std::string& telemetry);
   // Records the run's latest checkpoint (its directory and step).
   void set_checkpoint(int64_t run, const std::string& dir, int64_t step);
+  // The precision summary shown in run lists (after a live precision edit).
+  void set_precision_summary(int64_t run, const std::string& summary);
   // Deletes everything a run recorded after `step` (a resumed run records those steps again).
   void truncate_after(int64_t run, int64_t step);
   // Sets the user's tags and notes of the run.

@@ -1,0 +1,96 @@
+// fp8rl worker: serve one run over ZeroMQ (docs/protocol.md).
+// fp8rl runs attach ID: follow a live run in the terminal.
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <unistd.h>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "core/error.hpp"
+#include "ipc/client.hpp"
+#include "ipc/protocol.hpp"
+#include "ipc/worker.hpp"
+#include "run_db.hpp"
+#include "store/run_store.hpp"
+
+namespace fp8rl::cli {
+
+int cmd_worker(const std::vector<std::string>& args) {
+  const Args a(args, {"control", "telemetry", "db", "backend"}, {"help", "allow-remote", "no-db"});
+  if (a.flag("help")) {
+    std::puts(
+        "usage: fp8rl worker [--control ENDPOINT] [--telemetry ENDPOINT] [--db PATH | --no-db]\n"
+        "                    [--backend auto|cpu|cuda] [--allow-remote]\n\n"
+        "Binds a ROUTER control socket and a PUB telemetry socket (default: abstract\n"
+        "ipc://@fp8rl-<pid>-… endpoints; tcp://127.0.0.1:* picks a free port), prints one JSON\n"
+        "line {\"control\", \"telemetry\", \"pid\"} and serves until its run stops or finishes.\n"
+        "Binding beyond loopback needs --allow-remote. Protocol: docs/protocol.md.");
+    return 0;
+  }
+  // A client going away must never kill the worker (no SIGPIPE on broken connections).
+  std::signal(SIGPIPE, SIG_IGN);
+  ipc::WorkerOptions opt;
+  opt.control = a.get("control", "");
+  opt.telemetry = a.get("telemetry", "");
+  opt.db_path = a.flag("no-db") ? "" : a.get("db", default_db_path());
+  opt.allow_remote = a.flag("allow-remote");
+  opt.backend = a.get("backend", "auto");
+  ipc::Worker worker(opt);
+  Json hello;
+  hello["control"] = worker.control_endpoint();
+  hello["telemetry"] = worker.telemetry_endpoint();
+  hello["pid"] = static_cast<int64_t>(getpid());
+  hello["protocol"] = ipc::kProtocolVersion;
+  std::printf("%s\n", hello.dump().c_str());
+  std::fflush(stdout);
+  return worker.serve();
+}
+
+int cmd_attach(int64_t run_id, const std::string& db_path) {
+  std::string control, telemetry;
+  {
+    RunStore db(db_path, /*read_only=*/true);
+    const auto row = db.find_run(run_id);
+    check(row.has_value(), "no run " + std::to_string(run_id) + " in " + db_path);
+    check(row->status == "running" || row->status == "paused",
+          "run " + std::to_string(run_id) + " is " + row->status + ", not live");
+    check(!row->telemetry_endpoint.empty(), "run " + std::to_string(run_id) + " has no worker endpoints");
+    control = row->control_endpoint;
+    telemetry = row->telemetry_endpoint;
+  }
+  ipc::Client client(control, telemetry);
+  const Json hello = client.request("hello", Json(Json::Object{}), 3000);
+  check(hello.contains("ok") && hello.at("ok").as_bool(), "worker refused hello: " + hello.dump());
+  std::printf("attached to run %lld (%s on %s); Ctrl-C to detach\n", static_cast<long long>(run_id),
+              hello.at("backend").as_string().c_str(), hello.at("device").as_string().c_str());
+  auto silent = 0;
+  while (true) {
+    auto m = client.receive(1000);
+    if (!m) {
+      if (++silent >= 3) {
+        std::printf("no heartbeat for 3 s: the worker is gone or stuck\n");
+        return 1;
+      }
+      continue;
+    }
+    silent = 0;
+    if (m->topic == ipc::kTopicStep) {
+      const Json& s = m->payload.at("scalars");
+      auto val = [&](const char* k) { return s.contains(k) && s.at(k).is_number() ? s.at(k).as_number() : NAN; };
+      std::printf("step %5lld %-3s reward %.3f  val %.3f  mult_err %.4f  %.2f s  [%s]\n",
+                  static_cast<long long>(m->payload.at("step").as_int()),
+                  m->payload.at("phase").as_string().c_str(), val("reward/mean"),
+                  val("accuracy/validation"), val("token_mult_prob_error"), val("time/total_step"),
+                  m->payload.contains("precision") ? m->payload.at("precision").as_string().c_str() : "");
+    } else if (m->topic == ipc::kTopicEvent) {
+      std::printf("event %-10s %s\n", m->payload.at("kind").as_string().c_str(),
+                  m->payload.at("message").as_string().c_str());
+      const std::string kind = m->payload.at("kind").as_string();
+      if (kind == "finish" || kind == "stop" || kind == "error") return 0;
+    }
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace fp8rl::cli

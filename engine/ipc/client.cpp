@@ -1,0 +1,135 @@
+#include "ipc/client.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <cerrno>
+#include <chrono>
+#include <vector>
+
+#include "core/error.hpp"
+#include "ipc/protocol.hpp"
+#include "store/run_store.hpp"
+
+namespace fp8rl::ipc {
+namespace {
+std::vector<std::string> recv_all(void* s) {
+  std::vector<std::string> frames;
+  int more = 0;
+  do {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, s, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&m);
+      return frames;
+    }
+    frames.emplace_back(static_cast<const char*>(zmq_msg_data(&m)), zmq_msg_size(&m));
+    more = zmq_msg_more(&m);
+    zmq_msg_close(&m);
+  } while (more);
+  return frames;
+}
+}  // namespace
+
+Client::Client(const std::string& control, const std::string& telemetry) {
+  ctx_ = zmq_ctx_new();
+  const int linger = 0;
+  if (!control.empty()) {
+    dealer_ = zmq_socket(ctx_, ZMQ_DEALER);
+    zmq_setsockopt(dealer_, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(dealer_, control.c_str()) != 0)
+      throw Error("cannot connect to " + control + ": " + zmq_strerror(zmq_errno()));
+  }
+  if (!telemetry.empty()) {
+    sub_ = zmq_socket(ctx_, ZMQ_SUB);
+    zmq_setsockopt(sub_, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(sub_, ZMQ_SUBSCRIBE, "", 0);
+    if (zmq_connect(sub_, telemetry.c_str()) != 0)
+      throw Error("cannot connect to " + telemetry + ": " + zmq_strerror(zmq_errno()));
+  }
+}
+
+Client::~Client() {
+  if (dealer_) zmq_close(dealer_);
+  if (sub_) zmq_close(sub_);
+  if (ctx_) zmq_ctx_term(ctx_);
+}
+
+Json Client::request(const std::string& command, Json fields, int timeout_ms) {
+  check(dealer_ != nullptr, "client has no control connection");
+  if (!fields.is_object()) fields = Json(Json::Object{});
+  const std::string id = "c" + std::to_string(next_id_++);
+  fields["id"] = id;
+  fields["command"] = command;
+  fields["protocol"] = kProtocolVersion;
+  const std::string text = fields.dump();
+  zmq_send(dealer_, text.data(), text.size(), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) throw Error("worker did not answer \"" + command + "\" within " + std::to_string(timeout_ms) + " ms");
+    zmq_pollitem_t items[] = {{dealer_, 0, ZMQ_POLLIN, 0}};
+    zmq_poll(items, 1, static_cast<long>(left));
+    if (!(items[0].revents & ZMQ_POLLIN)) continue;
+    auto frames = recv_all(dealer_);
+    if (frames.empty()) continue;
+    Json reply;
+    try {
+      reply = Json::parse(frames.back());
+    } catch (const Error&) {
+      ++dropped_;
+      continue;
+    }
+    if (reply.contains("id") && reply.at("id").is_string() && reply.at("id").as_string() == id) return reply;
+  }
+}
+
+std::optional<Client::Message> Client::receive(int timeout_ms) {
+  check(sub_ != nullptr, "client has no telemetry connection");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    auto frames = recv_all(sub_);
+    if (!frames.empty()) {
+      if (frames.size() != 2) {
+        ++dropped_;
+        continue;
+      }
+      try {
+        return Message{frames[0], Json::parse(frames[1])};
+      } catch (const Error&) {
+        ++dropped_;
+        continue;
+      }
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return std::nullopt;
+    zmq_pollitem_t items[] = {{sub_, 0, ZMQ_POLLIN, 0}};
+    zmq_poll(items, 1, static_cast<long>(left));
+  }
+}
+
+int mark_crashed_runs(const std::string& db_path) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::vector<int64_t> dead;
+  {
+    RunStore ro(db_path, /*read_only=*/true);
+    for (const auto& r : ro.list_runs()) {
+      if ((r.status != "running" && r.status != "paused") || r.host != host || r.pid <= 0) continue;
+      const bool alive = ::kill(static_cast<pid_t>(r.pid), 0) == 0 || errno == EPERM;
+      if (!alive) dead.push_back(r.id);
+    }
+  }
+  if (dead.empty()) return 0;
+  RunStore rw(db_path);
+  for (int64_t id : dead) {
+    const auto row = rw.find_run(id);
+    rw.record_event(id, row && row->last_step ? *row->last_step : 0,
+                    {"crash", "the worker process is gone; last completed step recorded", Json()});
+    rw.set_status(id, "crashed");
+  }
+  return static_cast<int>(dead.size());
+}
+
+}  // namespace fp8rl::ipc

@@ -1,0 +1,47 @@
+// A client of fp8rl workers (Qt-free): requests on a DEALER socket, telemetry on a SUB socket.
+// Used by `fp8rl runs attach` and by the studio's receive threads.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/json.hpp"
+
+namespace fp8rl::ipc {
+
+class Client {
+ public:
+  // Connects to a worker's endpoints (either may be empty to skip that socket).
+  Client(const std::string& control, const std::string& telemetry);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends {"id": <fresh>, "command": command, "protocol": 1, ...fields} and waits for the reply
+  // with that id; throws Error on timeout ("worker did not answer within …").
+  Json request(const std::string& command, Json fields = Json(Json::Object{}),
+               int timeout_ms = 5000);
+
+  struct Message {
+    std::string topic;
+    Json payload;
+  };
+  // The next telemetry message, or nullopt after timeout_ms. Malformed messages are skipped
+  // and counted (dropped()).
+  std::optional<Message> receive(int timeout_ms);
+  int64_t dropped() const { return dropped_; }
+
+ private:
+  void* ctx_ = nullptr;
+  void* dealer_ = nullptr;
+  void* sub_ = nullptr;
+  int64_t next_id_ = 1;
+  int64_t dropped_ = 0;
+};
+
+// Marks runs of this host whose worker process is gone as "crashed" (status running or paused,
+// pid no longer alive). Returns how many were marked. Needs write access to the database.
+int mark_crashed_runs(const std::string& db_path);
+
+}  // namespace fp8rl::ipc

@@ -1,0 +1,47 @@
+// The worker protocol (docs/protocol.md): JSON requests on a ZeroMQ ROUTER control socket, JSON
+// replies; telemetry as two-frame [topic][JSON] messages on a PUB socket. This file holds the
+// message rules shared by the worker and its clients — no sockets, so it is tested on its own.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/json.hpp"
+
+namespace fp8rl::ipc {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr size_t kMaxMessageBytes = 1 << 20;  // larger requests are refused
+
+// Telemetry topics (the first frame of every PUB message).
+inline constexpr const char* kTopicStep = "step";            // a StepRecord (scalars, samples)
+inline constexpr const char* kTopicHistogram = "histogram";  // one histogram of a step
+inline constexpr const char* kTopicEvent = "event";          // start, pause, precision, …
+inline constexpr const char* kTopicHeartbeat = "heartbeat";  // ≥ 1 Hz, always
+
+// The commands a worker accepts.
+enum class Command { hello, start, pause, resume, stop, checkpoint, status, set_precision, set };
+
+struct Request {
+  std::string id;     // echoed in the reply
+  Command command;
+  Json args;          // the request object (command-specific fields)
+};
+
+// Parses and validates a request frame. Returns the request, or an error message naming what
+// is wrong (bad JSON, missing "id"/"command", unknown command, wrong field type, too large);
+// `id` receives the request id whenever one could be read, so the error can be correlated.
+std::optional<Request> parse_request(const std::string& frame, std::string* error,
+                                     std::string* id);
+
+// {"id", "ok": true, ...fields} and {"id", "ok": false, "error": message}.
+std::string ok_reply(const std::string& id, Json fields = Json(Json::Object{}));
+std::string error_reply(const std::string& id, const std::string& message);
+
+const char* command_name(Command c);
+
+// The settings `set` accepts and their meaning, for validation and docs.
+// lr (> 0), temperature (> 0), is_min / is_max (0 ≤ min < max), validation_every (≥ 0).
+bool is_live_setting(const std::string& key);
+
+}  // namespace fp8rl::ipc

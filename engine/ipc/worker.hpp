@@ -1,0 +1,39 @@
+// fp8rl worker: one run per process, controlled over a ZeroMQ ROUTER socket and streamed on a
+// PUB socket (docs/protocol.md). The run itself executes on a training thread; the main thread
+// serves requests, publishes telemetry and a heartbeat (≥ 1 Hz, also while paused or inside a
+// long step). Commands that change the run (pause, precision, settings, checkpoint, stop) take
+// effect at the next step boundary. The worker records its run in the run store itself, so the
+// run survives any client.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace fp8rl::ipc {
+
+struct WorkerOptions {
+  std::string control;    // bind address; empty: ipc://@fp8rl-<pid>-control (abstract socket)
+  std::string telemetry;  // bind address; empty: ipc://@fp8rl-<pid>-telemetry
+  std::string db_path;    // run store; empty: the run is not recorded
+  bool allow_remote = false;  // permit tcp binds beyond loopback
+  std::string backend = "auto";
+  double heartbeat_seconds = 0.5;
+};
+
+class Worker {
+ public:
+  explicit Worker(WorkerOptions opt);
+  ~Worker();
+  // The bound endpoints (after ZMQ resolved wildcards such as tcp://127.0.0.1:*).
+  const std::string& control_endpoint() const;
+  const std::string& telemetry_endpoint() const;
+  // Serves until the run stops or finishes (or a stop request before any run). Returns the
+  // process exit code.
+  int serve();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fp8rl::ipc
