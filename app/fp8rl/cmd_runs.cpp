@@ -43,9 +43,10 @@ double last_value(RunStore& db, int64_t run, const std::string& key) {
 int cmd_runs(const std::vector<std::string>& args) {
   const Args a(args, {"db"}, {"help", "csv"});
   const auto& pos = a.positional();
-  const bool ok = !pos.empty() && (((pos[0] == "list" || pos[0] == "check") && pos.size() == 1) ||
-                                   ((pos[0] == "show" || pos[0] == "export" || pos[0] == "attach") &&
-                                    pos.size() == 2));
+  const bool ok =
+      !pos.empty() &&
+      (((pos[0] == "list" || pos[0] == "check") && pos.size() == 1) ||
+       ((pos[0] == "show" || pos[0] == "export" || pos[0] == "attach") && pos.size() == 2));
   if (a.flag("help") || !ok) {
     std::fputs(
         "usage: fp8rl runs list [--db PATH]\n"

@@ -1,9 +1,9 @@
 // fp8rl worker: serve one run over ZeroMQ (docs/protocol.md).
 // fp8rl runs attach ID: follow a live run in the terminal.
+#include <unistd.h>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <unistd.h>
 
 #include "args.hpp"
 #include "commands.hpp"
@@ -55,7 +55,8 @@ int cmd_attach(int64_t run_id, const std::string& db_path) {
     check(row.has_value(), "no run " + std::to_string(run_id) + " in " + db_path);
     check(row->status == "running" || row->status == "paused",
           "run " + std::to_string(run_id) + " is " + row->status + ", not live");
-    check(!row->telemetry_endpoint.empty(), "run " + std::to_string(run_id) + " has no worker endpoints");
+    check(!row->telemetry_endpoint.empty(),
+          "run " + std::to_string(run_id) + " has no worker endpoints");
     control = row->control_endpoint;
     telemetry = row->telemetry_endpoint;
   }
@@ -77,12 +78,15 @@ int cmd_attach(int64_t run_id, const std::string& db_path) {
     silent = 0;
     if (m->topic == ipc::kTopicStep) {
       const Json& s = m->payload.at("scalars");
-      auto val = [&](const char* k) { return s.contains(k) && s.at(k).is_number() ? s.at(k).as_number() : NAN; };
-      std::printf("step %5lld %-3s reward %.3f  val %.3f  mult_err %.4f  %.2f s  [%s]\n",
-                  static_cast<long long>(m->payload.at("step").as_int()),
-                  m->payload.at("phase").as_string().c_str(), val("reward/mean"),
-                  val("accuracy/validation"), val("token_mult_prob_error"), val("time/total_step"),
-                  m->payload.contains("precision") ? m->payload.at("precision").as_string().c_str() : "");
+      auto val = [&](const char* k) {
+        return s.contains(k) && s.at(k).is_number() ? s.at(k).as_number() : NAN;
+      };
+      std::printf(
+          "step %5lld %-3s reward %.3f  val %.3f  mult_err %.4f  %.2f s  [%s]\n",
+          static_cast<long long>(m->payload.at("step").as_int()),
+          m->payload.at("phase").as_string().c_str(), val("reward/mean"),
+          val("accuracy/validation"), val("token_mult_prob_error"), val("time/total_step"),
+          m->payload.contains("precision") ? m->payload.at("precision").as_string().c_str() : "");
     } else if (m->topic == ipc::kTopicEvent) {
       std::printf("event %-10s %s\n", m->payload.at("kind").as_string().c_str(),
                   m->payload.at("message").as_string().c_str());

@@ -18,6 +18,7 @@ commands:
   score                  per-token log-probabilities of token ids under a checkpoint (JSON)
   init                   write a randomly initialised checkpoint from a config.json
   generate               sample from a checkpoint; tokens and log-probs as JSON
+  convert                a checkpoint to Hugging Face block FP8 (vLLM, SGLang) or to BF16
   train                  a GRPO run (presets, --set overrides, --json, --resume), recorded
   runs                   list, show, attach to, check and export (CSV) recorded runs
   worker                 serve one run over ZeroMQ (the studio launches these)
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
     if (cmd == "score") return fp8rl::cli::cmd_score(rest);
     if (cmd == "init") return fp8rl::cli::cmd_init(rest);
     if (cmd == "generate") return fp8rl::cli::cmd_generate(rest);
+    if (cmd == "convert") return fp8rl::cli::cmd_convert(rest);
 #if defined(FP8RL_HAVE_IPC)
     if (cmd == "worker") return fp8rl::cli::cmd_worker(rest);
 #else

@@ -67,8 +67,12 @@ Json Client::request(const std::string& command, Json fields, int timeout_ms) {
   zmq_send(dealer_, text.data(), text.size(), 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) throw Error("worker did not answer \"" + command + "\" within " + std::to_string(timeout_ms) + " ms");
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0)
+      throw Error("worker did not answer \"" + command + "\" within " + std::to_string(timeout_ms) +
+                  " ms");
     zmq_pollitem_t items[] = {{dealer_, 0, ZMQ_POLLIN, 0}};
     zmq_poll(items, 1, static_cast<long>(left));
     if (!(items[0].revents & ZMQ_POLLIN)) continue;
@@ -81,7 +85,8 @@ Json Client::request(const std::string& command, Json fields, int timeout_ms) {
       ++dropped_;
       continue;
     }
-    if (reply.contains("id") && reply.at("id").is_string() && reply.at("id").as_string() == id) return reply;
+    if (reply.contains("id") && reply.at("id").is_string() && reply.at("id").as_string() == id)
+      return reply;
   }
 }
 
@@ -102,7 +107,9 @@ std::optional<Client::Message> Client::receive(int timeout_ms) {
         continue;
       }
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
     if (left <= 0) return std::nullopt;
     zmq_pollitem_t items[] = {{sub_, 0, ZMQ_POLLIN, 0}};
     zmq_poll(items, 1, static_cast<long>(left));

@@ -51,8 +51,10 @@ std::optional<Request> parse_request(const std::string& frame, std::string* erro
   }
   if (j.contains("id")) {
     const Json& v = j.at("id");
-    if (v.is_string()) *id = v.as_string();
-    else if (v.is_number()) *id = v.dump();
+    if (v.is_string())
+      *id = v.as_string();
+    else if (v.is_number())
+      *id = v.dump();
   }
   if (!j.contains("id") || !(j.at("id").is_string() || j.at("id").is_number())) {
     *error = "request needs an \"id\" (string or number)";

@@ -23,16 +23,15 @@ inline constexpr const char* kTopicHeartbeat = "heartbeat";  // ≥ 1 Hz, always
 enum class Command { hello, start, pause, resume, stop, checkpoint, status, set_precision, set };
 
 struct Request {
-  std::string id;     // echoed in the reply
+  std::string id;  // echoed in the reply
   Command command;
-  Json args;          // the request object (command-specific fields)
+  Json args;  // the request object (command-specific fields)
 };
 
 // Parses and validates a request frame. Returns the request, or an error message naming what
 // is wrong (bad JSON, missing "id"/"command", unknown command, wrong field type, too large);
 // `id` receives the request id whenever one could be read, so the error can be correlated.
-std::optional<Request> parse_request(const std::string& frame, std::string* error,
-                                     std::string* id);
+std::optional<Request> parse_request(const std::string& frame, std::string* error, std::string* id);
 
 // {"id", "ok": true, ...fields} and {"id", "ok": false, "error": message}.
 std::string ok_reply(const std::string& id, Json fields = Json(Json::Object{}));

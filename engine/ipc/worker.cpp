@@ -39,7 +39,8 @@ void check_bind_address(const std::string& ep, bool allow_remote) {
 }
 
 // A bound socket of the given type; returns the resolved endpoint.
-void* bind_socket(void* ctx, int type, const std::string& ep, bool allow_remote, std::string* bound) {
+void* bind_socket(void* ctx, int type, const std::string& ep, bool allow_remote,
+                  std::string* bound) {
   check_bind_address(ep, allow_remote);
   void* s = zmq_socket(ctx, type);
   if (!s) zmq_fail("zmq_socket");
@@ -75,7 +76,8 @@ std::vector<std::string> recv_multipart(void* s) {
 
 void send_multipart(void* s, const std::vector<std::string>& frames) {
   for (size_t i = 0; i < frames.size(); ++i)
-    zmq_send(s, frames[i].data(), frames[i].size(), (i + 1 < frames.size() ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
+    zmq_send(s, frames[i].data(), frames[i].size(),
+             (i + 1 < frames.size() ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
 }
 
 Json histogram_json(const HistogramRecord& h, int64_t step) {
@@ -94,7 +96,8 @@ Json precision_json(const PrecisionMap& pm) {
   Json::Array layers;
   for (int64_t l = 0; l < pm.layers(); ++l) {
     Json row;
-    for (int mi = 0; mi < kModules; ++mi) row[module_short(Module(mi))] = precision_name(pm.at(l, Module(mi)));
+    for (int mi = 0; mi < kModules; ++mi)
+      row[module_short(Module(mi))] = precision_name(pm.at(l, Module(mi)));
     layers.push_back(std::move(row));
   }
   return Json(std::move(layers));
@@ -130,7 +133,8 @@ struct Worker::Impl {
     std::lock_guard lock(mu);
     outbox.emplace_back(topic, payload.dump());
   }
-  void event(int64_t at_step, const std::string& kind, const std::string& message, RunStore* store) {
+  void event(int64_t at_step, const std::string& kind, const std::string& message,
+             RunStore* store) {
     Json e;
     e["step"] = at_step;
     e["kind"] = kind;
@@ -173,8 +177,12 @@ Worker::~Worker() {
   if (m.ctx) zmq_ctx_term(m.ctx);
 }
 
-const std::string& Worker::control_endpoint() const { return impl_->control_ep; }
-const std::string& Worker::telemetry_endpoint() const { return impl_->telemetry_ep; }
+const std::string& Worker::control_endpoint() const {
+  return impl_->control_ep;
+}
+const std::string& Worker::telemetry_endpoint() const {
+  return impl_->telemetry_ep;
+}
 
 void Worker::Impl::train(RunConfig cfg, std::string name) {
   std::unique_ptr<RunStore> store;
@@ -188,7 +196,8 @@ void Worker::Impl::train(RunConfig cfg, std::string name) {
       precision_map = precision_json(run.model().precision());
     }
     if (store) {
-      const int64_t id = store->create_run(name, "worker", cfg.doc, run.model().precision().summary());
+      const int64_t id =
+          store->create_run(name, "worker", cfg.doc, run.model().precision().summary());
       store->set_endpoints(id, control_ep, telemetry_ep);
       store->record_precision(id, 0, precision_map);
       std::lock_guard lock(mu);
@@ -196,8 +205,8 @@ void Worker::Impl::train(RunConfig cfg, std::string name) {
     }
     event(0, "start", "backend " + backend->name() + " (" + backend->device() + ")", store.get());
     const std::string ckpt_dir =
-        (std::filesystem::path(opt.db_path.empty() ? "." : opt.db_path).parent_path() / "checkpoints" /
-         ("run-" + std::to_string(run_id)))
+        (std::filesystem::path(opt.db_path.empty() ? "." : opt.db_path).parent_path() /
+         "checkpoints" / ("run-" + std::to_string(run_id)))
             .string();
     int64_t last_step = 0;
     bool paused = false;
@@ -245,11 +254,16 @@ void Worker::Impl::train(RunConfig cfg, std::string name) {
         if (store) store->record_event(run_id, last_step, {"precision", text, pj});
       }
       for (const auto& [k, v] : settings) {
-        if (k == "lr") run.set_lr(v);
-        else if (k == "temperature") run.set_temperature(v);
-        else if (k == "is_min") run.set_importance_bounds(v, run.config().loss.is_max);
-        else if (k == "is_max") run.set_importance_bounds(run.config().loss.is_min, v);
-        else if (k == "validation_every") run.set_validation_every(static_cast<int64_t>(v));
+        if (k == "lr")
+          run.set_lr(v);
+        else if (k == "temperature")
+          run.set_temperature(v);
+        else if (k == "is_min")
+          run.set_importance_bounds(v, run.config().loss.is_max);
+        else if (k == "is_max")
+          run.set_importance_bounds(run.config().loss.is_min, v);
+        else if (k == "validation_every")
+          run.set_validation_every(static_cast<int64_t>(v));
         event(last_step, "set", k + " = " + Json(v).dump(), store.get());
       }
       if (want_ckpt) checkpoint();
@@ -265,8 +279,10 @@ void Worker::Impl::train(RunConfig cfg, std::string name) {
           event(last_step, "pause", "paused at the step boundary", store.get());
         }
         std::unique_lock lock(mu);
-        resume_cv.wait(lock, [&] { return !pause_requested || stop_requested || pending_precision ||
-                                          !pending_settings.empty() || checkpoint_requested; });
+        resume_cv.wait(lock, [&] {
+          return !pause_requested || stop_requested || pending_precision ||
+                 !pending_settings.empty() || checkpoint_requested;
+        });
         const bool resumed = !pause_requested;
         if (resumed) state = "running";
         lock.unlock();
@@ -289,7 +305,8 @@ void Worker::Impl::train(RunConfig cfg, std::string name) {
       }
       publish(kTopicStep, sj);
       for (const auto& h : r.histograms) publish(kTopicHistogram, histogram_json(h, r.step));
-      if (r.phase == "rl" && cfg.checkpoint_every > 0 && run.rl_done() % cfg.checkpoint_every == 0) checkpoint();
+      if (r.phase == "rl" && cfg.checkpoint_every > 0 && run.rl_done() % cfg.checkpoint_every == 0)
+        checkpoint();
     }
     bool stopped;
     {
@@ -299,7 +316,8 @@ void Worker::Impl::train(RunConfig cfg, std::string name) {
     }
     if (stopped) checkpoint();
     if (store) store->set_status(run_id, stopped ? "stopped" : "finished");
-    event(last_step, stopped ? "stop" : "finish", stopped ? "stopped on request" : "finished", store.get());
+    event(last_step, stopped ? "stop" : "finish", stopped ? "stopped on request" : "finished",
+          store.get());
     std::lock_guard lock(mu);
     state = stopped ? "stopped" : "finished";
   } catch (const std::exception& e) {
@@ -351,16 +369,19 @@ std::string Worker::Impl::handle(const Request& r) {
       return ok_reply(r.id, f);
     }
     case Command::start: {
-      if (state != "idle") return error_reply(r.id, "a run was already started (state " + state + ")");
+      if (state != "idle")
+        return error_reply(r.id, "a run was already started (state " + state + ")");
       RunConfig cfg;
       std::string name = "run";
       try {
         Json doc = RunConfig::defaults();
         if (r.args.contains("preset") || r.args.contains("config")) {
-          const std::string preset = r.args.contains("preset") ? r.args.at("preset").as_string("preset") : "";
+          const std::string preset =
+              r.args.contains("preset") ? r.args.at("preset").as_string("preset") : "";
           std::vector<std::string> sets;
           if (r.args.contains("set"))
-            for (const auto& s : r.args.at("set").as_array("set")) sets.push_back(s.as_string("set item"));
+            for (const auto& s : r.args.at("set").as_array("set"))
+              sets.push_back(s.as_string("set item"));
           lock.unlock();
           if (r.args.contains("config")) {
             Json over = r.args.at("config");
@@ -376,8 +397,10 @@ std::string Worker::Impl::handle(const Request& r) {
         } else {
           return error_reply(r.id, "start needs \"preset\" (a name) and/or \"config\" (an object)");
         }
-        if (r.args.contains("name")) name = r.args.at("name").as_string("name");
-        else name = cfg.name;
+        if (r.args.contains("name"))
+          name = r.args.at("name").as_string("name");
+        else
+          name = cfg.name;
       } catch (const Error& e) {
         if (!lock.owns_lock()) lock.lock();
         return error_reply(r.id, "bad run configuration: " + e.message());
@@ -413,7 +436,8 @@ std::string Worker::Impl::handle(const Request& r) {
       if (auto e = need_running()) return error_reply(r.id, *e);
       if (layers == 0) return error_reply(r.id, "the run is still starting; retry");
       if (!r.args.contains("overrides") || !r.args.at("overrides").is_array())
-        return error_reply(r.id, "set_precision needs \"overrides\": a list like [\"0.gate=bf16\"]");
+        return error_reply(r.id,
+                           "set_precision needs \"overrides\": a list like [\"0.gate=bf16\"]");
       std::vector<std::string> list;
       try {
         PrecisionMap check_map(layers, Precision::fp8);
@@ -428,7 +452,8 @@ std::string Worker::Impl::handle(const Request& r) {
       pending_precision->insert(pending_precision->end(), list.begin(), list.end());
       lock.unlock();
       resume_cv.notify_all();
-      return ok_reply(r.id, Json(Json::Object{{"note", Json("applies at the next step boundary")}}));
+      return ok_reply(r.id,
+                      Json(Json::Object{{"note", Json("applies at the next step boundary")}}));
     }
     case Command::set: {
       if (auto e = need_running()) return error_reply(r.id, *e);
@@ -438,9 +463,12 @@ std::string Worker::Impl::handle(const Request& r) {
       const std::string key = r.args.at("key").as_string();
       const double v = r.args.at("value").as_number();
       if (!is_live_setting(key))
-        return error_reply(r.id, "unknown setting \"" + key + "\" (allowed: lr, temperature, is_min, is_max, validation_every)");
+        return error_reply(r.id,
+                           "unknown setting \"" + key +
+                               "\" (allowed: lr, temperature, is_min, is_max, validation_every)");
       const bool ok = (key == "lr" || key == "temperature") ? v > 0 : v >= 0;
-      if (!ok || !std::isfinite(v)) return error_reply(r.id, "bad value for " + key + ": " + Json(v).dump());
+      if (!ok || !std::isfinite(v))
+        return error_reply(r.id, "bad value for " + key + ": " + Json(v).dump());
       pending_settings.emplace_back(key, v);
       lock.unlock();
       resume_cv.notify_all();
@@ -478,7 +506,8 @@ int Worker::serve() {
           std::lock_guard lock(m.mu);
           ++m.dropped;
           if (frames.size() < 2) continue;  // nothing to reply to
-          reply = error_reply("", "malformed message: expected [request] or [empty][request] frames");
+          reply =
+              error_reply("", "malformed message: expected [request] or [empty][request] frames");
         } else {
           std::string error, id;
           auto req = parse_request(frames.back(), &error, &id);

@@ -12,9 +12,9 @@
 namespace fp8rl::ipc {
 
 struct WorkerOptions {
-  std::string control;    // bind address; empty: ipc://@fp8rl-<pid>-control (abstract socket)
-  std::string telemetry;  // bind address; empty: ipc://@fp8rl-<pid>-telemetry
-  std::string db_path;    // run store; empty: the run is not recorded
+  std::string control;        // bind address; empty: ipc://@fp8rl-<pid>-control (abstract socket)
+  std::string telemetry;      // bind address; empty: ipc://@fp8rl-<pid>-telemetry
+  std::string db_path;        // run store; empty: the run is not recorded
   bool allow_remote = false;  // permit tcp binds beyond loopback
   std::string backend = "auto";
   double heartbeat_seconds = 0.5;

@@ -143,10 +143,9 @@ std::unique_ptr<Qwen3Model> load_checkpoint(Backend& be, const std::string& dir,
                           "; FP8 is supported for matrices only, expected BF16, F16 or F32");
       const std::string scale_name = p->name + "_scale_inv";
       const auto s = f.tensors.find(scale_name);
-      check(s != f.tensors.end(), where(p->name) + " has dtype " + t.dtype + " but its scale " +
-                                      scale_name + " (F32, " +
-                                      shape_str({blocks_of(rows), blocks_of(cols)}) +
-                                      ") is missing");
+      check(s != f.tensors.end(),
+            where(p->name) + " has dtype " + t.dtype + " but its scale " + scale_name +
+                " (F32 or BF16, " + shape_str({blocks_of(rows), blocks_of(cols)}) + ") is missing");
       Fp8WeightTiles tiles =
           read_fp8_weight(t, s->second, p->name, scale_name, rows, cols, file_of(scale_name));
       v = dequantize_tiles(tiles, rows, cols);
@@ -182,7 +181,8 @@ std::unique_ptr<Qwen3Model> load_checkpoint(Backend& be, const std::string& dir,
   }
   model->refresh();
   // After refresh(): the file's own FP8 tiles replace the re-quantized masters.
-  for (auto& [lin, tiles] : given) lin->set_fp8_weight(tiles.codes, tiles.scale_inv, tiles.format);
+  for (auto& [lin, tiles] : given)
+    lin->set_fp8_weight(tiles.codes, tiles.scale_inv, tiles.format, tiles.scale_dtype);
   return model;
 }
 

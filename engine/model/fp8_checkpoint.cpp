@@ -73,14 +73,15 @@ Fp8WeightTiles export_tiles(Backend& be, const Linear& lin, const QuantOptions& 
   const int64_t ns = scale_count(ScaleBlock::tile128x128, N, K);
   Fp8Tensor fresh;
   const Fp8Matrix* q = nullptr;
+  Fp8WeightTiles t;
   if (const Fp8Tensor* g = lin.given_fp8_weight(); g && g->q.format == Fp8Format::e4m3) {
     q = &g->q;
+    t.scale_dtype = lin.given_scale_dtype();
   } else {
     fresh = Fp8Tensor::make(be, N, K, ScaleBlock::tile128x128, Fp8Format::e4m3);
     be.quantize(lin.weight().master.m(), fresh.q, qopt, nullptr);
     q = &fresh.q;
   }
-  Fp8WeightTiles t;
   t.format = Fp8Format::e4m3;
   t.codes.resize(static_cast<size_t>(N * K));
   t.scale_inv.assign(static_cast<size_t>(ns), 1.0f);
@@ -103,8 +104,7 @@ Json BlockFp8Config::to_json() const {
   return q;
 }
 
-std::optional<BlockFp8Config> parse_block_fp8_config(const Json& config,
-                                                     const std::string& where) {
+std::optional<BlockFp8Config> parse_block_fp8_config(const Json& config, const std::string& where) {
   if (!config.is_object() || !config.contains("quantization_config") ||
       config.at("quantization_config").is_null())
     return std::nullopt;
@@ -120,14 +120,14 @@ std::optional<BlockFp8Config> parse_block_fp8_config(const Json& config,
         at + ".quant_method is " + text("quant_method") +
             "; supported: \"fp8\" (block-wise FP8, weight_block_size [128, 128])");
   if (q.contains("fmt") && !q.at("fmt").is_null())
-    check(q.at("fmt").is_string() && (q.at("fmt").as_string() == "e4m3" ||
-                                      q.at("fmt").as_string() == "float8_e4m3fn"),
+    check(q.at("fmt").is_string() &&
+              (q.at("fmt").as_string() == "e4m3" || q.at("fmt").as_string() == "float8_e4m3fn"),
           at + ".fmt is " + text("fmt") + "; supported: \"e4m3\"");
   if (q.contains("activation_scheme") && !q.at("activation_scheme").is_null())
-    check(q.at("activation_scheme").is_string() &&
-              q.at("activation_scheme").as_string() == "dynamic",
-          at + ".activation_scheme is " + text("activation_scheme") +
-              "; supported: \"dynamic\" (activations are quantized 1x128 on the fly)");
+    check(
+        q.at("activation_scheme").is_string() && q.at("activation_scheme").as_string() == "dynamic",
+        at + ".activation_scheme is " + text("activation_scheme") +
+            "; supported: \"dynamic\" (activations are quantized 1x128 on the fly)");
   check(q.contains("weight_block_size") && !q.at("weight_block_size").is_null(),
         at + ".weight_block_size is missing (per-tensor FP8 with weight_scale); supported: " +
             "[128, 128]");
@@ -175,22 +175,24 @@ std::vector<float> tile_scales_from_hf(const std::vector<float>& hf, int64_t row
 }
 
 Fp8WeightTiles read_fp8_weight(const SafeTensor& weight, const SafeTensor& scale,
-                               const std::string& name, const std::string& scale_name,
-                               int64_t rows, int64_t cols, const std::string& where) {
+                               const std::string& name, const std::string& scale_name, int64_t rows,
+                               int64_t cols, const std::string& where) {
   check(weight.dtype == "F8_E4M3" || weight.dtype == "F8_E5M2",
         where + ": tensor " + name + " has dtype " + weight.dtype + ", expected F8_E4M3");
   check(weight.shape == std::vector<int64_t>{rows, cols},
         where + ": tensor " + name + " has shape " + shape_str(weight.shape) + ", expected " +
             shape_str({rows, cols}));
   const std::vector<int64_t> want = {blocks_of(rows), blocks_of(cols)};
-  check(scale.dtype == "F32",
-        where + ": tensor " + scale_name + " has dtype " + scale.dtype + ", expected F32");
+  check(
+      scale.dtype == "F32" || scale.dtype == "BF16",
+      where + ": tensor " + scale_name + " has dtype " + scale.dtype + ", expected F32 (or BF16)");
   check(scale.shape == want, where + ": tensor " + scale_name + " has shape " +
                                  shape_str(scale.shape) + ", expected " + shape_str(want) +
                                  " (one scale per 128x128 tile of " + name + " " +
                                  shape_str({rows, cols}) + ")");
   Fp8WeightTiles t;
   t.format = weight.dtype == "F8_E4M3" ? Fp8Format::e4m3 : Fp8Format::e5m2;
+  t.scale_dtype = scale.dtype == "BF16" ? DType::bf16 : DType::f32;
   t.codes = weight.data;
   t.scale_inv = tile_scales_from_hf(safetensor_floats(scale, scale_name), rows, cols);
   return t;
@@ -233,9 +235,9 @@ bool module_name_matches(const std::string& pattern, const std::string& name) {
 ExportSummary save_fp8_checkpoint(const std::string& dir, Qwen3Model& model,
                                   const Fp8ExportOptions& opt) {
   const QuantOptions qopt = model.quant_options();
-  check(qopt.format == Fp8Format::e4m3,
-        "block-FP8 export: the model quantizes weights to " +
-            std::string(fp8_format_name(qopt.format)) + "; the format stores E4M3");
+  check(qopt.format == Fp8Format::e4m3, "block-FP8 export: the model quantizes weights to " +
+                                            std::string(fp8_format_name(qopt.format)) +
+                                            "; the format stores E4M3");
   Json cfg = export_config(model, opt.base_config, dir);
   const auto linears = decoder_linears(model);
 
@@ -262,13 +264,14 @@ ExportSummary save_fp8_checkpoint(const std::string& dir, Qwen3Model& model,
   BlockFp8Config qc;
   ExportSummary s;
   // fp8[layer][module]: written as FP8 (for the fused-group check).
-  std::vector<std::array<bool, kModules>> fp8(static_cast<size_t>(model.config().num_hidden_layers));
+  std::vector<std::array<bool, kModules>> fp8(
+      static_cast<size_t>(model.config().num_hidden_layers));
   for (Param* p : model.parameters()) {
     const auto it = linears.find(p->name);
-    const bool is_fp8 = it != linears.end() &&
-                        model.precision().at(it->second.layer, it->second.module) ==
-                            Precision::fp8 &&
-                        !kept.count(module_of(p->name));
+    const bool is_fp8 =
+        it != linears.end() &&
+        model.precision().at(it->second.layer, it->second.module) == Precision::fp8 &&
+        !kept.count(module_of(p->name));
     if (!is_fp8) {
       f.tensors[p->name] = make_safetensor(download_floats(be, p->master), param_shape(*p), "BF16");
       if (it != linears.end()) {
@@ -284,8 +287,9 @@ ExportSummary save_fp8_checkpoint(const std::string& dir, Qwen3Model& model,
     w.shape = {N, K};
     w.data = std::move(tiles.codes);
     f.tensors[p->name] = std::move(w);
-    f.tensors[p->name + "_scale_inv"] = make_safetensor(
-        tile_scales_to_hf(tiles.scale_inv, N, K), {blocks_of(N), blocks_of(K)}, "F32");
+    f.tensors[p->name + "_scale_inv"] =
+        make_safetensor(tile_scales_to_hf(tiles.scale_inv, N, K), {blocks_of(N), blocks_of(K)},
+                        tiles.scale_dtype == DType::bf16 ? "BF16" : "F32");
     fp8[static_cast<size_t>(it->second.layer)][static_cast<size_t>(it->second.module)] = true;
     ++s.fp8_linears;
   }

@@ -2,7 +2,8 @@
 // it as it is). Each quantized linear weight W [out, in] is stored as F8_E4M3 codes with a
 // sibling `<module>.weight_scale_inv` (F32, [ceil(out/128), ceil(in/128)]): the dequantization
 // scale of each 128×128 tile, W ≈ code · scale_inv (one FP32 multiply). Every other tensor
-// (embeddings, norms, lm_head, linears kept unquantized) is BF16. config.json carries
+// (embeddings, norms, lm_head, linears kept unquantized) is BF16. (Some publishers store the
+// scales as BF16; those are read too and written back as they were.) config.json carries
 // "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
 // "weight_block_size": [128, 128], "modules_to_not_convert": [module names kept in BF16]}.
 //
@@ -52,14 +53,17 @@ struct Fp8WeightTiles {
   Fp8Format format = Fp8Format::e4m3;
   std::vector<uint8_t> codes;
   std::vector<float> scale_inv;
+  // How the file stores the scales: f32 (the format, our quantizer) or bf16 (some publishers,
+  // e.g. Qwen3.5-FP8); kept so that an export writes the same bytes.
+  DType scale_dtype = DType::f32;
 };
 
 // Reads weight `name` ([rows, cols], F8_E4M3 or F8_E5M2) and its scale tensor `scale_name`
-// (F32, [ceil(rows/128), ceil(cols/128)]). A wrong dtype or shape is an Error naming `where`,
-// the tensor and what was expected.
+// (F32 or BF16, [ceil(rows/128), ceil(cols/128)]). A wrong dtype or shape is an Error naming
+// `where`, the tensor and what was expected.
 Fp8WeightTiles read_fp8_weight(const SafeTensor& weight, const SafeTensor& scale,
-                               const std::string& name, const std::string& scale_name,
-                               int64_t rows, int64_t cols, const std::string& where);
+                               const std::string& name, const std::string& scale_name, int64_t rows,
+                               int64_t cols, const std::string& where);
 // The dequantized weight [rows, cols]: code value · scale_inv of its tile, one FP32 multiply per
 // element (what Backend::dequantize computes).
 std::vector<float> dequantize_tiles(const Fp8WeightTiles& w, int64_t rows, int64_t cols);
@@ -79,11 +83,11 @@ struct Fp8ExportOptions {
 };
 
 struct ExportSummary {
-  int64_t tensors = 0;      // tensors written, scales included
-  int64_t fp8_linears = 0;  // linears written as F8_E4M3 + weight_scale_inv
+  int64_t tensors = 0;       // tensors written, scales included
+  int64_t fp8_linears = 0;   // linears written as F8_E4M3 + weight_scale_inv
   int64_t bf16_linears = 0;  // decoder linears written as BF16
-  uint64_t bytes = 0;       // tensor data bytes
-  int64_t files = 0;        // safetensors files (1, or the shard count)
+  uint64_t bytes = 0;        // tensor data bytes
+  int64_t files = 0;         // safetensors files (1, or the shard count)
   // Layers whose q/k/v or gate/up are split between FP8 and BF16: vLLM and SGLang fuse those
   // projections and refuse mixed precision inside a fused module.
   std::vector<std::string> split_fused;
@@ -91,11 +95,11 @@ struct ExportSummary {
 
 // Writes dir/config.json (with quantization_config) and the weights in the block-FP8 format.
 // A decoder linear goes to FP8 when the model runs it in fp8 and no keep_bf16 pattern names it;
-// its codes are the tiles a checkpoint gave it (Linear::given_fp8_weight, so FP8 → load →
-// export reproduces the file's bytes) or else our quantizer's tiles of its masters (exactly
-// what the model computes with). The model's quantizer must use E4M3. Every other tensor is
-// the BF16 rounding of its master; BF16 linears and lm_head are listed in
-// modules_to_not_convert.
+// its codes and scales are the tiles a checkpoint gave it, scales in the file's dtype
+// (Linear::given_fp8_weight, so FP8 → load → export reproduces the file's bytes), or else our
+// quantizer's tiles of its masters with F32 scales (exactly what the model computes with). The
+// model's quantizer must use E4M3. Every other tensor is the BF16 rounding of its master; BF16
+// linears and lm_head are listed in modules_to_not_convert.
 ExportSummary save_fp8_checkpoint(const std::string& dir, Qwen3Model& model,
                                   const Fp8ExportOptions& opt = {});
 

@@ -55,14 +55,16 @@ void Linear::set_precision(Precision p, const QuantOptions& opt) {
 }
 
 void Linear::set_fp8_weight(const std::vector<uint8_t>& codes, const std::vector<float>& scale_inv,
-                            Fp8Format format) {
+                            Fp8Format format, DType scale_dtype) {
   const int64_t N = out_features(), K = in_features();
   check(static_cast<int64_t>(codes.size()) == N * K &&
-            static_cast<int64_t>(scale_inv.size()) ==
-                scale_count(ScaleBlock::tile128x128, N, K),
+            static_cast<int64_t>(scale_inv.size()) == scale_count(ScaleBlock::tile128x128, N, K),
         "linear " + w_->name + ": FP8 tiles of the wrong size for [" + std::to_string(N) + ", " +
             std::to_string(K) + "]");
+  check(scale_dtype == DType::f32 || scale_dtype == DType::bf16,
+        "linear " + w_->name + ": FP8 tile scales are stored as f32 or bf16");
   given_ = Fp8Tensor::make(be_, N, K, ScaleBlock::tile128x128, format);
+  given_scale_dtype_ = scale_dtype;
   be_.upload(given_->q.codes, codes.data(), codes.size());
   be_.upload(given_->q.scale_inv, scale_inv.data(), scale_inv.size() * 4);
   if (precision_ == Precision::fp8) rebuild();

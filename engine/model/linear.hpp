@@ -77,10 +77,13 @@ class Linear {
   // the next refresh()), an fp8 linear of the same format computes with exactly these tiles
   // (and their tile-wise transpose for dgrad) instead of a re-quantization of the masters,
   // which could differ in the last bit of a scale. Kept whatever the precision, for export.
+  // scale_dtype (f32 or bf16) records how the checkpoint stored the scales, so that an export
+  // writes them back unchanged (the values are held in FP32 either way).
   void set_fp8_weight(const std::vector<uint8_t>& codes, const std::vector<float>& scale_inv,
-                      Fp8Format format);
+                      Fp8Format format, DType scale_dtype = DType::f32);
   // The tiles given by set_fp8_weight while they are current (null after refresh()).
   const Fp8Tensor* given_fp8_weight() const { return given_ ? &*given_ : nullptr; }
+  DType given_scale_dtype() const { return given_scale_dtype_; }
 
   // y [M, out] = x·Wᵀ; y may be f32 or bf16 (fp8 and bf16 GEMMs accumulate in FP32).
   void forward(LinearInput& x, const Matrix& y);
@@ -97,6 +100,7 @@ class Linear {
   std::optional<Tensor> bf16_w_, bf16_wt_;   // bf16 compute copies
   std::optional<Fp8Tensor> fp8_w_, fp8_wt_;  // fp8 tiles of W and Wᵀ
   std::optional<Fp8Tensor> given_;           // tiles from a checkpoint (set_fp8_weight)
+  DType given_scale_dtype_ = DType::f32;
 
   // Makes the compute copies for the current precision (from given_ when it serves).
   QuantStats rebuild();

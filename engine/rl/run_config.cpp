@@ -282,7 +282,8 @@ void apply_precision_override(PrecisionMap& pm, const std::string& o) {
   const int64_t layers = pm.layers();
   const size_t eq = o.find('='), dot = o.find('.');
   check(eq != std::string::npos && dot != std::string::npos && dot < eq,
-        "precision override '" + o + "' is not LAYER.MODULE=PRECISION (e.g. 0.gate=bf16, *.down=bf16)");
+        "precision override '" + o +
+            "' is not LAYER.MODULE=PRECISION (e.g. 0.gate=bf16, *.down=bf16)");
   const std::string layer = o.substr(0, dot), module = o.substr(dot + 1, eq - dot - 1);
   const Precision p = parse_precision(o.substr(eq + 1));
   std::vector<int64_t> ls;
@@ -301,7 +302,8 @@ void apply_precision_override(PrecisionMap& pm, const std::string& o) {
       matched = true;
       for (int64_t l : ls) pm.set(l, Module(mi), p);
     }
-  check(matched, "precision override: module '" + module + "' is not one of: *, q, k, v, o, gate, up, down");
+  check(matched,
+        "precision override: module '" + module + "' is not one of: *, q, k, v, o, gate, up, down");
 }
 
 PrecisionMap RunConfig::precision_map(int64_t layers) const {

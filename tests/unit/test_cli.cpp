@@ -157,7 +157,8 @@ class TestCli : public QObject {
     ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
     p.waitForFinished();
     QCOMPARE(run(kCli, {"runs", "check"}, env).out.trimmed(), QStringLiteral("ok"));
-    QVERIFY(run(kCli, {"runs", "list"}, env).out.contains("running"));  // crash detection: workers
+    // The killed process is detected as gone and its run marked crashed (last step kept).
+    QVERIFY(run(kCli, {"runs", "list"}, env).out.contains("crashed"));
     const auto resumed = run(kCli, {"train", "--resume", "1", "--json"}, env);
     QCOMPARE(resumed.code, 0);
     QVERIFY(run(kCli, {"runs", "list"}, env).out.contains("finished"));
