@@ -10,27 +10,10 @@
 
 #include "core/error.hpp"
 #include "ipc/protocol.hpp"
+#include "ipc/zmq_frames.hpp"
 #include "store/run_store.hpp"
 
 namespace fp8rl::ipc {
-namespace {
-std::vector<std::string> recv_all(void* s) {
-  std::vector<std::string> frames;
-  int more = 0;
-  do {
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, s, ZMQ_DONTWAIT) < 0) {
-      zmq_msg_close(&m);
-      return frames;
-    }
-    frames.emplace_back(static_cast<const char*>(zmq_msg_data(&m)), zmq_msg_size(&m));
-    more = zmq_msg_more(&m);
-    zmq_msg_close(&m);
-  } while (more);
-  return frames;
-}
-}  // namespace
 
 Client::Client(const std::string& control, const std::string& telemetry) {
   ctx_ = zmq_ctx_new();
@@ -76,7 +59,7 @@ Json Client::request(const std::string& command, Json fields, int timeout_ms) {
     zmq_pollitem_t items[] = {{dealer_, 0, ZMQ_POLLIN, 0}};
     zmq_poll(items, 1, static_cast<long>(left));
     if (!(items[0].revents & ZMQ_POLLIN)) continue;
-    auto frames = recv_all(dealer_);
+    auto frames = recv_frames(dealer_);
     if (frames.empty()) continue;
     Json reply;
     try {
@@ -94,7 +77,7 @@ std::optional<Client::Message> Client::receive(int timeout_ms) {
   check(sub_ != nullptr, "client has no telemetry connection");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
-    auto frames = recv_all(sub_);
+    auto frames = recv_frames(sub_);
     if (!frames.empty()) {
       if (frames.size() != 2) {
         ++dropped_;

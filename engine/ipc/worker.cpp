@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/version.hpp"
 #include "ipc/protocol.hpp"
+#include "ipc/zmq_frames.hpp"
 #include "rl/run_loop.hpp"
 #include "store/run_store.hpp"
 
@@ -55,29 +56,6 @@ void* bind_socket(void* ctx, int type, const std::string& ep, bool allow_remote,
   zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, buf, &len);
   *bound = std::string(buf, strnlen(buf, len));
   return s;
-}
-
-std::vector<std::string> recv_multipart(void* s) {
-  std::vector<std::string> frames;
-  int more = 0;
-  do {
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, s, ZMQ_DONTWAIT) < 0) {
-      zmq_msg_close(&m);
-      return frames;
-    }
-    frames.emplace_back(static_cast<const char*>(zmq_msg_data(&m)), zmq_msg_size(&m));
-    more = zmq_msg_more(&m);
-    zmq_msg_close(&m);
-  } while (more);
-  return frames;
-}
-
-void send_multipart(void* s, const std::vector<std::string>& frames) {
-  for (size_t i = 0; i < frames.size(); ++i)
-    zmq_send(s, frames[i].data(), frames[i].size(),
-             (i + 1 < frames.size() ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
 }
 
 Json histogram_json(const HistogramRecord& h, int64_t step) {
@@ -484,7 +462,7 @@ void Worker::Impl::flush_outbox() {
     std::lock_guard lock(mu);
     out.swap(outbox);
   }
-  for (const auto& [topic, payload] : out) send_multipart(pub, {topic, payload});
+  for (const auto& [topic, payload] : out) send_frames(pub, {topic, payload});
 }
 
 int Worker::serve() {
@@ -498,7 +476,7 @@ int Worker::serve() {
     zmq_poll(items, 1, 50);
     if (items[0].revents & ZMQ_POLLIN) {
       for (int budget = 0; budget < 256; ++budget) {
-        auto frames = recv_multipart(m.control);
+        auto frames = recv_frames(m.control);
         if (frames.empty()) break;
         // ROUTER: [identity][optional empty delimiter][request]. Reply on the same envelope.
         std::string reply;
@@ -524,7 +502,7 @@ int Worker::serve() {
           }
         }
         frames.back() = reply;
-        send_multipart(m.control, frames);
+        send_frames(m.control, frames);
       }
     }
     m.flush_outbox();
@@ -544,7 +522,7 @@ int Worker::serve() {
       hb["run_id"] = run_id;
       hb["pid"] = static_cast<int64_t>(getpid());
       hb["time"] = now_seconds();
-      send_multipart(m.pub, {kTopicHeartbeat, hb.dump()});
+      send_frames(m.pub, {kTopicHeartbeat, hb.dump()});
       last_beat = now;
     }
     if (run_id >= 0 && !m.opt.db_path.empty() && now - last_db_beat >= std::chrono::seconds(2)) {
