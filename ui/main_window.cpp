@@ -55,14 +55,16 @@ MainWindow::MainWindow(QString cli, QWidget* parent)
          "linear layers (128×128 weight tiles, 1×128 activation blocks, FP32 scales) in "
          "generation and training, an optional FP8 KV cache, and truncated importance "
          "sampling. Try it in a terminal: <code>fp8rl train --preset demo</code>.</p>"
-         "<p><b>Not yet here:</b> the run store and worker processes, so the studio cannot "
-         "launch or watch runs yet.</p>"
+         "<p>Runs are recorded in a run database and can run as worker processes steered over "
+         "ZeroMQ: <code>fp8rl runs list</code>, <code>fp8rl runs attach ID</code>.</p>"
+         "<p><b>Not yet here:</b> the studio's own run views (launch dialog, live plots, "
+         "precision grid, compare view).</p>"
          "<p>The <i>System</i> tab shows what this machine offers the engine.</p>"));
   auto* tabs = new QTabWidget(this);
   tabs->addTab(welcome, tr("Welcome"));
   tabs->addTab(report_, tr("System"));
   setCentralWidget(tabs);
-  statusBar()->showMessage(tr("No runs to show: the run store is not in this build yet"));
+  statusBar()->showMessage(tr("Run views are not in this build yet: see fp8rl runs list"));
   report_->refresh();
 }
 
