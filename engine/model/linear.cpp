@@ -48,7 +48,7 @@ void Linear::set_precision(Precision p, const QuantOptions& opt) {
   precision_ = p;
   qopt_ = opt;
   bf16_w_.reset();
-  bf16_wt_.reset();
+  wt_.reset();
   fp8_w_.reset();
   fp8_wt_.reset();
   rebuild();
@@ -78,13 +78,17 @@ QuantStats Linear::refresh() {
 QuantStats Linear::rebuild() {
   QuantStats stats;
   const int64_t N = out_features(), K = in_features();
-  if (precision_ == Precision::bf16) {
+  if (precision_ == Precision::fp32) {
+    // dgrad's Wᵀ, made once per weight update rather than in every backward.
+    if (!wt_) wt_ = Tensor::make(be_, K, N, DType::f32);
+    be_.transpose(w_->master.m(), wt_->m());
+  } else if (precision_ == Precision::bf16) {
     if (!bf16_w_) {
       bf16_w_ = Tensor::make(be_, N, K, DType::bf16);
-      bf16_wt_ = Tensor::make(be_, K, N, DType::bf16);
+      wt_ = Tensor::make(be_, K, N, DType::bf16);
     }
     be_.convert(w_->master.m(), bf16_w_->m());
-    be_.transpose(bf16_w_->m(), bf16_wt_->m());
+    be_.transpose(bf16_w_->m(), wt_->m());
   } else if (precision_ == Precision::fp8) {
     if (!fp8_w_) {
       fp8_w_ = Fp8Tensor::make(be_, N, K, ScaleBlock::tile128x128, qopt_.format);
@@ -137,13 +141,7 @@ void Linear::backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantS
     return;
   }
   // fp32 / bf16: the same TN GEMM form with transposed copies.
-  const Matrix wt = precision_ == Precision::bf16 ? bf16_wt_->m() : Matrix{};
-  Tensor master_t;
-  if (precision_ == Precision::fp32) {
-    master_t = Tensor::make(be_, K, N, DType::f32);
-    be_.transpose(w_->master.m(), master_t.m());
-  }
-  if (dx.data) be_.gemm(dy, precision_ == Precision::bf16 ? wt : master_t.m(), dx, 0.0f);
+  if (dx.data) be_.gemm(dy, wt_->m(), dx, 0.0f);
   Tensor dyt = Tensor::make(be_, N, M, dy.dtype), xt = Tensor::make(be_, K, M, x.x().dtype);
   be_.transpose(dy, dyt.m());
   be_.transpose(x.x(), xt.m());

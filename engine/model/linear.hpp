@@ -97,7 +97,8 @@ class Linear {
   Param* w_ = nullptr;
   Precision precision_ = Precision::fp32;
   QuantOptions qopt_;
-  std::optional<Tensor> bf16_w_, bf16_wt_;   // bf16 compute copies
+  // Compute copies: bf16 W; Wᵀ for dgrad (bf16, or f32 for the fp32 reference).
+  std::optional<Tensor> bf16_w_, wt_;
   std::optional<Fp8Tensor> fp8_w_, fp8_wt_;  // fp8 tiles of W and Wᵀ
   std::optional<Fp8Tensor> given_;           // tiles from a checkpoint (set_fp8_weight)
   DType given_scale_dtype_ = DType::f32;

@@ -25,6 +25,14 @@ uint64_t mix(uint64_t a, uint64_t b) {
   return z ^ (z >> 31);
 }
 
+// The text of a generated response without its <eos>; ended = it finished with <eos>.
+std::string response_text(const Task& task, const Sequence& s, bool* ended) {
+  *ended = s.finish_reason == "eos";
+  std::vector<int32_t> body = s.response;
+  if (*ended) body.pop_back();
+  return task.tokenizer().decode(body);
+}
+
 double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
@@ -246,10 +254,8 @@ StepRecord GrpoRun::rl_step() {
   double correct = 0, resp_len = 0;
   for (int64_t i = 0; i < N; ++i) {
     const Sequence& s = seqs[static_cast<size_t>(i)];
-    const bool ended = s.finish_reason == "eos";
-    std::vector<int32_t> body = s.response;
-    if (ended) body.pop_back();
-    const std::string text = task_->tokenizer().decode(body);
+    bool ended = false;
+    const std::string text = response_text(*task_, s, &ended);
     const Example& ex = examples[static_cast<size_t>(i / G)];
     rewards.push_back(task_->reward(ex, text, ended));
     correct += task_->correct(ex, text, ended);
@@ -414,10 +420,8 @@ double GrpoRun::validate(std::vector<SampleRecord>* samples) {
   const auto seqs = gen_->generate(prompts, sp);
   int64_t right = 0;
   for (size_t i = 0; i < val.size(); ++i) {
-    const bool ended = seqs[i].finish_reason == "eos";
-    std::vector<int32_t> body = seqs[i].response;
-    if (ended) body.pop_back();
-    const std::string text = task_->tokenizer().decode(body);
+    bool ended = false;
+    const std::string text = response_text(*task_, seqs[i], &ended);
     right += task_->correct(val[i], text, ended);
     if (samples && static_cast<int64_t>(samples->size()) < cfg_.samples_per_step)
       samples->push_back({val[i].prompt, text, val[i].answer, task_->reward(val[i], text, ended)});
