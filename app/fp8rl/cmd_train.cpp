@@ -49,19 +49,25 @@ int cmd_train(const std::vector<std::string>& args) {
     }
   }
   const Args a(rest, {"preset", "config", "backend", "output", "db", "name", "resume"},
-               {"json", "help", "print-config", "no-db"});
+               {"json", "help", "print-config", "no-db", "list-presets"});
+  if (a.flag("list-presets")) {
+    for (const auto& n : RunConfig::preset_names()) std::printf("%s\n", n.c_str());
+    return 0;
+  }
   const bool resuming = !a.get("resume", "").empty();
   if (a.flag("help") || (a.get("preset", "").empty() && a.get("config", "").empty() && !resuming)) {
     std::fputs(
         "usage: fp8rl train (--preset NAME | --config FILE | --resume RUN_ID) [--set key=value "
         "...]\n"
         "                   [--json] [--db PATH] [--name NAME] [--backend auto|cpu|cuda]\n"
-        "                   [--output DIR] [--print-config] [--no-db]\n\n"
+        "                   [--output DIR] [--print-config] [--no-db]\n"
+        "       fp8rl train --list-presets\n\n"
         "Runs GRPO (with optional supervised warm-up), recording every step in the run database\n"
         "(default: $FP8RL_DB or ~/.local/share/fp8rl/runs.sqlite). Prints a progress line per\n"
         "step, or with --json one JSON object per step and a final summary. Ctrl-C stops at\n"
         "the next step boundary and writes a checkpoint; --resume RUN_ID continues from the\n"
-        "run's last checkpoint. Presets: resources/presets/*.yaml.\n",
+        "run's last checkpoint. Presets: resources/presets/*.yaml; --config takes a YAML file\n"
+        "or a JSON object (as --print-config prints it).\n",
         a.flag("help") ? stdout : stderr);
     return a.flag("help") ? 0 : 2;
   }

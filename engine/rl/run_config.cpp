@@ -347,7 +347,22 @@ RunConfig RunConfig::load(const std::string& preset, const std::string& file,
     check(!path.empty(),
           "unknown preset '" + preset + "' (available: " + join(preset_names()) + ")");
   }
-  if (!path.empty()) overlay(doc, parse_yaml(read_file(path), path), "");
+  if (!path.empty()) {
+    // A JSON object (what the studio writes, or `--print-config` output) or a YAML preset.
+    const std::string text = read_file(path);
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && text[first] == '{') {
+      Json j;
+      try {
+        j = Json::parse(text);
+      } catch (const Error& e) {
+        throw Error(path + ": " + e.message());
+      }
+      overlay(doc, j, "");
+    } else {
+      overlay(doc, parse_yaml(text, path), "");
+    }
+  }
   for (const auto& s : sets) apply_override(doc, s);
   return from_json(doc);
 }

@@ -381,6 +381,8 @@ StepRecord GrpoRun::rl_step() {
   S[metric::kTimeLogprob] = t_logprob;
   S[metric::kTimeTraining] = t_train;
   S[metric::kTimeRecalibration] = t_cal;
+  tokens_total_ += response_tokens;
+  S[metric::kTokensTotal] = static_cast<double>(tokens_total_);
   S[metric::kRolloutTps] = t_gen > 0 ? static_cast<double>(response_tokens) / t_gen : 0.0;
   S[metric::kTrainTps] =
       t_train > 0 ? static_cast<double>(train_tokens * cfg_.epochs) / t_train : 0.0;
@@ -433,6 +435,7 @@ void GrpoRun::save(const std::string& dir) {
   Json st;
   st["sft_done"] = sft_done_;
   st["rl_done"] = rl_done_;
+  st["tokens_total"] = tokens_total_;
   st["elapsed_seconds"] = elapsed_;
   st["config"] = cfg_.doc;
   Json::Array kv;
@@ -466,6 +469,8 @@ void GrpoRun::restore(const std::string& dir) {
   const Json st = Json::parse(ss.str());
   sft_done_ = st.at("sft_done").as_int("sft_done");
   rl_done_ = st.at("rl_done").as_int("rl_done");
+  // Checkpoints written before tokens were counted resume the count at 0.
+  tokens_total_ = st.contains("tokens_total") ? st.at("tokens_total").as_int("tokens_total") : 0;
   elapsed_ = st.at("elapsed_seconds").as_number("elapsed_seconds");
   std::vector<std::pair<float, float>> kv;
   for (const auto& p : st.at("kv_scales").as_array("kv_scales"))

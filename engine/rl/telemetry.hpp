@@ -63,6 +63,7 @@ inline constexpr const char* kTimeRecalibration = "time/recalibration";
 inline constexpr const char* kTimeTotal = "time/total_step";
 inline constexpr const char* kRolloutTps = "throughput/rollout_tokens_per_s";
 inline constexpr const char* kTrainTps = "throughput/training_tokens_per_s";
+inline constexpr const char* kTokensTotal = "tokens/total";
 inline constexpr const char* kResponseLength = "response_length/mean";
 inline constexpr const char* kLr = "lr";
 inline constexpr const char* kMemory = "memory/rss_mb";
