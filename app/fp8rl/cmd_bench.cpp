@@ -1,10 +1,16 @@
-// fp8rl bench gemm|quant: BF16 vs block-scaled FP8 on every backend present, printed as ratios
-// against the strongest baseline measured in the same run.
+// fp8rl bench gemm|quant|rollout: BF16 vs block-scaled FP8 on every backend present, printed as
+// ratios against the strongest baseline measured in the same run. fp8rl bench telemetry: what a
+// worker's telemetry (JSON, PUB socket, run store) costs per step of the demo preset, against
+// the step itself.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "args.hpp"
@@ -14,6 +20,15 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "rollout/generator.hpp"
+
+#if defined(FP8RL_HAVE_IPC)
+#include <unistd.h>
+#include <zmq.h>
+
+#include "ipc/telemetry_publisher.hpp"
+#include "rl/run_loop.hpp"
+#include "store/run_store.hpp"
+#endif
 
 namespace fp8rl::cli {
 namespace {
@@ -308,32 +323,237 @@ void bench_rollout(Backend& be, int64_t batch, int64_t prompt_len, int64_t new_t
   std::printf("\n");
 }
 
+#if defined(FP8RL_HAVE_IPC)
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A client's SUB socket connected to the bench's PUB socket, drained on its own thread (as the
+// studio's receive thread does), counting the step and histogram messages it receives.
+class DrainingSubscriber {
+ public:
+  // The topic of the connection probes (not counted as received).
+  static constexpr const char* kProbeTopic = "bench-probe";
+
+  DrainingSubscriber(void* ctx, const std::string& endpoint) {
+    sub_ = zmq_socket(ctx, ZMQ_SUB);
+    check(sub_ != nullptr, std::string("zmq_socket: ") + zmq_strerror(zmq_errno()));
+    const int linger = 0;
+    zmq_setsockopt(sub_, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(sub_, ZMQ_SUBSCRIBE, "", 0);
+    if (zmq_connect(sub_, endpoint.c_str()) != 0) {
+      zmq_close(sub_);
+      throw Error("cannot connect a subscriber to " + endpoint + ": " + zmq_strerror(zmq_errno()));
+    }
+    thread_ = std::thread([this] { drain(); });
+  }
+  ~DrainingSubscriber() {
+    stop_ = true;
+    thread_.join();
+    zmq_close(sub_);
+  }
+  DrainingSubscriber(const DrainingSubscriber&) = delete;
+  DrainingSubscriber& operator=(const DrainingSubscriber&) = delete;
+
+  // Whether a probe has arrived (the subscription reached the PUB socket).
+  bool connected() const { return probes_ > 0; }
+  // Messages received other than probes.
+  int64_t received() const { return received_; }
+
+ private:
+  void drain() {
+    zmq_msg_t m;
+    while (!stop_) {
+      zmq_pollitem_t items[] = {{sub_, 0, ZMQ_POLLIN, 0}};
+      if (zmq_poll(items, 1, 20) <= 0) continue;
+      std::string topic;
+      int more = 0;
+      do {  // one [topic][payload] message
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sub_, ZMQ_DONTWAIT) < 0) {
+          zmq_msg_close(&m);
+          break;
+        }
+        if (topic.empty())
+          topic.assign(static_cast<const char*>(zmq_msg_data(&m)), zmq_msg_size(&m));
+        more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+      } while (more);
+      if (topic == kProbeTopic)
+        ++probes_;
+      else if (!topic.empty())
+        ++received_;
+    }
+  }
+
+  void* sub_ = nullptr;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> probes_{0}, received_{0};
+};
+
+// Removes a directory tree when it goes out of scope.
+struct TempDir {
+  std::filesystem::path path;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// Runs the demo preset's RL steps as a worker does (GrpoRun::next), and after each the worker's
+// telemetry: RunStore::record_step into a temporary database, encode_step_telemetry and
+// send_telemetry on a PUB socket with a subscriber connected and draining. Telemetry is timed
+// serially here; in a worker the sending happens on the serving thread instead.
+void bench_telemetry(Backend& be, int64_t warmup, int64_t steps) {
+  RunConfig cfg = RunConfig::load("demo", "", {"sft.steps=0"});
+  TempDir tmp{std::filesystem::temp_directory_path() /
+              ("fp8rl-bench-telemetry-" + std::to_string(getpid()))};
+  std::filesystem::create_directories(tmp.path);
+  RunStore store((tmp.path / "runs.sqlite").string());
+  GrpoRun run(cfg, be);
+  const std::string precision = run.model().precision().summary();
+  const int64_t run_id = store.create_run("bench telemetry", "demo", cfg.doc, precision);
+
+  void* ctx = zmq_ctx_new();
+  struct ContextGuard {
+    void* ctx;
+    ~ContextGuard() { zmq_ctx_term(ctx); }
+  } ctx_guard{ctx};
+  void* pub = zmq_socket(ctx, ZMQ_PUB);
+  check(pub != nullptr, std::string("zmq_socket: ") + zmq_strerror(zmq_errno()));
+  struct SocketGuard {
+    void* s;
+    ~SocketGuard() { zmq_close(s); }
+  } pub_guard{pub};
+  const int linger = 0;
+  zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof linger);
+  const std::string endpoint =
+      "ipc://@fp8rl-bench-" + std::to_string(getpid()) + "-telemetry";  // as a worker's default
+  if (zmq_bind(pub, endpoint.c_str()) != 0)
+    throw Error("cannot bind " + endpoint + ": " + zmq_strerror(zmq_errno()));
+  DrainingSubscriber sub(ctx, endpoint);
+  // PUB drops everything until the subscription has arrived: probe until it has.
+  const auto t_connect = std::chrono::steady_clock::now();
+  while (!sub.connected()) {
+    check(seconds_since(t_connect) < 10, "the subscriber did not connect within 10 s");
+    zmq_send(pub, DrainingSubscriber::kProbeTopic, std::strlen(DrainingSubscriber::kProbeTopic),
+             ZMQ_DONTWAIT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
+  std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
+  std::printf(
+      "demo preset: %lld RL steps timed after %lld warm-up steps (%lld prompts x %lld responses, "
+      "validation every %lld steps)\n",
+      static_cast<long long>(steps), static_cast<long long>(warmup),
+      static_cast<long long>(cfg.prompts_per_step), static_cast<long long>(cfg.group_size),
+      static_cast<long long>(cfg.validation_every));
+  struct Costs {
+    double step = 0, store = 0, encode = 0, send = 0, total = 0;
+  };
+  Costs sum, worst;
+  int64_t sent = 0;
+  size_t bytes = 0;
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    check(!run.finished(), "the demo preset ran out of steps");
+    Costs c;
+    auto t0 = std::chrono::steady_clock::now();
+    const StepRecord r = run.next();
+    c.step = seconds_since(t0);
+    // The worker's order: store, encode, send.
+    t0 = std::chrono::steady_clock::now();
+    store.record_step(run_id, r);
+    c.store = seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    const std::vector<ipc::TelemetryMessage> messages =
+        ipc::encode_step_telemetry(r, run_id, precision);
+    c.encode = seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    const size_t b = ipc::send_telemetry(pub, messages);
+    c.send = seconds_since(t0);
+    c.total = c.store + c.encode + c.send;
+    sent += static_cast<int64_t>(messages.size());
+    if (i < warmup) continue;
+    bytes += b;
+    sum.step += c.step, sum.store += c.store, sum.encode += c.encode, sum.send += c.send;
+    sum.total += c.total;
+    worst.step = std::max(worst.step, c.step), worst.store = std::max(worst.store, c.store);
+    worst.encode = std::max(worst.encode, c.encode), worst.send = std::max(worst.send, c.send);
+    worst.total = std::max(worst.total, c.total);
+  }
+  // Everything sent should arrive (the subscriber keeps up; PUB drops only beyond its HWM).
+  const auto t_drain = std::chrono::steady_clock::now();
+  while (sub.received() < sent && seconds_since(t_drain) < 5)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+
+  const double n = static_cast<double>(steps);
+  const double per_step_messages = static_cast<double>(sent) / static_cast<double>(warmup + steps);
+  std::printf("%-44s %10s %10s %10s\n", "per RL step", "mean ms", "max ms", "vs step");
+  auto row = [&](const std::string& name, double total, double max) {
+    std::printf("%-44s %10.3f %10.3f %9.2f%%\n", name.c_str(), total / n * 1e3, max * 1e3,
+                100.0 * total / sum.step);
+  };
+  row("step: GrpoRun::next (baseline)", sum.step, worst.step);
+  row("telemetry: store (RunStore::record_step)", sum.store, worst.store);
+  char name[64];
+  std::snprintf(name, sizeof name, "telemetry: encode JSON (%.0f messages)", per_step_messages);
+  row(name, sum.encode, worst.encode);
+  std::snprintf(name, sizeof name, "telemetry: send on PUB (%.1f KB)",
+                static_cast<double>(bytes) / n / 1024.0);
+  row(name, sum.send, worst.send);
+  row("telemetry: total", sum.total, worst.total);
+  std::printf("subscriber received %lld of %lld messages\n", static_cast<long long>(sub.received()),
+              static_cast<long long>(sent));
+  const double overhead = 100.0 * sum.total / sum.step;
+  std::printf("telemetry overhead: %.3f%% of the step time: %s (target < 1%%)\n\n", overhead,
+              overhead < 1.0 ? "PASS" : "FAIL");
+}
+#endif
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
-  const Args a(args, {"backend", "shapes", "seconds", "batch", "prompt-len", "new-tokens", "model"},
+  const Args a(args,
+               {"backend", "shapes", "seconds", "batch", "prompt-len", "new-tokens", "model",
+                "steps", "warmup"},
                {"help"});
   const auto& pos = a.positional();
   if (a.flag("help") || pos.size() != 1 ||
-      (pos[0] != "gemm" && pos[0] != "quant" && pos[0] != "rollout")) {
+      (pos[0] != "gemm" && pos[0] != "quant" && pos[0] != "rollout" && pos[0] != "telemetry")) {
     std::fputs(
-        "usage: fp8rl bench gemm|quant|rollout [--backend all|cpu|cuda|auto] [--shapes M,N,K;...]\n"
-        "         [--seconds S] [--batch B] [--prompt-len P] [--new-tokens N]\n"
-        "         [--model small|qwen3-0.6b]\n\n"
+        "usage: fp8rl bench gemm|quant|rollout|telemetry [--backend all|cpu|cuda|auto]\n"
+        "         [--shapes M,N,K;...] [--seconds S] [--batch B] [--prompt-len P]\n"
+        "         [--new-tokens N] [--model small|qwen3-0.6b] [--steps N] [--warmup W]\n\n"
         "gemm: BF16 vs block-scaled FP8 fprop, dgrad and wgrad (TFLOP/s and the ratio to the\n"
         "      fastest baseline; on the CPU the FP32 sgemm that the FP8 emulation wraps is a\n"
         "      baseline too). Default shapes: 8192^3 and 8B-model linears on GPUs, 1024^3 and\n"
         "      0.6B-model linears on the CPU.\n"
         "quant: quantization and dequantization GB/s against a plain copy in the same run.\n"
         "rollout: decode tokens/s of a random Qwen3-shaped model (default: small on the CPU,\n"
-        "      Qwen3-0.6B on GPUs) with BF16, FP8 linears, FP8 linears + FP8 KV cache.\n",
+        "      Qwen3-0.6B on GPUs) with BF16, FP8 linears, FP8 linears + FP8 KV cache.\n"
+        "telemetry: what a worker's telemetry costs per RL step of the demo preset (run-store\n"
+        "      write, JSON encoding, sending on a PUB socket to a draining subscriber) against\n"
+        "      the step itself; W warm-up steps (default 2), then N timed (default 20).\n"
+        "      Target: below 1% of the step time.\n",
         a.flag("help") ? stdout : stderr);
     return a.flag("help") ? 0 : 2;
   }
   const double min_s = std::stod(a.get("seconds", "0.3"));
+  const int64_t steps = a.get_int("steps", 20), warmup = a.get_int("warmup", 2);
+  if (pos[0] == "telemetry") {
+    check(steps > 0 && warmup >= 0, "--steps must be positive and --warmup not negative");
+#if !defined(FP8RL_HAVE_IPC)
+    throw Error("this build has no ZeroMQ: worker telemetry cannot be measured");
+#endif
+  }
   for (auto& be : backends_for(a.get("backend", "all"))) {
     const bool cpu = be->name() == "cpu";
-    if (pos[0] == "rollout") {
+    if (pos[0] == "telemetry") {
+#if defined(FP8RL_HAVE_IPC)
+      bench_telemetry(*be, warmup, steps);
+#endif
+    } else if (pos[0] == "rollout") {
       const std::string model = a.get("model", cpu ? "small" : "qwen3-0.6b");
       check(model == "small" || model == "qwen3-0.6b", "--model must be small or qwen3-0.6b");
       bench_rollout(*be, a.get_int("batch", cpu ? 16 : 64), a.get_int("prompt-len", cpu ? 32 : 128),

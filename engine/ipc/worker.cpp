@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -16,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/version.hpp"
 #include "ipc/protocol.hpp"
+#include "ipc/telemetry_publisher.hpp"
 #include "ipc/zmq_frames.hpp"
 #include "rl/run_loop.hpp"
 #include "store/run_store.hpp"
@@ -58,16 +58,8 @@ void* bind_socket(void* ctx, int type, const std::string& ep, bool allow_remote,
   return s;
 }
 
-Json histogram_json(const HistogramRecord& h, int64_t step) {
-  Json j;
-  j["step"] = step;
-  j["name"] = h.name;
-  Json::Array e, c;
-  for (double x : h.hist.edges) e.push_back(Json(x));
-  for (int64_t x : h.hist.counts) c.push_back(Json(x));
-  j["edges"] = Json(std::move(e));
-  j["counts"] = Json(std::move(c));
-  return j;
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 Json precision_json(const PrecisionMap& pm) {
@@ -102,14 +94,15 @@ struct Worker::Impl {
   bool pause_requested = false, stop_requested = false, checkpoint_requested = false;
   std::optional<std::vector<std::string>> pending_precision;
   std::vector<std::pair<std::string, double>> pending_settings;
-  std::deque<std::pair<std::string, std::string>> outbox;  // (topic, payload)
+  std::vector<TelemetryMessage> outbox;  // queued for the serving thread to send
+  double telemetry_sent_seconds = 0;     // sending time not yet reported in time/telemetry
   std::condition_variable resume_cv;
   std::thread trainer;
   int64_t dropped = 0;  // malformed requests answered with an error
 
   void publish(const std::string& topic, const Json& payload) {
     std::lock_guard lock(mu);
-    outbox.emplace_back(topic, payload.dump());
+    outbox.push_back({topic, payload.dump()});
   }
   void event(int64_t at_step, const std::string& kind, const std::string& message,
              RunStore* store) {
@@ -188,6 +181,7 @@ void Worker::Impl::train(RunConfig cfg, std::string name) {
             .string();
     int64_t last_step = 0;
     bool paused = false;
+    double telemetry_seconds = -1;  // the previous step's, on this thread (< 0: none yet)
     auto checkpoint = [&] {
       run.save(ckpt_dir);
       if (store) store->set_checkpoint(run_id, ckpt_dir, last_step);
@@ -273,16 +267,24 @@ void Worker::Impl::train(RunConfig cfg, std::string name) {
       }
       StepRecord r = run.next();
       last_step = r.step;
+      // Telemetry: record, encode and queue the step; what this costs is reported with the
+      // next step as time/telemetry (with the serving thread's sending time since).
+      const auto t_telemetry = std::chrono::steady_clock::now();
+      std::string precision;
+      {
+        std::lock_guard lock(mu);
+        precision = precision_summary;
+        const double sent = std::exchange(telemetry_sent_seconds, 0.0);
+        if (telemetry_seconds >= 0) r.scalars[kMetricTelemetryTime] = telemetry_seconds + sent;
+      }
       if (store) store->record_step(run_id, r);
-      Json sj = r.to_json();
-      sj["run_id"] = run_id;
+      std::vector<TelemetryMessage> messages = encode_step_telemetry(r, run_id, precision);
       {
         std::lock_guard lock(mu);
         step = r.step;
-        sj["precision"] = precision_summary;
+        for (auto& msg : messages) outbox.push_back(std::move(msg));
       }
-      publish(kTopicStep, sj);
-      for (const auto& h : r.histograms) publish(kTopicHistogram, histogram_json(h, r.step));
+      telemetry_seconds = seconds_since(t_telemetry);
       if (r.phase == "rl" && cfg.checkpoint_every > 0 && run.rl_done() % cfg.checkpoint_every == 0)
         checkpoint();
     }
@@ -457,12 +459,17 @@ std::string Worker::Impl::handle(const Request& r) {
 }
 
 void Worker::Impl::flush_outbox() {
-  std::deque<std::pair<std::string, std::string>> out;
+  std::vector<TelemetryMessage> out;
   {
     std::lock_guard lock(mu);
     out.swap(outbox);
   }
-  for (const auto& [topic, payload] : out) send_frames(pub, {topic, payload});
+  if (out.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  send_telemetry(pub, out);
+  const double dt = seconds_since(t0);
+  std::lock_guard lock(mu);
+  telemetry_sent_seconds += dt;
 }
 
 int Worker::serve() {

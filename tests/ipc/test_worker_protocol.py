@@ -4,7 +4,7 @@
 Launches a real `fp8rl worker`, says hello, starts a short demo run, reads telemetry, pauses,
 changes a layer's precision, resumes, and stops; then checks the database shows the precision
 event and the changed precision. Usage: test_worker_protocol.py FP8RL_BINARY SCENARIO
-SCENARIO: drive | fuzz | crash.
+SCENARIO: drive | fuzz | crash | multi (three workers on one database at once).
 """
 import json
 import os
@@ -33,8 +33,8 @@ def fail(msg):
     sys.exit(1)
 
 
-def start_worker(db):
-    w = subprocess.Popen([FP8RL, "worker", "--db", db, "--backend", "cpu"],
+def start_worker(db, extra=()):
+    w = subprocess.Popen([FP8RL, "worker", "--db", db, "--backend", "cpu", *extra],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     WORKERS.append(w)
     line = w.stdout.readline()
@@ -226,6 +226,112 @@ def crash(db):
     print("crash: ok (last completed step %d kept)" % last)
 
 
+def multi(db):
+    """Three workers (runs) on one database at once, each with its own sockets: two on the
+    default abstract ipc endpoints, one on tcp://127.0.0.1:*. Pausing one leaves the others
+    running; every step of every run reaches the database."""
+    eps, clients = [], []
+    for extra in ((), (), ("--control", "tcp://127.0.0.1:*", "--telemetry", "tcp://127.0.0.1:*")):
+        _, ep = start_worker(db, extra)
+        eps.append(ep)
+        clients.append(Client(ep))
+    workers = WORKERS[-3:]
+    if eps[2]["control"].endswith(":*") or not eps[2]["telemetry"].startswith("tcp://127.0.0.1:"):
+        fail("tcp wildcard not resolved: %r" % eps[2])
+    if len({e["control"] for e in eps} | {e["telemetry"] for e in eps}) != 6:
+        fail("workers share endpoints: %r" % eps)
+    n = len(clients)
+    steps = [[] for _ in range(n)]  # RL step numbers seen on each worker's telemetry
+    run_ids = [set() for _ in range(n)]  # run ids in each worker's step and heartbeat messages
+    events = [[] for _ in range(n)]
+    poller = zmq.Poller()
+    for c in clients:
+        poller.register(c.sub, zmq.POLLIN)
+
+    def pump(timeout_ms):
+        for sock, _ in poller.poll(timeout_ms):
+            i = [c.sub for c in clients].index(sock)
+            while clients[i].sub.poll(0):
+                topic, payload = clients[i].sub.recv_multipart()
+                topic, m = topic.decode(), json.loads(payload)
+                if topic == "step":
+                    run_ids[i].add(m["run_id"])
+                    if m["phase"] == "rl":
+                        steps[i].append(m["step"])
+                    if m["step"] >= 2 and not m["scalars"].get("time/telemetry", -1) >= 0:
+                        fail("worker %d step %d lacks time/telemetry" % (i, m["step"]))
+                elif topic == "heartbeat":
+                    run_ids[i].add(m["run_id"])
+                elif topic == "event":
+                    events[i].append(m["kind"])
+
+    def wait(pred, what, timeout=30.0):
+        deadline = time.time() + timeout
+        while not pred():
+            if time.time() > deadline:
+                fail("%s not within %.0f s (steps seen %r)" % (what, timeout, [len(s) for s in steps]))
+            pump(100)
+
+    # Subscribed (a heartbeat arrived) before the runs start, so no step is missed.
+    wait(lambda: all(-1 in r for r in run_ids), "a heartbeat from every worker")
+    for c in clients:
+        if not c.request("start", preset="demo", set=["sft.steps=0", "grpo.steps=100000",
+                                                      "grpo.prompts_per_step=2", "validation.every=0"])["ok"]:
+            fail("start refused")
+    wait(lambda: all(len(s) >= 2 for s in steps), "two steps on every worker")
+    ids = [c.request("status")["run_id"] for c in clients]
+    if len(set(ids)) != n or min(ids) < 1:
+        fail("run ids not distinct: %r" % ids)
+    for i in range(n):
+        if run_ids[i] - {-1, ids[i]}:
+            fail("worker %d (run %d) published run ids %r" % (i, ids[i], run_ids[i]))
+
+    # Pause the first worker: the others keep producing steps, it produces none.
+    if not clients[0].request("pause")["ok"]:
+        fail("pause refused")
+    wait(lambda: "pause" in events[0], "the pause event")
+    paused_at = len(steps[0])
+    before = [len(s) for s in steps]
+    wait(lambda: all(len(steps[i]) >= before[i] + 3 for i in range(1, n)), "steps of the others while one is paused")
+    st = [c.request("status") for c in clients]
+    if st[0]["state"] != "paused" or len(steps[0]) != paused_at:
+        fail("the paused worker went on: %r, %d steps after the pause" % (st[0], len(steps[0]) - paused_at))
+    if any(s["state"] != "running" for s in st[1:]):
+        fail("pausing one worker paused another: %r" % [s["state"] for s in st])
+    if not clients[0].request("resume")["ok"]:
+        fail("resume refused")
+    wait(lambda: len(steps[0]) > paused_at, "a step after resume")
+
+    for c in clients:
+        if not c.request("stop")["ok"]:
+            fail("stop refused")
+    wait(lambda: all("stop" in e for e in events), "the stop event of every worker")
+    for i, w in enumerate(workers):
+        if w.wait(timeout=30) != 0:
+            fail("worker %d exit code %d" % (i, w.returncode))
+    pump(0)
+
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT id, status, last_step, control_endpoint, telemetry_endpoint "
+                       "FROM runs ORDER BY id").fetchall()
+    if len(rows) != n:
+        fail("%d runs in the database, expected %d" % (len(rows), n))
+    by_id = {r[0]: r for r in rows}
+    for i in range(n):
+        _, status, last, control, telemetry = by_id[ids[i]]
+        if status != "stopped" or (control, telemetry) != (eps[i]["control"], eps[i]["telemetry"]):
+            fail("run %d row: %r, endpoints printed %r" % (ids[i], by_id[ids[i]], eps[i]))
+        recorded = [s for (s,) in con.execute(
+            "SELECT DISTINCT step FROM scalars WHERE run_id=? ORDER BY step", (ids[i],))]
+        if recorded != list(range(1, last + 1)) or sorted(steps[i]) != recorded:
+            fail("run %d: database steps %r, telemetry steps %r, last_step %r"
+                 % (ids[i], recorded, sorted(steps[i]), last))
+    endpoints = [r[3] for r in rows] + [r[4] for r in rows]
+    if len(set(endpoints)) != 2 * n:
+        fail("endpoints not distinct: %r" % endpoints)
+    print("multi: ok (%s RL steps recorded)" % "/".join(str(len(s)) for s in steps))
+
+
 with tempfile.TemporaryDirectory() as d:
-    {"drive": drive, "fuzz": fuzz, "crash": crash}[SCENARIO](os.path.join(d, "runs.sqlite"))
+    {"drive": drive, "fuzz": fuzz, "crash": crash, "multi": multi}[SCENARIO](os.path.join(d, "runs.sqlite"))
 print("1 passed, 0 failed")

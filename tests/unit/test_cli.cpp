@@ -9,6 +9,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QThread>
 #include <cmath>
@@ -202,6 +203,25 @@ class TestCli : public QObject {
     for (const char* op : {"fprop", "dgrad", "wgrad"})
       QVERIFY2(r.out.contains(op), qPrintable(r.out));
     QVERIFY2(r.out.contains("fp8/best"), qPrintable(r.out));
+  }
+
+  // The telemetry benchmark runs end to end and reports its verdict; the 1% target itself is
+  // a measurement (docs/benchmarks.md), not asserted here.
+  void benchTelemetryPrintsOverhead() {
+    const auto r =
+        run(kCli, {"bench", "telemetry", "--backend", "cpu", "--steps", "2", "--warmup", "1"});
+    QCOMPARE(r.code, 0);
+    for (const char* row : {"step: GrpoRun::next (baseline)", "telemetry: store",
+                            "telemetry: encode JSON", "telemetry: send on PUB", "telemetry: total"})
+      QVERIFY2(r.out.contains(row), qPrintable(r.out));
+    static const QRegularExpression verdict(
+        R"(telemetry overhead: [0-9.]+% of the step time: (PASS|FAIL) \(target < 1%\))");
+    QVERIFY2(verdict.match(r.out).hasMatch(), qPrintable(r.out));
+    // The subscriber got what was published: 2 + 1 steps, each a step message and histograms.
+    static const QRegularExpression got(R"(subscriber received (\d+) of (\d+) messages)");
+    const auto m = got.match(r.out);
+    QVERIFY2(m.hasMatch() && m.captured(1) == m.captured(2) && m.captured(2).toInt() > 3,
+             qPrintable(r.out));
   }
 
   void initThenScore() {
