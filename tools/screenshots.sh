@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Screenshots of every studio tab in a real X window (Xvfb), saved into docs/screenshots/.
-# Needs a build (./run.sh or ./test.sh first); installs xvfb and xauth when missing (root).
+# Screenshots of every studio view in a real X window (Xvfb), saved into docs/screenshots/.
+# The studio launches two short demo runs itself (FP8 and BF16, with a live precision edit on
+# the FP8 run) into a throwaway database, waits for them, then saves each run-view tab, the
+# compare view and the system report. Needs a build (./run.sh or ./test.sh first); installs
+# xvfb, xauth and fonts when missing (root). Takes a few minutes on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for p in xvfb xauth fonts-dejavu-core; do
@@ -8,6 +11,11 @@ for p in xvfb xauth fonts-dejavu-core; do
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$p" >/dev/null
 done
 out=${1:-docs/screenshots}
+bin=${FP8RL_BIN:-build/bin}
 mkdir -p "$out"
-xvfb-run -a -s "-screen 0 1400x900x24" build/bin/fp8rl-studio --screenshots "$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# Settings of this session stay in the throwaway directory.
+XDG_CONFIG_HOME="$tmp/config" xvfb-run -a -s "-screen 0 1600x1000x24" \
+  "$bin/fp8rl-studio" --db "$tmp/runs.sqlite" --screenshots "$out" --scenario
 ls -1 "$out"

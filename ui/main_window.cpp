@@ -2,70 +2,351 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCloseEvent>
+#include <QDateTime>
+#include <QDir>
+#include <QDockWidget>
+#include <QFileDialog>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
-#include <QSplitter>
+#include <QPushButton>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTimer>
 #include <QToolBar>
-#include <QVBoxLayout>
 
+#include "ui/compare/compare_view.hpp"
+#include "ui/data/studio_session.hpp"
+#include "ui/run/run_view.hpp"
+#include "ui/runs/launch_dialog.hpp"
+#include "ui/runs/runs_panel.hpp"
 #include "ui/system_report_view.hpp"
 
 namespace fp8rl::ui {
 
-MainWindow::MainWindow(QString cli, QWidget* parent)
-    : QMainWindow(parent), report_(new SystemReportView(cli, this)) {
-  setWindowTitle(tr("FP8 RL Studio"));
-  resize(1200, 760);
+namespace {
 
-  launch_ = new QAction(tr("&Launch run…"), this);
-  launch_->setEnabled(false);
-  launch_->setToolTip(
-      tr("Training runs are not in this build yet: the engine has the FP8 "
-         "numerics (fp8rl bench), not the run loop."));
+bool live(const std::string& status) { return status == "running" || status == "paused"; }
+
+}  // namespace
+
+MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
+    : QMainWindow(parent),
+      session_(new StudioSession(cli, this)),
+      runs_(new RunsPanel(this)),
+      run_view_(new RunView(this)),
+      compare_(new CompareView(this)),
+      report_(new SystemReportView(cli, this)),
+      tabs_(new QTabWidget(this)) {
+  setWindowTitle(tr("FP8 RL Studio"));
+  resize(1440, 900);
+  buildActions();
+
+  tabs_->setObjectName(QStringLiteral("central_tabs"));
+  tabs_->addTab(run_view_, tr("Run"));
+  tabs_->addTab(compare_, tr("Compare"));
+  tabs_->addTab(report_, tr("System"));
+  setCentralWidget(tabs_);
+
+  auto* dock = new QDockWidget(tr("Runs"), this);
+  dock->setObjectName(QStringLiteral("runs_dock"));
+  dock->setWidget(runs_);
+  dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  addDockWidget(Qt::LeftDockWidgetArea, dock);
+  runs_->setMinimumWidth(300);
+  // The dock's width applies once the window has its size (restored state may override it).
+  QTimer::singleShot(0, this, [this, dock] {
+    if (dock->width() < 420) resizeDocks({dock}, {460}, Qt::Horizontal);
+  });
+
+  db_label_ = new QLabel(this);
+  health_label_ = new QLabel(this);
+  statusBar()->addPermanentWidget(health_label_);
+  statusBar()->addPermanentWidget(db_label_);
+
+  connect(runs_, &RunsPanel::currentRunChanged, this, [this](qint64 id) {
+    if (id >= 0) showRun(id);
+  });
+  connect(runs_, &RunsPanel::selectionChanged, this, &MainWindow::updateActions);
+  connect(runs_, &RunsPanel::tagsNotesEdited, this,
+          [this](qint64 id, const QString& tags, const QString& notes) {
+            const QString err = session_->setTagsNotes(id, tags, notes);
+            if (!err.isEmpty()) statusBar()->showMessage(err, 10000);
+          });
+  connect(session_, &StudioSession::runsChanged, this, [this] {
+    runs_->setRuns(session_->runs(), QDateTime::currentMSecsSinceEpoch() / 1000.0);
+    updateActions();
+  });
+  connect(session_, &StudioSession::runUpdated, this, [this](qint64 id) {
+    if (id == current_) run_view_->refresh();
+    if (std::find(compared_.begin(), compared_.end(), id) != compared_.end())
+      compare_->refresh();
+    if (id == current_) updateActions();
+  });
+  connect(session_, &StudioSession::runLaunched, this, [this](qint64 id) {
+    statusBar()->showMessage(tr("Run %1 launched").arg(id), 5000);
+    runs_->selectRun(id);
+    showRun(id);
+  });
+  connect(session_, &StudioSession::commandFinished, this, &MainWindow::onCommandFinished);
+  connect(session_, &StudioSession::problem, this,
+          [this](const QString& m) { statusBar()->showMessage(m, 15000); });
+  connect(run_view_, &RunView::precisionApplyRequested, this,
+          [this](qint64 id, const QStringList& overrides) {
+            session_->setPrecision(id, overrides);
+            statusBar()->showMessage(
+                tr("Precision change sent to run %1: %2 (applies at the next step boundary)")
+                    .arg(id)
+                    .arg(overrides.join(QStringLiteral(", "))),
+                8000);
+          });
+
+  auto* ticker = new QTimer(this);
+  connect(ticker, &QTimer::timeout, this, &MainWindow::updateStatus);
+  ticker->start(1000);
+
+  QSettings s;
+  restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
+  restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+  tabs_->setCurrentIndex(0);
+  if (db.isEmpty()) db = s.value(QStringLiteral("database"), defaultDatabase()).toString();
+  openDatabase(db, /*quiet=*/true);
+  report_->refresh();
+  updateActions();
+  updateStatus();
+}
+
+MainWindow::~MainWindow() = default;
+
+QString MainWindow::defaultDatabase() const {
+  const QByteArray env = qgetenv("FP8RL_DB");
+  if (!env.isEmpty()) return QString::fromLocal8Bit(env);
+  return QDir::homePath() + QStringLiteral("/.local/share/fp8rl/runs.sqlite");
+}
+
+void MainWindow::buildActions() {
+  launch_ = new QAction(QIcon::fromTheme(QStringLiteral("media-playback-start")),
+                        tr("&Launch run…"), this);
+  launch_->setShortcut(QKeySequence::New);
+  launch_->setToolTip(tr("Launch a run from a preset in a new worker process"));
+  pause_ = new QAction(tr("&Pause"), this);
+  pause_->setToolTip(tr("Pause the run at the next step boundary"));
+  resume_ = new QAction(tr("&Resume"), this);
+  stop_ = new QAction(tr("&Stop"), this);
+  stop_->setToolTip(tr("Checkpoint, then stop the run"));
+  checkpoint_ = new QAction(tr("&Checkpoint"), this);
+  compare_action_ = new QAction(tr("C&ompare selected"), this);
+  compare_action_->setToolTip(tr("Compare the runs selected in the runs panel (two or more)"));
+  open_db_ = new QAction(tr("&Open database…"), this);
+  open_db_->setShortcut(QKeySequence::Open);
+  export_csv_ = new QAction(tr("&Export run as CSV…"), this);
   auto* quit = new QAction(tr("&Quit"), this);
   quit->setShortcut(QKeySequence::Quit);
-  connect(quit, &QAction::triggered, qApp, &QApplication::quit);
-  auto* about = new QAction(tr("&About"), this);
-  connect(about, &QAction::triggered, this, [this] {
-    QMessageBox::about(this, tr("About FP8 RL Studio"),
-                       tr("FP8 RL Studio: end-to-end FP8 reinforcement learning of language "
-                          "models, and a place to watch and steer the runs."));
+  connect(quit, &QAction::triggered, this, &QWidget::close);
+
+  connect(launch_, &QAction::triggered, this, [this] { openLaunchDialog(); });
+  connect(pause_, &QAction::triggered, this, [this] { session_->pause(current_); });
+  connect(resume_, &QAction::triggered, this, [this] { session_->resume(current_); });
+  connect(stop_, &QAction::triggered, this, [this] {
+    if (QMessageBox::question(this, tr("Stop run"),
+                              tr("Checkpoint and stop run %1? It cannot continue in this "
+                                 "worker afterwards (fp8rl train --resume can).")
+                                  .arg(current_)) == QMessageBox::Yes)
+      session_->stop(current_);
+  });
+  connect(checkpoint_, &QAction::triggered, this, [this] { session_->checkpoint(current_); });
+  connect(compare_action_, &QAction::triggered, this,
+          [this] { compareRuns(runs_->selectedRuns()); });
+  connect(open_db_, &QAction::triggered, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open run database"), QFileInfo(session_->databasePath()).absolutePath(),
+        tr("Run databases (*.sqlite *.db);;All files (*)"));
+    if (!path.isEmpty()) openDatabase(path);
+  });
+  connect(export_csv_, &QAction::triggered, this, [this] {
+    if (current_ < 0) return;
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export run %1").arg(current_),
+        QDir::home().filePath(QStringLiteral("run-%1.csv").arg(current_)), tr("CSV (*.csv)"));
+    if (path.isEmpty()) return;
+    const QString err = session_->exportCsv(current_, path);
+    if (!err.isEmpty())
+      QMessageBox::warning(this, tr("Export failed"), err);
+    else
+      statusBar()->showMessage(tr("Wrote %1").arg(path), 5000);
   });
 
   auto* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(open_db_);
+  file->addAction(export_csv_);
+  file->addSeparator();
   file->addAction(quit);
   auto* run = menuBar()->addMenu(tr("&Run"));
-  run->addAction(launch_);
+  for (QAction* a : {launch_, pause_, resume_, stop_, checkpoint_}) run->addAction(a);
+  run->addSeparator();
+  run->addAction(compare_action_);
   auto* help = menuBar()->addMenu(tr("&Help"));
-  help->addAction(about);
+  auto* about = help->addAction(tr("&About"));
+  connect(about, &QAction::triggered, this, [this] {
+    QMessageBox::about(
+        this, tr("About FP8 RL Studio"),
+        tr("<b>FP8 RL Studio</b><p>End-to-end FP8 reinforcement learning (GRPO) of language "
+           "models: block-wise E4M3 linear layers in generation and training, FP8 KV cache, "
+           "truncated importance sampling — and a place to watch and steer the runs.</p>"
+           "<p>Each run is an <code>fp8rl worker</code> process that records itself in the run "
+           "database; closing the studio does not stop it.</p>"));
+  });
+
   auto* toolbar = addToolBar(tr("Runs"));
   toolbar->setObjectName(QStringLiteral("runs_toolbar"));
-  toolbar->addAction(launch_);
+  toolbar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  for (QAction* a : {launch_, pause_, resume_, stop_, checkpoint_}) toolbar->addAction(a);
+  toolbar->addSeparator();
+  toolbar->addAction(compare_action_);
+  toolbar->addSeparator();
+  toolbar->addAction(open_db_);
+  toolbar->addAction(export_csv_);
+}
 
-  auto* welcome = new QLabel(this);
-  welcome->setWordWrap(true);
-  welcome->setAlignment(Qt::AlignTop | Qt::AlignLeft);
-  welcome->setMargin(16);
-  welcome->setText(
-      tr("<h2>FP8 RL Studio</h2>"
-         "<p>The engine trains language models with GRPO end to end in FP8: block-wise E4M3 "
-         "linear layers (128×128 weight tiles, 1×128 activation blocks, FP32 scales) in "
-         "generation and training, an optional FP8 KV cache, and truncated importance "
-         "sampling. Try it in a terminal: <code>fp8rl train --preset demo</code>.</p>"
-         "<p>Runs are recorded in a run database and can run as worker processes steered over "
-         "ZeroMQ: <code>fp8rl runs list</code>, <code>fp8rl runs attach ID</code>.</p>"
-         "<p><b>Not yet here:</b> the studio's own run views (launch dialog, live plots, "
-         "precision grid, compare view).</p>"
-         "<p>The <i>System</i> tab shows what this machine offers the engine.</p>"));
-  auto* tabs = new QTabWidget(this);
-  tabs->addTab(welcome, tr("Welcome"));
-  tabs->addTab(report_, tr("System"));
-  setCentralWidget(tabs);
-  statusBar()->showMessage(tr("Run views are not in this build yet: see fp8rl runs list"));
-  report_->refresh();
+void MainWindow::updateActions() {
+  const auto* row = session_->runRow(current_);
+  const bool linked = row && session_->isLinked(current_) && live(row->status);
+  launch_->setEnabled(session_->hasDatabase());
+  pause_->setEnabled(linked && row->status == "running");
+  resume_->setEnabled(linked && row->status == "paused");
+  stop_->setEnabled(linked);
+  checkpoint_->setEnabled(linked);
+  export_csv_->setEnabled(row != nullptr);
+  compare_action_->setEnabled(runs_->selectedRuns().size() >= 2);
+}
+
+QString MainWindow::statusText() const { return health_label_->text(); }
+
+void MainWindow::updateStatus() {
+  db_label_->setText(session_->hasDatabase()
+                         ? tr("%1 runs · %2").arg(session_->runs().size()).arg(session_->databasePath())
+                         : tr("no database"));
+  const auto* row = session_->runRow(current_);
+  if (!row) {
+    health_label_->setText(tr("no run selected"));
+    return;
+  }
+  QString text = tr("run %1: %2").arg(current_).arg(QString::fromStdString(row->status));
+  if (session_->isLinked(current_)) {
+    const auto h = session_->health(current_);
+    if (!h.error.isEmpty() && h.heartbeat_age < 0)
+      text += tr(" · worker unreachable: %1").arg(h.error);
+    else if (h.heartbeat_age < 0)
+      text += tr(" · waiting for heartbeat");
+    else if (h.heartbeat_age > 3)
+      text += tr(" · no heartbeat for %1 s (busy or dead?)").arg(h.heartbeat_age, 0, 'f', 0);
+    else
+      text += tr(" · heartbeat %1 s ago").arg(h.heartbeat_age, 0, 'f', 1);
+    if (!h.backend.isEmpty()) text += tr(" · %1 (%2)").arg(h.backend, h.device);
+    if (h.dropped > 0) text += tr(" · %1 bad messages dropped").arg(h.dropped);
+  } else if (live(row->status)) {
+    text += tr(" · not steerable here (no reachable worker; following the database)");
+  }
+  if (const RunData* d = session_->data(current_)) {
+    const auto& mem = d->series("memory/rss_mb");
+    if (!mem.empty()) text += tr(" · RSS %1 MB").arg(mem.back().value, 0, 'f', 0);
+    const auto& gpu = d->series("memory/gpu_mb");
+    if (!gpu.empty()) text += tr(" · GPU %1 MB").arg(gpu.back().value, 0, 'f', 0);
+  }
+  health_label_->setText(text);
+  updateActions();
+}
+
+LaunchDialog* MainWindow::openLaunchDialog() {
+  QString error;
+  QStringList presets = session_->cli().presets(&error);
+  if (presets.isEmpty()) {
+    QMessageBox::warning(this, tr("Launch run"),
+                         tr("No presets found: %1").arg(error.isEmpty() ? tr("none installed") : error));
+    return nullptr;
+  }
+  delete dialog_;
+  auto& cli = session_->cli();
+  dialog_ = new LaunchDialog(
+      presets, [&cli](const QString& p, QString* err) { return cli.presetConfig(p, err); },
+      [&cli](const Json& c) { return cli.validate(c); }, this);
+  connect(dialog_, &QDialog::accepted, this, [this] {
+    const QString err = session_->launch(dialog_->config(), dialog_->runName());
+    if (!err.isEmpty())
+      QMessageBox::warning(this, tr("Launch failed"), err);
+    else
+      statusBar()->showMessage(tr("Starting a worker for %1…").arg(dialog_->runName()), 5000);
+  });
+  dialog_->show();
+  return dialog_;
+}
+
+void MainWindow::showRun(qint64 run) {
+  const RunData* d = session_->data(run);
+  if (!d) {
+    statusBar()->showMessage(session_->lastError(), 10000);
+    return;
+  }
+  current_ = run;
+  run_view_->setRun(d);
+  if (tabs_->currentWidget() != run_view_ && tabs_->currentWidget() != report_)
+    tabs_->setCurrentWidget(run_view_);
+  setWindowTitle(tr("%1 — FP8 RL Studio").arg(QString::fromStdString(d->row.name)));
+  updateActions();
+  updateStatus();
+}
+
+void MainWindow::compareRuns(const std::vector<int64_t>& runs) {
+  std::vector<const RunData*> shown;
+  compared_.clear();
+  for (int64_t id : runs)
+    if (const RunData* d = session_->data(id)) {
+      shown.push_back(d);
+      compared_.push_back(id);
+    }
+  if (shown.size() < 2) {
+    statusBar()->showMessage(tr("Select two or more runs to compare"), 5000);
+    return;
+  }
+  compare_->setRuns(shown);
+  tabs_->setCurrentWidget(compare_);
+}
+
+bool MainWindow::openDatabase(const QString& path, bool quiet) {
+  const QString err = session_->openDatabase(path);
+  if (!err.isEmpty()) {
+    statusBar()->showMessage(err, 15000);
+    if (!quiet) QMessageBox::warning(this, tr("Open database"), err);
+    return false;
+  }
+  current_ = -1;
+  compared_.clear();
+  run_view_->setRun(nullptr);
+  compare_->setRuns({});
+  QSettings().setValue(QStringLiteral("database"), session_->databasePath());
+  updateStatus();
+  return true;
+}
+
+void MainWindow::onCommandFinished(qint64 run, const QString& command, bool ok,
+                                   const QString& message) {
+  if (ok)
+    statusBar()->showMessage(
+        tr("%1 → run %2: ok%3").arg(command).arg(run).arg(message.isEmpty() ? QString() : tr(" (%1)").arg(message)),
+        6000);
+  else
+    statusBar()->showMessage(tr("%1 → run %2 failed: %3").arg(command).arg(run).arg(message),
+                             15000);
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  QSettings s;
+  s.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  s.setValue(QStringLiteral("window/state"), saveState());
+  QMainWindow::closeEvent(e);
 }
 
 }  // namespace fp8rl::ui

@@ -1,27 +1,78 @@
-// The studio's main window. For now: the welcome page saying what the engine can do and the
-// system report; runs, plots and steering arrive with the run store and workers.
+// The studio's main window: the runs panel (dock, left), the run view / compare view / system
+// report (tabs, centre), the toolbar and menus (launch, pause/resume, stop, checkpoint, compare,
+// open database, export) and the status bar (database, worker health, backend and device,
+// memory). It wires views to the StudioSession; it holds no protocol or SQL code itself.
 #pragma once
 
 #include <QMainWindow>
+#include <vector>
 
 class QAction;
+class QLabel;
+class QTabWidget;
 
 namespace fp8rl::ui {
 
+class CompareView;
+class LaunchDialog;
+class RunView;
+class RunsPanel;
+class StudioSession;
 class SystemReportView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
   // cli: path of the fp8rl executable (workers and reports run as separate processes).
-  explicit MainWindow(QString cli, QWidget* parent = nullptr);
+  // db: the run database to open ("" = the last one used, else the default location).
+  explicit MainWindow(QString cli, QString db = QString(), QWidget* parent = nullptr);
+  ~MainWindow() override;
 
+  StudioSession* session() const { return session_; }
+  RunsPanel* runsPanel() const { return runs_; }
+  RunView* runView() const { return run_view_; }
+  CompareView* compareView() const { return compare_; }
   SystemReportView* system_report() const { return report_; }
+  QTabWidget* centralTabs() const { return tabs_; }
   QAction* launch_action() const { return launch_; }
+  QAction* pauseAction() const { return pause_; }
+  QAction* resumeAction() const { return resume_; }
+  QAction* stopAction() const { return stop_; }
+  QAction* checkpointAction() const { return checkpoint_; }
+  QAction* compareAction() const { return compare_action_; }
+  QString statusText() const;
+
+  // Opens the launch dialog (modeless; returned so tests can fill it in).
+  LaunchDialog* openLaunchDialog();
+  // Shows the run in the run view (and selects it in the panel).
+  void showRun(qint64 run);
+  // Compares these runs in the compare view.
+  void compareRuns(const std::vector<int64_t>& runs);
+  // Opens a database; shows the error in a message box unless quiet.
+  bool openDatabase(const QString& path, bool quiet = false);
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
 
  private:
+  void buildActions();
+  void updateActions();
+  void updateStatus();
+  void onCommandFinished(qint64 run, const QString& command, bool ok, const QString& message);
+  QString defaultDatabase() const;
+
+  StudioSession* session_;
+  RunsPanel* runs_;
+  RunView* run_view_;
+  CompareView* compare_;
   SystemReportView* report_;
-  QAction* launch_;
+  QTabWidget* tabs_;
+  QAction *launch_, *pause_, *resume_, *stop_, *checkpoint_, *compare_action_, *open_db_,
+      *export_csv_;
+  QLabel *db_label_, *health_label_;
+  LaunchDialog* dialog_ = nullptr;
+  qint64 current_ = -1;
+  std::vector<int64_t> compared_;
 };
 
 }  // namespace fp8rl::ui

@@ -29,6 +29,15 @@ SystemReportView::SystemReportView(QString cli, QWidget* parent)
   connect(refresh_button_, &QPushButton::clicked, this, &SystemReportView::refresh);
 }
 
+SystemReportView::~SystemReportView() {
+  // A report still running must not call back into this half-destroyed widget.
+  if (process_) {
+    process_->disconnect(this);
+    process_->kill();
+    process_->waitForFinished(1000);
+  }
+}
+
 QString SystemReportView::text() const {
   return output_->toPlainText();
 }

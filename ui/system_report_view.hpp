@@ -15,6 +15,7 @@ class SystemReportView : public QWidget {
  public:
   // cli: path of the fp8rl executable.
   explicit SystemReportView(QString cli, QWidget* parent = nullptr);
+  ~SystemReportView() override;
 
   QString text() const;
 

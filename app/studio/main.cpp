@@ -1,28 +1,124 @@
 // fp8rl-studio: the Qt desktop app.
-//   fp8rl-studio [--screenshots DIR]   (DIR: save a PNG of every tab once the window is ready,
-//                                       then quit; used by tools/screenshots.sh)
+//   fp8rl-studio [--db PATH] [--run ID] [--compare ID,ID,…]
+//   fp8rl-studio --screenshots DIR [--db PATH] [--run ID] [--compare ID,ID,…] [--scenario]
+//       save a PNG of every view once the window is ready, then quit (tools/screenshots.sh);
+//       --scenario first launches an FP8 and a BF16 demo run, flips layer 0's MLP of the FP8
+//       run to BF16 mid-run, and waits for both to finish
+//   fp8rl-studio --bench [--runs N] [--live N]
+//       the GUI performance benchmark (docs/benchmarks.md)
 #include <QApplication>
+#include <algorithm>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QElapsedTimer>
+#include <QEventLoop>
 #include <QIcon>
 #include <QTabWidget>
 #include <QTimer>
 
+#include "studio_bench.hpp"
+#include "ui/compare/compare_view.hpp"
 #include "ui/main_window.hpp"
+#include "ui/run/run_view.hpp"
+#include "ui/runs/runs_panel.hpp"
+#include "ui/data/studio_session.hpp"
 #include "ui/system_report_view.hpp"
 
 namespace {
 
-// Saves every tab of the main window as DIR/<index>-<tab>.png.
-void save_screenshots(fp8rl::ui::MainWindow& w, const QString& dir) {
+using fp8rl::ui::MainWindow;
+
+void settle(int ms) {
+  QTimer t;
+  t.setSingleShot(true);
+  QEventLoop loop;
+  QObject::connect(&t, &QTimer::timeout, &loop, &QEventLoop::quit);
+  t.start(ms);
+  loop.exec();
+}
+
+QString slug(QString s) {
+  return s.toLower().remove('&').replace(QStringLiteral(" & "), QStringLiteral("-")).replace(' ', '-');
+}
+
+// Saves the run view's tabs, the compare view and the system report as DIR/studio-*.png.
+void save_screenshots(MainWindow& w, const QString& dir, qint64 run,
+                      const std::vector<int64_t>& compare) {
   QDir().mkpath(dir);
-  auto* tabs = w.findChild<QTabWidget*>();
-  for (int i = 0; tabs && i < tabs->count(); ++i) {
-    tabs->setCurrentIndex(i);
-    QApplication::processEvents();
-    const QString name = tabs->tabText(i).toLower().remove('&').replace(' ', '-');
+  const auto save = [&](const QString& name) {
+    settle(400);
     w.grab().save(QDir(dir).filePath(QStringLiteral("studio-%1.png").arg(name)));
+  };
+  if (run < 0 && !w.session()->runs().empty()) run = w.session()->runs().back().id;
+  if (run >= 0) {
+    w.runsPanel()->selectRun(run);
+    w.showRun(run);
+    auto* tabs = w.runView()->tabs();
+    for (int i = 0; i < tabs->count(); ++i) {
+      w.centralTabs()->setCurrentWidget(w.runView());
+      tabs->setCurrentIndex(i);
+      save(QStringLiteral("run-") + slug(tabs->tabText(i)));
+    }
   }
+  if (compare.size() >= 2) {
+    w.runsPanel()->selectRuns(compare);
+    w.compareRuns(compare);
+    save(QStringLiteral("compare"));
+  }
+  w.centralTabs()->setCurrentWidget(w.system_report());
+  save(QStringLiteral("system"));
+}
+
+// The screenshot scenario: what a user does in the studio, driven through the real session.
+// Returns the two run ids (empty on failure, with a message on stderr).
+std::vector<int64_t> run_scenario(MainWindow& w) {
+  QString err;
+  fp8rl::Json cfg = w.session()->cli().presetConfig(QStringLiteral("demo"), &err);
+  if (cfg.is_null()) {
+    qCritical("scenario: %s", qPrintable(err));
+    return {};
+  }
+  cfg["grpo"]["steps"] = 250;
+  cfg["validation"]["every"] = 10;
+  std::vector<int64_t> ids;
+  QObject::connect(w.session(), &fp8rl::ui::StudioSession::runLaunched,
+                   [&ids](qint64 id) { ids.push_back(id); });
+  for (const char* p : {"fp8", "bf16"}) {
+    cfg["precision"]["default"] = p;
+    cfg["precision"]["kv_cache"] = p;
+    const QString e = w.session()->launch(cfg, QStringLiteral("demo-%1").arg(QLatin1String(p)));
+    if (!e.isEmpty()) {
+      qCritical("scenario: %s", qPrintable(e));
+      return {};
+    }
+  }
+  QElapsedTimer t;
+  t.start();
+  const auto wait_until = [&](auto cond, int ms) {
+    while (!cond() && t.elapsed() < ms) settle(100);
+    return cond();
+  };
+  if (!wait_until([&] { return ids.size() == 2; }, 60000)) return {};
+  // Runs are identified in whatever order their workers report: find the FP8 one by name.
+  w.session()->refresh();
+  const auto* first = w.session()->runRow(ids[0]);
+  if (first && first->name != "demo-fp8") std::swap(ids[0], ids[1]);
+  const int64_t fp8 = ids[0];
+  w.showRun(fp8);
+  const fp8rl::ui::RunData* d = w.session()->data(fp8);
+  wait_until([&] { return d && d->last_step >= 120; }, 600000);
+  w.session()->setPrecision(fp8, {QStringLiteral("0.gate=bf16"), QStringLiteral("0.up=bf16"),
+                                  QStringLiteral("0.down=bf16")});
+  const auto done = [&] {
+    w.session()->refresh();
+    for (int64_t id : ids) {
+      const auto* row = w.session()->runRow(id);
+      if (!row || row->status == "running" || row->status == "paused") return false;
+    }
+    return true;
+  };
+  if (!wait_until(done, 1200000)) qWarning("scenario: runs still going after 20 min");
+  return ids;
 }
 
 }  // namespace
@@ -32,27 +128,69 @@ int main(int argc, char** argv) {
   QApplication::setApplicationName(QStringLiteral("FP8 RL Studio"));
   QApplication::setOrganizationName(QStringLiteral("fp8rl"));
   QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral("Launch, watch, steer and compare FP8 RL runs."));
   parser.addHelpOption();
+  const QCommandLineOption db(QStringLiteral("db"), QStringLiteral("Run database to open."),
+                              QStringLiteral("PATH"));
+  const QCommandLineOption run(QStringLiteral("run"), QStringLiteral("Show this run."),
+                               QStringLiteral("ID"));
+  const QCommandLineOption compare(QStringLiteral("compare"),
+                                   QStringLiteral("Compare these runs (comma-separated ids)."),
+                                   QStringLiteral("IDS"));
   const QCommandLineOption shots(QStringLiteral("screenshots"),
-                                 QStringLiteral("Save a PNG of every tab into DIR, then quit."),
+                                 QStringLiteral("Save a PNG of every view into DIR, then quit."),
                                  QStringLiteral("DIR"));
-  parser.addOption(shots);
+  const QCommandLineOption scenario(
+      QStringLiteral("scenario"),
+      QStringLiteral("With --screenshots: launch an FP8 and a BF16 demo run first."));
+  const QCommandLineOption bench(QStringLiteral("bench"),
+                                 QStringLiteral("Run the GUI performance benchmark and quit."));
+  const QCommandLineOption bench_runs(QStringLiteral("runs"),
+                                      QStringLiteral("Benchmark: finished runs in the database."),
+                                      QStringLiteral("N"), QStringLiteral("1000"));
+  const QCommandLineOption bench_live(QStringLiteral("live"),
+                                      QStringLiteral("Benchmark: live workers streaming."),
+                                      QStringLiteral("N"), QStringLiteral("4"));
+  parser.addOptions({db, run, compare, shots, scenario, bench, bench_runs, bench_live});
   parser.process(app);
 
   const QString dir = QApplication::applicationDirPath();
+  const QString cli = QDir(dir).filePath(QStringLiteral("fp8rl"));
   QApplication::setWindowIcon(
       QIcon(dir + QStringLiteral("/../share/fp8rl/icons/fp8rl-studio.svg")));
-  fp8rl::ui::MainWindow window(QDir(dir).filePath(QStringLiteral("fp8rl")));
+  if (parser.isSet(bench))
+    return fp8rl::studio::run_bench(cli, parser.value(bench_runs).toInt(),
+                                    parser.value(bench_live).toInt());
+
+  MainWindow window(cli, parser.value(db));
   window.show();
+  std::vector<int64_t> ids;
+  for (const auto& s : parser.value(compare).split(',', Qt::SkipEmptyParts))
+    ids.push_back(s.toLongLong());
+  qint64 run_id = parser.isSet(run) ? parser.value(run).toLongLong() : -1;
   if (parser.isSet(shots)) {
     const QString out = parser.value(shots);
+    const bool with_scenario = parser.isSet(scenario);
     QObject::connect(window.system_report(), &fp8rl::ui::SystemReportView::finished, &app,
-                     [&window, out] {
-                       QTimer::singleShot(300, [&window, out] {
-                         save_screenshots(window, out);
+                     [&window, out, run_id, ids, with_scenario] {
+                       QTimer::singleShot(300, [&window, out, run_id, ids, with_scenario] {
+                         auto shown = ids;
+                         qint64 first = run_id;
+                         if (with_scenario) {
+                           shown = run_scenario(window);
+                           if (!shown.empty()) first = shown.front();  // the FP8 run
+                           std::reverse(shown.begin(), shown.end());   // BF16 is the base
+                         }
+                         save_screenshots(window, out, first, shown);
                          QApplication::quit();
                        });
                      });
+  } else {
+    if (run_id >= 0) {
+      window.runsPanel()->selectRun(run_id);
+      window.showRun(run_id);
+    }
+    if (ids.size() >= 2) window.compareRuns(ids);
   }
   return QApplication::exec();
 }

@@ -1,0 +1,224 @@
+#include "studio_bench.hpp"
+
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QEventLoop>
+#include <QTemporaryDir>
+#include <QTimer>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "core/error.hpp"
+#include "store/run_store.hpp"
+#include "ui/charts/chart_view.hpp"
+#include "ui/data/studio_session.hpp"
+#include "ui/main_window.hpp"
+#include "ui/run/run_view.hpp"
+#include "ui/runs/runs_panel.hpp"
+
+namespace fp8rl::studio {
+
+namespace {
+
+void wait_ms(int ms) {
+  QEventLoop loop;
+  QTimer::singleShot(ms, &loop, &QEventLoop::quit);
+  loop.exec();
+}
+
+// A database of finished runs shaped like demo runs (scalars of every step, a histogram every
+// 10 steps, a few samples and events).
+void make_database(const QString& path, int runs, int steps) {
+  RunStore store(path.toStdString());
+  std::mt19937 rng(1);
+  std::normal_distribution<double> noise(0, 0.05);
+  Json config = Json::parse(R"({"name":"demo","model":{"num_hidden_layers":2},
+      "precision":{"default":"fp8","kv_cache":"bf16","overrides":[]},"seed":1})");
+  for (int r = 0; r < runs; ++r) {
+    config["seed"] = r;
+    config["precision"]["default"] = r % 2 ? "bf16" : "fp8";
+    const int64_t id = store.create_run("bench-" + std::to_string(r), "demo", config,
+                                        r % 2 ? "bf16" : "fp8");
+    for (int s = 1; s <= steps; ++s) {
+      StepRecord rec;
+      rec.step = s;
+      rec.phase = "rl";
+      rec.wall_seconds = 0.5 * s;
+      const double p = 1 - std::exp(-s / 20.0);
+      for (const char* k : {metric::kReward, metric::kTrainAccuracy, metric::kLoss,
+                            metric::kTokenMultProbError, metric::kGenKlError, metric::kMeanWeight,
+                            metric::kTimeGeneration, metric::kTimeTraining, metric::kTimeTotal,
+                            metric::kRolloutTps, metric::kTrainTps, metric::kEntropy})
+        rec.scalars[k] = p + noise(rng);
+      rec.scalars[metric::kTokensTotal] = 1000.0 * s;
+      if (s % 10 == 0) {
+        rec.scalars[metric::kValAccuracy] = p;
+        std::vector<double> w(256);
+        for (auto& x : w) x = std::exp(noise(rng));
+        rec.histograms.push_back({"importance_weight", log_histogram(w, -2, 2, 40)});
+      }
+      if (s == steps) rec.samples.push_back({"abc=", "cba", "cba", 1.0});
+      store.record_step(id, rec);
+    }
+    store.set_status(id, "finished");
+  }
+}
+
+struct Latency {
+  double max_ms = 0, p99_ms = 0, mean_ms = 0;
+  int samples = 0;
+};
+
+// How late a 10 ms timer fires while the event loop does the studio's work, for `ms`.
+Latency measure_latency(int ms) {
+  std::vector<double> late;
+  QElapsedTimer clock;
+  clock.start();
+  QElapsedTimer since;
+  since.start();
+  QTimer tick;
+  tick.setTimerType(Qt::PreciseTimer);
+  QObject::connect(&tick, &QTimer::timeout, [&] {
+    late.push_back(std::max(0.0, since.nsecsElapsed() / 1e6 - 10.0));
+    since.restart();
+  });
+  tick.start(10);
+  QEventLoop loop;
+  QTimer::singleShot(ms, &loop, &QEventLoop::quit);
+  loop.exec();
+  tick.stop();
+  Latency l;
+  l.samples = static_cast<int>(late.size());
+  if (late.empty()) return l;
+  std::sort(late.begin(), late.end());
+  l.max_ms = late.back();
+  l.p99_ms = late[static_cast<size_t>(0.99 * static_cast<double>(late.size() - 1))];
+  double sum = 0;
+  for (double x : late) sum += x;
+  l.mean_ms = sum / static_cast<double>(late.size());
+  return l;
+}
+
+const char* verdict(bool ok) { return ok ? "PASS" : "FAIL"; }
+
+}  // namespace
+
+int run_bench(const QString& cli, int finished_runs, int live_runs) {
+  QTemporaryDir tmp;
+  if (!tmp.isValid()) {
+    std::fprintf(stderr, "fp8rl-studio --bench: cannot create a temporary directory\n");
+    return 1;
+  }
+  const QString db = tmp.filePath(QStringLiteral("bench.sqlite"));
+  constexpr int kSteps = 40;
+  std::printf("studio benchmark: %d finished runs × %d steps, %d live workers\n", finished_runs,
+              kSteps, live_runs);
+  QElapsedTimer t;
+  t.start();
+  try {
+    make_database(db, finished_runs, kSteps);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "fp8rl-studio --bench: %s\n", e.message().c_str());
+    return 1;
+  }
+  std::printf("  database written in %.1f s\n", t.elapsed() / 1000.0);
+  std::fflush(stdout);
+
+  // 1. Opening the database: window up, run list read, runs panel filled and painted.
+  t.restart();
+  ui::MainWindow w(cli, db);
+  w.show();
+  QApplication::processEvents();
+  const double open_s = t.elapsed() / 1000.0;
+  const int listed = w.runsPanel()->visibleCount();
+
+  // 2. Live workers streaming while the studio shows one of them (one worker thread each, so
+  // they share the cores with the GUI as they would on a laptop).
+  qputenv("FP8RL_THREADS", "1");
+  QString err;
+  Json cfg = w.session()->cli().presetConfig(QStringLiteral("demo"), &err);
+  if (cfg.is_null()) {
+    std::fprintf(stderr, "fp8rl-studio --bench: %s\n", err.toLocal8Bit().constData());
+    return 1;
+  }
+  cfg["sft"]["steps"] = 0;
+  cfg["grpo"]["steps"] = 100000;
+  cfg["grpo"]["prompts_per_step"] = 8;
+  cfg["validation"]["every"] = 5;
+  std::vector<qint64> live;
+  QObject::connect(w.session(), &ui::StudioSession::runLaunched,
+                   [&live](qint64 id) { live.push_back(id); });
+  for (int i = 0; i < live_runs; ++i) {
+    const QString e = w.session()->launch(cfg, QStringLiteral("live-%1").arg(i));
+    if (!e.isEmpty()) {
+      std::fprintf(stderr, "fp8rl-studio --bench: %s\n", e.toLocal8Bit().constData());
+      return 1;
+    }
+  }
+  QElapsedTimer wait;
+  wait.start();
+  while (static_cast<int>(live.size()) < live_runs && wait.elapsed() < 60000) wait_ms(50);
+  if (static_cast<int>(live.size()) < live_runs)
+    std::printf("  only %zu of %d workers started within 60 s\n", live.size(), live_runs);
+  if (!live.empty()) {
+    w.showRun(live.front());
+    if (live.size() >= 2) w.compareRuns({live[0], live[1]});
+    w.showRun(live.front());
+  }
+  wait_ms(3000);  // let them stream
+  const ui::RunData* shown = live.empty() ? nullptr : w.session()->data(live.front());
+  const int64_t steps_before = shown ? shown->last_step : 0;
+  const Latency lat = measure_latency(10000);
+  const int64_t steps_after = shown ? shown->last_step : 0;
+  for (qint64 id : live) w.session()->stop(id);
+
+  // 3. Replot of a chart with 1,000,000 points per curve.
+  ui::ChartView chart(QStringLiteral("bench"));
+  chart.resize(900, 350);
+  chart.show();
+  std::vector<ui::SeriesPoint> pts(1000000);
+  std::mt19937 rng(2);
+  std::normal_distribution<double> n01;
+  for (size_t i = 0; i < pts.size(); ++i)
+    pts[i] = {static_cast<double>(i), 0.01 * static_cast<double>(i), 10.0 * static_cast<double>(i),
+              std::sin(static_cast<double>(i) * 1e-4) + 0.1 * n01(rng)};
+  pts[500000].value = 50;  // a spike that must survive reduction
+  t.restart();
+  for (int c = 0; c < 3; ++c) {
+    const int k = chart.addCurve(QStringLiteral("curve %1").arg(c), QColor::fromHsv(c * 100, 200, 200));
+    chart.setCurveData(k, pts);
+  }
+  const double load_ms = static_cast<double>(t.nsecsElapsed()) / 1e6;
+  chart.setSmoothing(0.6);
+  chart.replotNow();
+  std::vector<double> replots;
+  for (int i = 0; i < 7; ++i) replots.push_back(chart.replotNow());
+  std::sort(replots.begin(), replots.end());
+  const double replot_ms = replots[replots.size() / 2];
+
+  wait_ms(1500);  // stop requests delivered; workers checkpoint and exit on their own
+
+  std::printf("\n%-52s %12s %10s %s\n", "measure", "value", "target", "");
+  std::printf("%-52s %10.2f s %8s s %s\n",
+              ("open database (" + std::to_string(listed) + " runs listed)").c_str(), open_s, "2",
+              verdict(open_s < 2));
+  std::printf("%-52s %9.1f ms %7s ms %s\n",
+              ("event-loop latency, max (" + std::to_string(live.size()) + " live, " +
+               std::to_string(lat.samples) + " ticks)")
+                  .c_str(),
+              lat.max_ms, "50", verdict(lat.max_ms < 50 && !live.empty()));
+  std::printf("%-52s %9.1f ms\n", "event-loop latency, p99", lat.p99_ms);
+  std::printf("%-52s %9.1f ms\n", "event-loop latency, mean", lat.mean_ms);
+  std::printf("%-52s %12lld\n", "steps streamed into the run view during the 10 s",
+              static_cast<long long>(steps_after - steps_before));
+  std::printf("%-52s %9.1f ms %7s ms %s\n", "replot, 3 curves × 1,000,000 points (median of 7)",
+              replot_ms, "30", verdict(replot_ms < 30));
+  std::printf("%-52s %9.1f ms\n", "load 3 curves × 1,000,000 points", load_ms);
+  std::printf("%-52s %9.2f×\n", "replot headroom (target / measured)", 30.0 / replot_ms);
+  return 0;
+}
+
+}  // namespace fp8rl::studio

@@ -1,0 +1,573 @@
+// The run view (its six tabs) and the compare view on RunData built by hand, and the compare
+// computations (summary, config diff) on hand-computed data. No store, no worker.
+#include <qcustomplot.h>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSignalSpy>
+#include <QSlider>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QtTest>
+#include <cmath>
+#include <limits>
+
+#include "ui/charts/chart_view.hpp"
+#include "ui/charts/heatmap_view.hpp"
+#include "ui/charts/histogram_view.hpp"
+#include "ui/compare/compare_view.hpp"
+#include "ui/data/compare.hpp"
+#include "ui/data/run_data.hpp"
+#include "ui/run/importance_tab.hpp"
+#include "ui/run/overview_tab.hpp"
+#include "ui/run/precision_tab.hpp"
+#include "ui/run/run_view.hpp"
+#include "ui/run/samples_tab.hpp"
+#include "ui/run/scales_tab.hpp"
+#include "ui/run/throughput_tab.hpp"
+#include "ui/widgets/precision_grid.hpp"
+
+using namespace fp8rl;
+using namespace fp8rl::ui;
+
+namespace {
+
+constexpr int kLayers = 2;
+const double kNan = std::numeric_limits<double>::quiet_NaN();
+
+// A precision map of kLayers layers, all FP8 but the cells named "layer.module".
+Json precisionMap(const QStringList& bf16 = {}) {
+  Json::Array layers;
+  for (int l = 0; l < kLayers; ++l) {
+    Json::Object row;
+    for (const QString& m : PrecisionGrid::modules())
+      row[m.toStdString()] = bf16.contains(QStringLiteral("%1.%2").arg(l).arg(m)) ? "bf16" : "fp8";
+    layers.push_back(Json(row));
+  }
+  return Json(layers);
+}
+
+Histogram histogram(const std::vector<double>& edges, const std::vector<int64_t>& counts) {
+  Histogram h;
+  h.edges = edges;
+  h.counts = counts;
+  return h;
+}
+
+void addScalar(RunData& run, const std::string& key, int64_t step, double value) {
+  run.scalars[key].push_back({static_cast<double>(step), step * 1.5, step * 100.0, value});
+}
+
+// Everything a step records, with values that depend on the step.
+void addStep(RunData& run, int64_t step) {
+  const double s = static_cast<double>(step);
+  addScalar(run, "reward/mean", step, 0.1 * s);
+  addScalar(run, "accuracy/train", step, 0.05 * s);
+  if (step % 2 == 0) addScalar(run, "accuracy/validation", step, 0.04 * s);
+  addScalar(run, "loss", step, 1.0 / s);
+  addScalar(run, "kl_ref", step, 0.001 * s);
+  addScalar(run, "token_mult_prob_error", step, 1.0 + 0.01 * s);
+  addScalar(run, "gen_kl_error", step, 0.0001 * s);
+  addScalar(run, "is/mean_weight", step, 1.0);
+  addScalar(run, "is/out_of_bounds", step, 0.01);
+  addScalar(run, "is/effective_sample_size", step, 0.9);
+  addScalar(run, "time/generation", step, 1.0);
+  addScalar(run, "time/logprob", step, 0.5);
+  addScalar(run, "time/policy_training", step, 2.0);
+  addScalar(run, "time/recalibration", step, 0.1);
+  addScalar(run, "time/total_step", step, 3.6);
+  addScalar(run, "throughput/rollout_tokens_per_s", step, 1000 + s);
+  addScalar(run, "throughput/training_tokens_per_s", step, 2000 + s);
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string L = "L" + std::to_string(l);
+    addScalar(run, "kv_scale/" + L + "/k", step, 0.5 + l);
+    addScalar(run, "kv_scale/" + L + "/v", step, 0.25 + l);
+    for (const char* kind : {"weight", "activation", "gradient"}) {
+      // Layer 1's gradient statistics start at step 3: fewer points tell the selection apart.
+      if (l == 1 && std::string(kind) == "gradient" && step < 3) continue;
+      const std::string p = "fp8/" + L + "/" + kind + "/";
+      addScalar(run, p + "saturated_frac", step, 0.001 * (l + 1));
+      addScalar(run, p + "flushed_frac", step, 0.002 * (l + 1));
+      addScalar(run, p + "rel_error", step, 0.03 * (l + 1));
+      run.histograms["fp8_scale_log2/" + L + "/" + kind][step] =
+          histogram({-8, -4, 0, 4}, {0, static_cast<int64_t>(l), 5, 3, 0});
+    }
+  }
+  run.histograms["importance_weight"][step] =
+      histogram({0.01, 0.1, 1, 10, 100}, {1, 2, step, 3, 0, 1});
+  for (int i = 0; i < 2; ++i)
+    run.samples.emplace_back(step, SampleRecord{"p" + std::to_string(step), "r", "a", i * 1.0});
+  run.events.push_back(
+      {step, s * 1.5, EventRecord{"validation", "step " + std::to_string(step), {}}});
+  run.last_step = std::max(run.last_step, step);
+  ++run.version;
+}
+
+RunData makeRun(int64_t id, int64_t steps, const std::string& status = "running") {
+  RunData run;
+  run.id = id;
+  run.row.id = id;
+  run.row.name = "run" + std::to_string(id);
+  run.row.status = status;
+  run.row.precision_summary = "fp8";
+  run.row.config = Json::parse(R"({"grpo": {"importance": "tis", "is_min": 0.5, "is_max": 2.0},
+                                   "model": {"num_hidden_layers": 2},
+                                   "precision": {"default": "fp8", "overrides": []}})");
+  run.precision.emplace_back(1, precisionMap());
+  for (int64_t s = 1; s <= steps; ++s) addStep(run, s);
+  return run;
+}
+
+}  // namespace
+
+class TestRunViews : public QObject {
+  Q_OBJECT
+ private slots:
+  void tabsExist() {
+    RunView view;
+    QCOMPARE(view.tabs()->count(), 6);
+    const QStringList names = {"Overview",   "Throughput", "Importance weights",
+                               "FP8 scales", "Precision",  "Samples & events"};
+    for (int i = 0; i < 6; ++i) QCOMPARE(view.tabs()->tabText(i).replace("&&", "&"), names[i]);
+    QVERIFY(view.overview() && view.throughput() && view.importance() && view.scales() &&
+            view.precision() && view.samples());
+    // Each tab sits in a scroll area (the view may be narrower than two charts side by side).
+    auto inner = [&](int i) {
+      return qobject_cast<QScrollArea*>(view.tabs()->widget(i))->widget();
+    };
+    QCOMPARE(inner(0), static_cast<QWidget*>(view.overview()));
+    QCOMPARE(inner(5), static_cast<QWidget*>(view.samples()));
+    QVERIFY(view.minimumSizeHint().width() < 800);
+    view.refresh();  // no run: nothing happens
+    QCOMPARE(view.overview()->rewardChart()->pointCount(0), 0);
+  }
+
+  void overviewAppends() {
+    RunData run = makeRun(7, 5);
+    RunView view;
+    view.setRun(&run);
+    view.refresh();
+    OverviewTab* o = view.overview();
+    QCOMPARE(o->rewardChart()->pointCount(0), 5);
+    QCOMPARE(o->accuracyChart()->curveCount(), 2);
+    QCOMPARE(o->accuracyChart()->pointCount(0), 5);  // train
+    QCOMPARE(o->accuracyChart()->pointCount(1), 2);  // validation at steps 2 and 4
+    QCOMPARE(o->lossChart()->pointCount(0), 5);
+    QCOMPARE(o->klChart()->pointCount(0), 5);
+    QCOMPARE(o->multProbChart()->pointCount(0), 5);
+    QCOMPARE(o->genKlChart()->pointCount(0), 5);
+    QVERIFY(o->headline()->text().contains("Step <b>5</b>"));
+    QVERIFY(o->headline()->text().contains("0.5"));  // reward 0.1 · 5
+
+    for (int64_t s = 6; s <= 8; ++s) addStep(run, s);
+    view.refresh();
+    QCOMPARE(o->rewardChart()->pointCount(0), 8);
+    QCOMPARE(o->accuracyChart()->pointCount(1), 4);
+    QCOMPARE(o->multProbChart()->pointCount(0), 8);
+    QVERIFY(o->headline()->text().contains("Step <b>8</b>"));
+
+    // Data added without a version bump is not looked at (refresh is cheap when unchanged).
+    addScalar(run, "reward/mean", 9, 0.9);
+    view.refresh();
+    QCOMPARE(o->rewardChart()->pointCount(0), 8);
+    ++run.version;
+    view.refresh();
+    QCOMPARE(o->rewardChart()->pointCount(0), 9);
+
+    // Another run replaces everything; none empties the charts.
+    RunData other = makeRun(8, 3);
+    view.setRun(&other);
+    QCOMPARE(o->rewardChart()->pointCount(0), 3);
+    QCOMPARE(view.throughput()->tokensChart()->pointCount(0), 3);
+    view.setRun(nullptr);
+    QCOMPARE(o->rewardChart()->pointCount(0), 0);
+    QCOMPARE(view.samples()->sampleTable()->rowCount(), 0);
+  }
+
+  void chartOptionsApplyToTheTab() {
+    RunData run = makeRun(1, 3);
+    RunView view;
+    view.setRun(&run);
+    OverviewTab* o = view.overview();
+    o->lossChart()->setLogY(true);
+    o->lossChart()->setXAxis(XAxisKind::wall);
+    emit o->lossChart()->optionsChanged();  // what the chart's own controls emit
+    for (ChartView* c : o->charts()) {
+      QVERIFY(c->logY());
+      QCOMPARE(c->xAxis(), XAxisKind::wall);
+    }
+    // Other tabs keep their own settings.
+    QVERIFY(!view.throughput()->tokensChart()->logY());
+  }
+
+  void precisionChangeMarkers() {
+    RunData run = makeRun(1, 5);
+    RunView view;
+    view.setRun(&run);
+    QCOMPARE(view.overview()->rewardChart()->markerCount(), 0);
+    run.precision.emplace_back(6, precisionMap({"0.gate"}));
+    addStep(run, 6);
+    view.refresh();
+    for (ChartView* c : view.overview()->charts()) QCOMPARE(c->markerCount(), 1);
+    for (ChartView* c : view.throughput()->charts()) QCOMPARE(c->markerCount(), 1);
+    for (ChartView* c : view.importance()->charts()) QCOMPARE(c->markerCount(), 1);
+    for (ChartView* c : view.scales()->charts()) QCOMPARE(c->markerCount(), 1);
+    // The stacked phase plot gets a line and its label.
+    QCOMPARE(view.throughput()->phasePlot()->itemCount(), 2);
+  }
+
+  void throughputBars() {
+    RunData run = makeRun(1, 4);
+    RunView view;
+    view.setRun(&run);
+    ThroughputTab* t = view.throughput();
+    QCOMPARE(t->tokensChart()->pointCount(0), 4);
+    QCOMPARE(t->tokensChart()->pointCount(1), 4);
+    QCOMPARE(t->stepTimeChart()->pointCount(0), 4);
+    for (int k = 0; k < ThroughputTab::kPhases; ++k) QCOMPARE(t->phaseBars(k)->data()->size(), 4);
+    QCOMPARE(t->phaseBars(1)->barBelow(), t->phaseBars(0));  // stacked
+    addStep(run, 5);
+    view.refresh();
+    QCOMPARE(t->phaseBars(3)->data()->size(), 5);
+    QCOMPARE((t->phaseBars(2)->data()->constEnd() - 1)->key, 5.0);
+    QCOMPARE((t->phaseBars(2)->data()->constEnd() - 1)->value, 2.0);
+  }
+
+  void importanceFollowsLatest() {
+    RunData run = makeRun(1, 4);
+    RunView view;
+    view.setRun(&run);
+    ImportanceTab* imp = view.importance();
+    QCOMPARE(imp->shownStep(), std::optional<int64_t>(4));
+    QCOMPARE(imp->histogram()->histogramCount(), 1);
+    QCOMPARE(imp->outOfBoundsChart()->pointCount(0), 4);
+    QCOMPARE(imp->essChart()->pointCount(0), 4);
+    QCOMPARE(imp->meanWeightChart()->pointCount(0), 4);
+    // The heatmap: one column per step, one row per bin, fractions of the step's tokens.
+    const HeatmapData& d = imp->heatmap()->data();
+    QCOMPARE(d.steps.size(), size_t{4});
+    QCOMPARE(d.rows, 4);
+    QCOMPARE(d.row_lo, -2.0);
+    QCOMPARE(d.row_hi, 2.0);
+    QVERIFY(d.log_color);
+    // Step 4: counts {1, 2, 4, 3, 0, 1} of 11 → bins 2/11, 4/11, 3/11, empty.
+    QCOMPARE(d.values[3 * 4 + 0], 2.0 / 11);
+    QCOMPARE(d.values[3 * 4 + 1], 4.0 / 11);
+    QVERIFY(std::isnan(d.values[3 * 4 + 3]));
+
+    addStep(run, 5);
+    view.refresh();
+    QCOMPARE(imp->shownStep(), std::optional<int64_t>(5));
+    QCOMPARE(imp->heatmap()->data().steps.size(), size_t{5});
+
+    imp->showStep(2);
+    QCOMPARE(imp->shownStep(), std::optional<int64_t>(2));
+    QVERIFY(!imp->followLatest());
+    addStep(run, 6);
+    view.refresh();
+    QCOMPARE(imp->shownStep(), std::optional<int64_t>(2));  // stays where the user put it
+    imp->stepSlider()->setValue(imp->stepSlider()->maximum());
+    QVERIFY(imp->followLatest());
+    QCOMPARE(imp->shownStep(), std::optional<int64_t>(6));
+    imp->showStep(100);  // nearest recorded
+    QCOMPARE(imp->shownStep(), std::optional<int64_t>(6));
+  }
+
+  void scalesSelection() {
+    RunData run = makeRun(1, 5);
+    RunView view;
+    view.setRun(&run);
+    ScalesTab* sc = view.scales();
+    QCOMPARE(sc->layerBox()->count(), kLayers);
+    QCOMPARE(sc->layer(), 0);
+    QCOMPARE(sc->kind(), QString("weight"));
+    QCOMPARE(sc->shownHistogram(), QString("fp8_scale_log2/L0/weight"));
+    QCOMPARE(sc->shownStep(), std::optional<int64_t>(5));
+    QCOMPARE(sc->histogram()->histogramCount(), 1);
+    QCOMPARE(sc->saturatedChart()->pointCount(0), 5);
+    QCOMPARE(sc->flushedChart()->pointCount(0), 5);
+    QCOMPARE(sc->relErrorChart()->pointCount(0), 5);
+    QCOMPARE(sc->heatmap()->data().rows, kLayers);
+    QCOMPARE(sc->heatmap()->data().row_labels, QStringList({"L0", "L1"}));
+    QCOMPARE(sc->heatmap()->data().steps.size(), size_t{5});
+    QCOMPARE(sc->heatmap()->data().values[0 * 2 + 1], 0.06);  // rel_error of L1 at step 1
+
+    sc->setSelection(1, "gradient");
+    QCOMPARE(sc->shownHistogram(), QString("fp8_scale_log2/L1/gradient"));
+    QCOMPARE(sc->saturatedChart()->pointCount(0), 3);  // L1 gradient starts at step 3
+    QCOMPARE(sc->relErrorChart()->pointCount(0), 3);
+    QCOMPARE(sc->heatmap()->data().steps.size(), size_t{5});
+    QVERIFY(std::isnan(sc->heatmap()->data().values[0 * 2 + 1]));  // L1 has no step 1
+
+    sc->statBox()->setCurrentText("saturated_frac");
+    QCOMPARE(sc->heatmap()->data().values[4 * 2 + 1], 0.002);
+
+    // A chosen step instead of the latest (nearest recorded).
+    sc->setHistogramStep(4);
+    QCOMPARE(sc->shownStep(), std::optional<int64_t>(4));
+    sc->setHistogramStep(std::nullopt);
+    QCOMPARE(sc->shownStep(), std::optional<int64_t>(5));
+
+    // The combo boxes drive the same selection.
+    sc->kindBox()->setCurrentIndex(sc->kindBox()->findData("activation"));
+    QCOMPARE(sc->shownHistogram(), QString("fp8_scale_log2/L1/activation"));
+    QCOMPARE(sc->saturatedChart()->pointCount(0), 5);
+
+    sc->setSelection(0, "kv");
+    QVERIFY(sc->shownHistogram().isEmpty());
+    QCOMPARE(sc->kvChart()->pointCount(0), 5);
+    QCOMPARE(sc->kvChart()->pointCount(1), 5);
+    QCOMPARE(sc->heatmap()->data().rows, 2 * kLayers);
+    QCOMPARE(sc->heatmap()->data().row_labels[3], QString("L1 v"));
+    QVERIFY(!sc->statBox()->isEnabled());
+    QCOMPARE(sc->kvTable()->rowCount(), kLayers);
+    QCOMPARE(sc->kvTable()->item(1, 0)->text(), QString("1.5"));
+    QCOMPARE(sc->kvTable()->item(1, 1)->text(), QString("1.25"));
+
+    addStep(run, 6);
+    view.refresh();
+    QCOMPARE(sc->kvChart()->pointCount(0), 6);
+  }
+
+  void precisionApply() {
+    RunData run = makeRun(42, 3);
+    RunView view;
+    view.setRun(&run);
+    PrecisionTab* p = view.precision();
+    QCOMPARE(p->grid()->layers(), kLayers);
+    QVERIFY(p->grid()->edits().isEmpty());
+    QVERIFY(!p->applyButton()->isEnabled());
+    QCOMPARE(p->history()->rowCount(), 1);  // the initial map
+    // Row headers carry the weight error (L1: 0.06 → 6%).
+    QVERIFY(p->grid()->layerLabel(1).contains("6"));
+
+    QSignalSpy spy(&view, &RunView::precisionApplyRequested);
+    p->grid()->toggle(0, static_cast<int>(PrecisionGrid::modules().indexOf("gate")));
+    QCOMPARE(p->grid()->edits(), QStringList({"0.gate=bf16"}));
+    QVERIFY(p->applyButton()->isEnabled());
+    QVERIFY(p->revertButton()->isEnabled());
+    p->applyButton()->click();
+    QCOMPARE(spy.count(), 1);
+    QCOMPARE(spy.at(0).at(0).value<qint64>(), qint64{42});
+    QCOMPARE(spy.at(0).at(1).toStringList(), QStringList({"0.gate=bf16"}));
+
+    // The worker applied it: the new map arrives and the grid shows it, edits cleared.
+    run.precision.emplace_back(4, precisionMap({"0.gate"}));
+    addStep(run, 4);
+    view.refresh();
+    QVERIFY(p->grid()->edits().isEmpty());
+    QCOMPARE(p->grid()->cell(0, static_cast<int>(PrecisionGrid::modules().indexOf("gate"))),
+             QString("bf16"));
+    QVERIFY(!p->applyButton()->isEnabled());
+    QCOMPARE(p->history()->rowCount(), 2);
+    QCOMPARE(p->history()->item(1, 0)->data(Qt::DisplayRole).toLongLong(), 4);
+    QVERIFY(p->history()->item(1, 1)->text().contains("L0.gate bf16"));
+
+    // Revert drops edits.
+    p->grid()->toggle(1, 0);
+    QVERIFY(p->applyButton()->isEnabled());
+    p->revertButton()->click();
+    QVERIFY(p->grid()->edits().isEmpty());
+    QVERIFY(!p->applyButton()->isEnabled());
+
+    // The run finishes (a status change need not bump the version): Apply goes off.
+    p->grid()->toggle(1, 0);
+    QVERIFY(p->applyButton()->isEnabled());
+    run.row.status = "finished";
+    view.refresh();
+    QVERIFY(!p->applyButton()->isEnabled());
+    p->applyButton()->click();
+    QCOMPARE(spy.count(), 1);
+  }
+
+  void precisionFinishedRun() {
+    RunData run = makeRun(3, 2, "finished");
+    RunView view;
+    view.setRun(&run);
+    PrecisionTab* p = view.precision();
+    QSignalSpy spy(&view, &RunView::precisionApplyRequested);
+    p->grid()->toggle(0, static_cast<int>(PrecisionGrid::modules().indexOf("gate")));
+    QCOMPARE(p->grid()->edits(), QStringList({"0.gate=bf16"}));
+    QVERIFY(!p->applyButton()->isEnabled());
+    QVERIFY(!p->runIsLive());
+    p->applyButton()->click();
+    QCOMPARE(spy.count(), 0);
+    run.row.status = "paused";  // a paused run takes edits
+    view.refresh();
+    QVERIFY(p->applyButton()->isEnabled());
+  }
+
+  void samplesAndEvents() {
+    RunData run = makeRun(1, 3);
+    run.events.push_back({3, 70.0, EventRecord{"error", "boom", {}}});
+    RunView view;
+    view.setRun(&run);
+    QTableWidget* s = view.samples()->sampleTable();
+    QTableWidget* e = view.samples()->eventTable();
+    QCOMPARE(s->columnCount(), 5);
+    QCOMPARE(s->rowCount(), 6);
+    QCOMPARE(s->item(0, 0)->data(Qt::DisplayRole).toLongLong(), 3);  // newest first
+    QCOMPARE(s->item(0, 1)->text(), QString("p3"));
+    QCOMPARE(s->item(5, 0)->data(Qt::DisplayRole).toLongLong(), 1);
+    // Rewards 1 (top: the step's second sample) and 0 are coloured differently.
+    QCOMPARE(s->item(0, 4)->data(Qt::DisplayRole).toDouble(), 1.0);
+    QVERIFY(s->item(0, 4)->background().color() != s->item(1, 4)->background().color());
+    QCOMPARE(e->columnCount(), 4);
+    QCOMPARE(e->rowCount(), 4);
+    QCOMPARE(e->item(0, 2)->text(), QString("error"));
+    QCOMPARE(e->item(0, 1)->text(), QString("0:01:10"));
+    QCOMPARE(e->item(1, 1)->text(), QString("4.5 s"));
+
+    addStep(run, 4);
+    addStep(run, 5);
+    view.refresh();
+    QCOMPARE(s->rowCount(), 10);
+    QCOMPARE(s->item(0, 0)->data(Qt::DisplayRole).toLongLong(), 5);
+    QCOMPARE(s->item(2, 0)->data(Qt::DisplayRole).toLongLong(), 4);
+    QCOMPARE(e->rowCount(), 6);
+    QCOMPARE(e->item(0, 3)->text(), QString("step 5"));
+
+    // The run keeps at most kMaxSamples: the table too.
+    for (int64_t st = 6; st <= 220; ++st) addStep(run, st);
+    while (run.samples.size() > RunData::kMaxSamples) run.samples.erase(run.samples.begin());
+    view.refresh();
+    QCOMPARE(s->rowCount(), static_cast<int>(RunData::kMaxSamples));
+    QCOMPARE(s->item(0, 0)->data(Qt::DisplayRole).toLongLong(), 220);
+  }
+
+  void summarizeNumbers() {
+    RunData a, b, c;
+    a.id = 1;
+    a.row.name = "a";
+    a.row.precision_summary = "fp8";
+    a.last_step = 20;
+    addScalar(a, "accuracy/validation", 0, 0.2);
+    addScalar(a, "accuracy/validation", 10, 0.5);
+    addScalar(a, "accuracy/validation", 15, kNan);
+    addScalar(a, "accuracy/validation", 20, 0.4);
+    addScalar(a, "throughput/rollout_tokens_per_s", -1, 999);  // warm-up: not counted
+    addScalar(a, "throughput/rollout_tokens_per_s", 1, 100);
+    addScalar(a, "throughput/rollout_tokens_per_s", 2, 200);
+    addScalar(a, "throughput/training_tokens_per_s", 1, 50);
+    addScalar(a, "throughput/training_tokens_per_s", 2, kNan);
+    addScalar(a, "time/total_step", 1, 2.0);
+    addScalar(a, "time/total_step", 2, 4.0);
+    int64_t st = 0;
+    for (double v : {1.0, 1.2, kNan, 1.1}) addScalar(a, "token_mult_prob_error", ++st, v);
+    b.id = 2;
+    b.last_step = 2;
+    addScalar(b, "time/total_step", 1, 1.0);
+    addScalar(b, "time/total_step", 2, 2.0);
+    st = 0;
+    for (double v : {1.0, 1.3, 1.1, 1.2}) addScalar(b, "token_mult_prob_error", ++st, v);
+    c.id = 3;
+    c.last_step = -4;  // warm-up only
+
+    auto s = summarize({&a, &b, &c}, 0);
+    QCOMPARE(s.size(), size_t{3});
+    QCOMPARE(s[0].id, int64_t{1});
+    QCOMPARE(s[0].name, std::string("a"));
+    QCOMPARE(s[0].precision, std::string("fp8"));
+    QCOMPARE(s[0].steps, int64_t{20});
+    QCOMPARE(*s[0].final_validation, 0.4);
+    QCOMPARE(*s[0].best_validation, 0.5);
+    QCOMPARE(*s[0].rollout_tps, 150.0);
+    QCOMPARE(*s[0].training_tps, 50.0);
+    QCOMPARE(*s[0].step_time, 3.0);
+    QCOMPARE(*s[0].speedup, 1.0);
+    QCOMPARE(*s[0].median_mult_prob_error, 1.1);
+    QVERIFY(!s[1].final_validation && !s[1].best_validation && !s[1].rollout_tps);
+    QCOMPARE(*s[1].step_time, 1.5);
+    QCOMPARE(*s[1].speedup, 2.0);
+    QCOMPARE(*s[1].median_mult_prob_error, 1.15);
+    QCOMPARE(s[2].steps, int64_t{0});
+    QVERIFY(!s[2].step_time && !s[2].speedup && !s[2].median_mult_prob_error);
+
+    s = summarize({&a, &b, &c}, 1);
+    QCOMPARE(*s[0].speedup, 0.5);
+    QCOMPARE(*s[1].speedup, 1.0);
+    s = summarize({&c, &a}, 0);  // the base has no step time: no speedups
+    QVERIFY(!s[0].speedup && !s[1].speedup);
+  }
+
+  void configDiff() {
+    const Json a = Json::parse(R"({"grpo": {"is_max": 2.0, "lr": 0.001, "clip": 0.2},
+        "precision": {"default": "fp8", "overrides": ["0.gate=bf16"]}, "name": "x",
+        "seed": 3})");
+    const Json b = Json::parse(R"({"grpo": {"is_max": 2, "lr": 0.0020, "clip": 0.2},
+        "precision": {"default": "bf16", "overrides": []}, "extra": true, "seed": 3})");
+    const auto rows = config_diff({&a, &b});
+    QStringList keys;
+    for (const auto& r : rows) keys << QString::fromStdString(r.key);
+    QCOMPARE(keys,
+             QStringList({"extra", "grpo.lr", "name", "precision.default", "precision.overrides"}));
+    QCOMPARE(rows[0].values, std::vector<std::string>({"—", "true"}));
+    QCOMPARE(rows[1].values, std::vector<std::string>({"0.001", "0.002"}));
+    QCOMPARE(rows[2].values, std::vector<std::string>({"x", "—"}));
+    QCOMPARE(rows[3].values, std::vector<std::string>({"fp8", "bf16"}));
+    QCOMPARE(rows[4].values, std::vector<std::string>({"[\"0.gate=bf16\"]", "[]"}));
+    QVERIFY(config_diff({&a, &a}).empty());
+    QVERIFY(config_diff({&a}).empty());
+    // Three runs: a key differing in one of them is listed with every value.
+    const Json c = Json::parse(R"({"grpo": {"is_max": 2.5, "lr": 0.001, "clip": 0.2},
+        "precision": {"default": "fp8", "overrides": ["0.gate=bf16"]}, "name": "x", "seed": 3})");
+    const auto three = config_diff({&a, &a, &c});
+    QCOMPARE(three.size(), size_t{1});
+    QCOMPARE(three[0].key, std::string("grpo.is_max"));
+    QCOMPARE(three[0].values, std::vector<std::string>({"2", "2", "2.5"}));
+  }
+
+  void compareView() {
+    RunData a = makeRun(3, 4);
+    RunData b = makeRun(4, 6);
+    b.row.precision_summary = "bf16";
+    b.row.config = Json::parse(R"({"grpo": {"importance": "tis", "is_min": 0.5, "is_max": 5.0},
+                                   "model": {"num_hidden_layers": 2},
+                                   "precision": {"default": "bf16", "overrides": []}})");
+    for (auto& p : b.scalars["time/total_step"]) p.value = 1.8;
+    CompareView view;
+    view.setRuns({&a, &b});
+    QCOMPARE(view.metricBox()->currentText(), QString("accuracy/validation"));
+    QCOMPARE(view.chart()->curveCount(), 2);
+    QCOMPARE(view.chart()->pointCount(0), 2);  // a: validation at steps 2, 4
+    QCOMPARE(view.chart()->pointCount(1), 3);
+    QVERIFY(view.metricBox()->findText("kv_scale/L1/v") >= 0);
+
+    QTableWidget* sum = view.summaryTable();
+    QCOMPARE(sum->rowCount(), 2);
+    QCOMPARE(sum->columnCount(), 10);
+    QCOMPARE(sum->item(0, 0)->text(), QString("run 3 (run3)"));
+    QCOMPARE(sum->item(0, 3)->text(), QString("0.160"));  // 0.04 · 4
+    QCOMPARE(sum->item(1, 3)->text(), QString("0.240"));
+    QCOMPARE(sum->item(1, 1)->text(), QString("bf16"));
+    QCOMPARE(sum->item(1, 2)->text(), QString("6"));
+    QCOMPARE(sum->item(1, 8)->text(), QString("2.00×"));
+    view.setBaseRun(1);
+    QCOMPARE(sum->item(0, 8)->text(), QString("0.50×"));
+
+    QTableWidget* diff = view.diffTable();
+    QCOMPARE(diff->columnCount(), 2);
+    QCOMPARE(diff->rowCount(), 2);  // grpo.is_max, precision.default
+    QCOMPARE(diff->verticalHeaderItem(0)->text(), QString("grpo.is_max"));
+    QCOMPARE(diff->item(0, 1)->text(), QString("5"));
+
+    QCOMPARE(view.histogramBox()->currentText(), QString("importance_weight"));
+    QCOMPARE(view.histogram()->histogramCount(), 2);
+    view.setHistogram("fp8_scale_log2/L0/weight", 5);
+    QCOMPARE(view.histogramStep()->value(), 5);
+    QCOMPARE(view.histogram()->histogramCount(), 2);
+
+    view.setMetric("reward/mean");
+    QCOMPARE(view.chart()->curveCount(), 2);
+    QCOMPARE(view.chart()->pointCount(1), 6);
+    addStep(b, 7);
+    view.refresh();
+    QCOMPARE(view.chart()->pointCount(1), 7);
+    QCOMPARE(sum->item(1, 2)->text(), QString("7"));
+  }
+};
+
+QTEST_MAIN(TestRunViews)
+#include "test_run_views.moc"

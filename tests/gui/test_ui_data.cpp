@@ -1,0 +1,239 @@
+// The studio's data layer: telemetry payloads into run data, merging telemetry with the
+// store's history, the fp8rl executable as presets/validation source, and a session driving
+// real worker processes (launch, stream, pause, precision edit, crash, bad database).
+#include <QtTest>
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <cmath>
+#include <csignal>
+
+#include "core/error.hpp"
+#include "rl/telemetry.hpp"
+#include "store/run_store.hpp"
+#include "ui/data/engine_cli.hpp"
+#include "ui/data/run_data.hpp"
+#include "ui/data/studio_session.hpp"
+
+using namespace fp8rl;
+using namespace fp8rl::ui;
+
+namespace {
+
+Json step_payload(int64_t step, double reward, double tokens) {
+  return Json::parse(R"({"step": )" + std::to_string(step) + R"(, "phase": "rl", "wall_seconds": )" +
+                     std::to_string(step * 0.5) + R"(, "run_id": 1, "precision": "fp8",
+      "scalars": {"reward/mean": )" + std::to_string(reward) + R"(, "tokens/total": )" +
+                     std::to_string(tokens) + R"(, "loss": "nan", "grad_norm": "inf"},
+      "samples": [{"prompt": "ab=", "response": "ba", "answer": "ba", "reward": 1}]})");
+}
+
+// A demo config small enough to stream steps quickly on two cores.
+Json tiny_config(EngineCli& cli, int steps) {
+  QString err;
+  Json c = cli.presetConfig(QStringLiteral("demo"), &err);
+  if (c.is_null()) throw Error("presetConfig: " + err.toStdString());
+  c["sft"]["steps"] = 0;
+  c["grpo"]["steps"] = steps;
+  c["grpo"]["prompts_per_step"] = 4;
+  c["grpo"]["group_size"] = 4;
+  c["validation"]["every"] = 5;
+  c["task"]["validation_size"] = 8;
+  return c;
+}
+
+template <typename F>
+bool wait_for(F&& cond, int ms) {
+  QElapsedTimer t;
+  t.start();
+  while (!cond()) {
+    if (t.elapsed() > ms) return false;
+    QTest::qWait(50);
+  }
+  return true;
+}
+
+}  // namespace
+
+class TestUiData : public QObject {
+  Q_OBJECT
+ private slots:
+  void stepPayloadKeepsNonFiniteAndTokens() {
+    RunData d, delta;
+    add_step_payload(delta, step_payload(1, 0.25, 100));
+    add_step_payload(delta, step_payload(2, 0.5, 250));
+    merge_into(d, std::move(delta));
+    QCOMPARE(d.series("reward/mean").size(), size_t(2));
+    QCOMPARE(d.series("reward/mean")[1].value, 0.5);
+    QCOMPARE(d.series("reward/mean")[1].tokens, 250.0);
+    QCOMPARE(d.series("reward/mean")[1].wall, 1.0);
+    QVERIFY(std::isnan(d.series("loss")[0].value));
+    QVERIFY(std::isinf(d.series("grad_norm")[0].value));
+    QCOMPARE(d.samples.size(), size_t(2));
+    QCOMPARE(d.last_step, int64_t(2));
+    const auto v = d.version;
+    // Overlap (telemetry and store both delivering step 2) adds nothing.
+    RunData again;
+    add_step_payload(again, step_payload(2, 0.5, 250));
+    merge_into(d, std::move(again));
+    QCOMPARE(d.series("reward/mean").size(), size_t(2));
+    QCOMPARE(d.version, v);
+  }
+
+  void malformedPayloadsThrowNamingTheProblem() {
+    RunData d;
+    QVERIFY_THROWS_EXCEPTION(Error, add_step_payload(d, Json::parse("[1]")));
+    try {
+      add_step_payload(d, Json::parse(R"({"step": 1, "wall_seconds": 0, "scalars": {"x": "oops"}})"));
+      QFAIL("no error");
+    } catch (const Error& e) {
+      QVERIFY2(QString::fromStdString(e.message()).contains("'x'"), e.what());
+    }
+    try {
+      add_histogram_payload(d, Json::parse(R"({"step": 1, "name": "h", "edges": [0, 1], "counts": [1]})"));
+      QFAIL("no error");
+    } catch (const Error& e) {
+      QVERIFY2(QString::fromStdString(e.message()).contains("counts"), e.what());
+    }
+  }
+
+  void precisionEventsBecomeHistoryAndMarkers() {
+    RunData d, delta;
+    const Json a = Json::parse(R"([{"q":"fp8","k":"fp8","v":"fp8","o":"fp8","gate":"fp8","up":"fp8","down":"fp8"}])");
+    const Json b = Json::parse(R"([{"q":"fp8","k":"fp8","v":"fp8","o":"fp8","gate":"bf16","up":"fp8","down":"fp8"}])");
+    d.precision.emplace_back(0, a);
+    Json ev = Json::parse(R"({"step": 7, "kind": "precision", "message": "0.gate=bf16", "time": 1010})");
+    ev["map"] = b;
+    add_event_payload(delta, ev, 1000);
+    merge_into(d, std::move(delta));
+    QCOMPARE(d.events.size(), size_t(1));
+    QCOMPARE(d.events[0].wall, 10.0);
+    const auto changes = d.precision_changes();
+    QCOMPARE(changes.size(), size_t(1));
+    QCOMPARE(changes[0].first, int64_t(7));
+    QCOMPARE(QString::fromStdString(changes[0].second), QStringLiteral("L0.gate bf16"));
+    QCOMPARE(d.layers(), int64_t(1));
+  }
+
+  void loadRunReadsTheStore() {
+    QTemporaryDir dir;
+    RunStore store(dir.filePath("r.sqlite").toStdString());
+    const int64_t id = store.create_run("x", "demo", Json::parse(R"({"model":{"num_hidden_layers":3}})"), "fp8");
+    for (int s = 1; s <= 3; ++s) {
+      StepRecord r;
+      r.step = s;
+      r.wall_seconds = s;
+      r.scalars["reward/mean"] = 0.1 * s;
+      r.scalars["tokens/total"] = 10.0 * s;
+      r.histograms.push_back({"importance_weight", log_histogram({1.0, 1.1}, -2, 2, 4)});
+      store.record_step(id, r);
+    }
+    RunData d = load_run(store, id);
+    QCOMPARE(d.series("reward/mean").size(), size_t(3));
+    QCOMPARE(d.series("reward/mean")[2].tokens, 30.0);
+    QCOMPARE(d.histograms["importance_weight"].size(), size_t(3));
+    QCOMPARE(d.layers(), int64_t(3));
+    RunData more = load_run(store, id, 2);
+    QCOMPARE(more.series("reward/mean").size(), size_t(1));
+  }
+
+  void engineCliGivesPresetsAndValidates() {
+    EngineCli cli(QStringLiteral(FP8RL_CLI));
+    QString err;
+    QVERIFY2(cli.presets(&err).contains(QStringLiteral("demo")), qPrintable(err));
+    Json c = cli.presetConfig(QStringLiteral("demo"), &err);
+    QVERIFY2(c.is_object(), qPrintable(err));
+    QCOMPARE(cli.validate(c), QString());
+    c["optimizer"]["lr"] = -1.0;
+    QVERIFY(cli.validate(c).contains(QStringLiteral("optimizer.lr")));
+    c["optimizer"]["lr"] = 0.001;
+    c["grpo"]["bogus"] = 1;
+    QVERIFY(cli.validate(c).contains(QStringLiteral("bogus")));
+    QVERIFY(cli.presetConfig(QStringLiteral("no-such-preset"), &err).is_null());
+    QVERIFY(err.contains(QStringLiteral("no-such-preset")));
+    EngineCli missing(QStringLiteral("/nonexistent/fp8rl"));
+    QVERIFY(missing.presets(&err).isEmpty());
+    QVERIFY(!err.isEmpty());
+  }
+
+  void corruptDatabaseIsRefusedClearly() {
+    QTemporaryDir dir;
+    const QString bad = dir.filePath("bad.sqlite");
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray(4096, 'x'));
+    f.close();
+    StudioSession s(QStringLiteral(FP8RL_CLI));
+    const QString err = s.openDatabase(bad);
+    QVERIFY2(err.contains(bad), qPrintable(err));
+    QVERIFY(!s.hasDatabase());
+    QCOMPARE(s.openDatabase(dir.filePath("good.sqlite")), QString());
+    QVERIFY(s.hasDatabase());
+    QCOMPARE(s.runs().size(), size_t(0));
+  }
+
+  // A real worker: launch, stream, pause/resume, precision edit, stop.
+  void sessionDrivesARealWorker() {
+    QTemporaryDir dir;
+    StudioSession s(QStringLiteral(FP8RL_CLI));
+    QCOMPARE(s.openDatabase(dir.filePath("runs.sqlite")), QString());
+    QSignalSpy launched(&s, &StudioSession::runLaunched);
+    QSignalSpy replies(&s, &StudioSession::commandFinished);
+    QCOMPARE(s.launch(tiny_config(s.cli(), 400), QStringLiteral("studio-test")), QString());
+    QVERIFY(launched.wait(60000) || launched.count() == 1);
+    const qint64 id = launched.first().first().toLongLong();
+    QVERIFY(s.isLinked(id));
+    const RunData* d = s.data(id);
+    QVERIFY(d);
+    QCOMPARE(QString::fromStdString(d->row.name), QStringLiteral("studio-test"));
+    QVERIFY2(wait_for([&] { return d->series("reward/mean").size() >= 3; }, 60000),
+             "no steps streamed");
+    QVERIFY(wait_for([&] { return s.health(id).heartbeat_age >= 0; }, 5000));
+    QCOMPARE(s.health(id).backend, QStringLiteral("cpu"));
+
+    s.pause(id);
+    QVERIFY(wait_for([&] { s.refresh(); return s.runRow(id)->status == "paused"; }, 30000));
+    QTest::qWait(500);  // the last step's telemetry is drained
+    const auto paused_at = d->last_step;
+    QTest::qWait(1500);
+    QCOMPARE(d->last_step, paused_at);
+    QVERIFY(s.health(id).heartbeat_age < 2);  // heartbeats go on while paused
+
+    s.setPrecision(id, {QStringLiteral("0.gate=bf16")});
+    s.resume(id);
+    QVERIFY2(wait_for([&] { return !d->precision_changes().empty(); }, 30000),
+             "no precision event arrived");
+    QCOMPARE(QString::fromStdString(d->precision_changes().back().second),
+             QStringLiteral("L0.gate bf16"));
+    QVERIFY(d->current_precision().as_array()[0].at("gate").as_string() == "bf16");
+    QVERIFY(wait_for([&] { return d->last_step > paused_at + 1; }, 30000));
+
+    s.stop(id);
+    QVERIFY(wait_for([&] { s.refresh(); return s.runRow(id)->status == "stopped"; }, 60000));
+    QVERIFY(!s.isLinked(id));
+    bool all_ok = true;
+    for (const auto& r : replies)
+      if (!r.at(2).toBool()) all_ok = false;
+    QVERIFY2(all_ok, "a command was refused");
+  }
+
+  // A worker killed with SIGKILL: the session marks its run crashed and keeps working.
+  void killedWorkerIsMarkedCrashed() {
+    QTemporaryDir dir;
+    StudioSession s(QStringLiteral(FP8RL_CLI));
+    QCOMPARE(s.openDatabase(dir.filePath("runs.sqlite")), QString());
+    QSignalSpy launched(&s, &StudioSession::runLaunched);
+    QCOMPARE(s.launch(tiny_config(s.cli(), 400), QString()), QString());
+    QVERIFY(launched.wait(60000) || launched.count() == 1);
+    const qint64 id = launched.first().first().toLongLong();
+    const RunData* d = s.data(id);
+    QVERIFY(wait_for([&] { return d->last_step >= 2; }, 60000));
+    QVERIFY(::kill(static_cast<pid_t>(s.runRow(id)->pid), SIGKILL) == 0);
+    QVERIFY(wait_for([&] { s.refresh(); return s.runRow(id)->status == "crashed"; }, 10000));
+    QVERIFY(!s.isLinked(id));
+    QVERIFY(s.data(id)->last_step >= 2);
+  }
+};
+
+QTEST_MAIN(TestUiData)
+#include "test_ui_data.moc"

@@ -1,0 +1,43 @@
+// A heatmap (QCPColorMap): columns are steps, rows are bins or layers. Used for "histogram
+// over time" (importance weights per step) and "layers × steps" FP8 statistics. Empty cells
+// (no data) are transparent; non-finite cells are drawn in a distinct colour and counted.
+#pragma once
+
+#include <QString>
+#include <QStringList>
+#include <QWidget>
+#include <vector>
+
+class QCustomPlot;
+
+namespace fp8rl::ui {
+
+struct HeatmapData {
+  std::vector<double> steps;  // column x positions (sorted)
+  int rows = 0;
+  double row_lo = 0, row_hi = 1;  // y range covered by the rows (row r spans a 1/rows slice)
+  QStringList row_labels;         // optional: one label per row (e.g. "L0" …), else numeric
+  // values[c * rows + r]; NaN where a cell has no data.
+  std::vector<double> values;
+  QString value_label;  // colour-scale caption
+  bool log_color = false;
+};
+
+class HeatmapView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit HeatmapView(const QString& title, QWidget* parent = nullptr);
+  ~HeatmapView() override;
+
+  void setData(const HeatmapData& data);
+  const HeatmapData& data() const;
+  bool exportPng(const QString& path, QString* error = nullptr);
+
+  QCustomPlot* plot() const;
+
+ private:
+  struct Impl;
+  Impl* d_;
+};
+
+}  // namespace fp8rl::ui

@@ -1,0 +1,109 @@
+#include "ui/data/engine_cli.hpp"
+
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QDir>
+#include <QFileInfo>
+#include <QProcess>
+#include <QRandomGenerator>
+#include <QRegularExpression>
+#include <QTemporaryFile>
+
+#include "core/error.hpp"
+
+namespace fp8rl::ui {
+
+bool EngineCli::run(const QStringList& args, QByteArray* out, QString* error,
+                    int timeout_ms) const {
+  QProcess p;
+  p.start(exe_, args);
+  if (!p.waitForStarted(5000)) {
+    if (error) *error = QStringLiteral("cannot run %1: %2").arg(exe_, p.errorString());
+    return false;
+  }
+  if (!p.waitForFinished(timeout_ms)) {
+    p.kill();
+    p.waitForFinished(1000);
+    if (error) *error = QStringLiteral("%1 %2 did not finish in time").arg(exe_, args.join(' '));
+    return false;
+  }
+  if (out) *out = p.readAllStandardOutput();
+  if (p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0) {
+    if (error) {
+      QString msg = QString::fromUtf8(p.readAllStandardError()).trimmed();
+      // "fp8rl train: error: <message> (file.cpp:12)": keep the message.
+      msg.remove(QStringLiteral("fp8rl train: error: "));
+      static const QRegularExpression where(QStringLiteral("\\s*\\([A-Za-z0-9_]+\\.[ch]pp:\\d+\\)$"));
+      msg.remove(where);
+      *error = msg.isEmpty() ? QStringLiteral("%1 exited with code %2").arg(exe_).arg(p.exitCode())
+                             : msg;
+    }
+    return false;
+  }
+  return true;
+}
+
+QStringList EngineCli::presets(QString* error) const {
+  QByteArray out;
+  if (!run({QStringLiteral("train"), QStringLiteral("--list-presets")}, &out, error)) return {};
+  return QString::fromUtf8(out).split('\n', Qt::SkipEmptyParts);
+}
+
+Json EngineCli::presetConfig(const QString& preset, QString* error) const {
+  QByteArray out;
+  if (!run({QStringLiteral("train"), QStringLiteral("--preset"), preset,
+            QStringLiteral("--print-config")},
+           &out, error))
+    return Json();
+  try {
+    return Json::parse(out.toStdString());
+  } catch (const Error& e) {
+    if (error) *error = QStringLiteral("unreadable configuration from %1: %2")
+                            .arg(exe_, QString::fromStdString(e.message()));
+    return Json();
+  }
+}
+
+QString EngineCli::validate(const Json& config) const {
+  QTemporaryFile f(QDir::tempPath() + QStringLiteral("/fp8rl-config-XXXXXX.json"));
+  if (!f.open()) return QStringLiteral("cannot write a temporary file: %1").arg(f.errorString());
+  f.write(QByteArray::fromStdString(config.dump(2)));
+  f.flush();
+  QString error;
+  if (!run({QStringLiteral("train"), QStringLiteral("--config"), f.fileName(),
+            QStringLiteral("--print-config")},
+           nullptr, &error))
+    return error.isEmpty() ? QStringLiteral("invalid configuration") : error;
+  return {};
+}
+
+bool EngineCli::spawnWorker(const QString& db, Spawned* out, QString* error) const {
+  const QString tag = QStringLiteral("fp8rl-studio-%1-%2-%3")
+                          .arg(QCoreApplication::applicationPid())
+                          .arg(QDateTime::currentMSecsSinceEpoch())
+                          .arg(QRandomGenerator::global()->generate() & 0xffff, 4, 16,
+                               QLatin1Char('0'));
+  out->control = QStringLiteral("ipc://@%1-control").arg(tag);
+  out->telemetry = QStringLiteral("ipc://@%1-telemetry").arg(tag);
+  const QDir logs(QFileInfo(db).absoluteDir().filePath(QStringLiteral("logs")));
+  if (!QDir().mkpath(logs.path())) {
+    if (error) *error = QStringLiteral("cannot create %1").arg(logs.path());
+    return false;
+  }
+  out->log = logs.filePath(tag + QStringLiteral(".log"));
+  QProcess p;
+  p.setProgram(exe_);
+  p.setArguments({QStringLiteral("worker"), QStringLiteral("--db"), db,
+                  QStringLiteral("--control"), out->control, QStringLiteral("--telemetry"),
+                  out->telemetry});
+  p.setStandardOutputFile(out->log, QIODevice::Append);
+  p.setStandardErrorFile(out->log, QIODevice::Append);
+  p.setStandardInputFile(QProcess::nullDevice());
+  if (!p.startDetached(&out->pid)) {
+    if (error) *error = QStringLiteral("cannot start %1 worker: %2").arg(exe_, p.errorString());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace fp8rl::ui

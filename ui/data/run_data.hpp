@@ -1,0 +1,72 @@
+// What the studio knows about one run: its catalog row and everything it recorded, filled from
+// the run store (history) and from the worker's telemetry (live). Plain data, no Qt: the
+// receive threads build RunData deltas, the GUI thread merges them, the views read them.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/json.hpp"
+#include "store/run_store.hpp"
+
+namespace fp8rl::ui {
+
+// One value of a scalar at a step, with the three x coordinates a chart can plot against.
+struct SeriesPoint {
+  double step = 0;    // RL step (warm-up steps are negative)
+  double wall = 0;    // seconds since the run started
+  double tokens = 0;  // response tokens generated so far (scalar tokens/total; 0 before RL)
+  double value = 0;   // NaN and ±inf kept as recorded
+};
+
+struct RunData {
+  int64_t id = -1;
+  RunStore::RunRow row;  // status, config, endpoints, … as last read from the store
+  // Scalar name → points sorted by step (one point per step).
+  std::map<std::string, std::vector<SeriesPoint>> scalars;
+  // Histogram name → step → histogram.
+  std::map<std::string, std::map<int64_t, Histogram>> histograms;
+  std::vector<RunStore::EventRow> events;                 // in recorded order
+  std::vector<std::pair<int64_t, SampleRecord>> samples;  // oldest first, at most kMaxSamples
+  std::vector<std::pair<int64_t, Json>> precision;        // step → per-layer map, by step
+  int64_t last_step = 0;                                  // highest step seen (0: none)
+  int64_t version = 0;                                    // bumped by every merge that adds data
+
+  static constexpr size_t kMaxSamples = 400;
+
+  // The series of key, or an empty vector.
+  const std::vector<SeriesPoint>& series(const std::string& key) const;
+  // Histogram names with a given prefix (e.g. "fp8_scale_log2/"), sorted.
+  std::vector<std::string> histogram_names(const std::string& prefix = "") const;
+  // The latest precision map (array of layers, each {"q": "fp8", …}), or null.
+  Json current_precision() const;
+  // Steps at which the precision changed after the first map (markers on every chart).
+  std::vector<std::pair<int64_t, std::string>> precision_changes() const;
+  // Number of layers (from the precision map or the config), 0 when unknown.
+  int64_t layers() const;
+};
+
+// Appends everything in delta to dst (points with a step dst already has replace nothing:
+// they are skipped, so telemetry and store polling may overlap); bumps dst.version when
+// anything was added.
+void merge_into(RunData& dst, RunData&& delta);
+
+// Telemetry payloads (docs/protocol.md) → additions to a delta. Malformed payloads throw
+// fp8rl::Error naming what is wrong (the caller counts and drops them).
+void add_step_payload(RunData& delta, const Json& payload);
+void add_histogram_payload(RunData& delta, const Json& payload);
+// Event times arrive as unix seconds; run_started_at (unix seconds, 0 when unknown) turns them
+// into seconds since the run started.
+void add_event_payload(RunData& delta, const Json& payload, double run_started_at);
+
+// The recorded history of a run from the store: everything (after_step = std::numeric_limits<int64_t>::min()) or what
+// was recorded for steps after after_step (scalars, histograms, samples; events and precision
+// maps are always read whole: merge_into keeps only the new ones). Throws fp8rl::Error when
+// the store cannot be read.
+RunData load_run(RunStore& store, int64_t run, int64_t after_step = std::numeric_limits<int64_t>::min());
+
+}  // namespace fp8rl::ui

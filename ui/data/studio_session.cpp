@@ -1,0 +1,269 @@
+#include "ui/data/studio_session.hpp"
+
+#include <QDateTime>
+#include <QDir>
+#include <QFileInfo>
+#include <QSysInfo>
+#include <QTimer>
+#include <cerrno>
+#include <csignal>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "ipc/client.hpp"
+
+namespace fp8rl::ui {
+
+namespace {
+
+bool is_live(const std::string& status) { return status == "running" || status == "paused"; }
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+
+}  // namespace
+
+StudioSession::StudioSession(QString cli, QObject* parent)
+    : QObject(parent),
+      cli_(std::move(cli)),
+      drain_timer_(new QTimer(this)),
+      refresh_timer_(new QTimer(this)) {
+  drain_timer_->setInterval(40);
+  connect(drain_timer_, &QTimer::timeout, this, &StudioSession::drain);
+  drain_timer_->start();
+  refresh_timer_->setInterval(2000);
+  connect(refresh_timer_, &QTimer::timeout, this, &StudioSession::refresh);
+  refresh_timer_->start();
+}
+
+StudioSession::~StudioSession() = default;
+
+QString StudioSession::openDatabase(const QString& path) {
+  const QString abs = QFileInfo(path).absoluteFilePath();
+  std::unique_ptr<RunStore> store;
+  try {
+    if (!QFileInfo::exists(abs)) {
+      QDir().mkpath(QFileInfo(abs).absolutePath());
+      RunStore create(abs.toStdString());  // a new, empty run store
+    }
+    // The studio reads through its own read-only connection: it never blocks a worker.
+    store = std::make_unique<RunStore>(abs.toStdString(), /*read_only=*/true);
+    (void)store->list_runs();  // fails now on an unreadable file rather than later
+  } catch (const Error& e) {
+    return QStringLiteral("cannot open run database %1: %2").arg(abs, q(e.message()));
+  }
+  links_.clear();
+  launching_.clear();
+  data_.clear();
+  runs_.clear();
+  run_index_.clear();
+  store_ = std::move(store);
+  db_path_ = abs;
+  last_problem_.clear();
+  refresh();
+  return {};
+}
+
+const RunStore::RunRow* StudioSession::runRow(int64_t id) const {
+  auto it = run_index_.find(id);
+  return it == run_index_.end() ? nullptr : &runs_[it->second];
+}
+
+void StudioSession::refresh() {
+  if (!store_) return;
+  try {
+    runs_ = store_->list_runs();
+    // Workers of this host that are gone: mark their runs crashed (nothing recorded is lost).
+    const std::string host = QSysInfo::machineHostName().toStdString();
+    bool dead = false;
+    for (const auto& r : runs_)
+      if (is_live(r.status) && r.host == host && r.pid > 0 &&
+          ::kill(static_cast<pid_t>(r.pid), 0) != 0 && errno != EPERM)
+        dead = true;
+    if (dead && ipc::mark_crashed_runs(db_path_.toStdString()) > 0) runs_ = store_->list_runs();
+  } catch (const Error& e) {
+    const QString msg = QStringLiteral("cannot read run database %1: %2").arg(db_path_, q(e.message()));
+    if (msg != last_problem_) emit problem(msg);
+    last_problem_ = msg;
+    return;
+  }
+  last_problem_.clear();
+  run_index_.clear();
+  for (size_t i = 0; i < runs_.size(); ++i) run_index_[runs_[i].id] = i;
+  for (const auto& r : runs_) {
+    if (is_live(r.status) && !r.control_endpoint.empty() && !links_.count(r.id)) attach(r);
+    if (!is_live(r.status) && links_.count(r.id)) {
+      // Take what the link still holds, then let it go.
+      drain();
+      links_.erase(r.id);
+    }
+    auto it = data_.find(r.id);
+    if (it != data_.end()) {
+      const bool status_changed = it->second->row.status != r.status ||
+                                  it->second->row.precision_summary != r.precision_summary;
+      it->second->row = r;
+      // Runs without a link (recorded by `fp8rl train`, or a worker we cannot reach) and
+      // runs that just ended are read from the store.
+      if (!links_.count(r.id) &&
+          (is_live(r.status) || status_changed ||
+           (r.last_step && *r.last_step > it->second->last_step)))
+        poll(*it->second);
+      if (status_changed) {
+        ++it->second->version;
+        emit runUpdated(r.id);
+      }
+    }
+  }
+  emit runsChanged();
+}
+
+void StudioSession::poll(RunData& d) {
+  try {
+    const int64_t before = d.version;
+    merge_into(d, load_run(*store_, d.id, d.last_step));
+    if (d.version != before) emit runUpdated(d.id);
+  } catch (const Error& e) {
+    emit problem(QStringLiteral("cannot read run %1: %2").arg(d.id).arg(q(e.message())));
+  }
+}
+
+const RunData* StudioSession::data(int64_t run) {
+  auto it = data_.find(run);
+  if (it != data_.end()) return it->second.get();
+  if (!store_ || !runRow(run)) {
+    last_error_ = QStringLiteral("no run %1 in %2").arg(run).arg(db_path_);
+    return nullptr;
+  }
+  try {
+    auto d = std::make_unique<RunData>(load_run(*store_, run));
+    d->version = 1;
+    // What the link received before the history was read is merged on the next drain.
+    return data_.emplace(run, std::move(d)).first->second.get();
+  } catch (const Error& e) {
+    last_error_ = QStringLiteral("cannot read run %1: %2").arg(run).arg(q(e.message()));
+    return nullptr;
+  }
+}
+
+void StudioSession::attach(const RunStore::RunRow& r) {
+  auto link = std::make_unique<WorkerLink>(r.id, q(r.control_endpoint), q(r.telemetry_endpoint),
+                                           r.started_at.value_or(r.created_at));
+  WorkerLink* l = link.get();
+  const int64_t id = r.id;
+  connect(l, &WorkerLink::replied, this, [this, id](const QString& c, bool ok, const QString& m) {
+    emit commandFinished(id, c, ok, m);
+  });
+  links_[id] = std::move(link);
+}
+
+void StudioSession::drain() {
+  // Launching links that learned their run id become ordinary links.
+  for (size_t i = 0; i < launching_.size();) {
+    const int64_t id = launching_[i]->run();
+    if (id < 0) {
+      ++i;
+      continue;
+    }
+    WorkerLink* l = launching_[i].get();
+    disconnect(l, nullptr, this, nullptr);
+    connect(l, &WorkerLink::replied, this, [this, id](const QString& c, bool ok, const QString& m) {
+      emit commandFinished(id, c, ok, m);
+    });
+    links_[id] = std::move(launching_[i]);
+    launching_.erase(launching_.begin() + static_cast<std::ptrdiff_t>(i));
+    refresh();
+    emit runLaunched(id);
+  }
+  for (auto& [id, link] : links_) {
+    RunData delta = link->takePending();
+    if (delta.scalars.empty() && delta.histograms.empty() && delta.events.empty() &&
+        delta.samples.empty() && delta.precision.empty() && delta.last_step == 0)
+      continue;
+    auto it = data_.find(id);
+    if (it == data_.end()) continue;  // nobody looks at this run yet; its history is in the store
+    const int64_t before = it->second->version;
+    merge_into(*it->second, std::move(delta));
+    if (it->second->version != before) emit runUpdated(id);
+  }
+}
+
+QString StudioSession::launch(const Json& config, const QString& name) {
+  if (!store_) return tr("open a run database first");
+  EngineCli::Spawned w;
+  QString error;
+  if (!cli_.spawnWorker(db_path_, &w, &error)) return error;
+  Json start;
+  start["config"] = config;
+  if (!name.isEmpty()) start["name"] = name.toStdString();
+  auto link = std::make_unique<WorkerLink>(-1, w.control, w.telemetry,
+                                           QDateTime::currentMSecsSinceEpoch() / 1000.0, start);
+  connect(link.get(), &WorkerLink::replied, this,
+          [this](const QString& c, bool ok, const QString& m) {
+            if (c == QLatin1String("start") && !ok)
+              emit problem(tr("the worker refused the run: %1").arg(m));
+            emit commandFinished(-1, c, ok, m);
+          });
+  launching_.push_back(std::move(link));
+  return {};
+}
+
+void StudioSession::send(int64_t run, const QString& command, Json fields) {
+  auto it = links_.find(run);
+  if (it == links_.end()) {
+    emit commandFinished(run, command, false,
+                         tr("run %1 has no live worker the studio can reach").arg(run));
+    return;
+  }
+  it->second->send(command, std::move(fields));
+}
+
+void StudioSession::pause(int64_t run) { send(run, QStringLiteral("pause")); }
+void StudioSession::resume(int64_t run) { send(run, QStringLiteral("resume")); }
+void StudioSession::stop(int64_t run) { send(run, QStringLiteral("stop")); }
+void StudioSession::checkpoint(int64_t run) { send(run, QStringLiteral("checkpoint")); }
+
+void StudioSession::setPrecision(int64_t run, const QStringList& overrides) {
+  Json::Array list;
+  for (const auto& o : overrides) list.emplace_back(o.toStdString());
+  Json f;
+  f["overrides"] = Json(std::move(list));
+  send(run, QStringLiteral("set_precision"), std::move(f));
+}
+
+void StudioSession::setLive(int64_t run, const QString& key, double value) {
+  Json f;
+  f["key"] = key.toStdString();
+  f["value"] = value;
+  send(run, QStringLiteral("set"), std::move(f));
+}
+
+QString StudioSession::setTagsNotes(int64_t run, const QString& tags, const QString& notes) {
+  try {
+    RunStore rw(db_path_.toStdString());
+    rw.set_tags_notes(run, tags.toStdString(), notes.toStdString());
+  } catch (const Error& e) {
+    return QStringLiteral("cannot save tags and notes of run %1: %2").arg(run).arg(q(e.message()));
+  }
+  refresh();
+  return {};
+}
+
+QString StudioSession::exportCsv(int64_t run, const QString& path) {
+  if (!store_) return tr("no run database is open");
+  std::ofstream out(path.toStdString());
+  if (!out) return tr("cannot write %1").arg(path);
+  try {
+    store_->export_csv(run, out);
+  } catch (const Error& e) {
+    return q(e.message());
+  }
+  return out.good() ? QString() : tr("cannot write %1").arg(path);
+}
+
+bool StudioSession::isLinked(int64_t run) const { return links_.count(run) > 0; }
+
+WorkerLink::Health StudioSession::health(int64_t run) const {
+  auto it = links_.find(run);
+  return it == links_.end() ? WorkerLink::Health{} : it->second->health();
+}
+
+}  // namespace fp8rl::ui

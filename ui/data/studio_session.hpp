@@ -1,0 +1,103 @@
+// The studio's model of the world: the open run database (read through its own connection),
+// the run list, the data of runs being viewed, and one WorkerLink per live worker. The GUI
+// thread drains the links on a 40 ms timer and polls the store every 2 s (run list, crashed
+// workers, runs that have no link such as `fp8rl train` runs); views are told what changed.
+// Everything the widgets need from processes, sockets and SQL goes through here.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/json.hpp"
+#include "store/run_store.hpp"
+#include "ui/data/engine_cli.hpp"
+#include "ui/data/run_data.hpp"
+#include "ui/data/worker_link.hpp"
+
+class QTimer;
+
+namespace fp8rl::ui {
+
+class StudioSession : public QObject {
+  Q_OBJECT
+ public:
+  // cli: the fp8rl executable (presets, validation, workers).
+  explicit StudioSession(QString cli, QObject* parent = nullptr);
+  ~StudioSession() override;
+
+  EngineCli& cli() { return cli_; }
+
+  // Opens the run database at path (created when missing), replacing the current one.
+  // Returns "" or a message naming the file and what is wrong (not a database, locked, newer
+  // schema, …); on failure the previous database stays open.
+  QString openDatabase(const QString& path);
+  QString databasePath() const { return db_path_; }
+  bool hasDatabase() const { return store_ != nullptr; }
+
+  // The runs of the database as last read (by id).
+  const std::vector<RunStore::RunRow>& runs() const { return runs_; }
+  const RunStore::RunRow* runRow(int64_t id) const;
+  // Re-reads the run list now (also every 2 s): marks runs of dead local workers crashed,
+  // attaches to live workers, polls runs without a link. Emits runsChanged.
+  void refresh();
+
+  // The data of a run, loaded from the store on first use and kept current; nullptr when
+  // there is no such run or it cannot be read (lastError() says why).
+  const RunData* data(int64_t run);
+  QString lastError() const { return last_error_; }
+
+  // Starts a worker and a run with this configuration; returns "" or why it failed. The run
+  // appears with runLaunched(id) once the worker has created it.
+  QString launch(const Json& config, const QString& name);
+
+  // Control of a live run (errors and notes arrive as commandFinished).
+  void pause(int64_t run);
+  void resume(int64_t run);
+  void stop(int64_t run);
+  void checkpoint(int64_t run);
+  void setPrecision(int64_t run, const QStringList& overrides);
+  void setLive(int64_t run, const QString& key, double value);
+  // Writes the run's tags and notes (through a short-lived writing connection).
+  QString setTagsNotes(int64_t run, const QString& tags, const QString& notes);
+  // Writes the run's scalars as CSV.
+  QString exportCsv(int64_t run, const QString& path);
+
+  // Whether the studio has a link to the run's worker (so it can be steered).
+  bool isLinked(int64_t run) const;
+  WorkerLink::Health health(int64_t run) const;
+
+  // Drains the links now (the timer does this every 40 ms).
+  void drain();
+
+ signals:
+  void runsChanged();
+  void runUpdated(qint64 run);
+  void runLaunched(qint64 run);
+  void commandFinished(qint64 run, const QString& command, bool ok, const QString& message);
+  // Something went wrong outside a command (database unreadable, worker unreachable).
+  void problem(const QString& message);
+
+ private:
+  void attach(const RunStore::RunRow& row);
+  void send(int64_t run, const QString& command, Json fields = Json(Json::Object{}));
+  void poll(RunData& d);
+
+  EngineCli cli_;
+  QString db_path_;
+  std::unique_ptr<RunStore> store_;
+  std::vector<RunStore::RunRow> runs_;
+  std::map<int64_t, size_t> run_index_;
+  std::map<int64_t, std::unique_ptr<RunData>> data_;
+  std::map<int64_t, std::unique_ptr<WorkerLink>> links_;  // by run id
+  std::vector<std::unique_ptr<WorkerLink>> launching_;    // run id not known yet
+  QTimer* drain_timer_;
+  QTimer* refresh_timer_;
+  QString last_error_;
+  QString last_problem_;
+};
+
+}  // namespace fp8rl::ui

@@ -1,0 +1,75 @@
+// The studio's link to one live worker: a receive thread that owns an ipc::Client (control
+// DEALER + telemetry SUB), parses telemetry into a RunData delta under a mutex and signals
+// once per batch; the GUI thread takes the delta on its ~40 ms timer. Commands are queued to
+// the same thread (ZeroMQ sockets belong to one thread) and their replies come back as signals.
+// A link made for a launch first says hello, then sends `start`, then learns its run id from
+// the telemetry.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "core/json.hpp"
+#include "ui/data/run_data.hpp"
+
+namespace fp8rl::ui {
+
+class WorkerLink : public QObject {
+  Q_OBJECT
+ public:
+  // Follows the run `run` served at these endpoints. run_started_at: unix seconds (event
+  // times are made relative to it); start: when not null, the `start` request (fields) this
+  // link sends after the worker answers hello (run is then -1 until the worker reports it).
+  WorkerLink(int64_t run, QString control, QString telemetry, double run_started_at,
+             Json start = Json(), QObject* parent = nullptr);
+  ~WorkerLink() override;  // stops and joins the thread
+
+  int64_t run() const { return run_.load(); }
+  QString control() const { return control_; }
+
+  // Everything received since the last call (an empty RunData when nothing came).
+  RunData takePending();
+  // Queues a request; its reply arrives as replied().
+  void send(const QString& command, Json fields = Json(Json::Object{}));
+
+  struct Health {
+    double heartbeat_age = -1;  // seconds since the last heartbeat; < 0: none heard yet
+    QString state;              // the worker's state from its heartbeat / status
+    QString backend, device;    // from hello
+    QString error;              // why the worker is unreachable or refused, "" when fine
+    int64_t dropped = 0;        // malformed telemetry messages dropped
+  };
+  Health health() const;
+
+ signals:
+  // New data is waiting in takePending() (emitted once until taken).
+  void dataReady();
+  void replied(const QString& command, bool ok, const QString& message);
+  // A launched worker reported its run id.
+  void runIdentified(qint64 run);
+
+ private:
+  void loop();
+  void handle(const std::string& topic, const Json& payload);
+
+  std::atomic<int64_t> run_;
+  QString control_, telemetry_;
+  double started_at_;
+  Json start_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  RunData pending_;
+  bool signalled_ = false;
+  std::deque<std::pair<QString, Json>> commands_;
+  Health health_;
+  double last_heartbeat_ = 0;  // steady seconds
+  int64_t bad_payloads_ = 0;   // telemetry that parsed as JSON but broke the protocol
+  std::thread thread_;
+};
+
+}  // namespace fp8rl::ui

@@ -1,0 +1,250 @@
+#include "ui/run/importance_tab.hpp"
+
+#include <QCheckBox>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSignalBlocker>
+#include <QSlider>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "rl/telemetry.hpp"
+#include "ui/charts/chart_view.hpp"
+#include "ui/charts/heatmap_view.hpp"
+#include "ui/charts/histogram_view.hpp"
+#include "ui/data/run_data.hpp"
+#include "ui/run/run_view.hpp"
+
+namespace fp8rl::ui {
+
+namespace {
+
+const std::map<int64_t, Histogram>* importanceHistograms(const RunData* run) {
+  if (!run) return nullptr;
+  auto it = run->histograms.find(ImportanceTab::kHistogram);
+  return it == run->histograms.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+// A number of the config at grpo.<key>, when there.
+std::optional<double> grpoSetting(const RunData& run, const char* key) {
+  const Json& c = run.row.config;
+  if (!c.is_object() || !c.contains("grpo") || !c.at("grpo").is_object()) return std::nullopt;
+  const Json& g = c.at("grpo");
+  if (!g.contains(key) || !g.at(key).is_number()) return std::nullopt;
+  return g.at(key).as_number();
+}
+
+}  // namespace
+
+ImportanceTab::ImportanceTab(QWidget* parent)
+    : QWidget(parent),
+      hist_(new HistogramView(tr("Importance weights w = exp(p − g)"))),
+      heatmap_(new HeatmapView(tr("Distribution over steps (y: log10 w)"))),
+      slider_(new QSlider(Qt::Horizontal)),
+      follow_box_(new QCheckBox(tr("Follow latest"))),
+      step_label_(new QLabel),
+      oob_(new ChartView(tr("Fraction outside the bounds"))),
+      ess_(new ChartView(tr("Effective sample size"))),
+      mean_w_(new ChartView(tr("Mean weight"))) {
+  hist_->setLogX(true);
+  hist_->setNormalized(true);
+  oob_->addCurve(QStringLiteral("is/out_of_bounds"), QColor(0xd6, 0x27, 0x28));
+  ess_->addCurve(QStringLiteral("is/effective_sample_size"), QColor(0x1f, 0x77, 0xb4));
+  mean_w_->addCurve(QStringLiteral("is/mean_weight"), QColor(0x2c, 0xa0, 0x2c));
+  slider_->setToolTip(tr("The step whose histogram is shown"));
+  slider_->setPageStep(10);
+  follow_box_->setChecked(true);
+  step_label_->setMinimumWidth(
+      step_label_->fontMetrics().horizontalAdvance(QStringLiteral("step 000000 (0000 of 0000)")));
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("Step:")));
+  controls->addWidget(slider_, 1);
+  controls->addWidget(step_label_);
+  controls->addWidget(follow_box_);
+  // Two columns (a chart's header needs ~600 px): the distributions, then the three charts.
+  auto* layout = new QGridLayout(this);
+  layout->addLayout(controls, 0, 0, 1, 2);
+  layout->addWidget(hist_, 1, 0, 3, 1);
+  layout->addWidget(heatmap_, 4, 0, 3, 1);
+  layout->addWidget(oob_, 1, 1, 2, 1);
+  layout->addWidget(ess_, 3, 1, 2, 1);
+  layout->addWidget(mean_w_, 5, 1, 2, 1);
+  for (int r = 1; r <= 6; ++r) layout->setRowStretch(r, 1);
+  layout->setColumnStretch(0, 1);
+  layout->setColumnStretch(1, 1);
+
+  connect(slider_, &QSlider::valueChanged, this, [this](int index) {
+    follow_ = index == slider_->maximum();
+    const QSignalBlocker block(follow_box_);
+    follow_box_->setChecked(follow_);
+    showIndex(index);
+  });
+  connect(follow_box_, &QCheckBox::toggled, this, &ImportanceTab::setFollowLatest);
+  linkChartOptions(charts());
+  setRun(nullptr);
+}
+
+void ImportanceTab::setRun(const RunData* run) {
+  run_ = run;
+  version_ = -1;
+  markers_ = 0;
+  shown_.reset();
+  steps_.clear();
+  heat_columns_ = 0;
+  heat_last_ = 0;
+  clearCharts(charts());
+  hist_->setHistograms({});
+  heatmap_->setData(HeatmapData{});
+  {
+    const QSignalBlocker block(slider_);
+    slider_->setRange(0, 0);
+    slider_->setEnabled(false);
+  }
+  step_label_->setText(tr("no histogram yet"));
+  setBounds();
+  refresh();
+}
+
+void ImportanceTab::refresh() {
+  if (!run_ || run_->version == version_) return;
+  version_ = run_->version;
+  oob_->setCurveData(0, run_->series(metric::kOutOfBounds));
+  ess_->setCurveData(0, run_->series(metric::kEss));
+  mean_w_->setCurveData(0, run_->series(metric::kMeanWeight));
+  const auto markers = precisionMarkers(run_);
+  if (markers.size() != markers_) {
+    markers_ = markers.size();
+    for (ChartView* chart : charts()) chart->setMarkers(markers);
+  }
+  updateSteps();
+  updateHeatmap();
+}
+
+void ImportanceTab::setFollowLatest(bool on) {
+  follow_ = on;
+  {
+    const QSignalBlocker block(follow_box_);
+    follow_box_->setChecked(on);
+  }
+  if (on && !steps_.empty()) {
+    const QSignalBlocker block(slider_);
+    slider_->setValue(static_cast<int>(steps_.size()) - 1);
+    showIndex(slider_->value());
+  }
+}
+
+void ImportanceTab::showStep(int64_t step) {
+  if (steps_.empty()) return;
+  auto it = std::lower_bound(steps_.begin(), steps_.end(), step);
+  if (it == steps_.end() || (it != steps_.begin() && step - *(it - 1) < *it - step)) --it;
+  const int index = static_cast<int>(it - steps_.begin());
+  follow_ = false;
+  {
+    const QSignalBlocker block(follow_box_);
+    follow_box_->setChecked(false);
+  }
+  const QSignalBlocker block(slider_);
+  slider_->setValue(index);
+  showIndex(index);
+}
+
+void ImportanceTab::updateSteps() {
+  const auto* hists = importanceHistograms(run_);
+  const size_t n = hists ? hists->size() : 0;
+  if (n == steps_.size() && (n == 0 || steps_.back() == hists->rbegin()->first)) return;
+  steps_.clear();
+  if (hists)
+    for (const auto& [step, h] : *hists) steps_.push_back(step);
+  const QSignalBlocker block(slider_);
+  slider_->setEnabled(n > 0);
+  slider_->setRange(0, std::max(0, static_cast<int>(n) - 1));
+  if (n == 0) {
+    step_label_->setText(tr("no histogram yet"));
+    return;
+  }
+  if (follow_ || !shown_) {
+    slider_->setValue(static_cast<int>(n) - 1);
+  } else {
+    // Keep the step shown where it is (its index may have moved if the history was rebuilt).
+    auto it = std::lower_bound(steps_.begin(), steps_.end(), *shown_);
+    if (it == steps_.end()) --it;
+    slider_->setValue(static_cast<int>(it - steps_.begin()));
+  }
+  showIndex(slider_->value());
+}
+
+void ImportanceTab::showIndex(int index) {
+  const auto* hists = importanceHistograms(run_);
+  if (!hists || index < 0 || static_cast<size_t>(index) >= steps_.size()) return;
+  const int64_t step = steps_[static_cast<size_t>(index)];
+  step_label_->setText(tr("step %1 (%2 of %3)")
+                           .arg(static_cast<qint64>(step))
+                           .arg(index + 1)
+                           .arg(static_cast<qint64>(steps_.size())));
+  if (shown_ == step) return;
+  shown_ = step;
+  hist_->setHistograms({HistogramCurve{tr("step %1").arg(static_cast<qint64>(step)),
+                                       QColor(0x1f, 0x77, 0xb4), hists->at(step)}});
+}
+
+void ImportanceTab::setBounds() {
+  hist_->clearVerticalLines();
+  if (!run_) return;
+  const Json& c = run_->row.config;
+  if (c.is_object() && c.contains("grpo") && c.at("grpo").is_object() &&
+      c.at("grpo").contains("importance") && c.at("grpo").at("importance").is_string() &&
+      c.at("grpo").at("importance").as_string() == "off")
+    return;  // no truncation: the bounds mean nothing
+  // The x axis is logarithmic: a bound of 0 (the default is_min) has no place on it.
+  if (auto lo = grpoSetting(*run_, "is_min"); lo && *lo > 0)
+    hist_->addVerticalLine(*lo, tr("is_min %1").arg(*lo));
+  if (auto hi = grpoSetting(*run_, "is_max"); hi && *hi > 0)
+    hist_->addVerticalLine(*hi, tr("is_max %1").arg(*hi));
+}
+
+void ImportanceTab::updateHeatmap() {
+  const auto* hists = importanceHistograms(run_);
+  const size_t n = hists ? hists->size() : 0;
+  const int64_t last = n ? hists->rbegin()->first : 0;
+  if (n == heat_columns_ && last == heat_last_) return;
+  heat_columns_ = n;
+  heat_last_ = last;
+  HeatmapData d;
+  d.value_label = tr("fraction of tokens");
+  d.log_color = true;
+  if (n == 0) {
+    heatmap_->setData(d);
+    return;
+  }
+  // Rows: the bins of the latest histogram (under- and overflow are in the histogram view).
+  const std::vector<double>& edges = hists->rbegin()->second.edges;
+  if (edges.size() < 2) {
+    heatmap_->setData(d);
+    return;
+  }
+  const size_t bins = edges.size() - 1;
+  d.rows = static_cast<int>(bins);
+  const bool log_rows = edges.front() > 0;
+  d.row_lo = log_rows ? std::log10(edges.front()) : edges.front();
+  d.row_hi = log_rows ? std::log10(edges.back()) : edges.back();
+  d.steps.reserve(n);
+  d.values.reserve(n * bins);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const auto& [step, h] : *hists) {
+    d.steps.push_back(static_cast<double>(step));
+    int64_t total = 0;
+    for (int64_t c : h.counts) total += c;
+    const bool ok = h.counts.size() == bins + 2 && total > 0;
+    for (size_t r = 0; r < bins; ++r) {
+      // Empty bins stay transparent (no colour on a log scale for 0).
+      const int64_t c = ok ? h.counts[r + 1] : 0;
+      d.values.push_back(c > 0 ? static_cast<double>(c) / static_cast<double>(total) : nan);
+    }
+  }
+  heatmap_->setData(d);
+}
+
+}  // namespace fp8rl::ui

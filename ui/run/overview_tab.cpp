@@ -1,0 +1,122 @@
+#include "ui/run/overview_tab.hpp"
+
+#include <QGridLayout>
+#include <QLabel>
+#include <QVBoxLayout>
+#include <cmath>
+
+#include "rl/telemetry.hpp"
+#include "ui/charts/chart_view.hpp"
+#include "ui/data/run_data.hpp"
+#include "ui/run/run_view.hpp"
+
+namespace fp8rl::ui {
+
+namespace {
+
+constexpr double kMultProbAlert = 1.05;
+
+QString number(double v) {
+  if (std::isnan(v)) return QStringLiteral("NaN");
+  if (std::isinf(v)) return v > 0 ? QStringLiteral("+inf") : QStringLiteral("−inf");
+  return QString::number(v, 'g', 4);
+}
+
+// "<b>name</b> value" of the last point of key, or "name —".
+QString latest(const RunData& run, const char* key, const QString& name, bool* alert = nullptr) {
+  const auto& s = run.series(key);
+  if (s.empty()) return QStringLiteral("%1 —").arg(name);
+  const SeriesPoint& p = s.back();
+  QString value = number(p.value);
+  if (alert) *alert = !(p.value <= kMultProbAlert);  // NaN and +inf alert too
+  if (alert && *alert) value = QStringLiteral("<span style=\"color:#d62728\">%1</span>").arg(value);
+  return QStringLiteral("%1 <b>%2</b> <small>(step %3)</small>")
+      .arg(name, value)
+      .arg(static_cast<qint64>(p.step));
+}
+
+}  // namespace
+
+OverviewTab::OverviewTab(QWidget* parent)
+    : QWidget(parent),
+      headline_(new QLabel),
+      reward_(new ChartView(tr("Reward"))),
+      accuracy_(new ChartView(tr("Accuracy"))),
+      loss_(new ChartView(tr("Loss"))),
+      kl_(new ChartView(tr("KL to reference"))),
+      mult_prob_(new ChartView(QStringLiteral("token_mult_prob_error"))),
+      gen_kl_(new ChartView(QStringLiteral("gen_kl_error"))) {
+  headline_->setTextFormat(Qt::RichText);
+  headline_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(headline_);
+  auto* grid = new QGridLayout;
+  grid->addWidget(reward_, 0, 0);
+  grid->addWidget(accuracy_, 0, 1);
+  grid->addWidget(loss_, 1, 0);
+  grid->addWidget(kl_, 1, 1);
+  grid->addWidget(mult_prob_, 2, 0);
+  grid->addWidget(gen_kl_, 2, 1);
+  layout->addLayout(grid, 1);
+
+  auto bind = [this](ChartView* chart, const char* key, const QString& label, QColor color) {
+    bindings_.push_back({chart, chart->addCurve(label, color), key});
+  };
+  bind(reward_, metric::kReward, QStringLiteral("reward/mean"), QColor(0x1f, 0x77, 0xb4));
+  bind(accuracy_, metric::kTrainAccuracy, tr("train"), QColor(0x1f, 0x77, 0xb4));
+  bind(accuracy_, metric::kValAccuracy, tr("validation"), QColor(0xff, 0x7f, 0x0e));
+  bind(loss_, metric::kLoss, QStringLiteral("loss"), QColor(0x2c, 0xa0, 0x2c));
+  bind(kl_, metric::kKl, QStringLiteral("kl_ref"), QColor(0x94, 0x67, 0xbd));
+  bind(mult_prob_, metric::kTokenMultProbError, QStringLiteral("token_mult_prob_error"),
+       QColor(0xd6, 0x27, 0x28));
+  bind(gen_kl_, metric::kGenKlError, QStringLiteral("gen_kl_error"), QColor(0x8c, 0x56, 0x4b));
+  mult_prob_->addThreshold(kMultProbAlert, tr("1.05 alert"));
+  linkChartOptions(charts());
+  setRun(nullptr);
+}
+
+std::vector<ChartView*> OverviewTab::charts() const {
+  return {reward_, accuracy_, loss_, kl_, mult_prob_, gen_kl_};
+}
+
+void OverviewTab::setRun(const RunData* run) {
+  run_ = run;
+  version_ = -1;
+  markers_ = 0;
+  clearCharts(charts());
+  if (run_) {
+    refresh();
+  } else {
+    headline_->setText(tr("No run selected."));
+  }
+}
+
+void OverviewTab::refresh() {
+  if (!run_) return;
+  updateHeadline();  // cheap, and the status may change without new data
+  if (run_->version == version_) return;
+  version_ = run_->version;
+  for (const Binding& b : bindings_) b.chart->setCurveData(b.curve, run_->series(b.key));
+  const auto markers = precisionMarkers(run_);
+  if (markers.size() != markers_) {
+    markers_ = markers.size();
+    for (ChartView* chart : charts()) chart->setMarkers(markers);
+  }
+}
+
+void OverviewTab::updateHeadline() {
+  const RunData& r = *run_;
+  bool alert = false;
+  const QString mult = latest(r, metric::kTokenMultProbError, tr("mult-prob error"), &alert);
+  QStringList parts;
+  parts << tr("Step <b>%1</b>").arg(static_cast<qint64>(r.last_step))
+        << latest(r, metric::kReward, tr("reward"))
+        << latest(r, metric::kValAccuracy, tr("val acc")) << mult;
+  if (!r.row.status.empty()) parts << QString::fromStdString(r.row.status);
+  headline_->setText(parts.join(QStringLiteral(" &nbsp;·&nbsp; ")));
+  headline_->setToolTip(alert ? tr("token_mult_prob_error is above 1.05: the generator and the "
+                                   "trainer disagree (check FP8 scales and importance weights)")
+                              : QString());
+}
+
+}  // namespace fp8rl::ui

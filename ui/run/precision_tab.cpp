@@ -1,0 +1,175 @@
+#include "ui/run/precision_tab.hpp"
+
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "ui/data/run_data.hpp"
+#include "ui/widgets/precision_grid.hpp"
+
+namespace fp8rl::ui {
+
+namespace {
+
+// "initial map: 10 of 14 linears in FP8" for a map (array of layers of module → format).
+QString describeMap(const Json& map) {
+  if (!map.is_array()) return QObject::tr("initial map");
+  int64_t cells = 0, fp8 = 0;
+  for (const Json& layer : map.as_array()) {
+    if (!layer.is_object()) continue;
+    for (const auto& [module, format] : layer.as_object()) {
+      ++cells;
+      fp8 += format.is_string() && format.as_string() == "fp8";
+    }
+  }
+  return QObject::tr("initial map: %1 of %2 linears in FP8")
+      .arg(static_cast<qint64>(fp8))
+      .arg(static_cast<qint64>(cells));
+}
+
+bool sameValues(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
+
+}  // namespace
+
+PrecisionTab::PrecisionTab(QWidget* parent)
+    : QWidget(parent),
+      grid_(new PrecisionGrid),
+      caption_(new QLabel),
+      status_(new QLabel),
+      apply_(new QPushButton(tr("Apply"))),
+      revert_(new QPushButton(tr("Revert"))),
+      history_(new QTableWidget(0, 2)) {
+  caption_->setWordWrap(true);
+  caption_->setText(
+      tr("Click a cell to switch that linear between BF16 and FP8; Apply sends the edits to the "
+         "running worker, which applies them at the next step. Row headers: the layer's FP8 "
+         "<b>weight</b> quantization error (fp8/L{l}/weight/rel_error, latest step)."));
+  status_->setWordWrap(true);
+  apply_->setToolTip(tr("Send the edited cells to the run"));
+  revert_->setToolTip(tr("Drop the edits: show the map in effect"));
+  history_->setHorizontalHeaderLabels({tr("step"), tr("change")});
+  history_->verticalHeader()->setVisible(false);
+  history_->horizontalHeader()->setStretchLastSection(true);
+  history_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  history_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  history_->setMaximumHeight(200);
+
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(apply_);
+  buttons->addWidget(revert_);
+  buttons->addWidget(status_, 1);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(caption_);
+  layout->addLayout(buttons);
+  layout->addWidget(grid_, 1);
+  layout->addWidget(new QLabel(tr("Precision history")));
+  layout->addWidget(history_);
+
+  // The grid brings a Revert of its own (for the launch dialog); this tab's sits next to Apply.
+  for (QPushButton* b : grid_->findChildren<QPushButton*>())
+    if (b->text().remove(QLatin1Char('&')) == QLatin1String("Revert")) b->hide();
+  connect(grid_, &PrecisionGrid::edited, this, &PrecisionTab::updateButtons);
+  connect(apply_, &QPushButton::clicked, this, &PrecisionTab::apply);
+  connect(revert_, &QPushButton::clicked, grid_, &PrecisionGrid::revert);
+  setRun(nullptr);
+}
+
+bool PrecisionTab::runIsLive() const {
+  return run_ && (run_->row.status == "running" || run_->row.status == "paused");
+}
+
+void PrecisionTab::setRun(const RunData* run) {
+  run_ = run;
+  version_ = -1;
+  maps_ = 0;
+  last_map_step_ = 0;
+  errors_.clear();
+  grid_->setUnavailable(run_ ? tr("No precision map recorded yet.") : tr("No run selected."));
+  history_->setRowCount(0);
+  status_->clear();
+  refresh();
+  updateButtons();
+}
+
+void PrecisionTab::refresh() {
+  updateButtons();  // the status may change without new data
+  if (!run_ || run_->version == version_) return;
+  version_ = run_->version;
+  const auto& maps = run_->precision;
+  if (!maps.empty() && (maps.size() != maps_ || maps.back().first != last_map_step_)) {
+    // A new map is in effect (after an Apply, or first seen): show it, edits dropped.
+    grid_->setMap(run_->current_precision());
+    errors_.clear();
+    status_->setText(tr("Map of step %1 in effect.").arg(static_cast<qint64>(maps.back().first)));
+    maps_ = maps.size();
+    last_map_step_ = maps.back().first;
+    updateHistory();
+  }
+  updateErrors();
+  updateButtons();
+}
+
+void PrecisionTab::updateErrors() {
+  if (!run_) return;
+  std::vector<double> errors(static_cast<size_t>(std::max(0, grid_->layers())),
+                             std::numeric_limits<double>::quiet_NaN());
+  for (size_t l = 0; l < errors.size(); ++l) {
+    const auto& s = run_->series("fp8/L" + std::to_string(l) + "/weight/rel_error");
+    if (!s.empty()) errors[l] = s.back().value;
+  }
+  if (sameValues(errors, errors_)) return;
+  errors_ = errors;
+  grid_->setLayerErrors(errors_);
+}
+
+void PrecisionTab::updateHistory() {
+  const auto changes = run_->precision_changes();
+  history_->setRowCount(0);
+  auto add = [this](int64_t step, const QString& what) {
+    const int row = history_->rowCount();
+    history_->insertRow(row);
+    auto* s = new QTableWidgetItem;
+    s->setData(Qt::DisplayRole, static_cast<qlonglong>(step));
+    history_->setItem(row, 0, s);
+    auto* w = new QTableWidgetItem(what);
+    w->setToolTip(what);
+    history_->setItem(row, 1, w);
+  };
+  add(run_->precision.front().first, describeMap(run_->precision.front().second));
+  for (const auto& [step, what] : changes) add(step, QString::fromStdString(what));
+  history_->resizeColumnToContents(0);
+  history_->scrollToBottom();
+}
+
+void PrecisionTab::updateButtons() {
+  const bool edited = !grid_->edits().isEmpty();
+  const bool live = runIsLive();
+  apply_->setEnabled(edited && live);
+  revert_->setEnabled(edited);
+  if (run_ && !live)
+    apply_->setToolTip(tr("The run is %1: precision can be changed only while it runs or is paused")
+                           .arg(QString::fromStdString(run_->row.status)));
+  else
+    apply_->setToolTip(tr("Send the edited cells to the run"));
+}
+
+void PrecisionTab::apply() {
+  if (!run_ || !runIsLive()) return;
+  const QStringList edits = grid_->edits();
+  if (edits.isEmpty()) return;
+  status_->setText(tr("Sent %n change(s); waiting for the run to apply them…", nullptr,
+                      static_cast<int>(edits.size())));
+  emit applyRequested(static_cast<qint64>(run_->id), edits);
+}
+
+}  // namespace fp8rl::ui

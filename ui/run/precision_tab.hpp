@@ -1,0 +1,62 @@
+// The Precision tab of a run: the precision grid (layers × modules, BF16/FP8) showing the map
+// in effect, with each layer's FP8 weight quantization error (fp8/L{l}/weight/rel_error,
+// latest) in the row headers; Apply sends the edited cells to the live run (a signal), Revert
+// drops them; below, the history of precision changes.
+#pragma once
+
+#include <QStringList>
+#include <QWidget>
+#include <cstdint>
+#include <vector>
+
+class QLabel;
+class QPushButton;
+class QTableWidget;
+
+namespace fp8rl::ui {
+
+struct RunData;
+class PrecisionGrid;
+
+class PrecisionTab : public QWidget {
+  Q_OBJECT
+ public:
+  explicit PrecisionTab(QWidget* parent = nullptr);
+
+  void setRun(const RunData* run);
+  // Shows a new precision map when one arrived (dropping edits), updates the layer errors and
+  // the history; re-reads the run's status for Apply every time.
+  void refresh();
+  // Whether the run accepts precision edits (status running or paused).
+  bool runIsLive() const;
+
+  PrecisionGrid* grid() const { return grid_; }
+  QPushButton* applyButton() const { return apply_; }
+  QPushButton* revertButton() const { return revert_; }
+  QTableWidget* history() const { return history_; }  // columns: step, change
+  QLabel* status() const { return status_; }
+
+ signals:
+  // Apply was pressed: the edits ("LAYER.MODULE=PRECISION") for run `run`.
+  void applyRequested(qint64 run, const QStringList& overrides);
+
+ private:
+  void updateButtons();
+  void updateErrors();
+  void updateHistory();
+  void apply();
+
+  const RunData* run_ = nullptr;
+  int64_t version_ = -1;
+  size_t maps_ = 0;             // precision maps seen
+  int64_t last_map_step_ = 0;   // step of the newest map shown
+  std::vector<double> errors_;  // shown in the grid's row headers
+  PrecisionGrid* grid_;
+  QLabel* caption_;
+  QLabel* status_;
+  QPushButton* apply_;
+  QPushButton* revert_;
+  QTableWidget* history_;
+};
+
+}  // namespace fp8rl::ui

@@ -1,0 +1,105 @@
+#include "ui/run/run_view.hpp"
+
+#include <QScrollArea>
+#include <QSignalBlocker>
+#include <QTabWidget>
+#include <QVBoxLayout>
+
+#include "ui/charts/chart_view.hpp"
+#include "ui/data/run_data.hpp"
+#include "ui/run/importance_tab.hpp"
+#include "ui/run/overview_tab.hpp"
+#include "ui/run/precision_tab.hpp"
+#include "ui/run/samples_tab.hpp"
+#include "ui/run/scales_tab.hpp"
+#include "ui/run/throughput_tab.hpp"
+
+namespace fp8rl::ui {
+
+std::vector<ChartMarker> precisionMarkers(const RunData* run) {
+  std::vector<ChartMarker> markers;
+  if (!run) return markers;
+  for (const auto& [step, what] : run->precision_changes())
+    markers.push_back({static_cast<double>(step), QString::fromStdString(what)});
+  return markers;
+}
+
+void linkChartOptions(const std::vector<ChartView*>& charts) {
+  for (ChartView* source : charts) {
+    QObject::connect(source, &ChartView::optionsChanged, source, [source, charts] {
+      for (ChartView* other : charts) {
+        if (other == source) continue;
+        // Setting options programmatically should not signal, but never let a sibling echo.
+        const QSignalBlocker block(other);
+        if (other->xAxis() != source->xAxis()) other->setXAxis(source->xAxis());
+        if (other->smoothing() != source->smoothing()) other->setSmoothing(source->smoothing());
+        if (other->logY() != source->logY()) other->setLogY(source->logY());
+        if (other->ignoreOutliers() != source->ignoreOutliers())
+          other->setIgnoreOutliers(source->ignoreOutliers());
+      }
+    });
+  }
+}
+
+void clearCharts(const std::vector<ChartView*>& charts) {
+  static const std::vector<SeriesPoint> kEmpty;
+  for (ChartView* chart : charts) {
+    for (int c = 0; c < chart->curveCount(); ++c) chart->setCurveData(c, kEmpty);
+    chart->setMarkers({});
+  }
+}
+
+RunView::RunView(QWidget* parent)
+    : QWidget(parent),
+      tabs_(new QTabWidget(this)),
+      overview_(new OverviewTab),
+      throughput_(new ThroughputTab),
+      importance_(new ImportanceTab),
+      scales_(new ScalesTab),
+      precision_(new PrecisionTab),
+      samples_(new SamplesTab) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(tabs_);
+  tabs_->setDocumentMode(true);
+  // Each tab scrolls when the view is smaller than the tab's minimum (two charts side by side
+  // need ~1400 px), so the view never forces the window wider than the screen.
+  auto add = [this](QWidget* tab, const QString& label) {
+    auto* scroll = new QScrollArea;
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setWidget(tab);
+    tabs_->addTab(scroll, label);
+  };
+  add(overview_, tr("Overview"));
+  add(throughput_, tr("Throughput"));
+  add(importance_, tr("Importance weights"));
+  add(scales_, tr("FP8 scales"));
+  add(precision_, tr("Precision"));
+  add(samples_, tr("Samples && events"));  // "&&": a literal ampersand
+  connect(precision_, &PrecisionTab::applyRequested, this, &RunView::precisionApplyRequested);
+  setRun(nullptr);
+}
+
+void RunView::setRun(const RunData* run) {
+  run_ = run;
+  overview_->setRun(run);
+  throughput_->setRun(run);
+  importance_->setRun(run);
+  scales_->setRun(run);
+  precision_->setRun(run);
+  samples_->setRun(run);
+}
+
+void RunView::refresh() {
+  // Each tab compares run->version with the last version it showed, so this is cheap when
+  // nothing changed (the Precision tab still re-reads the run's status for its buttons).
+  overview_->refresh();
+  throughput_->refresh();
+  importance_->refresh();
+  scales_->refresh();
+  precision_->refresh();
+  samples_->refresh();
+}
+
+}  // namespace fp8rl::ui

@@ -1,0 +1,93 @@
+// The launch dialog: pick a preset, then edit its configuration in a form generated from the
+// preset's full config (one field per setting, grouped by section; numbers, text, choices and
+// the per-layer precision grid), validated as you type with the engine's own message shown
+// next to the field it names. The dialog does not run anything: the caller supplies how to
+// load a preset's config and how to validate one (the studio asks the fp8rl executable).
+#pragma once
+
+#include <QDialog>
+#include <QMap>
+#include <QStringList>
+#include <functional>
+
+#include "core/json.hpp"
+
+class QComboBox;
+class QFormLayout;
+class QLabel;
+class QLineEdit;
+class QDialogButtonBox;
+class QPushButton;
+class QTabWidget;
+class QTimer;
+
+namespace fp8rl::ui {
+
+class PrecisionGrid;
+
+class LaunchDialog : public QDialog {
+  Q_OBJECT
+ public:
+  // The full config of a preset (as `fp8rl train --preset P --print-config` prints it), or
+  // null with *error set.
+  using PresetLoader = std::function<Json(const QString& preset, QString* error)>;
+  // "" when config is valid, else the engine's message (which names the setting).
+  using Validator = std::function<QString(const Json& config)>;
+
+  LaunchDialog(const QStringList& presets, PresetLoader load, Validator validate,
+               QWidget* parent = nullptr);
+
+  QString preset() const;
+  void setPreset(const QString& name);
+  // The run's name (defaults to the config's "name").
+  QString runName() const;
+  // The edited configuration (precision.overrides from the grid included).
+  Json config() const;
+
+  // Sets a field by dotted key as if typed (tests); false when there is no such field.
+  bool setFieldText(const QString& key, const QString& text);
+  QString fieldText(const QString& key) const;
+  // The validation message shown next to a field ("" when none).
+  QString fieldError(const QString& key) const;
+  // A message not tied to one field ("" when none).
+  QString generalError() const;
+  // Validates now (normally debounced after edits); true when valid.
+  bool validateNow();
+  PrecisionGrid* precisionGrid() const { return grid_; }
+  QPushButton* launchButton() const;
+
+ private:
+  enum class Kind { kNumber, kString, kBool, kChoice, kList, kNull };
+  void rebuildForm(const Json& config);
+  void loadPreset(const QString& name);
+  // Adds the editors for value (recursing into objects) to form.
+  void addFields(QFormLayout* form, const QString& key, const Json& value);
+  void fieldEdited(const QString& key);
+  // Rebuilds the grid from model.num_hidden_layers, precision.default and the overrides.
+  void rebuildGrid();
+  QString formDefaultPrecision() const;
+  // The field (or "precision.overrides") a validation message is about, "" when none.
+  QString fieldForMessage(const QString& message) const;
+  void showFieldError(const QString& key, const QString& message);
+  void clearErrors();
+  PresetLoader load_;
+  Validator validate_;
+  QComboBox* presets_;
+  QLineEdit* name_;
+  QTabWidget* sections_;
+  PrecisionGrid* grid_;
+  QLabel* general_;
+  QDialogButtonBox* buttons_;
+  Json base_;                       // the preset's config
+  QMap<QString, QWidget*> fields_;  // dotted key → editor
+  QMap<QString, QLabel*> errors_;   // dotted key → message label
+  QTimer* debounce_;
+  QLabel* name_error_;
+  QMap<QString, Kind> kinds_;  // dotted key → how its text becomes JSON
+  QStringList overrides_;      // precision.overrides behind the grid's applied state
+  QString grid_default_;       // the precision.default the grid was built with
+  QString load_error_;         // why the preset could not be loaded
+  bool building_ = false;
+};
+
+}  // namespace fp8rl::ui
