@@ -199,7 +199,18 @@ int run_bench(const QString& cli, int finished_runs, int live_runs) {
   std::sort(replots.begin(), replots.end());
   const double replot_ms = replots[replots.size() / 2];
 
-  wait_ms(1500);  // stop requests delivered; workers checkpoint and exit on their own
+  // The workers checkpoint and exit; wait for that before the temporary directory goes.
+  QElapsedTimer stopping;
+  stopping.start();
+  const auto all_stopped = [&] {
+    w.session()->refresh();
+    for (qint64 id : live) {
+      const auto* row = w.session()->runRow(id);
+      if (row && (row->status == "running" || row->status == "paused")) return false;
+    }
+    return true;
+  };
+  while (!all_stopped() && stopping.elapsed() < 60000) wait_ms(200);
 
   std::printf("\n%-52s %12s %10s %s\n", "measure", "value", "target", "");
   std::printf("%-52s %10.2f s %8s s %s\n",

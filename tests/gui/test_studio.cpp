@@ -4,6 +4,8 @@
 // report and a corrupt database.
 #include <QtTest>
 
+#include <csignal>
+
 #include <QAction>
 #include <QPushButton>
 #include <QSettings>
@@ -24,6 +26,18 @@
 using namespace fp8rl::ui;
 
 namespace {
+
+// Kills the workers of a session's live runs when a test ends, passed or failed, so a failed
+// check never leaves a worker training in the background.
+struct WorkerReaper {
+  fp8rl::ui::StudioSession& session;
+  ~WorkerReaper() {
+    session.refresh();
+    for (const auto& r : session.runs())
+      if ((r.status == "running" || r.status == "paused") && r.pid > 0)
+        ::kill(static_cast<pid_t>(r.pid), SIGKILL);
+  }
+};
 
 template <typename F>
 bool wait_for(F&& cond, int ms) {
@@ -108,6 +122,7 @@ class TestStudio : public QObject {
   void launchWatchSteerCompare() {
     QTemporaryDir dir;
     MainWindow w(QStringLiteral(FP8RL_CLI), dir.filePath("runs.sqlite"));
+    WorkerReaper reaper{*w.session()};
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
 

@@ -42,6 +42,18 @@ Json tiny_config(EngineCli& cli, int steps) {
   return c;
 }
 
+// Kills the workers of a session's live runs when a test ends, passed or failed, so a failed
+// check never leaves a worker training in the background.
+struct WorkerReaper {
+  fp8rl::ui::StudioSession& session;
+  ~WorkerReaper() {
+    session.refresh();
+    for (const auto& r : session.runs())
+      if ((r.status == "running" || r.status == "paused") && r.pid > 0)
+        ::kill(static_cast<pid_t>(r.pid), SIGKILL);
+  }
+};
+
 template <typename F>
 bool wait_for(F&& cond, int ms) {
   QElapsedTimer t;
@@ -177,6 +189,7 @@ class TestUiData : public QObject {
     QTemporaryDir dir;
     StudioSession s(QStringLiteral(FP8RL_CLI));
     QCOMPARE(s.openDatabase(dir.filePath("runs.sqlite")), QString());
+    WorkerReaper reaper{s};
     QSignalSpy launched(&s, &StudioSession::runLaunched);
     QSignalSpy replies(&s, &StudioSession::commandFinished);
     QCOMPARE(s.launch(tiny_config(s.cli(), 400), QStringLiteral("studio-test")), QString());
@@ -222,6 +235,7 @@ class TestUiData : public QObject {
     QTemporaryDir dir;
     StudioSession s(QStringLiteral(FP8RL_CLI));
     QCOMPARE(s.openDatabase(dir.filePath("runs.sqlite")), QString());
+    WorkerReaper reaper{s};
     QSignalSpy launched(&s, &StudioSession::runLaunched);
     QCOMPARE(s.launch(tiny_config(s.cli(), 400), QString()), QString());
     QVERIFY(launched.wait(60000) || launched.count() == 1);

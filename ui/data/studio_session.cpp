@@ -7,7 +7,11 @@
 #include <QTimer>
 #include <cerrno>
 #include <csignal>
+#include <condition_variable>
 #include <fstream>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 #include "core/error.hpp"
 #include "ipc/client.hpp"
@@ -31,11 +35,13 @@ StudioSession::StudioSession(QString cli, QObject* parent)
   connect(drain_timer_, &QTimer::timeout, this, &StudioSession::drain);
   drain_timer_->start();
   refresh_timer_->setInterval(2000);
-  connect(refresh_timer_, &QTimer::timeout, this, &StudioSession::refresh);
+  connect(refresh_timer_, &QTimer::timeout, this, &StudioSession::refreshInBackground);
   refresh_timer_->start();
 }
 
-StudioSession::~StudioSession() = default;
+StudioSession::~StudioSession() {
+  reader_.reset();  // joins the reader before anything it reports to goes away
+}
 
 QString StudioSession::openDatabase(const QString& path) {
   const QString abs = QFileInfo(path).absoluteFilePath();
@@ -51,6 +57,7 @@ QString StudioSession::openDatabase(const QString& path) {
   } catch (const Error& e) {
     return QStringLiteral("cannot open run database %1: %2").arg(abs, q(e.message()));
   }
+  reader_.reset();
   links_.clear();
   launching_.clear();
   data_.clear();
@@ -59,6 +66,8 @@ QString StudioSession::openDatabase(const QString& path) {
   store_ = std::move(store);
   db_path_ = abs;
   last_problem_.clear();
+  reader_ = std::make_unique<Reader>(abs.toStdString());
+  ++generation_;
   refresh();
   return {};
 }
@@ -68,62 +77,177 @@ const RunStore::RunRow* StudioSession::runRow(int64_t id) const {
   return it == run_index_.end() ? nullptr : &runs_[it->second];
 }
 
-void StudioSession::refresh() {
-  if (!store_) return;
+// A request to read the store: a run whose data the studio holds without a link, with the
+// last step, status and precision summary it has of it.
+struct PollRequest {
+  int64_t id;
+  int64_t after_step;
+  std::string status, precision_summary;
+};
+
+// What one read of the store found (made off the GUI thread by the timer, on it by refresh()).
+struct StudioSession::Snapshot {
+  QString error;
+  std::vector<RunStore::RunRow> runs;
+  std::map<int64_t, RunData> polled;  // new data of the requested runs
+};
+
+namespace {
+
+StudioSession::Snapshot read_snapshot(RunStore& store, const std::string& db_path,
+                                      const std::vector<PollRequest>& polls) {
+  StudioSession::Snapshot snap;
   try {
-    runs_ = store_->list_runs();
+    snap.runs = store.list_runs();
     // Workers of this host that are gone: mark their runs crashed (nothing recorded is lost).
     const std::string host = QSysInfo::machineHostName().toStdString();
     bool dead = false;
-    for (const auto& r : runs_)
+    for (const auto& r : snap.runs)
       if (is_live(r.status) && r.host == host && r.pid > 0 &&
           ::kill(static_cast<pid_t>(r.pid), 0) != 0 && errno != EPERM)
         dead = true;
-    if (dead && ipc::mark_crashed_runs(db_path_.toStdString()) > 0) runs_ = store_->list_runs();
+    if (dead && ipc::mark_crashed_runs(db_path) > 0) snap.runs = store.list_runs();
+    for (const auto& p : polls)
+      for (const auto& r : snap.runs)
+        if (r.id == p.id && (is_live(r.status) || r.status != p.status ||
+                             r.precision_summary != p.precision_summary ||
+                             (r.last_step && *r.last_step > p.after_step)))
+          snap.polled.emplace(p.id, load_run(store, p.id, p.after_step));
   } catch (const Error& e) {
-    const QString msg = QStringLiteral("cannot read run database %1: %2").arg(db_path_, q(e.message()));
-    if (msg != last_problem_) emit problem(msg);
-    last_problem_ = msg;
+    snap.error = QStringLiteral("cannot read run database %1: %2")
+                     .arg(QString::fromStdString(db_path), q(e.message()));
+  }
+  return snap;
+}
+
+}  // namespace
+
+// Reads the store on a thread of its own (with its own read-only connection), so a slow or
+// locked database never stalls the GUI; one read at a time, results handed to `done`.
+class StudioSession::Reader {
+ public:
+  explicit Reader(std::string db) : db_(std::move(db)), thread_([this] { loop(); }) {}
+  ~Reader() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // Starts a read unless one is under way; done(snapshot) runs on the reader thread.
+  bool post(std::vector<PollRequest> polls, std::function<void(Snapshot)> done) {
+    std::lock_guard lock(mu_);
+    if (busy_) return false;
+    busy_ = true;
+    polls_ = std::move(polls);
+    done_ = std::move(done);
+    cv_.notify_all();
+    return true;
+  }
+
+ private:
+  void loop() {
+    std::unique_ptr<RunStore> store;
+    for (;;) {
+      std::vector<PollRequest> polls;
+      std::function<void(Snapshot)> done;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || done_; });
+        if (stop_) return;
+        polls = std::move(polls_);
+        done = std::exchange(done_, nullptr);
+      }
+      Snapshot snap;
+      try {
+        if (!store) store = std::make_unique<RunStore>(db_, /*read_only=*/true);
+        snap = read_snapshot(*store, db_, polls);
+      } catch (const Error& e) {
+        snap.error = QStringLiteral("cannot read run database %1: %2")
+                         .arg(QString::fromStdString(db_), q(e.message()));
+        store.reset();
+      }
+      done(std::move(snap));
+      std::lock_guard lock(mu_);
+      busy_ = false;
+    }
+  }
+
+  std::string db_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, busy_ = false;
+  std::vector<PollRequest> polls_;
+  std::function<void(Snapshot)> done_;
+  std::thread thread_;
+};
+
+std::vector<PollRequest> StudioSession::pollRequests() const {
+  std::vector<PollRequest> out;
+  for (const auto& [id, d] : data_)
+    if (!links_.count(id))
+      out.push_back({id, d->last_step, d->row.status, d->row.precision_summary});
+  return out;
+}
+
+void StudioSession::refresh() {
+  if (!store_) return;
+  apply(read_snapshot(*store_, db_path_.toStdString(), pollRequests()));
+}
+
+void StudioSession::refreshInBackground() {
+  if (!reader_) return;
+  const int generation = generation_;
+  reader_->post(pollRequests(), [this, generation](Snapshot snap) {
+    auto s = std::make_shared<Snapshot>(std::move(snap));
+    QMetaObject::invokeMethod(
+        this,
+        [this, s, generation] {
+          if (generation == generation_) apply(std::move(*s));
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+void StudioSession::apply(Snapshot snap) {
+  if (!snap.error.isEmpty()) {
+    if (snap.error != last_problem_) emit problem(snap.error);
+    last_problem_ = snap.error;
     return;
   }
   last_problem_.clear();
+  runs_ = std::move(snap.runs);
   run_index_.clear();
   for (size_t i = 0; i < runs_.size(); ++i) run_index_[runs_[i].id] = i;
   for (const auto& r : runs_) {
     if (is_live(r.status) && !r.control_endpoint.empty() && !links_.count(r.id)) attach(r);
+    auto it = data_.find(r.id);
     if (!is_live(r.status) && links_.count(r.id)) {
-      // Take what the link still holds, then let it go.
+      // Take what the link still holds, then let it go; the store has the rest.
       drain();
       links_.erase(r.id);
-    }
-    auto it = data_.find(r.id);
-    if (it != data_.end()) {
-      const bool status_changed = it->second->row.status != r.status ||
-                                  it->second->row.precision_summary != r.precision_summary;
-      it->second->row = r;
-      // Runs without a link (recorded by `fp8rl train`, or a worker we cannot reach) and
-      // runs that just ended are read from the store.
-      if (!links_.count(r.id) &&
-          (is_live(r.status) || status_changed ||
-           (r.last_step && *r.last_step > it->second->last_step)))
-        poll(*it->second);
-      if (status_changed) {
-        ++it->second->version;
-        emit runUpdated(r.id);
+      if (it != data_.end() && !snap.polled.count(r.id)) {
+        try {
+          snap.polled.emplace(r.id, load_run(*store_, r.id, it->second->last_step));
+        } catch (const Error& e) {
+          emit problem(QStringLiteral("cannot read run %1: %2").arg(r.id).arg(q(e.message())));
+        }
       }
     }
+    if (it == data_.end()) continue;
+    RunData& d = *it->second;
+    const bool row_changed = d.row.status != r.status ||
+                             d.row.precision_summary != r.precision_summary ||
+                             d.row.tags != r.tags || d.row.notes != r.notes;
+    d.row = r;
+    const int64_t before = d.version;
+    if (auto p = snap.polled.find(r.id); p != snap.polled.end())
+      merge_into(d, std::move(p->second));
+    if (row_changed && d.version == before) ++d.version;
+    if (d.version != before) emit runUpdated(r.id);
   }
   emit runsChanged();
-}
-
-void StudioSession::poll(RunData& d) {
-  try {
-    const int64_t before = d.version;
-    merge_into(d, load_run(*store_, d.id, d.last_step));
-    if (d.version != before) emit runUpdated(d.id);
-  } catch (const Error& e) {
-    emit problem(QStringLiteral("cannot read run %1: %2").arg(d.id).arg(q(e.message())));
-  }
 }
 
 const RunData* StudioSession::data(int64_t run) {

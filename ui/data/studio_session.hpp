@@ -22,6 +22,8 @@ class QTimer;
 
 namespace fp8rl::ui {
 
+struct PollRequest;
+
 class StudioSession : public QObject {
   Q_OBJECT
  public:
@@ -41,9 +43,14 @@ class StudioSession : public QObject {
   // The runs of the database as last read (by id).
   const std::vector<RunStore::RunRow>& runs() const { return runs_; }
   const RunStore::RunRow* runRow(int64_t id) const;
-  // Re-reads the run list now (also every 2 s): marks runs of dead local workers crashed,
+  // Re-reads the run list now, on this thread: marks runs of dead local workers crashed,
   // attaches to live workers, polls runs without a link. Emits runsChanged.
   void refresh();
+  // The same, read on the session's reader thread (what the 2 s timer does), so a slow or
+  // locked database never stalls the GUI; results are applied on this thread when they come.
+  void refreshInBackground();
+
+  struct Snapshot;
 
   // The data of a run, loaded from the store on first use and kept current; nullptr when
   // there is no such run or it cannot be read (lastError() says why).
@@ -84,7 +91,9 @@ class StudioSession : public QObject {
  private:
   void attach(const RunStore::RunRow& row);
   void send(int64_t run, const QString& command, Json fields = Json(Json::Object{}));
-  void poll(RunData& d);
+  class Reader;
+  std::vector<PollRequest> pollRequests() const;
+  void apply(Snapshot snap);
 
   EngineCli cli_;
   QString db_path_;
@@ -98,6 +107,8 @@ class StudioSession : public QObject {
   QTimer* refresh_timer_;
   QString last_error_;
   QString last_problem_;
+  std::unique_ptr<Reader> reader_;
+  int generation_ = 0;  // bumped per database opened: late reads of the previous one are dropped
 };
 
 }  // namespace fp8rl::ui

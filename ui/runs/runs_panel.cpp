@@ -4,6 +4,7 @@
 #include <QDateTime>
 #include <QHBoxLayout>
 #include <QHash>
+#include <QFontMetrics>
 #include <QHeaderView>
 #include <QIcon>
 #include <QItemSelectionModel>
@@ -234,6 +235,7 @@ RunsTableModel::RunsTableModel(QObject* parent) : QAbstractTableModel(parent) {}
 
 void RunsTableModel::setRuns(std::vector<RunStore::RunRow> rows, double now) {
   const bool now_changed = now != now_;
+  const double now_before = now_;
   now_ = now;
 
   // Expire pending tag/note edits the store has caught up with (or that are too old).
@@ -314,8 +316,22 @@ void RunsTableModel::setRuns(std::vector<RunStore::RunRow> rows, double now) {
     changed_begin = changed_end = r;
   }
   flush();
-  if (now_changed && !rows_.empty())
-    emit dataChanged(index(0, kAge), index(static_cast<int>(rows_.size()) - 1, kAge));
+  if (now_changed) {
+    // Only rows whose shown age changed ("3 min" → "4 min"): signalling the whole column
+    // every refresh would make the proxy re-filter and re-sort a thousand rows each time.
+    const double previous = now_before;
+    int begin = -1;
+    for (int r = 0; r <= static_cast<int>(rows_.size()); ++r) {
+      const bool differs = r < static_cast<int>(rows_.size()) &&
+                           humanAge(previous - rows_[static_cast<size_t>(r)].created_at) !=
+                               humanAge(now_ - rows_[static_cast<size_t>(r)].created_at);
+      if (differs && begin < 0) begin = r;
+      if (!differs && begin >= 0) {
+        emit dataChanged(index(begin, kAge), index(r - 1, kAge));
+        begin = -1;
+      }
+    }
+  }
 
   // 3. Insert the new runs at the end (the view sorts).
   const size_t count = static_cast<size_t>(std::count(is_new.begin(), is_new.end(), true));
@@ -544,10 +560,17 @@ RunsPanel::RunsPanel(QWidget* parent)
   view_->horizontalHeader()->setHighlightSections(false);
   auto* header = view_->horizontalHeader();
   header->setStretchLastSection(false);
-  header->setResizeContentsPrecision(200);
-  for (int c : {RunsTableModel::kId, RunsTableModel::kStatus, RunsTableModel::kPreset,
-                RunsTableModel::kPrecision, RunsTableModel::kStep, RunsTableModel::kAge})
-    header->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+  // Fixed widths from the font, not ResizeToContents: that mode measures hundreds of rows on
+  // every refresh (tens of milliseconds with 1,000 runs), which the event loop cannot afford.
+  const QFontMetrics fm = view_->fontMetrics();
+  const std::pair<int, const char*> widths[] = {
+      {RunsTableModel::kId, "00000"},       {RunsTableModel::kStatus, "● finished  "},
+      {RunsTableModel::kPreset, "preset  "}, {RunsTableModel::kPrecision, "fp8 (+3 bf16)"},
+      {RunsTableModel::kStep, "000000"},    {RunsTableModel::kAge, "59 min "}};
+  for (const auto& [c, sample] : widths) {
+    header->setSectionResizeMode(c, QHeaderView::Interactive);
+    header->resizeSection(c, fm.horizontalAdvance(QString::fromUtf8(sample)) + 16);
+  }
   header->setSectionResizeMode(RunsTableModel::kName, QHeaderView::Stretch);
   header->setSectionResizeMode(RunsTableModel::kTags, QHeaderView::Interactive);
   header->setSectionResizeMode(RunsTableModel::kNotes, QHeaderView::Interactive);
