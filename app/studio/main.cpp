@@ -38,7 +38,7 @@ void settle(int ms) {
 }
 
 QString slug(QString s) {
-  return s.toLower().remove('&').replace(QStringLiteral(" & "), QStringLiteral("-")).replace(' ', '-');
+  return s.toLower().remove('&').simplified().replace(' ', '-');
 }
 
 // Saves the run view's tabs, the compare view and the system report as DIR/studio-*.png.

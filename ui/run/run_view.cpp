@@ -1,5 +1,6 @@
 #include "ui/run/run_view.hpp"
 
+#include <QLabel>
 #include <QScrollArea>
 #include <QSignalBlocker>
 #include <QTabWidget>
@@ -60,6 +61,17 @@ RunView::RunView(QWidget* parent)
       samples_(new SamplesTab) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
+  // With no run: say how to get one instead of showing empty charts.
+  empty_ = new QLabel(
+      tr("<h3>No run selected</h3><p>Pick a run in the runs panel, or launch one: "
+         "<b>Run → Launch run…</b> (Ctrl+N). The <i>demo</i> preset trains a small Qwen3-style "
+         "model in FP8 to reverse strings in a few minutes on a laptop CPU.</p>"
+         "<p>Select two or more runs and choose <b>Compare selected</b> to compare them.</p>"),
+      this);
+  empty_->setWordWrap(true);
+  empty_->setAlignment(Qt::AlignCenter);
+  empty_->setMargin(40);
+  layout->addWidget(empty_);
   layout->addWidget(tabs_);
   tabs_->setDocumentMode(true);
   // Each tab scrolls when the view is smaller than the tab's minimum (two charts side by side
@@ -83,6 +95,8 @@ RunView::RunView(QWidget* parent)
 
 void RunView::setRun(const RunData* run) {
   run_ = run;
+  empty_->setVisible(run == nullptr);
+  tabs_->setVisible(run != nullptr);
   overview_->setRun(run);
   throughput_->setRun(run);
   importance_->setRun(run);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+class QLabel;
 class QTabWidget;
 
 namespace fp8rl::ui {
@@ -49,6 +50,7 @@ class RunView : public QWidget {
  private:
   const RunData* run_ = nullptr;
   QTabWidget* tabs_;
+  QLabel* empty_ = nullptr;  // shown instead of the tabs when there is no run
   OverviewTab* overview_;
   ThroughputTab* throughput_;
   ImportanceTab* importance_;
