@@ -56,10 +56,10 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
   dock->setWidget(runs_);
   dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
   addDockWidget(Qt::LeftDockWidgetArea, dock);
-  runs_->setMinimumWidth(300);
+  runs_->setMinimumWidth(280);
   // The dock's width applies once the window has its size (restored state may override it).
   QTimer::singleShot(0, this, [this, dock] {
-    if (dock->width() < 420) resizeDocks({dock}, {460}, Qt::Horizontal);
+    if (dock->width() < 300) resizeDocks({dock}, {360}, Qt::Horizontal);
   });
 
   db_label_ = new QLabel(this);
@@ -274,7 +274,7 @@ LaunchDialog* MainWindow::openLaunchDialog() {
       presets, [&cli](const QString& p, QString* err) { return cli.presetConfig(p, err); },
       [&cli](const Json& c) { return cli.validate(c); }, this);
   connect(dialog_, &QDialog::accepted, this, [this] {
-    const QString err = session_->launch(dialog_->config(), dialog_->runName());
+    const QString err = session_->launch(dialog_->config(), dialog_->runName(), dialog_->preset());
     if (!err.isEmpty())
       QMessageBox::warning(this, tr("Launch failed"), err);
     else

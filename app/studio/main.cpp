@@ -86,7 +86,8 @@ std::vector<int64_t> run_scenario(MainWindow& w) {
   for (const char* p : {"fp8", "bf16"}) {
     cfg["precision"]["default"] = p;
     cfg["precision"]["kv_cache"] = p;
-    const QString e = w.session()->launch(cfg, QStringLiteral("demo-%1").arg(QLatin1String(p)));
+    const QString e = w.session()->launch(cfg, QStringLiteral("demo-%1").arg(QLatin1String(p)),
+                                          QStringLiteral("demo"));
     if (!e.isEmpty()) {
       qCritical("scenario: %s", qPrintable(e));
       return {};
@@ -163,6 +164,7 @@ int main(int argc, char** argv) {
                                     parser.value(bench_live).toInt());
 
   MainWindow window(cli, parser.value(db));
+  if (parser.isSet(shots)) window.resize(1600, 1000);  // the Xvfb screen of tools/screenshots.sh
   window.show();
   std::vector<int64_t> ids;
   for (const auto& s : parser.value(compare).split(',', Qt::SkipEmptyParts))

@@ -152,7 +152,7 @@ int run_bench(const QString& cli, int finished_runs, int live_runs) {
   QObject::connect(w.session(), &ui::StudioSession::runLaunched,
                    [&live](qint64 id) { live.push_back(id); });
   for (int i = 0; i < live_runs; ++i) {
-    const QString e = w.session()->launch(cfg, QStringLiteral("live-%1").arg(i));
+    const QString e = w.session()->launch(cfg, QStringLiteral("live-%1").arg(i), QStringLiteral("demo"));
     if (!e.isEmpty()) {
       std::fprintf(stderr, "fp8rl-studio --bench: %s\n", e.toLocal8Bit().constData());
       return 1;

@@ -115,7 +115,8 @@ struct Worker::Impl {
     if (store && run_id >= 0) store->record_event(run_id, at_step, {kind, message, Json()});
   }
 
-  void train(RunConfig cfg, std::string name);
+  // preset: recorded with the run ("" when the run came as a configuration only).
+  void train(RunConfig cfg, std::string name, std::string preset);
   std::string handle(const Request& r);
   void flush_outbox();
 };
@@ -155,7 +156,7 @@ const std::string& Worker::telemetry_endpoint() const {
   return impl_->telemetry_ep;
 }
 
-void Worker::Impl::train(RunConfig cfg, std::string name) {
+void Worker::Impl::train(RunConfig cfg, std::string name, std::string preset) {
   std::unique_ptr<RunStore> store;
   try {
     if (!opt.db_path.empty()) store = std::make_unique<RunStore>(opt.db_path);
@@ -168,7 +169,7 @@ void Worker::Impl::train(RunConfig cfg, std::string name) {
     }
     if (store) {
       const int64_t id =
-          store->create_run(name, "worker", cfg.doc, run.model().precision().summary());
+          store->create_run(name, preset.empty() ? "custom" : preset, cfg.doc, run.model().precision().summary());
       store->set_endpoints(id, control_ep, telemetry_ep);
       store->record_precision(id, 0, precision_map);
       std::lock_guard lock(mu);
@@ -387,7 +388,9 @@ std::string Worker::Impl::handle(const Request& r) {
       }
       if (state != "idle") return error_reply(r.id, "a run was already started");
       state = "running";
-      trainer = std::thread([this, cfg, name] { train(cfg, name); });
+      const std::string preset_name =
+          r.args.contains("preset") ? r.args.at("preset").as_string("preset") : "";
+      trainer = std::thread([this, cfg, name, preset_name] { train(cfg, name, preset_name); });
       return ok_reply(r.id);
     }
     case Command::pause:

@@ -310,7 +310,7 @@ void StudioSession::drain() {
   }
 }
 
-QString StudioSession::launch(const Json& config, const QString& name) {
+QString StudioSession::launch(const Json& config, const QString& name, const QString& preset) {
   if (!store_) return tr("open a run database first");
   EngineCli::Spawned w;
   QString error;
@@ -318,6 +318,8 @@ QString StudioSession::launch(const Json& config, const QString& name) {
   Json start;
   start["config"] = config;
   if (!name.isEmpty()) start["name"] = name.toStdString();
+  // The configuration is complete; the preset only names where it came from.
+  if (!preset.isEmpty()) start["preset"] = preset.toStdString();
   auto link = std::make_unique<WorkerLink>(-1, w.control, w.telemetry,
                                            QDateTime::currentMSecsSinceEpoch() / 1000.0, start);
   connect(link.get(), &WorkerLink::replied, this,

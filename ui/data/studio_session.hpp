@@ -59,7 +59,8 @@ class StudioSession : public QObject {
 
   // Starts a worker and a run with this configuration; returns "" or why it failed. The run
   // appears with runLaunched(id) once the worker has created it.
-  QString launch(const Json& config, const QString& name);
+  // preset: the preset the configuration came from (recorded with the run; "" for none).
+  QString launch(const Json& config, const QString& name, const QString& preset = QString());
 
   // Control of a live run (errors and notes arrive as commandFinished).
   void pause(int64_t run);
