@@ -220,8 +220,11 @@ void ChartView::Impl::buildUi() {
   QFont bold = title_label->font();
   bold.setBold(true);
   title_label->setFont(bold);
-  header->addWidget(title_label);
-  header->addStretch(1);
+  title_label->setToolTip(title);
+  // The title yields its width first, so two charts fit side by side on a laptop screen.
+  title_label->setMinimumWidth(60);
+  title_label->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  header->addWidget(title_label, 1);
 
   x_combo = new QComboBox(q);
   x_combo->setObjectName(QStringLiteral("xAxisCombo"));
@@ -231,11 +234,13 @@ void ChartView::Impl::buildUi() {
   x_combo->setToolTip(QStringLiteral("x axis"));
   header->addWidget(x_combo);
 
-  header->addWidget(new QLabel(QStringLiteral("Smoothing"), q));
+  auto* ema = new QLabel(QStringLiteral("EMA"), q);
+  ema->setToolTip(QStringLiteral("Smoothing: exponential moving average weight"));
+  header->addWidget(ema);
   smooth_slider = new QSlider(Qt::Horizontal, q);
   smooth_slider->setObjectName(QStringLiteral("smoothingSlider"));
   smooth_slider->setRange(0, 999);
-  smooth_slider->setFixedWidth(90);
+  smooth_slider->setFixedWidth(64);
   smooth_slider->setToolTip(QStringLiteral("EMA weight (debiased); 0: raw only"));
   header->addWidget(smooth_slider);
   smooth_value = new QLabel(q);
@@ -245,9 +250,10 @@ void ChartView::Impl::buildUi() {
   log_check = new QCheckBox(QStringLiteral("Log y"), q);
   log_check->setObjectName(QStringLiteral("logYCheck"));
   header->addWidget(log_check);
-  outlier_check = new QCheckBox(QStringLiteral("Ignore outliers"), q);
+  outlier_check = new QCheckBox(QStringLiteral("Robust y"), q);
   outlier_check->setObjectName(QStringLiteral("ignoreOutliersCheck"));
-  outlier_check->setToolTip(QStringLiteral("Autoscale y to the 1st–99th percentile"));
+  outlier_check->setToolTip(
+      QStringLiteral("Ignore outliers: autoscale y to the 1st–99th percentile"));
   header->addWidget(outlier_check);
 
   export_button = new QToolButton(q);
