@@ -19,6 +19,7 @@
 #include <QToolBar>
 
 #include "ui/compare/compare_view.hpp"
+#include "ui/data/run_data.hpp"
 #include "ui/data/studio_session.hpp"
 #include "ui/run/run_view.hpp"
 #include "ui/runs/launch_dialog.hpp"
@@ -26,12 +27,6 @@
 #include "ui/system_report_view.hpp"
 
 namespace fp8rl::ui {
-
-namespace {
-
-bool live(const std::string& status) { return status == "running" || status == "paused"; }
-
-}  // namespace
 
 MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
     : QMainWindow(parent),
@@ -82,8 +77,7 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
   });
   connect(session_, &StudioSession::runUpdated, this, [this](qint64 id) {
     if (id == current_) run_view_->refresh();
-    if (std::find(compared_.begin(), compared_.end(), id) != compared_.end())
-      compare_->refresh();
+    if (std::find(compared_.begin(), compared_.end(), id) != compared_.end()) compare_->refresh();
     if (id == current_) updateActions();
   });
   connect(session_, &StudioSession::runLaunched, this, [this](qint64 id) {
@@ -213,7 +207,7 @@ void MainWindow::buildActions() {
 
 void MainWindow::updateActions() {
   const auto* row = session_->runRow(current_);
-  const bool linked = row && session_->isLinked(current_) && live(row->status);
+  const bool linked = row && session_->isLinked(current_) && is_live(row->status);
   launch_->setEnabled(session_->hasDatabase());
   pause_->setEnabled(linked && row->status == "running");
   resume_->setEnabled(linked && row->status == "paused");
@@ -223,12 +217,15 @@ void MainWindow::updateActions() {
   compare_action_->setEnabled(runs_->selectedRuns().size() >= 2);
 }
 
-QString MainWindow::statusText() const { return health_label_->text(); }
+QString MainWindow::statusText() const {
+  return health_label_->text();
+}
 
 void MainWindow::updateStatus() {
-  db_label_->setText(session_->hasDatabase()
-                         ? tr("%1 runs · %2").arg(session_->runs().size()).arg(session_->databasePath())
-                         : tr("no database"));
+  db_label_->setText(
+      session_->hasDatabase()
+          ? tr("%1 runs · %2").arg(session_->runs().size()).arg(session_->databasePath())
+          : tr("no database"));
   const auto* row = session_->runRow(current_);
   if (!row) {
     health_label_->setText(tr("no run selected"));
@@ -247,7 +244,7 @@ void MainWindow::updateStatus() {
       text += tr(" · heartbeat %1 s ago").arg(h.heartbeat_age, 0, 'f', 1);
     if (!h.backend.isEmpty()) text += tr(" · %1 (%2)").arg(h.backend, h.device);
     if (h.dropped > 0) text += tr(" · %1 bad messages dropped").arg(h.dropped);
-  } else if (live(row->status)) {
+  } else if (is_live(row->status)) {
     text += tr(" · not steerable here (no reachable worker; following the database)");
   }
   if (const RunData* d = session_->data(current_)) {
@@ -264,8 +261,9 @@ LaunchDialog* MainWindow::openLaunchDialog() {
   QString error;
   QStringList presets = session_->cli().presets(&error);
   if (presets.isEmpty()) {
-    QMessageBox::warning(this, tr("Launch run"),
-                         tr("No presets found: %1").arg(error.isEmpty() ? tr("none installed") : error));
+    QMessageBox::warning(
+        this, tr("Launch run"),
+        tr("No presets found: %1").arg(error.isEmpty() ? tr("none installed") : error));
     return nullptr;
   }
   delete dialog_;
@@ -334,9 +332,11 @@ bool MainWindow::openDatabase(const QString& path, bool quiet) {
 void MainWindow::onCommandFinished(qint64 run, const QString& command, bool ok,
                                    const QString& message) {
   if (ok)
-    statusBar()->showMessage(
-        tr("%1 → run %2: ok%3").arg(command).arg(run).arg(message.isEmpty() ? QString() : tr(" (%1)").arg(message)),
-        6000);
+    statusBar()->showMessage(tr("%1 → run %2: ok%3")
+                                 .arg(command)
+                                 .arg(run)
+                                 .arg(message.isEmpty() ? QString() : tr(" (%1)").arg(message)),
+                             6000);
   else
     statusBar()->showMessage(tr("%1 → run %2 failed: %3").arg(command).arg(run).arg(message),
                              15000);

@@ -7,7 +7,6 @@
 //   fp8rl-studio --bench [--runs N] [--live N]
 //       the GUI performance benchmark (docs/benchmarks.md)
 #include <QApplication>
-#include <algorithm>
 #include <QCommandLineParser>
 #include <QDir>
 #include <QElapsedTimer>
@@ -15,13 +14,15 @@
 #include <QIcon>
 #include <QTabWidget>
 #include <QTimer>
+#include <algorithm>
 
 #include "studio_bench.hpp"
 #include "ui/compare/compare_view.hpp"
+#include "ui/data/run_data.hpp"
+#include "ui/data/studio_session.hpp"
 #include "ui/main_window.hpp"
 #include "ui/run/run_view.hpp"
 #include "ui/runs/runs_panel.hpp"
-#include "ui/data/studio_session.hpp"
 #include "ui/system_report_view.hpp"
 
 namespace {
@@ -114,7 +115,7 @@ std::vector<int64_t> run_scenario(MainWindow& w) {
     w.session()->refresh();
     for (int64_t id : ids) {
       const auto* row = w.session()->runRow(id);
-      if (!row || row->status == "running" || row->status == "paused") return false;
+      if (!row || fp8rl::ui::is_live(row->status)) return false;
     }
     return true;
   };

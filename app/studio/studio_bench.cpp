@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "store/run_store.hpp"
 #include "ui/charts/chart_view.hpp"
+#include "ui/data/run_data.hpp"
 #include "ui/data/studio_session.hpp"
 #include "ui/main_window.hpp"
 #include "ui/run/run_view.hpp"
@@ -40,8 +41,8 @@ void make_database(const QString& path, int runs, int steps) {
   for (int r = 0; r < runs; ++r) {
     config["seed"] = r;
     config["precision"]["default"] = r % 2 ? "bf16" : "fp8";
-    const int64_t id = store.create_run("bench-" + std::to_string(r), "demo", config,
-                                        r % 2 ? "bf16" : "fp8");
+    const int64_t id =
+        store.create_run("bench-" + std::to_string(r), "demo", config, r % 2 ? "bf16" : "fp8");
     for (int s = 1; s <= steps; ++s) {
       StepRecord rec;
       rec.step = s;
@@ -102,7 +103,9 @@ Latency measure_latency(int ms) {
   return l;
 }
 
-const char* verdict(bool ok) { return ok ? "PASS" : "FAIL"; }
+const char* verdict(bool ok) {
+  return ok ? "PASS" : "FAIL";
+}
 
 }  // namespace
 
@@ -152,7 +155,8 @@ int run_bench(const QString& cli, int finished_runs, int live_runs) {
   QObject::connect(w.session(), &ui::StudioSession::runLaunched,
                    [&live](qint64 id) { live.push_back(id); });
   for (int i = 0; i < live_runs; ++i) {
-    const QString e = w.session()->launch(cfg, QStringLiteral("live-%1").arg(i), QStringLiteral("demo"));
+    const QString e =
+        w.session()->launch(cfg, QStringLiteral("live-%1").arg(i), QStringLiteral("demo"));
     if (!e.isEmpty()) {
       std::fprintf(stderr, "fp8rl-studio --bench: %s\n", e.toLocal8Bit().constData());
       return 1;
@@ -188,7 +192,8 @@ int run_bench(const QString& cli, int finished_runs, int live_runs) {
   pts[500000].value = 50;  // a spike that must survive reduction
   t.restart();
   for (int c = 0; c < 3; ++c) {
-    const int k = chart.addCurve(QStringLiteral("curve %1").arg(c), QColor::fromHsv(c * 100, 200, 200));
+    const int k =
+        chart.addCurve(QStringLiteral("curve %1").arg(c), QColor::fromHsv(c * 100, 200, 200));
     chart.setCurveData(k, pts);
   }
   const double load_ms = static_cast<double>(t.nsecsElapsed()) / 1e6;
@@ -206,7 +211,7 @@ int run_bench(const QString& cli, int finished_runs, int live_runs) {
     w.session()->refresh();
     for (qint64 id : live) {
       const auto* row = w.session()->runRow(id);
-      if (row && (row->status == "running" || row->status == "paused")) return false;
+      if (row && ui::is_live(row->status)) return false;
     }
     return true;
   };

@@ -22,33 +22,11 @@
 #include "ui/runs/runs_panel.hpp"
 #include "ui/system_report_view.hpp"
 #include "ui/widgets/precision_grid.hpp"
+#include "worker_test_support.hpp"
 
 using namespace fp8rl::ui;
 
 namespace {
-
-// Kills the workers of a session's live runs when a test ends, passed or failed, so a failed
-// check never leaves a worker training in the background.
-struct WorkerReaper {
-  fp8rl::ui::StudioSession& session;
-  ~WorkerReaper() {
-    session.refresh();
-    for (const auto& r : session.runs())
-      if ((r.status == "running" || r.status == "paused") && r.pid > 0)
-        ::kill(static_cast<pid_t>(r.pid), SIGKILL);
-  }
-};
-
-template <typename F>
-bool wait_for(F&& cond, int ms) {
-  QElapsedTimer t;
-  t.start();
-  while (!cond()) {
-    if (t.elapsed() > ms) return false;
-    QTest::qWait(50);
-  }
-  return true;
-}
 
 // Fills the launch dialog with a small demo run and launches it; returns the run id.
 qint64 launch_from_dialog(MainWindow& w, const QString& precision, const QString& name) {
@@ -56,10 +34,14 @@ qint64 launch_from_dialog(MainWindow& w, const QString& precision, const QString
   LaunchDialog* d = w.openLaunchDialog();
   if (!d) return -1;
   d->setPreset(QStringLiteral("demo"));
-  const std::pair<const char*, QString> fields[] = {
-      {"sft.steps", "0"},          {"grpo.steps", "300"},        {"grpo.prompts_per_step", "4"},
-      {"grpo.group_size", "4"},    {"validation.every", "3"},   {"task.validation_size", "8"},
-      {"precision.default", precision}, {"name", name}};
+  const std::pair<const char*, QString> fields[] = {{"sft.steps", "0"},
+                                                    {"grpo.steps", "300"},
+                                                    {"grpo.prompts_per_step", "4"},
+                                                    {"grpo.group_size", "4"},
+                                                    {"validation.every", "3"},
+                                                    {"task.validation_size", "8"},
+                                                    {"precision.default", precision},
+                                                    {"name", name}};
   for (const auto& [k, v] : fields)
     if (!d->setFieldText(QString::fromLatin1(k), v)) qWarning() << "no field" << k;
   if (!d->validateNow()) {
@@ -138,15 +120,21 @@ class TestStudio : public QObject {
     for (auto* c : charts)
       if (c->title().contains(QStringLiteral("eward"))) reward = c;
     QVERIFY2(reward, "no reward chart");
-    QVERIFY2(wait_for([&] { return reward->curveCount() > 0 && reward->pointCount(0) >= 3; }, 60000),
-             "the reward chart did not gain points");
+    QVERIFY2(
+        wait_for([&] { return reward->curveCount() > 0 && reward->pointCount(0) >= 3; }, 60000),
+        "the reward chart did not gain points");
     const auto points = reward->pointCount(0);
     QVERIFY(wait_for([&] { return reward->pointCount(0) > points; }, 30000));
 
     // Pause and resume.
     QVERIFY(wait_for([&] { return w.pauseAction()->isEnabled(); }, 5000));
     w.pauseAction()->trigger();
-    QVERIFY(wait_for([&] { w.session()->refresh(); return w.resumeAction()->isEnabled(); }, 30000));
+    QVERIFY(wait_for(
+        [&] {
+          w.session()->refresh();
+          return w.resumeAction()->isEnabled();
+        },
+        30000));
     QCOMPARE(QString::fromStdString(w.session()->runRow(a)->status), QStringLiteral("paused"));
     QTest::qWait(600);
     const auto frozen = reward->pointCount(0);
@@ -175,14 +163,18 @@ class TestStudio : public QObject {
         event_seen = true;
     QVERIFY(event_seen);
     QVERIFY(wait_for([&] { return reward->markerCount() >= 1; }, 5000));
-    QVERIFY(wait_for([&] { return grid->cell(0, 4).toLower() == QStringLiteral("bf16") &&
-                                  grid->edits().isEmpty(); }, 5000));
+    QVERIFY(wait_for(
+        [&] {
+          return grid->cell(0, 4).toLower() == QStringLiteral("bf16") && grid->edits().isEmpty();
+        },
+        5000));
     QVERIFY(wait_for([&] { return reward->pointCount(0) > frozen; }, 30000));
 
     // A second run in BF16, then compare the two.
     const qint64 b = launch_from_dialog(w, QStringLiteral("bf16"), QStringLiteral("bf16-run"));
     QVERIFY(b >= 0 && b != a);
-    QVERIFY(wait_for([&] { return w.session()->data(b)->series("accuracy/validation").size() >= 1; }, 60000));
+    QVERIFY(wait_for(
+        [&] { return w.session()->data(b)->series("accuracy/validation").size() >= 1; }, 60000));
     w.runsPanel()->selectRuns({a, b});
     QVERIFY(w.compareAction()->isEnabled());
     w.compareAction()->trigger();
@@ -199,11 +191,13 @@ class TestStudio : public QObject {
 
     w.session()->stop(a);
     w.session()->stop(b);
-    QVERIFY(wait_for([&] {
-      w.session()->refresh();
-      return w.session()->runRow(a)->status == "stopped" &&
-             w.session()->runRow(b)->status == "stopped";
-    }, 60000));
+    QVERIFY(wait_for(
+        [&] {
+          w.session()->refresh();
+          return w.session()->runRow(a)->status == "stopped" &&
+                 w.session()->runRow(b)->status == "stopped";
+        },
+        60000));
   }
 };
 

@@ -14,6 +14,7 @@
 #include "ui/data/engine_cli.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/studio_session.hpp"
+#include "worker_test_support.hpp"
 
 using namespace fp8rl;
 using namespace fp8rl::ui;
@@ -21,10 +22,12 @@ using namespace fp8rl::ui;
 namespace {
 
 Json step_payload(int64_t step, double reward, double tokens) {
-  return Json::parse(R"({"step": )" + std::to_string(step) + R"(, "phase": "rl", "wall_seconds": )" +
-                     std::to_string(step * 0.5) + R"(, "run_id": 1, "precision": "fp8",
-      "scalars": {"reward/mean": )" + std::to_string(reward) + R"(, "tokens/total": )" +
-                     std::to_string(tokens) + R"(, "loss": "nan", "grad_norm": "inf"},
+  return Json::parse(R"({"step": )" + std::to_string(step) +
+                     R"(, "phase": "rl", "wall_seconds": )" + std::to_string(step * 0.5) +
+                     R"(, "run_id": 1, "precision": "fp8",
+      "scalars": {"reward/mean": )" +
+                     std::to_string(reward) + R"(, "tokens/total": )" + std::to_string(tokens) +
+                     R"(, "loss": "nan", "grad_norm": "inf"},
       "samples": [{"prompt": "ab=", "response": "ba", "answer": "ba", "reward": 1}]})");
 }
 
@@ -40,29 +43,6 @@ Json tiny_config(EngineCli& cli, int steps) {
   c["validation"]["every"] = 5;
   c["task"]["validation_size"] = 8;
   return c;
-}
-
-// Kills the workers of a session's live runs when a test ends, passed or failed, so a failed
-// check never leaves a worker training in the background.
-struct WorkerReaper {
-  fp8rl::ui::StudioSession& session;
-  ~WorkerReaper() {
-    session.refresh();
-    for (const auto& r : session.runs())
-      if ((r.status == "running" || r.status == "paused") && r.pid > 0)
-        ::kill(static_cast<pid_t>(r.pid), SIGKILL);
-  }
-};
-
-template <typename F>
-bool wait_for(F&& cond, int ms) {
-  QElapsedTimer t;
-  t.start();
-  while (!cond()) {
-    if (t.elapsed() > ms) return false;
-    QTest::qWait(50);
-  }
-  return true;
 }
 
 }  // namespace
@@ -96,13 +76,15 @@ class TestUiData : public QObject {
     RunData d;
     QVERIFY_THROWS_EXCEPTION(Error, add_step_payload(d, Json::parse("[1]")));
     try {
-      add_step_payload(d, Json::parse(R"({"step": 1, "wall_seconds": 0, "scalars": {"x": "oops"}})"));
+      add_step_payload(d,
+                       Json::parse(R"({"step": 1, "wall_seconds": 0, "scalars": {"x": "oops"}})"));
       QFAIL("no error");
     } catch (const Error& e) {
       QVERIFY2(QString::fromStdString(e.message()).contains("'x'"), e.what());
     }
     try {
-      add_histogram_payload(d, Json::parse(R"({"step": 1, "name": "h", "edges": [0, 1], "counts": [1]})"));
+      add_histogram_payload(
+          d, Json::parse(R"({"step": 1, "name": "h", "edges": [0, 1], "counts": [1]})"));
       QFAIL("no error");
     } catch (const Error& e) {
       QVERIFY2(QString::fromStdString(e.message()).contains("counts"), e.what());
@@ -111,10 +93,13 @@ class TestUiData : public QObject {
 
   void precisionEventsBecomeHistoryAndMarkers() {
     RunData d, delta;
-    const Json a = Json::parse(R"([{"q":"fp8","k":"fp8","v":"fp8","o":"fp8","gate":"fp8","up":"fp8","down":"fp8"}])");
-    const Json b = Json::parse(R"([{"q":"fp8","k":"fp8","v":"fp8","o":"fp8","gate":"bf16","up":"fp8","down":"fp8"}])");
+    const Json a = Json::parse(
+        R"([{"q":"fp8","k":"fp8","v":"fp8","o":"fp8","gate":"fp8","up":"fp8","down":"fp8"}])");
+    const Json b = Json::parse(
+        R"([{"q":"fp8","k":"fp8","v":"fp8","o":"fp8","gate":"bf16","up":"fp8","down":"fp8"}])");
     d.precision.emplace_back(0, a);
-    Json ev = Json::parse(R"({"step": 7, "kind": "precision", "message": "0.gate=bf16", "time": 1010})");
+    Json ev =
+        Json::parse(R"({"step": 7, "kind": "precision", "message": "0.gate=bf16", "time": 1010})");
     ev["map"] = b;
     add_event_payload(delta, ev, 1000);
     merge_into(d, std::move(delta));
@@ -130,7 +115,8 @@ class TestUiData : public QObject {
   void loadRunReadsTheStore() {
     QTemporaryDir dir;
     RunStore store(dir.filePath("r.sqlite").toStdString());
-    const int64_t id = store.create_run("x", "demo", Json::parse(R"({"model":{"num_hidden_layers":3}})"), "fp8");
+    const int64_t id =
+        store.create_run("x", "demo", Json::parse(R"({"model":{"num_hidden_layers":3}})"), "fp8");
     for (int s = 1; s <= 3; ++s) {
       StepRecord r;
       r.step = s;
@@ -205,7 +191,12 @@ class TestUiData : public QObject {
     QCOMPARE(s.health(id).backend, QStringLiteral("cpu"));
 
     s.pause(id);
-    QVERIFY(wait_for([&] { s.refresh(); return s.runRow(id)->status == "paused"; }, 30000));
+    QVERIFY(wait_for(
+        [&] {
+          s.refresh();
+          return s.runRow(id)->status == "paused";
+        },
+        30000));
     QTest::qWait(500);  // the last step's telemetry is drained
     const auto paused_at = d->last_step;
     QTest::qWait(1500);
@@ -222,7 +213,12 @@ class TestUiData : public QObject {
     QVERIFY(wait_for([&] { return d->last_step > paused_at + 1; }, 30000));
 
     s.stop(id);
-    QVERIFY(wait_for([&] { s.refresh(); return s.runRow(id)->status == "stopped"; }, 60000));
+    QVERIFY(wait_for(
+        [&] {
+          s.refresh();
+          return s.runRow(id)->status == "stopped";
+        },
+        60000));
     QVERIFY(!s.isLinked(id));
     bool all_ok = true;
     for (const auto& r : replies)
@@ -243,7 +239,12 @@ class TestUiData : public QObject {
     const RunData* d = s.data(id);
     QVERIFY(wait_for([&] { return d->last_step >= 2; }, 60000));
     QVERIFY(::kill(static_cast<pid_t>(s.runRow(id)->pid), SIGKILL) == 0);
-    QVERIFY(wait_for([&] { s.refresh(); return s.runRow(id)->status == "crashed"; }, 10000));
+    QVERIFY(wait_for(
+        [&] {
+          s.refresh();
+          return s.runRow(id)->status == "crashed";
+        },
+        10000));
     QVERIFY(!s.isLinked(id));
     QVERIFY(s.data(id)->last_step >= 2);
   }

@@ -1,5 +1,6 @@
 #include "ui/charts/chart_view.hpp"
 
+#include "ui/charts/chart_style.hpp"
 #include <qcustomplot.h>
 
 #include <QCheckBox>
@@ -73,24 +74,6 @@ QString format_wall(double seconds) {
   if (a < 120) return QString::number(seconds, 'f', 1) + QStringLiteral(" s");
   if (a < 7200) return QString::number(seconds / 60, 'f', 1) + QStringLiteral(" min");
   return QString::number(seconds / 3600, 'f', 2) + QStringLiteral(" h");
-}
-
-// Shortest text that reads back to the same double; nan/inf/-inf by name.
-QString csv_number(double v) {
-  if (std::isnan(v)) return QStringLiteral("nan");
-  if (std::isinf(v)) return v > 0 ? QStringLiteral("inf") : QStringLiteral("-inf");
-  char buf[64];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return QString::fromLatin1(buf, static_cast<int>(res.ptr - buf));
-}
-
-QString csv_field(const QString& s) {
-  if (!s.contains(QLatin1Char(',')) && !s.contains(QLatin1Char('"')) &&
-      !s.contains(QLatin1Char('\n')))
-    return s;
-  QString q = s;
-  q.replace(QStringLiteral("\""), QStringLiteral("\"\""));
-  return QLatin1Char('"') + q + QLatin1Char('"');
 }
 
 QString file_stem(const QString& title) {
@@ -215,11 +198,7 @@ void ChartView::Impl::buildUi() {
   layout->setSpacing(2);
   auto* header = new QHBoxLayout;
   header->setSpacing(6);
-  title_label = new QLabel(title, q);
-  title_label->setObjectName(QStringLiteral("title"));
-  QFont bold = title_label->font();
-  bold.setBold(true);
-  title_label->setFont(bold);
+  title_label = makeTitleLabel(title, q);
   title_label->setToolTip(title);
   // The title yields its width first, so two charts fit side by side on a laptop screen.
   title_label->setMinimumWidth(60);
@@ -945,7 +924,7 @@ bool ChartView::exportCsv(const QString& path, QString* error) {
   // One row per distinct step over all curves: step, wall, tokens (from the first curve
   // holding the step), then each curve's value (empty where it has none).
   QString header = QStringLiteral("step,wall,tokens");
-  for (auto& c : d_->curves) header += QLatin1Char(',') + csv_field(c->label);
+  for (auto& c : d_->curves) header += QLatin1Char(',') + csvField(c->label);
   header += QLatin1Char('\n');
   file.write(header.toUtf8());
   std::vector<std::tuple<double, size_t, size_t>> all;  // step, curve, point
@@ -967,11 +946,11 @@ bool ChartView::exportCsv(const QString& path, QString* error) {
       ++b;
     }
     const SeriesPoint& first = d_->curves[std::get<1>(all[a])]->pts[std::get<2>(all[a])];
-    row = csv_number(first.step) + QLatin1Char(',') + csv_number(first.wall) + QLatin1Char(',') +
-          csv_number(first.tokens);
+    row = csvNumber(first.step) + QLatin1Char(',') + csvNumber(first.wall) + QLatin1Char(',') +
+          csvNumber(first.tokens);
     for (const SeriesPoint* p : cells) {
       row += QLatin1Char(',');
-      if (p) row += csv_number(p->value);
+      if (p) row += csvNumber(p->value);
     }
     row += QLatin1Char('\n');
     file.write(row.toUtf8());

@@ -1,5 +1,6 @@
 #include "ui/charts/heatmap_view.hpp"
 
+#include "ui/charts/chart_style.hpp"
 #include <qcustomplot.h>
 
 #include <QLabel>
@@ -188,12 +189,7 @@ HeatmapView::HeatmapView(const QString& title, QWidget* parent) : QWidget(parent
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->setSpacing(2);
-  auto* title_label = new QLabel(title, this);
-  title_label->setObjectName(QStringLiteral("title"));
-  QFont bold = title_label->font();
-  bold.setBold(true);
-  title_label->setFont(bold);
-  layout->addWidget(title_label);
+  layout->addWidget(makeTitleLabel(title, this));
 
   QCustomPlot* plot = d_->plot = new QCustomPlot(this);
   plot->setObjectName(QStringLiteral("plot"));

@@ -1,5 +1,6 @@
 #include "ui/charts/histogram_view.hpp"
 
+#include "ui/charts/chart_style.hpp"
 #include <qcustomplot.h>
 
 #include <QLabel>
@@ -13,28 +14,6 @@
 
 namespace fp8rl::ui {
 namespace {
-
-// Colours for histograms given without one.
-const QColor kPalette[] = {QColor(31, 119, 180),  QColor(255, 127, 14),  QColor(44, 160, 44),
-                           QColor(214, 39, 40),   QColor(148, 103, 189), QColor(140, 86, 75),
-                           QColor(227, 119, 194), QColor(127, 127, 127)};
-
-QString csv_number(double v) {
-  if (std::isnan(v)) return QStringLiteral("nan");
-  if (std::isinf(v)) return v > 0 ? QStringLiteral("inf") : QStringLiteral("-inf");
-  char buf[64];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return QString::fromLatin1(buf, static_cast<int>(res.ptr - buf));
-}
-
-QString csv_field(const QString& s) {
-  if (!s.contains(QLatin1Char(',')) && !s.contains(QLatin1Char('"')) &&
-      !s.contains(QLatin1Char('\n')))
-    return s;
-  QString q = s;
-  q.replace(QStringLiteral("\""), QStringLiteral("\"\""));
-  return QLatin1Char('"') + q + QLatin1Char('"');
-}
 
 // Edges (bins + 1, finite, strictly increasing; positive on a log axis) and counts (bins + 2).
 bool well_formed(const Histogram& h, bool log_x) {
@@ -104,7 +83,7 @@ void HistogramView::Impl::rebuild() {
   double under_top = 0, over_top = 0;
   for (size_t k = 0; k < shown.size(); ++k) {
     HistogramCurve& h = shown[k];
-    if (!h.color.isValid()) h.color = kPalette[k % std::size(kPalette)];
+    if (!h.color.isValid()) h.color = seriesColor(k);
     const auto& e = h.hist.edges;
     const size_t bins = e.size() - 1;
     // The outline of the bars: (e0, 0), (e0, v0), (e1, v0), (e1, v1), …, (eB, vB-1), (eB, 0).
@@ -222,12 +201,7 @@ HistogramView::HistogramView(const QString& title, QWidget* parent)
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->setSpacing(2);
-  auto* title_label = new QLabel(title, this);
-  title_label->setObjectName(QStringLiteral("title"));
-  QFont bold = title_label->font();
-  bold.setBold(true);
-  title_label->setFont(bold);
-  layout->addWidget(title_label);
+  layout->addWidget(makeTitleLabel(title, this));
   d_->plot = new QCustomPlot(this);
   d_->plot->setObjectName(QStringLiteral("plot"));
   d_->plot->setMinimumHeight(120);
@@ -345,7 +319,7 @@ bool HistogramView::exportCsv(const QString& path, QString* error) {
     auto put = [&](double lo, double hi, size_t count_index) {
       auto& row = rows[{lo, hi}];
       row.resize(n);
-      row[k] = d_->normalized ? csv_number(d_->value(h, count_index))
+      row[k] = d_->normalized ? csvNumber(d_->value(h, count_index))
                               : QString::number(h.hist.counts[count_index]);
     };
     put(-inf, e.front(), 0);
@@ -353,10 +327,10 @@ bool HistogramView::exportCsv(const QString& path, QString* error) {
     put(e.back(), inf, h.hist.counts.size() - 1);
   }
   QString text = QStringLiteral("bin_lo,bin_hi");
-  for (const auto& h : d_->shown) text += QLatin1Char(',') + csv_field(h.label);
+  for (const auto& h : d_->shown) text += QLatin1Char(',') + csvField(h.label);
   text += QLatin1Char('\n');
   for (const auto& [bin, values] : rows) {
-    text += csv_number(bin.first) + QLatin1Char(',') + csv_number(bin.second);
+    text += csvNumber(bin.first) + QLatin1Char(',') + csvNumber(bin.second);
     for (const auto& v : values) text += QLatin1Char(',') + v;
     text += QLatin1Char('\n');
   }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "rl/telemetry.hpp"
+#include "ui/charts/chart_style.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/charts/histogram_view.hpp"
 #include "ui/data/compare.hpp"
@@ -24,16 +25,6 @@
 namespace fp8rl::ui {
 
 namespace {
-
-// Tableau 10: distinct and readable on white.
-QColor runColor(size_t i) {
-  static const QColor kPalette[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e),
-                                    QColor(0x2c, 0xa0, 0x2c), QColor(0xd6, 0x27, 0x28),
-                                    QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b),
-                                    QColor(0xe3, 0x77, 0xc2), QColor(0x7f, 0x7f, 0x7f),
-                                    QColor(0xbc, 0xbd, 0x22), QColor(0x17, 0xbe, 0xcf)};
-  return kPalette[i % std::size(kPalette)];
-}
 
 QString runLabel(const RunData& run) {
   const QString id = QStringLiteral("run %1").arg(static_cast<qint64>(run.id));
@@ -266,7 +257,7 @@ void CompareView::rebuildCurves() {
   chart_->clearCurves();
   const std::string key = metric_key_.toStdString();
   for (size_t i = 0; i < runs_.size(); ++i) {
-    const int c = chart_->addCurve(runLabel(*runs_[i]), runColor(i));
+    const int c = chart_->addCurve(runLabel(*runs_[i]), seriesColor(i));
     chart_->setCurveData(c, runs_[i]->series(key));
   }
 }
@@ -288,7 +279,7 @@ void CompareView::updateSummary() {
     const RunSummary& s = rows[i];
     const int r = static_cast<int>(i);
     auto* name = cell(runLabel(*runs_[i]), false);
-    name->setForeground(runColor(i));
+    name->setForeground(seriesColor(i));
     QFont font = name->font();
     font.setBold(static_cast<int>(i) == base_);
     name->setFont(font);
@@ -365,7 +356,7 @@ void CompareView::updateHistogram() {
     curves.push_back({QStringLiteral("run %1 @ step %2")
                           .arg(static_cast<qint64>(runs_[i]->id))
                           .arg(static_cast<qint64>(pick->first)),
-                      runColor(i), pick->second});
+                      seriesColor(i), pick->second});
   }
   histogram_->setLogX(name == "importance_weight");
   histogram_->setHistograms(curves);

@@ -13,8 +13,8 @@ namespace fp8rl::ui {
 struct RunSummary {
   int64_t id = -1;
   std::string name;
-  std::string precision;         // precision summary
-  int64_t steps = 0;             // RL steps recorded
+  std::string precision;  // precision summary
+  int64_t steps = 0;      // RL steps recorded
   std::optional<double> final_validation, best_validation;
   std::optional<double> rollout_tps, training_tps;  // means over RL steps
   std::optional<double> step_time;                  // mean time/total_step, seconds

@@ -33,7 +33,8 @@ bool EngineCli::run(const QStringList& args, QByteArray* out, QString* error,
       QString msg = QString::fromUtf8(p.readAllStandardError()).trimmed();
       // "fp8rl train: error: <message> (file.cpp:12)": keep the message.
       msg.remove(QStringLiteral("fp8rl train: error: "));
-      static const QRegularExpression where(QStringLiteral("\\s*\\([A-Za-z0-9_]+\\.[ch]pp:\\d+\\)$"));
+      static const QRegularExpression where(
+          QStringLiteral("\\s*\\([A-Za-z0-9_]+\\.[ch]pp:\\d+\\)$"));
       msg.remove(where);
       *error = msg.isEmpty() ? QStringLiteral("%1 exited with code %2").arg(exe_).arg(p.exitCode())
                              : msg;
@@ -58,8 +59,9 @@ Json EngineCli::presetConfig(const QString& preset, QString* error) const {
   try {
     return Json::parse(out.toStdString());
   } catch (const Error& e) {
-    if (error) *error = QStringLiteral("unreadable configuration from %1: %2")
-                            .arg(exe_, QString::fromStdString(e.message()));
+    if (error)
+      *error = QStringLiteral("unreadable configuration from %1: %2")
+                   .arg(exe_, QString::fromStdString(e.message()));
     return Json();
   }
 }
@@ -78,11 +80,11 @@ QString EngineCli::validate(const Json& config) const {
 }
 
 bool EngineCli::spawnWorker(const QString& db, Spawned* out, QString* error) const {
-  const QString tag = QStringLiteral("fp8rl-studio-%1-%2-%3")
-                          .arg(QCoreApplication::applicationPid())
-                          .arg(QDateTime::currentMSecsSinceEpoch())
-                          .arg(QRandomGenerator::global()->generate() & 0xffff, 4, 16,
-                               QLatin1Char('0'));
+  const QString tag =
+      QStringLiteral("fp8rl-studio-%1-%2-%3")
+          .arg(QCoreApplication::applicationPid())
+          .arg(QDateTime::currentMSecsSinceEpoch())
+          .arg(QRandomGenerator::global()->generate() & 0xffff, 4, 16, QLatin1Char('0'));
   out->control = QStringLiteral("ipc://@%1-control").arg(tag);
   out->telemetry = QStringLiteral("ipc://@%1-telemetry").arg(tag);
   const QDir logs(QFileInfo(db).absoluteDir().filePath(QStringLiteral("logs")));
@@ -93,9 +95,8 @@ bool EngineCli::spawnWorker(const QString& db, Spawned* out, QString* error) con
   out->log = logs.filePath(tag + QStringLiteral(".log"));
   QProcess p;
   p.setProgram(exe_);
-  p.setArguments({QStringLiteral("worker"), QStringLiteral("--db"), db,
-                  QStringLiteral("--control"), out->control, QStringLiteral("--telemetry"),
-                  out->telemetry});
+  p.setArguments({QStringLiteral("worker"), QStringLiteral("--db"), db, QStringLiteral("--control"),
+                  out->control, QStringLiteral("--telemetry"), out->telemetry});
   p.setStandardOutputFile(out->log, QIODevice::Append);
   p.setStandardErrorFile(out->log, QIODevice::Append);
   p.setStandardInputFile(QProcess::nullDevice());

@@ -23,6 +23,11 @@ struct SeriesPoint {
   double value = 0;   // NaN and ±inf kept as recorded
 };
 
+// Whether a run status means a worker may still be serving the run (running or paused).
+inline bool is_live(const std::string& status) {
+  return status == "running" || status == "paused";
+}
+
 struct RunData {
   int64_t id = -1;
   RunStore::RunRow row;  // status, config, endpoints, … as last read from the store
@@ -63,10 +68,11 @@ void add_histogram_payload(RunData& delta, const Json& payload);
 // into seconds since the run started.
 void add_event_payload(RunData& delta, const Json& payload, double run_started_at);
 
-// The recorded history of a run from the store: everything (after_step = std::numeric_limits<int64_t>::min()) or what
-// was recorded for steps after after_step (scalars, histograms, samples; events and precision
-// maps are always read whole: merge_into keeps only the new ones). Throws fp8rl::Error when
-// the store cannot be read.
-RunData load_run(RunStore& store, int64_t run, int64_t after_step = std::numeric_limits<int64_t>::min());
+// The recorded history of a run from the store: everything (after_step =
+// std::numeric_limits<int64_t>::min()) or what was recorded for steps after after_step (scalars,
+// histograms, samples; events and precision maps are always read whole: merge_into keeps only the
+// new ones). Throws fp8rl::Error when the store cannot be read.
+RunData load_run(RunStore& store, int64_t run,
+                 int64_t after_step = std::numeric_limits<int64_t>::min());
 
 }  // namespace fp8rl::ui

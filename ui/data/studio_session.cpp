@@ -6,8 +6,8 @@
 #include <QSysInfo>
 #include <QTimer>
 #include <cerrno>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -20,9 +20,9 @@ namespace fp8rl::ui {
 
 namespace {
 
-bool is_live(const std::string& status) { return status == "running" || status == "paused"; }
-
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
 
 }  // namespace
 
@@ -342,10 +342,18 @@ void StudioSession::send(int64_t run, const QString& command, Json fields) {
   it->second->send(command, std::move(fields));
 }
 
-void StudioSession::pause(int64_t run) { send(run, QStringLiteral("pause")); }
-void StudioSession::resume(int64_t run) { send(run, QStringLiteral("resume")); }
-void StudioSession::stop(int64_t run) { send(run, QStringLiteral("stop")); }
-void StudioSession::checkpoint(int64_t run) { send(run, QStringLiteral("checkpoint")); }
+void StudioSession::pause(int64_t run) {
+  send(run, QStringLiteral("pause"));
+}
+void StudioSession::resume(int64_t run) {
+  send(run, QStringLiteral("resume"));
+}
+void StudioSession::stop(int64_t run) {
+  send(run, QStringLiteral("stop"));
+}
+void StudioSession::checkpoint(int64_t run) {
+  send(run, QStringLiteral("checkpoint"));
+}
 
 void StudioSession::setPrecision(int64_t run, const QStringList& overrides) {
   Json::Array list;
@@ -385,7 +393,9 @@ QString StudioSession::exportCsv(int64_t run, const QString& path) {
   return out.good() ? QString() : tr("cannot write %1").arg(path);
 }
 
-bool StudioSession::isLinked(int64_t run) const { return links_.count(run) > 0; }
+bool StudioSession::isLinked(int64_t run) const {
+  return links_.count(run) > 0;
+}
 
 WorkerLink::Health StudioSession::health(int64_t run) const {
   auto it = links_.find(run);

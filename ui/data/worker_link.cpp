@@ -11,8 +11,7 @@ namespace fp8rl::ui {
 namespace {
 
 double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -116,9 +115,9 @@ void WorkerLink::loop() {
         health_.device = QString::fromStdString(r.at("device").as_string("device"));
         health_.error.clear();
       } else {
-        health_.error = QStringLiteral("worker refused hello: %1")
-                            .arg(QString::fromStdString(
-                                r.contains("error") ? r.at("error").dump() : r.dump()));
+        health_.error =
+            QStringLiteral("worker refused hello: %1")
+                .arg(QString::fromStdString(r.contains("error") ? r.at("error").dump() : r.dump()));
       }
       greeted = true;
     } catch (const Error& e) {

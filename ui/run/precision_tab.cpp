@@ -85,7 +85,7 @@ PrecisionTab::PrecisionTab(QWidget* parent)
 }
 
 bool PrecisionTab::runIsLive() const {
-  return run_ && (run_->row.status == "running" || run_->row.status == "paused");
+  return run_ && is_live(run_->row.status);
 }
 
 void PrecisionTab::setRun(const RunData* run) {

@@ -2,9 +2,9 @@
 
 #include <QComboBox>
 #include <QDateTime>
+#include <QFontMetrics>
 #include <QHBoxLayout>
 #include <QHash>
-#include <QFontMetrics>
 #include <QHeaderView>
 #include <QIcon>
 #include <QItemSelectionModel>
@@ -401,28 +401,10 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
                                       : qs(r->notes).replace('\n', QString::fromUtf8(" ⏎ "));
       }
       return {};
-    case Qt::UserRole:  // sort value
-      switch (column) {
-        case kId:
-          return QVariant::fromValue<qint64>(r->id);
-        case kName:
-          return qs(r->name);
-        case kStatus:
-          return qs(r->status);
-        case kPreset:
-          return qs(r->preset);
-        case kPrecision:
-          return qs(r->precision_summary);
-        case kStep:
-          return QVariant::fromValue<qint64>(r->last_step ? *r->last_step : -1);
-        case kAge:
-          return now_ - r->created_at;
-        case kTags:
-          return qs(r->tags);
-        case kNotes:
-          return qs(r->notes);
-      }
-      return {};
+    case Qt::UserRole:  // sort value: numbers where the text would sort wrongly
+      if (column == kStep) return QVariant::fromValue<qint64>(r->last_step ? *r->last_step : -1);
+      if (column == kAge) return now_ - r->created_at;
+      return data(index, Qt::EditRole);
     case Qt::DecorationRole:
       if (column == kStatus) return statusIcon(qs(r->status));
       return {};
@@ -564,9 +546,9 @@ RunsPanel::RunsPanel(QWidget* parent)
   // every refresh (tens of milliseconds with 1,000 runs), which the event loop cannot afford.
   const QFontMetrics fm = view_->fontMetrics();
   const std::pair<int, const char*> widths[] = {
-      {RunsTableModel::kId, "00000"},       {RunsTableModel::kStatus, "● finished  "},
+      {RunsTableModel::kId, "00000"},        {RunsTableModel::kStatus, "● finished  "},
       {RunsTableModel::kPreset, "preset  "}, {RunsTableModel::kPrecision, "fp8 (+3 bf16)"},
-      {RunsTableModel::kStep, "000000"},    {RunsTableModel::kAge, "59 min "}};
+      {RunsTableModel::kStep, "000000"},     {RunsTableModel::kAge, "59 min "}};
   for (const auto& [c, sample] : widths) {
     header->setSectionResizeMode(c, QHeaderView::Interactive);
     header->resizeSection(c, fm.horizontalAdvance(QString::fromUtf8(sample)) + 16);
