@@ -15,6 +15,7 @@ constexpr const char* kUsage = R"(usage: fp8rl <command> [options]
 commands:
   doctor                 report CPU, BLAS, CUDA module, driver, device and library versions
   bench gemm|quant|rollout   BF16 vs FP8 GEMMs, quantization, decode tokens/s per backend
+  bench train|step       training-step and whole-GRPO-step speed, BF16 vs FP8 (--json FILE)
   bench telemetry        what a worker's telemetry costs per step of the demo preset
   score                  per-token log-probabilities of token ids under a checkpoint (JSON)
   init                   write a randomly initialised checkpoint from a config.json

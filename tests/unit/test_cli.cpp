@@ -224,6 +224,175 @@ class TestCli : public QObject {
              qPrintable(r.out));
   }
 
+  // bench --json documents: {"bench", "version", "runs": [{"backend", "device", ..., "rows"}]}.
+  static QJsonObject benchJson(const QString& path, const QString& bench) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return {};
+    const auto doc = QJsonDocument::fromJson(f.readAll()).object();
+    if (doc["bench"].toString() != bench || !doc["version"].isString()) return {};
+    const auto runs = doc["runs"].toArray();
+    return runs.size() == 1 ? runs[0].toObject() : QJsonObject{};
+  }
+
+  void benchGemmWritesJson() {
+    QTemporaryDir tmp;
+    const QString json = tmp.filePath("gemm.json");
+    const auto r = run(kCli, {"bench", "gemm", "--backend", "cpu", "--shapes", "64,48,256",
+                              "--seconds", "0", "--json", json});
+    QCOMPARE(r.code, 0);
+    const auto runObj = benchJson(json, "gemm");
+    QCOMPARE(runObj["backend"].toString(), QStringLiteral("cpu"));
+    const auto rows = runObj["rows"].toArray();
+    QCOMPARE(rows.size(), 3);
+    for (const auto& row : rows) QVERIFY(row.toObject()["fp8_vs_bf16"].toDouble() > 0);
+  }
+
+  // Train step tokens/s, BF16 vs FP8 linears, with the phase split.
+  void benchTrainPrintsPhases() {
+    QTemporaryDir tmp;
+    const QString json = tmp.filePath("train.json");
+    const auto r = run(kCli, {"bench", "train", "--backend", "cpu", "--batch", "2", "--seq-len",
+                              "16", "--steps", "1", "--json", json});
+    QCOMPARE(r.code, 0);
+    for (const char* text : {"fwd+bwd ms", "optimizer ms", "requant ms", "bf16 linears",
+                             "fp8 linears", "batch 2 x 16 tokens"})
+      QVERIFY2(r.out.contains(text), qPrintable(r.out));
+    const auto runObj = benchJson(json, "train");
+    QCOMPARE(runObj["model"].toString(), QStringLiteral("small"));
+    const auto rows = runObj["rows"].toArray();
+    QCOMPARE(rows.size(), 2);
+    for (const auto& v : rows) {
+      const auto row = v.toObject();
+      QVERIFY(row["tokens_per_s"].toDouble() > 0);
+      QVERIFY(row["requantization_seconds"].toDouble() > 0);
+      // Random tokens over a 512-token vocabulary: the loss starts near log(512) = 6.24.
+      QVERIFY2(row["loss"].toDouble() > 4 && row["loss"].toDouble() < 8, qPrintable(r.out));
+    }
+    QCOMPARE(rows[1].toObject()["precision"].toString(), QStringLiteral("fp8"));
+  }
+
+  // One call measures several batch sizes, each printed as its own table.
+  void benchRolloutBatchList() {
+    QTemporaryDir tmp;
+    const QString json = tmp.filePath("rollout.json");
+    const auto r = run(kCli, {"bench", "rollout", "--backend", "cpu", "--batch", "2,3",
+                              "--prompt-len", "4", "--new-tokens", "4", "--json", json});
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("batch 2, prompt 4, 4 new tokens") &&
+                 r.out.contains("batch 3, prompt 4, 4 new tokens"),
+             qPrintable(r.out));
+    QCOMPARE(r.out.count("fp8 linears, fp8 KV"), 2);
+    const auto rows = benchJson(json, "rollout")["rows"].toArray();
+    QCOMPARE(rows.size(), 6);
+    QCOMPARE(rows[0].toObject()["batch"].toInt(), 2);
+    QCOMPARE(rows[5].toObject()["batch"].toInt(), 3);
+    QCOMPARE(rows[5].toObject()["kv_cache"].toString(), QStringLiteral("fp8"));
+    // 3 sequences x 3 decode tokens each (the first new token comes from prefill).
+    QCOMPARE(rows[5].toObject()["decode_tokens"].toInt(), 9);
+  }
+
+  // Whole GRPO steps in three modes with the phase split and the verdict on the targets; the
+  // targets themselves are GPU measurements (docs/benchmarks.md), not asserted here.
+  void benchStepPrintsVerdict() {
+    QTemporaryDir tmp;
+    const QString json = tmp.filePath("step.json");
+    const auto r =
+        run(kCli, {"bench", "step", "--backend", "cpu", "--preset", "demo", "--steps", "1", "--set",
+                   "grpo.prompts_per_step=2", "--set", "grpo.group_size=4", "--json", json});
+    QCOMPARE(r.code, 0);
+    for (const char* text : {"bf16 linears, bf16 KV", "fp8 linears, bf16 KV", "fp8 linears, fp8 KV",
+                             "recal%", "rollout t/s", "(2 prompts x 4"})
+      QVERIFY2(r.out.contains(text), qPrintable(r.out));
+    static const QRegularExpression verdict(
+        R"(verdict: fp8 \+ fp8 KV [0-9.]+x bf16 \(target >= 1\.48x\) (PASS|FAIL); fp8 linears )"
+        R"([0-9.]+x \(target >= 1\.15x\) (PASS|FAIL); recalibration [0-9.]+% of the step )"
+        R"(\(target <= 3%\) (PASS|FAIL))");
+    QVERIFY2(verdict.match(r.out).hasMatch(), qPrintable(r.out));
+    const auto runObj = benchJson(json, "step");
+    QCOMPARE(runObj["preset"].toString(), QStringLiteral("demo"));
+    const auto rows = runObj["rows"].toArray();
+    QCOMPARE(rows.size(), 3);
+    QCOMPARE(rows[0].toObject()["precision"].toString(), QStringLiteral("bf16"));
+    QCOMPARE(rows[2].toObject()["precision"].toString(), QStringLiteral("fp8"));
+    for (const auto& v : rows) {
+      const auto row = v.toObject();
+      QVERIFY(row["step_seconds"].toDouble() > 0 && row["generation_seconds"].toDouble() > 0);
+      QVERIFY(row["training_seconds"].toDouble() > 0);
+    }
+    QCOMPARE(runObj["targets"].toArray().size(), 3);
+  }
+
+  void benchOptionErrors() {
+    auto r = run(kCli, {"bench", "rollout", "--backend", "cpu", "--batch", "4,x"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("--batch: 'x' in '4,x' is not a positive integer"), qPrintable(r.out));
+    r = run(kCli, {"bench", "train", "--backend", "cpu", "--preset", "demo"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("option --preset does not apply to bench train"), qPrintable(r.out));
+    r = run(kCli, {"bench", "train", "--backend", "cpu", "--model", "qwen3-8b"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("--model 'qwen3-8b' is not one of: small, qwen3-0.6b, qwen3-1.7b"),
+             qPrintable(r.out));
+    r = run(kCli, {"bench", "step", "--backend", "cpu", "--set", "grpo.nope=1"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("unknown setting 'grpo.nope'"), qPrintable(r.out));
+    r = run(kCli, {"bench", "step", "--backend", "cpu", "--warmup", "0"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("--warmup must be at least 1"), qPrintable(r.out));
+  }
+
+  // The GPU preset loads and validates on the CPU, and runs end to end with tiny sizes.
+  void gpuPresetSmoke() {
+    auto r = run(kCli, {"train", "--preset", "gpu", "--print-config"});
+    QCOMPARE(r.code, 0);
+    const auto cfg = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(cfg["task"].toObject()["name"].toString(), QStringLiteral("addition"));
+    QCOMPARE(cfg["model"].toObject()["hidden_size"].toInt(), 1024);
+    QCOMPARE(cfg["model"].toObject()["num_hidden_layers"].toInt(), 28);
+    QCOMPARE(cfg["precision"].toObject()["default"].toString(), QStringLiteral("fp8"));
+    QCOMPARE(cfg["precision"].toObject()["kv_cache"].toString(), QStringLiteral("fp8"));
+    QCOMPARE(cfg["grpo"].toObject()["prompts_per_step"].toInt(), 64);
+    r = run(kCli, {"train",
+                   "--preset",
+                   "gpu",
+                   "--backend",
+                   "cpu",
+                   "--no-db",
+                   "--json",
+                   "--set",
+                   "model.num_hidden_layers=1",
+                   "--set",
+                   "model.hidden_size=128",
+                   "--set",
+                   "model.num_attention_heads=2",
+                   "--set",
+                   "model.num_key_value_heads=1",
+                   "--set",
+                   "model.head_dim=64",
+                   "--set",
+                   "model.intermediate_size=256",
+                   "--set",
+                   "sft.steps=1",
+                   "--set",
+                   "sft.batch_size=8",
+                   "--set",
+                   "grpo.steps=1",
+                   "--set",
+                   "grpo.prompts_per_step=2",
+                   "--set",
+                   "grpo.group_size=4",
+                   "--set",
+                   "task.validation_size=8"});
+    QCOMPARE(r.code, 0);
+    const auto lines = r.out.split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 3);  // the SFT step, the RL step, the summary
+    const auto summary = QJsonDocument::fromJson(lines.last().toUtf8()).object();
+    QCOMPARE(summary["rl_steps"].toInt(), 1);
+    QCOMPARE(summary["sft_steps"].toInt(), 1);
+    const auto step = QJsonDocument::fromJson(lines[1].toUtf8()).object()["scalars"].toObject();
+    QVERIFY2(step.contains("kv_scale/L0/k"), qPrintable(r.out));  // the FP8 KV cache
+  }
+
   void initThenScore() {
     QTemporaryDir tmp;
     const QString cfg = tmp.filePath("config.json"), dir = tmp.filePath("ckpt");

@@ -1,0 +1,92 @@
+// fp8rl bench: what the bench families share (timing, model shapes, backends, the --json
+// document) and the entry point of each family. Each family prints a human-readable table and
+// returns its measured rows as JSON (one object per backend it ran on).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/json.hpp"
+#include "core/rng.hpp"
+#include "model/config.hpp"
+
+namespace fp8rl::cli::bench {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0);
+
+// Median wall time in seconds of fn() (followed by a synchronize), after one warm-up call.
+double time_op(Backend& be, const std::function<void()>& fn, double min_seconds, int min_reps);
+
+// The backends named by --backend: all (the CPU, then CUDA when usable), cpu, cuda or auto.
+std::vector<std::unique_ptr<Backend>> backends_for(const std::string& choice);
+
+// The model shapes the benchmarks run, by --model name: "small" (a random model small enough
+// for a 2-core CPU), "qwen3-0.6b" and "qwen3-1.7b" (the Hugging Face configs' shapes, tied
+// embeddings as there). Unknown names are errors naming --model and the allowed names.
+const std::vector<std::string>& model_names();
+ModelConfig model_shape(const std::string& name);
+// "hidden 1024, 28 layers, 16/8 heads of 128, intermediate 3072, vocab 151936"
+std::string describe(const ModelConfig& cfg);
+
+// "64,256" → {64, 256}: positive integers; errors name the option and the bad item.
+std::vector<int64_t> parse_positive_list(const std::string& text, const std::string& option);
+// An integer ≥ min / a positive integer / a non-negative number of seconds given to an option;
+// errors name the option.
+int64_t integer_option(const std::string& text, const std::string& option, int64_t min);
+int64_t positive_option(const std::string& text, const std::string& option);
+double seconds_option(const std::string& text, const std::string& option);
+
+// A number for the JSON document (null when not finite: JSON has no NaN or infinity).
+Json number(double v);
+// {"backend": name, "device": description} of a backend, the start of each run's object.
+Json backend_json(Backend& be);
+// Writes {"bench": name, "version": ..., "runs": runs} to path (the --json option); errors name
+// the file.
+void write_json(const std::string& path, const std::string& bench, const Json::Array& runs);
+
+// --- The families. Each prints its table to stdout and returns the run's JSON object.
+
+struct GemmShape {
+  std::string name;
+  int64_t M, N, K;
+};
+std::vector<GemmShape> gemm_gpu_shapes();
+std::vector<GemmShape> gemm_cpu_shapes();
+std::vector<GemmShape> parse_gemm_shapes(const std::string& spec);  // "M,N,K;M,N,K"
+Json bench_gemm(Backend& be, const std::vector<GemmShape>& shapes, double min_seconds);
+Json bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& shapes,
+                 double min_seconds);
+
+struct RolloutOptions {
+  std::string model;
+  std::vector<int64_t> batches;
+  int64_t prompt_len = 0, new_tokens = 0;
+};
+Json bench_rollout(Backend& be, const RolloutOptions& o);
+
+struct TrainOptions {
+  std::string model;
+  int64_t batch = 0, seq_len = 0, warmup = 1, steps = 0;
+};
+Json bench_train(Backend& be, const TrainOptions& o);
+
+struct StepOptions {
+  std::string preset;
+  std::string model;  // empty: the preset's own shape
+  std::vector<std::string> sets;
+  int64_t warmup = 1, steps = 0;
+};
+Json bench_step(Backend& be, const StepOptions& o);
+
+#if defined(FP8RL_HAVE_IPC)
+Json bench_telemetry(Backend& be, int64_t warmup, int64_t steps);
+#endif
+
+}  // namespace fp8rl::cli::bench

@@ -1,0 +1,103 @@
+// fp8rl bench rollout: decode throughput of a random-init Qwen3-shaped model with BF16 linears,
+// FP8 linears, and FP8 linears + FP8 KV cache, at one or several batch sizes, in one run.
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+#include "bench.hpp"
+#include "core/error.hpp"
+#include "rollout/generator.hpp"
+
+namespace fp8rl::cli::bench {
+
+Json bench_rollout(Backend& be, const RolloutOptions& o) {
+  const ModelConfig cfg = model_shape(o.model);
+  check(!o.batches.empty(), "--batch: no batch size given");
+  check(o.prompt_len > 0 && o.new_tokens > 0, "--prompt-len and --new-tokens must be positive");
+  check(o.prompt_len + o.new_tokens <= cfg.max_position_embeddings,
+        "--prompt-len + --new-tokens (" + std::to_string(o.prompt_len + o.new_tokens) +
+            ") exceeds the model's " + std::to_string(cfg.max_position_embeddings) + " positions");
+  std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
+  std::fflush(stdout);
+  Json run = backend_json(be);
+  run["model"] = o.model;
+  run["model_shape"] = describe(cfg);
+  run["prompt_len"] = o.prompt_len;
+  run["new_tokens"] = o.new_tokens;
+
+  // The same prompts at every batch size: the first B of one seeded list.
+  const int64_t most = *std::max_element(o.batches.begin(), o.batches.end());
+  Rng rng(5);
+  std::vector<std::vector<int32_t>> all_prompts(static_cast<size_t>(most));
+  for (auto& p : all_prompts)
+    for (int64_t t = 0; t < o.prompt_len; ++t)
+      p.push_back(static_cast<int32_t>(rng.next() % static_cast<uint64_t>(cfg.vocab_size)));
+  SamplingParams sp;
+  sp.max_new_tokens = o.new_tokens;
+  sp.seed = 1;
+  SamplingParams warm = sp;
+  warm.max_new_tokens = 2;
+  struct Mode {
+    const char* name;
+    Precision p;
+    KvDType kv;
+  };
+  const Mode modes[] = {{"bf16 linears, bf16 KV", Precision::bf16, KvDType::bf16},
+                        {"fp8 linears, bf16 KV", Precision::fp8, KvDType::bf16},
+                        {"fp8 linears, fp8 KV", Precision::fp8, KvDType::fp8}};
+  constexpr int kModes = 3;
+  // One model (one random initialisation, the slow part for large shapes): each mode switches
+  // its linears' precision, which re-makes the compute copies from the same masters.
+  Qwen3Model model(be, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 7);
+  std::vector<std::array<RolloutStats, kModes>> stats(o.batches.size());
+  for (int mi = 0; mi < kModes; ++mi) {
+    const Mode& m = modes[mi];
+    model.set_precision(PrecisionMap(cfg.num_hidden_layers, m.p));
+    Generator gen(model, {m.kv, 0});
+    if (m.kv == KvDType::fp8) gen.calibrate({all_prompts.front()});
+    for (size_t bi = 0; bi < o.batches.size(); ++bi) {
+      const std::vector<std::vector<int32_t>> prompts(
+          all_prompts.begin(), all_prompts.begin() + static_cast<ptrdiff_t>(o.batches[bi]));
+      gen.generate(prompts, warm);
+      gen.generate(prompts, sp);
+      stats[bi][static_cast<size_t>(mi)] = gen.last_stats();
+    }
+  }
+
+  Json::Array rows;
+  for (size_t bi = 0; bi < o.batches.size(); ++bi) {
+    const int64_t batch = o.batches[bi];
+    std::printf("model: %s (%s); batch %lld, prompt %lld, %lld new tokens\n", o.model.c_str(),
+                describe(cfg).c_str(), static_cast<long long>(batch),
+                static_cast<long long>(o.prompt_len), static_cast<long long>(o.new_tokens));
+    std::printf("%-26s %12s %12s %12s %10s\n", "mode", "prefill s", "decode s", "decode tok/s",
+                "vs bf16");
+    double base = 0;
+    for (int mi = 0; mi < kModes; ++mi) {
+      const RolloutStats& st = stats[bi][static_cast<size_t>(mi)];
+      // Decode tokens: all but the first token of each sequence (that one comes from prefill).
+      const double tps =
+          static_cast<double>(st.generated_tokens - st.sequences) / st.decode_seconds;
+      if (mi == 0) base = tps;
+      std::printf("%-26s %12.3f %12.3f %12.1f %9.2fx\n", modes[mi].name, st.prefill_seconds,
+                  st.decode_seconds, tps, tps / base);
+      Json row;
+      row["batch"] = batch;
+      row["mode"] = modes[mi].name;
+      row["precision"] = precision_name(modes[mi].p);
+      row["kv_cache"] = kv_dtype_name(modes[mi].kv);
+      row["prefill_seconds"] = number(st.prefill_seconds);
+      row["decode_seconds"] = number(st.decode_seconds);
+      row["decode_tokens"] = st.generated_tokens - st.sequences;
+      row["decode_tokens_per_s"] = number(tps);
+      row["vs_bf16"] = number(tps / base);
+      row["kv_cache_bytes"] = st.cache_bytes;
+      rows.push_back(row);
+    }
+    std::printf("\n");
+  }
+  run["rows"] = Json(rows);
+  return run;
+}
+
+}  // namespace fp8rl::cli::bench

@@ -1,0 +1,316 @@
+// fp8rl bench train: tokens/s of a full training step (forward + backward, optimizer, FP8
+// weight re-quantization) of a random-init Qwen3-shaped model, BF16 vs FP8 linears.
+// fp8rl bench step: whole GRPO steps (GrpoRun::next) of a preset in BF16, FP8 linears and FP8
+// linears + FP8 KV cache, with the phase split of the step records and the speed-up targets.
+#include <algorithm>
+#include <cstdio>
+
+#include "bench.hpp"
+#include "core/error.hpp"
+#include "model/optimizer.hpp"
+#include "model/qwen3.hpp"
+#include "rl/run_loop.hpp"
+
+namespace fp8rl::cli::bench {
+namespace {
+
+const char* verdict(bool pass) {
+  return pass ? "PASS" : "FAIL";
+}
+
+Json target_json(const std::string& name, double value, const std::string& relation,
+                 double target) {
+  Json t;
+  t["name"] = name;
+  t["value"] = number(value);
+  t["relation"] = relation;
+  t["target"] = target;
+  t["pass"] = relation == ">=" ? value >= target : value <= target;
+  return t;
+}
+
+}  // namespace
+
+Json bench_train(Backend& be, const TrainOptions& o) {
+  const ModelConfig cfg = model_shape(o.model);
+  check(o.batch > 0 && o.seq_len > 1, "--batch must be positive and --seq-len at least 2");
+  check(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup not negative");
+  check(o.seq_len <= cfg.max_position_embeddings,
+        "--seq-len " + std::to_string(o.seq_len) + " exceeds the model's " +
+            std::to_string(cfg.max_position_embeddings) + " positions");
+  const int64_t B = o.batch, T = o.seq_len, L = cfg.num_hidden_layers;
+  std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
+  std::printf(
+      "model: %s (%s; %.1fM parameters); batch %lld x %lld tokens; per mode %lld warm-up + "
+      "%lld timed steps\n",
+      o.model.c_str(), describe(cfg).c_str(), static_cast<double>(cfg.parameter_count()) / 1e6,
+      static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(o.warmup),
+      static_cast<long long>(o.steps));
+  std::fflush(stdout);
+
+  // Random tokens; position t of each sequence predicts token t + 1: a plain next-token
+  // cross-entropy, the mean over all B·T positions, through the model's forward/backward as a
+  // run's supervised warm-up step (GrpoRun::sft_step) calls them.
+  Rng rng(11);
+  std::vector<int32_t> ids(static_cast<size_t>(B * T)), targets(ids.size());
+  for (int64_t b = 0; b < B; ++b) {
+    int32_t prev = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(cfg.vocab_size));
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t next = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(cfg.vocab_size));
+      ids[static_cast<size_t>(b * T + t)] = prev;
+      targets[static_cast<size_t>(b * T + t)] = next;
+      prev = next;
+    }
+  }
+  const std::vector<float> dlogp(ids.size(), -1.0f / static_cast<float>(B * T));
+
+  struct Mode {
+    const char* name;
+    Precision p;
+  };
+  const Mode modes[] = {{"bf16 linears", Precision::bf16}, {"fp8 linears", Precision::fp8}};
+  struct Times {
+    double step = 0, fwd_bwd = 0, optimizer = 0, refresh = 0, loss = 0;
+  };
+  std::vector<Times> times;
+  // One model (one random initialisation, the slow part for large shapes): each mode switches
+  // the linears' precision, which re-makes the compute copies from the FP32 masters, and gets a
+  // fresh optimizer.
+  Qwen3Model model(be, cfg, PrecisionMap(L, Precision::bf16), 7);
+  OptimizerConfig oc;
+  oc.lr = 1e-4;
+  // Every mode starts from the same weights (a host copy of the masters), so that the losses
+  // of the modes are comparable.
+  std::vector<std::vector<float>> initial;
+  for (Param* prm : model.parameters()) initial.push_back(download_floats(be, prm->master));
+  for (const Mode& m : modes) {
+    const auto params = model.parameters();
+    for (size_t pi = 0; pi < params.size(); ++pi)
+      upload_floats(be, params[pi]->master, initial[pi]);
+    model.set_precision(PrecisionMap(L, m.p));
+    AdamW opt(be, model.parameters(), oc);
+    Times sum;
+    for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
+      auto t0 = Clock::now();
+      model.zero_grad();
+      const ForwardResult res = model.forward(ids, targets, B, T, 1.0f, true);
+      model.backward(dlogp);
+      be.synchronize();
+      const double fb = seconds_since(t0);
+      auto t1 = Clock::now();
+      opt.step();
+      be.synchronize();
+      const double os = seconds_since(t1);
+      t1 = Clock::now();
+      model.refresh();  // FP8: block quantization of W and Wᵀ; BF16: the BF16 copies
+      be.synchronize();
+      const double rq = seconds_since(t1);
+      if (i < o.warmup) continue;
+      sum.fwd_bwd += fb;
+      sum.optimizer += os;
+      sum.refresh += rq;
+      sum.step += seconds_since(t0);
+      double loss = 0;
+      for (float lp : res.logp) loss -= lp;
+      sum.loss = loss / static_cast<double>(res.logp.size());  // the last step's
+    }
+    model.clear_activations();
+    times.push_back(sum);
+  }
+
+  const double n = static_cast<double>(o.steps), tokens = static_cast<double>(B * T);
+  std::printf("%-14s %10s %11s %12s %11s %9s %11s %8s %8s\n", "mode", "step ms", "fwd+bwd ms",
+              "optimizer ms", "requant ms", "requant%", "tokens/s", "vs bf16", "loss");
+  Json run = backend_json(be);
+  run["model"] = o.model;
+  run["model_shape"] = describe(cfg);
+  run["parameters"] = cfg.parameter_count();
+  run["batch"] = B;
+  run["seq_len"] = T;
+  run["warmup"] = o.warmup;
+  run["steps"] = o.steps;
+  Json::Array rows;
+  const double base_tps = tokens / (times[0].step / n);
+  for (size_t mi = 0; mi < times.size(); ++mi) {
+    const Times& t = times[mi];
+    const double step = t.step / n, tps = tokens / step;
+    std::printf("%-14s %10.2f %11.2f %12.2f %11.2f %8.1f%% %11.1f %7.2fx %8.4f\n", modes[mi].name,
+                step * 1e3, t.fwd_bwd / n * 1e3, t.optimizer / n * 1e3, t.refresh / n * 1e3,
+                100.0 * t.refresh / t.step, tps, tps / base_tps, t.loss);
+    Json row;
+    row["mode"] = modes[mi].name;
+    row["precision"] = precision_name(modes[mi].p);
+    row["step_seconds"] = number(step);
+    row["forward_backward_seconds"] = number(t.fwd_bwd / n);
+    row["optimizer_seconds"] = number(t.optimizer / n);
+    row["requantization_seconds"] = number(t.refresh / n);
+    row["requantization_share"] = number(t.refresh / t.step);
+    row["tokens_per_s"] = number(tps);
+    row["vs_bf16"] = number(tps / base_tps);
+    row["loss"] = number(t.loss);
+    rows.push_back(row);
+  }
+  std::printf(
+      "requant = re-making the linears' compute copies from the FP32 masters after the optimizer\n"
+      "  step (fp8: block quantization of W and W^T; bf16: BF16 copies of W and W^T).\n"
+      "loss = next-token cross-entropy of the last timed step on random tokens (every mode\n"
+      "  starts from the same weights).\n\n");
+  run["rows"] = Json(rows);
+  return run;
+}
+
+Json bench_step(Backend& be, const StepOptions& o) {
+  check(o.steps > 0, "--steps must be positive");
+  check(o.warmup >= 1,
+        "--warmup must be at least 1: the first GRPO step of a run also measures the initial "
+        "validation accuracy");
+  // Settings common to the three modes: the model shape (--model), the user's --set, then what
+  // the measurement needs: no supervised warm-up, validation only at the start (inside the
+  // warm-up step) and at the end (never reached: the run has more steps than are timed).
+  std::vector<std::string> sets;
+  if (!o.model.empty()) {
+    const ModelConfig m = model_shape(o.model);
+    sets.push_back("model.hidden_size=" + std::to_string(m.hidden_size));
+    sets.push_back("model.num_hidden_layers=" + std::to_string(m.num_hidden_layers));
+    sets.push_back("model.num_attention_heads=" + std::to_string(m.num_attention_heads));
+    sets.push_back("model.num_key_value_heads=" + std::to_string(m.num_key_value_heads));
+    sets.push_back("model.head_dim=" + std::to_string(m.head_dim));
+    sets.push_back("model.intermediate_size=" + std::to_string(m.intermediate_size));
+  }
+  sets.insert(sets.end(), o.sets.begin(), o.sets.end());
+  const RunConfig preset = RunConfig::load(o.preset, "", sets);  // validates the user's settings
+  const int64_t total = o.warmup + o.steps;
+  sets.push_back("sft.steps=0");
+  sets.push_back("validation.every=0");
+  sets.push_back("grpo.steps=" + std::to_string(std::max(preset.steps, total + 1)));
+
+  struct Mode {
+    const char* name;
+    std::vector<std::string> sets;
+  };
+  const Mode modes[] = {
+      {"bf16 linears, bf16 KV",
+       {"precision.default=bf16", "precision.overrides=[]", "precision.kv_cache=bf16"}},
+      {"fp8 linears, bf16 KV", {"precision.default=fp8", "precision.kv_cache=bf16"}},
+      {"fp8 linears, fp8 KV", {"precision.default=fp8", "precision.kv_cache=fp8"}}};
+
+  std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
+  std::printf(
+      "preset %s: per mode %lld warm-up + %lld timed GRPO steps (%lld prompts x %lld "
+      "responses; no SFT steps, no validation in timed steps)\n",
+      o.preset.c_str(), static_cast<long long>(o.warmup), static_cast<long long>(o.steps),
+      static_cast<long long>(preset.prompts_per_step), static_cast<long long>(preset.group_size));
+  std::fflush(stdout);
+  struct Sums {
+    double step = 0, gen = 0, logprob = 0, train = 0, recal = 0, response_tokens = 0,
+           train_tokens = 0, response_length = 0;
+  };
+  std::vector<Sums> sums;
+  std::string precision_summary[3], model_shape_text;
+  for (size_t mi = 0; mi < 3; ++mi) {
+    std::vector<std::string> s = sets;
+    s.insert(s.end(), modes[mi].sets.begin(), modes[mi].sets.end());
+    const RunConfig cfg = RunConfig::load(o.preset, "", s);
+    GrpoRun run(cfg, be);
+    precision_summary[mi] = run.model().precision().summary();
+    if (mi == 0) {  // the vocabulary comes from the task's tokenizer
+      model_shape_text = describe(run.model().config());
+      std::printf("model: %s (%.1fM parameters)\n", model_shape_text.c_str(),
+                  static_cast<double>(run.model().config().parameter_count()) / 1e6);
+      std::fflush(stdout);
+    }
+    Sums sum;
+    double tokens_before = 0;
+    for (int64_t i = 0; i < total; ++i) {
+      const auto t0 = Clock::now();
+      const StepRecord r = run.next();
+      be.synchronize();
+      const double t = seconds_since(t0);
+      auto scalar = [&](const char* key) {
+        const auto it = r.scalars.find(key);
+        return it == r.scalars.end() ? 0.0 : it->second;
+      };
+      const double tokens_total = scalar(metric::kTokensTotal);
+      if (i >= o.warmup) {
+        sum.step += t;
+        sum.gen += scalar(metric::kTimeGeneration);
+        sum.logprob += scalar(metric::kTimeLogprob);
+        sum.train += scalar(metric::kTimeTraining);
+        sum.recal += scalar(metric::kTimeRecalibration);
+        sum.response_tokens += tokens_total - tokens_before;
+        sum.train_tokens += scalar(metric::kTrainTps) * scalar(metric::kTimeTraining);
+        sum.response_length += scalar(metric::kResponseLength);
+      }
+      tokens_before = tokens_total;
+    }
+    sums.push_back(sum);
+  }
+
+  const double n = static_cast<double>(o.steps);
+  std::printf("%-22s %8s %8s %8s %8s %8s %8s %7s %11s %11s %6s %8s\n", "mode", "step s", "gen s",
+              "logp s", "train s", "recal s", "other s", "recal%", "rollout t/s", "train t/s",
+              "resp", "vs bf16");
+  Json run = backend_json(be);
+  run["preset"] = o.preset;
+  run["model_shape"] = model_shape_text;
+  run["prompts_per_step"] = preset.prompts_per_step;
+  run["group_size"] = preset.group_size;
+  run["warmup"] = o.warmup;
+  run["steps"] = o.steps;
+  Json::Array set_list;
+  for (const auto& s : o.sets) set_list.push_back(Json(s));
+  run["sets"] = Json(set_list);
+  Json::Array rows;
+  const double base = sums[0].step / n;
+  double speedup[3] = {1, 1, 1}, recal_share[3] = {0, 0, 0};
+  for (size_t mi = 0; mi < 3; ++mi) {
+    const Sums& s = sums[mi];
+    const double step = s.step / n;
+    const double other = (s.step - s.gen - s.logprob - s.train - s.recal) / n;
+    const double rollout_tps = s.gen > 0 ? s.response_tokens / s.gen : 0.0;
+    const double train_tps = s.train > 0 ? s.train_tokens / s.train : 0.0;
+    speedup[mi] = base / step;
+    recal_share[mi] = s.recal / s.step;
+    std::printf("%-22s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %6.1f%% %11.0f %11.0f %6.1f %7.2fx\n",
+                modes[mi].name, step, s.gen / n, s.logprob / n, s.train / n, s.recal / n, other,
+                100.0 * recal_share[mi], rollout_tps, train_tps, s.response_length / n,
+                speedup[mi]);
+    Json row;
+    row["mode"] = modes[mi].name;
+    row["precision"] = precision_summary[mi];
+    row["kv_cache"] = mi == 2 ? "fp8" : "bf16";
+    row["step_seconds"] = number(step);
+    row["generation_seconds"] = number(s.gen / n);
+    row["logprob_seconds"] = number(s.logprob / n);
+    row["training_seconds"] = number(s.train / n);
+    row["recalibration_seconds"] = number(s.recal / n);
+    row["other_seconds"] = number(other);
+    row["recalibration_share"] = number(recal_share[mi]);
+    row["rollout_tokens_per_s"] = number(rollout_tps);
+    row["training_tokens_per_s"] = number(train_tps);
+    row["response_length"] = number(s.response_length / n);
+    row["vs_bf16"] = number(speedup[mi]);
+    rows.push_back(row);
+  }
+  std::printf(
+      "per step (mean): gen = time/generation (prefill, decode, KV calibration), logp = "
+      "time/logprob,\ntrain = time/policy_training, recal = time/recalibration (FP8 weight "
+      "re-quantization, KV scales);\nother = rewards, advantages, telemetry; resp = mean response "
+      "length in tokens; vs bf16 = step time ratio.\n");
+  const double recal = std::max(recal_share[1], recal_share[2]);
+  Json::Array targets = {
+      target_json("step fp8 linears + fp8 KV vs bf16", speedup[2], ">=", 1.48),
+      target_json("step fp8 linears vs bf16", speedup[1], ">=", 1.15),
+      target_json("recalibration share of the step (fp8 modes, worst)", recal, "<=", 0.03)};
+  std::printf(
+      "verdict: fp8 + fp8 KV %.2fx bf16 (target >= 1.48x) %s; fp8 linears %.2fx (target >= "
+      "1.15x) %s; recalibration %.1f%% of the step (target <= 3%%) %s%s\n\n",
+      speedup[2], verdict(speedup[2] >= 1.48), speedup[1], verdict(speedup[1] >= 1.15),
+      100.0 * recal, verdict(recal <= 0.03),
+      be.name() == "cpu" ? " (GPU targets: the CPU backend emulates FP8)" : "");
+  run["rows"] = Json(rows);
+  run["targets"] = Json(targets);
+  return run;
+}
+
+}  // namespace fp8rl::cli::bench
