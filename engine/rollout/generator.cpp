@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 
 namespace fp8rl {
 namespace {
@@ -14,6 +16,27 @@ std::string gib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
   return buf;
+}
+
+// Samples the next token of sequences rows[r] from logits row r, rows in parallel (each
+// sequence has its own Rng, so the result does not depend on the thread count). With a large
+// vocabulary this host-side step is a real share of a decode step.
+void sample_rows(const float* logits, int64_t V, const std::vector<int64_t>& rows,
+                 const SamplingParams& params, std::vector<Rng>& rngs, std::vector<Sequence>& out) {
+  std::vector<Sampled> got(rows.size());
+  const int64_t n = static_cast<int64_t>(rows.size());
+  // Chunks of at least ~64k logits, so small vocabularies are not split into tiny tasks.
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(V, 1));
+  parallel_for(n, grain, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r)
+      got[static_cast<size_t>(r)] =
+          sample_token(logits + r * V, V, params, rngs[static_cast<size_t>(rows[r])]);
+  });
+  for (int64_t r = 0; r < n; ++r) {
+    Sequence& s = out[static_cast<size_t>(rows[r])];
+    s.response.push_back(got[static_cast<size_t>(r)].token);
+    s.logprobs.push_back(got[static_cast<size_t>(r)].logprob);
+  }
 }
 }  // namespace
 
@@ -117,12 +140,11 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
   }
   std::vector<float> logits = model_.forward_cached(tokens, slots, positions, rows, *cache_);
   std::vector<int64_t> active;
-  for (int64_t i = 0; i < n; ++i) {
-    const Sampled s = sample_token(&logits[static_cast<size_t>(i * V)], V, params, rngs[i]);
-    out[i].response.push_back(s.token);
-    out[i].logprobs.push_back(s.logprob);
-    if (!finished(i, s.token)) active.push_back(i);
-  }
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  std::iota(all.begin(), all.end(), 0);
+  sample_rows(logits.data(), V, all, params, rngs, out);
+  for (int64_t i = 0; i < n; ++i)
+    if (!finished(i, out[i].response.back())) active.push_back(i);
   stats_.prefill_seconds = seconds_since(t0);
 
   // Decode: one row per active sequence; finished ones drop out immediately.
@@ -140,14 +162,10 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
     }
     logits = model_.forward_cached(tokens, slots, positions, rows, *cache_);
     ++stats_.decode_steps;
+    sample_rows(logits.data(), V, active, params, rngs, out);
     std::vector<int64_t> still;
-    for (size_t r = 0; r < active.size(); ++r) {
-      const int64_t i = active[r];
-      const Sampled s = sample_token(&logits[r * static_cast<size_t>(V)], V, params, rngs[i]);
-      out[i].response.push_back(s.token);
-      out[i].logprobs.push_back(s.logprob);
-      if (!finished(i, s.token)) still.push_back(i);
-    }
+    for (int64_t i : active)
+      if (!finished(i, out[i].response.back())) still.push_back(i);
     active.swap(still);
   }
   stats_.decode_seconds = seconds_since(t0);

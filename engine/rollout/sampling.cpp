@@ -18,46 +18,69 @@ void SamplingParams::validate() const {
 Sampled sample_token(const float* logits, int64_t V, const SamplingParams& p, Rng& rng) {
   const bool greedy = p.temperature <= 0;
   const float inv_t = greedy ? 1.0f : static_cast<float>(1.0 / p.temperature);
-  // log-softmax in the same FP32 steps as the backends' token_logprobs.
+  // log-softmax in the same FP32 steps as the backends' token_logprobs; the exponentials are
+  // kept for sampling, so a row costs one exp per logit (a Qwen3 vocabulary is 151,936).
+  thread_local std::vector<float> e;
+  e.resize(static_cast<size_t>(V));
   float mx = -INFINITY;
   for (int64_t j = 0; j < V; ++j) mx = std::max(mx, logits[j] * inv_t);
   float sum = 0.0f;
-  for (int64_t j = 0; j < V; ++j) sum += std::exp(logits[j] * inv_t - mx);
+  for (int64_t j = 0; j < V; ++j)
+    sum += (e[static_cast<size_t>(j)] = std::exp(logits[j] * inv_t - mx));
   const float lse = mx + std::log(sum);
   auto logprob = [&](int64_t j) { return logits[j] * inv_t - lse; };
 
   int64_t choice = 0;
   if (greedy) {
     choice = std::max_element(logits, logits + V) - logits;
-  } else {
-    std::vector<int32_t> idx(static_cast<size_t>(V));
-    std::iota(idx.begin(), idx.end(), 0);
-    int64_t keep = V;
-    if (p.top_k > 0 || p.top_p < 1.0) {
-      // Descending by logit (ties by index: deterministic).
-      std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) {
-        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-      });
-      if (p.top_k > 0) keep = std::min(keep, p.top_k);
-      if (p.top_p < 1.0) {
-        double cum = 0;
-        int64_t n = 0;
-        while (n < keep) {
-          cum += std::exp(static_cast<double>(logprob(idx[static_cast<size_t>(n)])));
-          ++n;
-          if (cum >= p.top_p) break;
-        }
-        keep = n;
+  } else if (p.top_k <= 0 && p.top_p >= 1.0) {
+    // The whole distribution: inverse CDF over the vocabulary in index order.
+    double total = 0;
+    for (int64_t j = 0; j < V; ++j) total += e[static_cast<size_t>(j)];
+    const double u = rng.uniform() * total;
+    double acc = 0;
+    choice = V - 1;
+    for (int64_t j = 0; j < V; ++j) {
+      acc += e[static_cast<size_t>(j)];
+      if (u < acc) {
+        choice = j;
+        break;
       }
     }
+  } else {
+    // Descending by logit (ties by index: deterministic); only the top-k prefix is ordered.
+    thread_local std::vector<int32_t> idx;
+    idx.resize(static_cast<size_t>(V));
+    std::iota(idx.begin(), idx.end(), 0);
+    auto before = [&](int32_t a, int32_t b) {
+      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    };
+    int64_t keep = V;
+    if (p.top_k > 0) {
+      keep = std::min(keep, p.top_k);
+      std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(), before);
+    } else {
+      std::sort(idx.begin(), idx.end(), before);
+    }
     double total = 0;
-    for (int64_t i = 0; i < keep; ++i)
-      total += std::exp(static_cast<double>(logprob(idx[static_cast<size_t>(i)])));
+    for (int64_t i = 0; i < keep; ++i) total += e[static_cast<size_t>(idx[static_cast<size_t>(i)])];
+    if (p.top_p < 1.0) {  // the nucleus: smallest prefix with probability ≥ top_p
+      const double target = p.top_p * static_cast<double>(sum);
+      double cum = 0;
+      int64_t n = 0;
+      while (n < keep) {
+        cum += e[static_cast<size_t>(idx[static_cast<size_t>(n)])];
+        ++n;
+        if (cum >= target) break;
+      }
+      keep = n;
+      total = cum;
+    }
     const double u = rng.uniform() * total;
     double acc = 0;
     choice = idx[static_cast<size_t>(keep - 1)];
     for (int64_t i = 0; i < keep; ++i) {
-      acc += std::exp(static_cast<double>(logprob(idx[static_cast<size_t>(i)])));
+      acc += e[static_cast<size_t>(idx[static_cast<size_t>(i)])];
       if (u < acc) {
         choice = idx[static_cast<size_t>(i)];
         break;
