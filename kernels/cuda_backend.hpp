@@ -9,11 +9,11 @@
 // Files: cuda_backend.cu (life cycle, memory), quantize.cu (quantize, quantize_with_transpose,
 // dequantize, transpose_fp8), gemm.cu (gemm, gemm_fp8, gemm_fp8_unsupported), and the model ops
 // with the CPU reference's stems: elementwise.cu (convert, transpose, add, scale, sum_squares,
-// adamw), embedding.cu, rmsnorm.cu, rope.cu, attention.cu, swiglu.cu, logprobs.cu, kv_cache.cu
-// (amax, kv_write, attention_cached); shared device helpers in ops_common.cuh. The model ops
-// compute in FP32 and round each output once to its dtype, like the CPU; they agree with it up to
-// FP32 summation order and the device's exp/log/pow/sin/cos (a few ulp), except AdamW, scale,
-// convert, transpose and add, which are bit-exact.
+// adamw), embedding.cu, rmsnorm.cu, rope.cu, attention.cu, swiglu.cu, logprobs.cu, sampling.cu
+// (sample_tokens), kv_cache.cu (amax, kv_write, attention_cached); shared device helpers in
+// ops_common.cuh. The model ops compute in FP32 and round each output once to its dtype, like the
+// CPU; they agree with it up to FP32 summation order and the device's exp/log/pow/sin/cos (a few
+// ulp), except AdamW, scale, convert, transpose and add, which are bit-exact.
 //
 // Device-side index checks: ids and targets are in device memory, so they are not checked
 // before launch (that would cost a synchronisation). An id outside the table gives a NaN
@@ -180,6 +180,14 @@ class CudaBackend final : public Backend {
                       float* logp, float* entropy) override;
   void token_logprobs_backward(const Matrix& logits, const int32_t* targets, float inv_temperature,
                                const float* dlogp, const Matrix& dlogits) override;
+
+  // sampling.cu. One block per row: the softmax statistics of token_logprobs (so the same
+  // log-probabilities), per-thread contiguous chunks summed in FP64, a chained scan of the chunk
+  // sums and a walk of the one chunk holding u·Σ e (deterministic, no atomics). Greedy (uniforms
+  // null) is a strided argmax. Agrees with the CPU up to summation order and expf: a different
+  // token only where u·Σ e lies within rounding of a cumulative-sum boundary.
+  void sample_tokens(const Matrix& logits, float inv_temperature, const double* uniforms,
+                     int32_t* tokens, float* logprobs) override;
 
   // kv_cache.cu. amax is exact (NaN when any element is NaN) and synchronises the stream; it
   // uses the sum_squares reduction buffer. kv_write is bit-exact with the CPU (values rounded

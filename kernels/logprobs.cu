@@ -25,66 +25,11 @@ namespace {
 
 using cuda::In;
 using cuda::Out;
+using cuda::row_softmax_stats;
+using cuda::SoftmaxStats;
 
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-
-// Softmax statistics of a set of z values: m = max z, s = Σ e^(z−m), t = Σ e^(z−m)·z (only
-// when kEntropy). The empty set is (−inf, 0, 0).
-struct SoftmaxStats {
-  float m, s, t;
-};
-
-template <bool kEntropy>
-__device__ __forceinline__ void add_value(SoftmaxStats& st, float z) {
-  if (z == -INFINITY) return;  // probability 0; also keeps −inf − (−inf) out
-  if (z > st.m) {
-    const float c = expf(st.m - z);  // 0 while the set is empty
-    st.s = st.s * c + 1.0f;
-    if constexpr (kEntropy) st.t = st.t * c + z;
-    st.m = z;
-  } else {  // also NaN z: poisons s, as it does the reference
-    const float e = expf(z - st.m);
-    st.s += e;
-    if constexpr (kEntropy) st.t += e * z;
-  }
-}
-
-template <bool kEntropy>
-__device__ __forceinline__ SoftmaxStats merge(const SoftmaxStats& a, const SoftmaxStats& b) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return a;  // both empty
-  const float ca = expf(a.m - m), cb = expf(b.m - m);
-  SoftmaxStats r;
-  r.m = m;
-  r.s = a.s * ca + b.s * cb;
-  r.t = kEntropy ? a.t * ca + b.t * cb : 0.0f;
-  return r;
-}
-
-// Statistics of row `row` of logits·inv_t, returned to every thread of the block. Every thread
-// must call it (it synchronises the block).
-template <bool kEntropy>
-__device__ SoftmaxStats row_stats(In logits, int64_t row, int64_t V, float inv_t,
-                                  SoftmaxStats* warp_stats) {
-  SoftmaxStats st{-INFINITY, 0.0f, 0.0f};
-  for (int64_t j = threadIdx.x; j < V; j += kThreads)
-    add_value<kEntropy>(st, logits[row * V + j] * inv_t);
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    SoftmaxStats o;
-    o.m = __shfl_xor_sync(cuda::kFullMask, st.m, off);
-    o.s = __shfl_xor_sync(cuda::kFullMask, st.s, off);
-    o.t = __shfl_xor_sync(cuda::kFullMask, st.t, off);
-    st = merge<kEntropy>(st, o);
-  }
-  if ((threadIdx.x & 31) == 0) warp_stats[threadIdx.x >> 5] = st;
-  __syncthreads();
-  st = warp_stats[0];
-  for (int w = 1; w < kWarps; ++w) st = merge<kEntropy>(st, warp_stats[w]);
-  __syncthreads();  // warp_stats is rewritten for the next row
-  return st;
-}
 
 template <bool kEntropy>
 __global__ void __launch_bounds__(kThreads)
@@ -92,7 +37,8 @@ __global__ void __launch_bounds__(kThreads)
                           float inv_t, float* __restrict__ logp, float* __restrict__ entropy) {
   __shared__ SoftmaxStats warp_stats[kWarps];
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {  // block-uniform
-    const SoftmaxStats st = row_stats<kEntropy>(logits, row, V, inv_t, warp_stats);
+    const SoftmaxStats st =
+        row_softmax_stats<kThreads, kEntropy>(logits, row, V, inv_t, warp_stats);
     if (threadIdx.x == 0) {
       const float lse = st.m + logf(st.s);
       const int64_t target = targets[row];
@@ -111,7 +57,7 @@ __global__ void __launch_bounds__(kThreads)
                                    const float* __restrict__ dlogp, Out dlogits) {
   __shared__ SoftmaxStats warp_stats[kWarps];
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {  // block-uniform
-    const SoftmaxStats st = row_stats<false>(logits, row, V, inv_t, warp_stats);
+    const SoftmaxStats st = row_softmax_stats<kThreads, false>(logits, row, V, inv_t, warp_stats);
     const float g = dlogp[row] * inv_t;
     const int64_t target = targets[row];
     for (int64_t j = threadIdx.x; j < V; j += kThreads) {

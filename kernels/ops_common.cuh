@@ -1,6 +1,6 @@
 // Shared pieces of the model-op kernels (elementwise.cu, embedding.cu, rmsnorm.cu, rope.cu,
-// attention.cu, swiglu.cu, logprobs.cu): element access by run-time dtype, warp and block
-// reductions, launch sizes and operand checks.
+// attention.cu, swiglu.cu, logprobs.cu, sampling.cu): element access by run-time dtype, warp and
+// block reductions, a row's softmax statistics, launch sizes and operand checks.
 //
 // Operands are f32 or bf16 (raw bits, value = bits << 16) chosen at run time: the dtype branch
 // is uniform over a launch, so it costs a predictable branch per access and lets every operand
@@ -81,6 +81,68 @@ __device__ __forceinline__ T block_sum(T v, T* smem) {
   for (int w = 1; w < warps; ++w) total += smem[w];
   __syncthreads();  // smem may be reused right after
   return total;
+}
+
+// --- softmax statistics of one row (logprobs.cu, sampling.cu)
+
+// Softmax statistics of a set of z values: m = max z, s = Σ e^(z−m), t = Σ e^(z−m)·z (only
+// when kEntropy). The empty set is (−inf, 0, 0).
+struct SoftmaxStats {
+  float m, s, t;
+};
+
+template <bool kEntropy>
+__device__ __forceinline__ void softmax_add(SoftmaxStats& st, float z) {
+  if (z == -INFINITY) return;  // probability 0; also keeps −inf − (−inf) out
+  if (z > st.m) {
+    const float c = expf(st.m - z);  // 0 while the set is empty
+    st.s = st.s * c + 1.0f;
+    if constexpr (kEntropy) st.t = st.t * c + z;
+    st.m = z;
+  } else {  // also NaN z: poisons s, as it does the reference
+    const float e = expf(z - st.m);
+    st.s += e;
+    if constexpr (kEntropy) st.t += e * z;
+  }
+}
+
+template <bool kEntropy>
+__device__ __forceinline__ SoftmaxStats softmax_merge(const SoftmaxStats& a,
+                                                      const SoftmaxStats& b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return a;  // both empty
+  const float ca = expf(a.m - m), cb = expf(b.m - m);
+  SoftmaxStats r;
+  r.m = m;
+  r.s = a.s * ca + b.s * cb;
+  r.t = kEntropy ? a.t * ca + b.t * cb : 0.0f;
+  return r;
+}
+
+// Statistics of row `row` of logits·inv_t, returned to every thread of the block: one read of
+// the row, thread i taking elements i, i + kThreads, …, merged across lanes and then warps in a
+// fixed order (deterministic). The block must have kThreads threads, all of which call it (it
+// synchronises the block); warp_stats holds kThreads / 32 entries in shared memory.
+template <int kThreads, bool kEntropy>
+__device__ SoftmaxStats row_softmax_stats(In logits, int64_t row, int64_t V, float inv_t,
+                                          SoftmaxStats* warp_stats) {
+  SoftmaxStats st{-INFINITY, 0.0f, 0.0f};
+  for (int64_t j = threadIdx.x; j < V; j += kThreads)
+    softmax_add<kEntropy>(st, logits[row * V + j] * inv_t);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    SoftmaxStats o;
+    o.m = __shfl_xor_sync(kFullMask, st.m, off);
+    o.s = __shfl_xor_sync(kFullMask, st.s, off);
+    o.t = __shfl_xor_sync(kFullMask, st.t, off);
+    st = softmax_merge<kEntropy>(st, o);
+  }
+  if ((threadIdx.x & 31) == 0) warp_stats[threadIdx.x >> 5] = st;
+  __syncthreads();
+  st = warp_stats[0];
+  for (int w = 1; w < kThreads / 32; ++w) st = softmax_merge<kEntropy>(st, warp_stats[w]);
+  __syncthreads();  // warp_stats is rewritten for the next row
+  return st;
 }
 
 // --- host helpers

@@ -208,6 +208,22 @@ class Backend {
                                        float inv_temperature, const float* dlogp,
                                        const Matrix& dlogits) = 0;
 
+  // Samples one token per row of logits [M, V] (f32 or bf16) from softmax(z), z = logits[m]·inv_t
+  // (inv_temperature > 0 and finite). With e_j = exp(z_j − max z) and u = uniforms[m]:
+  // tokens[m] = the smallest j (index order) with Σ_{i≤j} e_i > u·Σ_i e_i — a u below 0 (or NaN)
+  // counts as 0; when no j qualifies (u ≥ 1) the last j with e_j > 0. The uniforms are FP64, as
+  // host sampling draws them (Rng::uniform), so both compare the same u. uniforms == nullptr:
+  // greedy, tokens[m] = the first index of the row's largest logit (log-prob still at inv_t;
+  // the generator passes 1, as host greedy decoding does). logprobs[m] = z_j − lse(z) of the
+  // chosen j, in the FP32 steps of this backend's token_logprobs (the trainer's p for the same
+  // row). A row whose Σ e is not finite (a NaN or +inf logit, or every logit −inf) draws no
+  // token: tokens[m] = −1, logprobs[m] = NaN. uniforms (f64), tokens (int32), logprobs (f32):
+  // M values each in backend memory. The CPU sums e in FP64 in index order (host sampling,
+  // rollout/sampling.cpp, uses the same code); other backends agree up to summation order, so
+  // their token can differ where u·Σ e falls within rounding of a cumulative-sum boundary.
+  virtual void sample_tokens(const Matrix& logits, float inv_temperature, const double* uniforms,
+                             int32_t* tokens, float* logprobs) = 0;
+
   // Largest |x| over all elements (NaN if any element is NaN); synchronous. Used to calibrate
   // the FP8 KV-cache scales.
   virtual float amax(const Matrix& x) = 0;

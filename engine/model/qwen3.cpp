@@ -397,6 +397,15 @@ std::vector<float> Qwen3Model::forward_cached(const std::vector<int32_t>& tokens
                                               const std::vector<int32_t>& positions,
                                               const std::vector<int32_t>& output_rows,
                                               KvCache& cache) {
+  const Tensor logits = forward_cached_device(tokens, slots, positions, output_rows, cache);
+  if (logits.empty()) return {};
+  return download_floats(be_, logits);
+}
+
+Tensor Qwen3Model::forward_cached_device(const std::vector<int32_t>& tokens,
+                                         const std::vector<int32_t>& slots,
+                                         const std::vector<int32_t>& positions,
+                                         const std::vector<int32_t>& output_rows, KvCache& cache) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   check(n > 0 && slots.size() == tokens.size() && positions.size() == tokens.size(),
         "forward_cached: tokens, slots and positions must have the same, non-zero length");
@@ -459,7 +468,7 @@ std::vector<float> Qwen3Model::forward_cached(const std::vector<int32_t>& tokens
   // Only the requested rows go through the final norm and lm_head (a row gather is an
   // embedding lookup into x).
   const int64_t r = static_cast<int64_t>(output_rows.size());
-  if (r == 0) return {};
+  if (r == 0) return Tensor{};
   const Tensor rows = upload_ids(be_, output_rows);
   Tensor xr = Tensor::make(be_, r, H, ad), xf = Tensor::make(be_, r, H, ad);
   be_.embedding_forward(ids(rows), x.m(), xr.m());
@@ -467,7 +476,7 @@ std::vector<float> Qwen3Model::forward_cached(const std::vector<int32_t>& tokens
   LinearInput in_head(xf.m());
   Tensor logits = Tensor::make(be_, r, cfg_.vocab_size, DType::f32);
   lm_head_->forward(in_head, logits.m());
-  return download_floats(be_, logits);
+  return logits;
 }
 
 }  // namespace fp8rl

@@ -74,6 +74,12 @@ class Qwen3Model {
                                     const std::vector<int32_t>& slots,
                                     const std::vector<int32_t>& positions,
                                     const std::vector<int32_t>& output_rows, KvCache& cache);
+  // The same step, leaving the logits [output_rows.size(), V] (f32) in backend memory (for
+  // sampling on the device: Backend::sample_tokens); an empty tensor when no row is listed.
+  Tensor forward_cached_device(const std::vector<int32_t>& tokens,
+                               const std::vector<int32_t>& slots,
+                               const std::vector<int32_t>& positions,
+                               const std::vector<int32_t>& output_rows, KvCache& cache);
 
   // While set, every forward records per layer the amax of q, k and v after RoPE and QK-norm
   // (one entry per forward call = micro-batch) for the FP8 KV-cache scales.

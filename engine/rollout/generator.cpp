@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <numeric>
 
 #include "core/error.hpp"
@@ -36,6 +37,59 @@ void sample_rows(const float* logits, int64_t V, const std::vector<int64_t>& row
     Sequence& s = out[static_cast<size_t>(rows[r])];
     s.response.push_back(got[static_cast<size_t>(r)].token);
     s.logprobs.push_back(got[static_cast<size_t>(r)].logprob);
+  }
+}
+
+// Whether the next tokens are sampled on the backend (Backend::sample_tokens) instead of the
+// host (see SamplingSite): only the modes the op has, greedy and the whole distribution (no
+// top-k / top-p); automatically on any backend but the CPU, where the host path is the same
+// code without the copies.
+bool samples_on_backend(Backend& be, SamplingSite site, const SamplingParams& params) {
+  const bool op_has_mode = params.temperature <= 0 || (params.top_k <= 0 && params.top_p >= 1.0);
+  switch (site) {
+    case SamplingSite::host:
+      return false;
+    case SamplingSite::backend:
+      return op_has_mode;
+    case SamplingSite::automatic:
+      break;
+  }
+  return op_has_mode && be.name() != "cpu";
+}
+
+// sample_rows on the backend: logits [rows.size(), V] stay in backend memory; each sequence's
+// uniform is drawn from its own Rng (the draw sample_token makes; none when greedy) and uploaded,
+// the tokens and log-probabilities come back (8 bytes per row instead of 4·V). io is reused
+// across steps: uniforms [cap] f64, then tokens [n] int32 and log-probs [n] f32 contiguous.
+void sample_rows_device(Backend& be, const Tensor& logits, const std::vector<int64_t>& rows,
+                        const SamplingParams& params, std::vector<Rng>& rngs,
+                        std::vector<Sequence>& out, Buffer& io) {
+  const size_t n = rows.size(), cap = out.size();
+  check(static_cast<int64_t>(n) == logits.rows,
+        "generate: one row of logits per sequence expected");
+  if (io.bytes() < cap * 16) io = be.alloc(cap * 16);
+  auto* uniforms = static_cast<double*>(io.data());
+  auto* tokens = reinterpret_cast<int32_t*>(static_cast<char*>(io.data()) + cap * 8);
+  auto* logprobs = reinterpret_cast<float*>(tokens + n);
+  const bool greedy = params.temperature <= 0;
+  const float inv_t = greedy ? 1.0f : static_cast<float>(1.0 / params.temperature);
+  if (!greedy) {
+    std::vector<double> u(n);
+    for (size_t r = 0; r < n; ++r) u[r] = rngs[static_cast<size_t>(rows[r])].uniform();
+    be.upload(uniforms, u.data(), n * sizeof(double));
+  }
+  be.sample_tokens(logits.m(), inv_t, greedy ? nullptr : uniforms, tokens, logprobs);
+  std::vector<int32_t> got(2 * n);  // tokens, then the log-probabilities' bits: one download
+  be.download(got.data(), tokens, n * 8);
+  for (size_t r = 0; r < n; ++r) {
+    const int64_t i = rows[r];
+    check(got[r] >= 0, "generate: the logits of sequence " + std::to_string(i) +
+                           " hold a NaN or +inf, or are all −inf: no token can be drawn");
+    float logprob;
+    std::memcpy(&logprob, &got[n + r], sizeof logprob);
+    Sequence& s = out[static_cast<size_t>(i)];
+    s.response.push_back(got[r]);
+    s.logprobs.push_back(logprob);
   }
 }
 }  // namespace
@@ -138,11 +192,23 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
     rows.push_back(static_cast<int32_t>(tokens.size() - 1));
     stats_.prompt_tokens += static_cast<int64_t>(prompts[i].size());
   }
-  std::vector<float> logits = model_.forward_cached(tokens, slots, positions, rows, *cache_);
+  // One forward step and the sampling of its rows (sequences seqs), on the device or the host.
+  const bool on_device = samples_on_backend(model_.backend(), opt_.sampling, params);
+  Buffer device_io;
+  auto step = [&](const std::vector<int64_t>& seqs) {
+    if (on_device) {
+      const Tensor logits = model_.forward_cached_device(tokens, slots, positions, rows, *cache_);
+      sample_rows_device(model_.backend(), logits, seqs, params, rngs, out, device_io);
+    } else {
+      const std::vector<float> logits =
+          model_.forward_cached(tokens, slots, positions, rows, *cache_);
+      sample_rows(logits.data(), V, seqs, params, rngs, out);
+    }
+  };
   std::vector<int64_t> active;
   std::vector<int64_t> all(static_cast<size_t>(n));
   std::iota(all.begin(), all.end(), 0);
-  sample_rows(logits.data(), V, all, params, rngs, out);
+  step(all);
   for (int64_t i = 0; i < n; ++i)
     if (!finished(i, out[i].response.back())) active.push_back(i);
   stats_.prefill_seconds = seconds_since(t0);
@@ -160,9 +226,8 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
       positions.push_back(static_cast<int32_t>(out[i].prompt.size() + out[i].response.size() - 1));
       rows.push_back(static_cast<int32_t>(rows.size()));
     }
-    logits = model_.forward_cached(tokens, slots, positions, rows, *cache_);
+    step(active);
     ++stats_.decode_steps;
-    sample_rows(logits.data(), V, active, params, rngs, out);
     std::vector<int64_t> still;
     for (int64_t i : active)
       if (!finished(i, out[i].response.back())) still.push_back(i);

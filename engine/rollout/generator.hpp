@@ -31,9 +31,17 @@ struct RolloutStats {
   }
 };
 
+// Where the next tokens are sampled. automatic: on the backend (Backend::sample_tokens, the
+// logits stay in its memory) for greedy and whole-distribution sampling on any backend but the
+// CPU, on the host otherwise. host / backend force one side; top-k and top-p, which the op does
+// not do, always run on the host. On the CPU both sides run the same code (the tests force
+// backend there to cover the device path's plumbing).
+enum class SamplingSite { automatic, host, backend };
+
 struct GeneratorOptions {
   KvDType kv_dtype = KvDType::bf16;
   int64_t max_cache_bytes = 0;  // 0: no limit; otherwise generate() refuses larger plans
+  SamplingSite sampling = SamplingSite::automatic;
 };
 
 class Generator {

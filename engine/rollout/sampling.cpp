@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "backend/cpu/cpu_backend.hpp"
 #include "core/error.hpp"
 
 namespace fp8rl {
@@ -16,37 +17,27 @@ void SamplingParams::validate() const {
 }
 
 Sampled sample_token(const float* logits, int64_t V, const SamplingParams& p, Rng& rng) {
+  check(V > 0, "sample_token: empty row of logits");
   const bool greedy = p.temperature <= 0;
   const float inv_t = greedy ? 1.0f : static_cast<float>(1.0 / p.temperature);
   // log-softmax in the same FP32 steps as the backends' token_logprobs; the exponentials are
-  // kept for sampling, so a row costs one exp per logit (a Qwen3 vocabulary is 151,936).
+  // kept for sampling, so a row costs one exp per logit (a Qwen3 vocabulary is 151,936). The
+  // greedy and full-distribution paths are the CPU backend's sample_tokens code, so the two
+  // choose identical tokens.
   thread_local std::vector<float> e;
   e.resize(static_cast<size_t>(V));
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < V; ++j) mx = std::max(mx, logits[j] * inv_t);
-  float sum = 0.0f;
-  for (int64_t j = 0; j < V; ++j)
-    sum += (e[static_cast<size_t>(j)] = std::exp(logits[j] * inv_t - mx));
-  const float lse = mx + std::log(sum);
+  float sum = 0;  // Σ e in FP32 (the nucleus is measured against it)
+  const float lse = cpu_softmax_exps(logits, V, inv_t, e.data(), &sum);
+  check(std::isfinite(lse),
+        "sample_token: the logits hold a NaN or +inf, or are all −inf: no token can be drawn");
   auto logprob = [&](int64_t j) { return logits[j] * inv_t - lse; };
 
   int64_t choice = 0;
   if (greedy) {
-    choice = std::max_element(logits, logits + V) - logits;
+    choice = cpu_argmax(logits, V);
   } else if (p.top_k <= 0 && p.top_p >= 1.0) {
     // The whole distribution: inverse CDF over the vocabulary in index order.
-    double total = 0;
-    for (int64_t j = 0; j < V; ++j) total += e[static_cast<size_t>(j)];
-    const double u = rng.uniform() * total;
-    double acc = 0;
-    choice = V - 1;
-    for (int64_t j = 0; j < V; ++j) {
-      acc += e[static_cast<size_t>(j)];
-      if (u < acc) {
-        choice = j;
-        break;
-      }
-    }
+    choice = cpu_inverse_cdf(e.data(), V, rng.uniform());
   } else {
     // Descending by logit (ties by index: deterministic); only the top-k prefix is ordered.
     thread_local std::vector<int32_t> idx;

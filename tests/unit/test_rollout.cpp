@@ -1,8 +1,9 @@
 // Generation with a KV cache on the CPU reference: greedy equals step-by-step argmax of the
 // full forward, generation log-probs equal the trainer's, FP8 KV drift is bounded, sampling is
-// seeded, stopping rules, memory planning.
+// seeded, the backend sampling path equals the host one, stopping rules, memory planning.
 #include <QtTest>
 
+#include <bit>
 #include <cmath>
 
 #include "backend/backend_registry.hpp"
@@ -174,6 +175,39 @@ class TestRollout : public QObject {
     bool differs = false;
     for (size_t i = 0; i < a.size(); ++i) differs |= a[i].response != c[i].response;
     QVERIFY(differs);
+  }
+
+  // The device sampling path (Backend::sample_tokens on logits left in backend memory), forced
+  // on the CPU backend whose op is the host code, gives the host path's tokens and log-probs
+  // bit for bit: the same uniforms reach the same rows while sequences leave the batch.
+  void backendSamplingEqualsHostSampling() {
+    const ModelConfig cfg = small_config();
+    Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 5, 0.2);
+    Generator host(m, {KvDType::bf16, 0, SamplingSite::host});
+    Generator backend(m, {KvDType::bf16, 0, SamplingSite::backend});
+    Rng rng(11);
+    const auto prompts = random_prompts(rng, 6, cfg.vocab_size);
+    bool left_early = false;
+    for (double t : {0.0, 0.7, 1.0}) {
+      SamplingParams sp;
+      sp.temperature = t;
+      sp.max_new_tokens = 12;
+      sp.seed = 7;
+      sp.eos_token = 3;
+      sp.stop_tokens = {5, 9};
+      const auto a = host.generate(prompts, sp), b = backend.generate(prompts, sp);
+      QCOMPARE(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        QCOMPARE(b[i].response, a[i].response);
+        QCOMPARE(b[i].finish_reason, a[i].finish_reason);
+        QCOMPARE(b[i].logprobs.size(), a[i].logprobs.size());
+        for (size_t k = 0; k < a[i].logprobs.size(); ++k)
+          QCOMPARE(std::bit_cast<uint32_t>(b[i].logprobs[k]),
+                   std::bit_cast<uint32_t>(a[i].logprobs[k]));
+        left_early |= a[i].finish_reason != "length";
+      }
+    }
+    QVERIFY(left_early);  // rows were dropped from the batch along the way
   }
 
   void stopsAndLeavesTheBatch() {

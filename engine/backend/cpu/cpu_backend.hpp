@@ -57,6 +57,8 @@ class CpuBackend final : public Backend {
                       float* logp, float* entropy) override;
   void token_logprobs_backward(const Matrix& logits, const int32_t* targets, float inv_temperature,
                                const float* dlogp, const Matrix& dlogits) override;
+  void sample_tokens(const Matrix& logits, float inv_temperature, const double* uniforms,
+                     int32_t* tokens, float* logprobs) override;
   float amax(const Matrix& x) override;
   void kv_write(const Matrix& k, const Matrix& v, const int32_t* slot_ids, const int32_t* positions,
                 const KvCacheView& cache) override;
@@ -78,6 +80,20 @@ void cpu_blas_init();
 // Name and thread count of the BLAS the CPU GEMMs call (e.g. "OpenBLAS 0.3.21 (2 threads)"),
 // or a note that the built-in loop is used.
 std::string cpu_blas_description();
+
+// Sampling steps of one row, shared by CpuBackend::sample_tokens and host sampling
+// (rollout/sampling.cpp) so that both choose identical tokens (cpu/sampling.cpp).
+// Fills e[j] = exp(z_j − max z), z_j = logits[j]·inv_t (FP32), and returns lse = max z + log Σ e
+// with the FP32 sum in index order (also stored in *sum when given): the steps of
+// token_logprobs. Not finite when the row holds a NaN or +inf logit or only −inf ones (then no
+// token may be drawn from it).
+float cpu_softmax_exps(const float* logits, int64_t V, float inv_t, float* e, float* sum = nullptr);
+// Inverse CDF of e[0..V) in index order with FP64 sums: the smallest j with Σ_{i≤j} e_i > u·Σ e
+// (u < 0 counts as 0); the last j with e_j > 0 when none qualifies (u ≥ 1); −1 when Σ e is NaN
+// or not positive.
+int64_t cpu_inverse_cdf(const float* e, int64_t V, double u);
+// The first index of the largest logit (greedy decoding); V > 0, no NaN.
+int64_t cpu_argmax(const float* logits, int64_t V);
 
 // C[M,N] = A[M,K] · B[N,K]ᵀ + beta·C in FP32 (BLAS sgemm when available).
 void cpu_sgemm_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float beta,
