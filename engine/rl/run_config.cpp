@@ -18,7 +18,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
   static const std::map<std::string, std::vector<std::string>> c = {
       {"backend", {"auto", "cpu", "cuda"}},
       {"task.name", {"reverse", "addition", "sort", "jsonl"}},
-      {"task.reward", {"exact", "numeric"}},
+      {"task.reward", {"auto", "shaped", "partial", "exact", "numeric"}},
       {"precision.default", {"fp32", "bf16", "fp8"}},
       {"precision.kv_cache", {"fp32", "bf16", "fp8"}},
       {"precision.scale_format", {"fp32", "pow2"}},
@@ -56,7 +56,7 @@ task:
   max_len: 6
   validation_size: 64
   path: ""
-  reward: exact
+  reward: auto
 model:
   hidden_size: 128
   num_hidden_layers: 2

@@ -19,8 +19,18 @@ double partial_credit(const std::string& answer, const std::string& response, bo
   return static_cast<double>(right) / static_cast<double>(n);
 }
 
+double shaped_reward(const std::string& answer, const std::string& response, bool ended) {
+  if (!ended) return 0.0;
+  return 0.5 * partial_credit(answer, response, ended) + (response == answer ? 0.5 : 0.0);
+}
+
+Task::Task(const TaskConfig& cfg) : reward_(cfg.reward) {}
+
 double Task::reward(const Example& ex, const std::string& response, bool ended) const {
-  return partial_credit(ex.answer, response, ended);
+  if (!ended) return 0.0;
+  if (reward_ == "exact") return response == ex.answer ? 1.0 : 0.0;
+  if (reward_ == "partial") return partial_credit(ex.answer, response, ended);
+  return shaped_reward(ex.answer, response, ended);
 }
 
 std::vector<int32_t> Task::encode_prompt(const std::string& prompt) const {
@@ -37,7 +47,10 @@ namespace {
 class GeneratedTask : public Task {
  public:
   GeneratedTask(std::string name, std::string symbols, const TaskConfig& cfg)
-      : name_(std::move(name)), cfg_(cfg) {
+      : Task(cfg), name_(std::move(name)), cfg_(cfg) {
+    check(cfg.reward != "numeric", "task.reward 'numeric' is for the jsonl task; " + name_ +
+                                       " takes one of: auto, shaped, partial, exact");
+    if (reward_ == "auto") reward_ = "shaped";
     tokenizer_ = CharTokenizer(symbols);
   }
   std::string name() const override { return name_; }
@@ -136,10 +149,9 @@ class AdditionTask : public GeneratedTask {
 // (optional "split": "train" | "validation"; without it the last 10% validate).
 class JsonlTask : public Task {
  public:
-  explicit JsonlTask(const TaskConfig& c) : cfg_(c) {
+  explicit JsonlTask(const TaskConfig& c) : Task(c), cfg_(c) {
     check(!c.path.empty(), "task.path is required for the jsonl task");
-    check(c.reward == "exact" || c.reward == "numeric",
-          "task.reward '" + c.reward + "' is not one of: exact, numeric");
+    if (reward_ == "auto") reward_ = "exact";
     std::ifstream in(c.path);
     check(in.good(), "task.path: cannot open " + c.path);
     std::string line, symbols;
@@ -169,7 +181,7 @@ class JsonlTask : public Task {
       };
       Example ex{field("prompt"), field("answer")};
       if (ex.prompt.empty()) throw Error(c.path + ":" + std::to_string(n) + ": empty prompt");
-      if (c.reward == "numeric") {
+      if (reward_ == "numeric") {
         char* end = nullptr;
         std::strtod(ex.answer.c_str(), &end);
         if (ex.answer.empty() || *end)
@@ -201,8 +213,8 @@ class JsonlTask : public Task {
   Example sample(Rng& rng) const override { return train_[rng.next() % train_.size()]; }
   int64_t max_response_tokens() const override { return longest_ + 1; }
   double reward(const Example& ex, const std::string& response, bool ended) const override {
+    if (reward_ != "numeric") return Task::reward(ex, response, ended);
     if (!ended) return 0.0;
-    if (cfg_.reward == "exact") return response == ex.answer ? 1.0 : 0.0;
     char* end = nullptr;
     const double got = std::strtod(response.c_str(), &end);
     if (response.empty() || *end) return 0.0;
@@ -210,6 +222,7 @@ class JsonlTask : public Task {
                                                                                               : 0.0;
   }
   bool correct(const Example& ex, const std::string& response, bool ended) const override {
+    if (reward_ != "numeric") return Task::correct(ex, response, ended);
     return reward(ex, response, ended) >= 1.0;
   }
 

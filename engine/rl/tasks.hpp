@@ -13,6 +13,18 @@
 
 namespace fp8rl {
 
+struct TaskConfig {
+  std::string name = "reverse";      // reverse | addition | sort | jsonl
+  int64_t min_len = 3, max_len = 6;  // letters (reverse), digits (addition, sort)
+  int64_t validation_size = 64;
+  std::string path;  // jsonl: the file
+  // auto (shaped for the built-in tasks, exact for jsonl) | exact | partial | shaped |
+  // numeric (jsonl only: the response parsed as a number, within numeric_tolerance)
+  std::string reward = "auto";
+  double numeric_tolerance = 1e-6;
+  uint64_t seed = 0;  // validation set seed
+};
+
 struct Example {
   std::string prompt;  // e.g. "dcab="
   std::string answer;  // e.g. "bacd"
@@ -20,6 +32,7 @@ struct Example {
 
 class Task {
  public:
+  explicit Task(const TaskConfig& cfg);
   virtual ~Task() = default;
   virtual std::string name() const = 0;
   const CharTokenizer& tokenizer() const { return tokenizer_; }
@@ -27,8 +40,7 @@ class Task {
   virtual Example sample(Rng& rng) const = 0;
   const std::vector<Example>& validation() const { return validation_; }
   // Reward in [0, 1] of a decoded response (without <eos>); `ended` = the response ended
-  // with <eos>. Built-in tasks give partial credit (fraction of answer positions right) and 0
-  // without <eos>; jsonl tasks give exact-match or numeric rewards.
+  // with <eos>; 0 without it. The kind follows task.reward (see TaskConfig).
   virtual double reward(const Example& ex, const std::string& response, bool ended) const;
   // Exact match (the accuracy the run reports).
   virtual bool correct(const Example& ex, const std::string& response, bool ended) const {
@@ -41,20 +53,17 @@ class Task {
  protected:
   CharTokenizer tokenizer_;
   std::vector<Example> validation_;
+  std::string reward_;  // task.reward with auto resolved by the task
 };
 
 // Partial credit: matching positions / max(len(answer), len(response)); 0 without <eos>.
 double partial_credit(const std::string& answer, const std::string& response, bool ended);
-
-struct TaskConfig {
-  std::string name = "reverse";      // reverse | addition | sort | jsonl
-  int64_t min_len = 3, max_len = 6;  // letters (reverse), digits (addition, sort)
-  int64_t validation_size = 64;
-  std::string path;              // jsonl: the file
-  std::string reward = "exact";  // jsonl: exact | numeric
-  double numeric_tolerance = 1e-6;
-  uint64_t seed = 0;  // validation set seed
-};
+// Shaped: half partial credit, half exact match. Partial credit alone lets a policy settle on
+// "almost right" (e.g. dropping the last character of long answers still earns 0.8 and, once
+// sampling has sharpened, no group sees the exact answer again); the exact-match half keeps
+// the full answer clearly better than any near miss while partial credit still gives a
+// gradient before the first exact answers appear.
+double shaped_reward(const std::string& answer, const std::string& response, bool ended);
 
 // Makes a task; errors name the bad field (and, for jsonl, the line and what is wrong).
 std::unique_ptr<Task> make_task(const TaskConfig& cfg);

@@ -76,11 +76,11 @@ class TestDemo : public QObject {
     const Curve bf = train({"--set", "precision.default=bf16"});
     QVERIFY2(bf.rewards.size() >= 40, "the BF16 demo run failed");
     qInfo("bf16 demo: validation %.3f → %.3f", bf.first_val, bf.last_val);
-    // Measured: seed 1 (this preset) fp8 0.719 vs bf16 0.563; seed 2 fp8 0.359 vs bf16 0.344.
-    // The gap is within the seed-to-seed spread of single 400-step runs (0.36 … 0.72 for FP8
-    // alone), so this checks for a gross FP8 failure; the 0.05 parity target needs averages
-    // over seeds (see docs/training.md).
-    QVERIFY2(std::fabs(bf.last_val - f8.last_val) <= 0.2,
+    // The acceptance target: same preset and seed, final validation within 0.05. Measured on
+    // the 2-core machine: fp8 0.148 → 0.930, bf16 0.133 → 0.922 (docs/training.md). Both runs
+    // end near the task's ceiling, so the comparison is not at the mercy of where two chaotic
+    // trajectories happen to be at step 400.
+    QVERIFY2(std::fabs(bf.last_val - f8.last_val) <= 0.05,
              qPrintable(QString("fp8 %1 vs bf16 %2").arg(f8.last_val).arg(bf.last_val)));
   }
 };

@@ -117,6 +117,9 @@ class TestRl : public QObject {
     QCOMPARE(partial_credit("abcd", "abxd", true), 0.75);
     QCOMPARE(partial_credit("abcd", "abcdef", true), 4.0 / 6.0);
     QCOMPARE(partial_credit("abcd", "abcd", false), 0.0);  // no <eos>
+    QCOMPARE(shaped_reward("abcd", "abcd", true), 1.0);
+    QCOMPARE(shaped_reward("abcd", "abc", true), 0.5 * 0.75);  // a dropped character
+    QCOMPARE(shaped_reward("abcd", "abcd", false), 0.0);
     TaskConfig tc;
     for (const char* name : {"reverse", "sort", "addition"}) {
       tc.name = name;
@@ -138,6 +141,17 @@ class TestRl : public QObject {
     Rng rng(1);
     const Example ex = make_task(tc)->sample(rng);
     QCOMPARE(std::string(ex.answer.rbegin(), ex.answer.rend()) + "=", ex.prompt);
+    // The reward kinds: auto is shaped for the built-in tasks.
+    const std::string near_miss = ex.answer.substr(0, ex.answer.size() - 1);
+    const double partial = partial_credit(ex.answer, near_miss, true);
+    QCOMPARE(make_task(tc)->reward(ex, near_miss, true), 0.5 * partial);
+    tc.reward = "partial";
+    QCOMPARE(make_task(tc)->reward(ex, near_miss, true), partial);
+    tc.reward = "exact";
+    QCOMPARE(make_task(tc)->reward(ex, near_miss, true), 0.0);
+    QCOMPARE(make_task(tc)->reward(ex, ex.answer, true), 1.0);
+    tc.reward = "numeric";
+    QVERIFY(error_of([&] { make_task(tc); }).contains("task.reward 'numeric' is for the jsonl"));
   }
 
   void jsonlTaskAndErrors() {
@@ -160,6 +174,9 @@ class TestRl : public QObject {
     QCOMPARE(t->reward(v, "7", true), 1.0);
     QCOMPARE(t->reward(v, "7.0", true), 1.0);  // numeric
     QCOMPARE(t->reward(v, "8", true), 0.0);
+    tc.reward = "auto";  // exact for jsonl
+    QCOMPARE(make_task(tc)->reward(v, "7.0", true), 0.0);
+    QCOMPARE(make_task(tc)->reward(v, "7", true), 1.0);
     tc.reward = "exact";
     {
       std::ofstream f(path);
