@@ -268,9 +268,12 @@ LaunchDialog* MainWindow::openLaunchDialog() {
   }
   delete dialog_;
   auto& cli = session_->cli();
+  // Without the engine's choices the fields are free text; the engine still validates them.
+  const LaunchDialog::Choices choices = cli.settingChoices(&error);
+  if (choices.isEmpty()) statusBar()->showMessage(error, 10000);
   dialog_ = new LaunchDialog(
       presets, [&cli](const QString& p, QString* err) { return cli.presetConfig(p, err); },
-      [&cli](const Json& c) { return cli.validate(c); }, this);
+      [&cli](const Json& c) { return cli.validate(c); }, choices, this);
   connect(dialog_, &QDialog::accepted, this, [this] {
     const QString err = session_->launch(dialog_->config(), dialog_->runName(), dialog_->preset());
     if (!err.isEmpty())

@@ -49,9 +49,16 @@ int cmd_train(const std::vector<std::string>& args) {
     }
   }
   const Args a(rest, {"preset", "config", "backend", "output", "db", "name", "resume"},
-               {"json", "help", "print-config", "no-db", "list-presets"});
+               {"json", "help", "print-config", "no-db", "list-presets", "list-choices"});
   if (a.flag("list-presets")) {
     for (const auto& n : RunConfig::preset_names()) std::printf("%s\n", n.c_str());
+    return 0;
+  }
+  if (a.flag("list-choices")) {  // {"key": ["allowed", ...], ...}
+    Json::Object out;
+    for (const auto& [key, allowed] : RunConfig::choices())
+      out[key] = Json::Array(allowed.begin(), allowed.end());
+    std::printf("%s\n", Json(out).dump(2).c_str());
     return 0;
   }
   const bool resuming = !a.get("resume", "").empty();
@@ -61,7 +68,7 @@ int cmd_train(const std::vector<std::string>& args) {
         "...]\n"
         "                   [--json] [--db PATH] [--name NAME] [--backend auto|cpu|cuda]\n"
         "                   [--output DIR] [--print-config] [--no-db]\n"
-        "       fp8rl train --list-presets\n\n"
+        "       fp8rl train --list-presets | --list-choices\n\n"
         "Runs GRPO (with optional supervised warm-up), recording every step in the run database\n"
         "(default: $FP8RL_DB or ~/.local/share/fp8rl/runs.sqlite). Prints a progress line per\n"
         "step, or with --json one JSON object per step and a final summary. Ctrl-C stops at\n"

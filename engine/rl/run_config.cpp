@@ -13,22 +13,6 @@
 namespace fp8rl {
 namespace {
 
-// Allowed values of the string settings.
-const std::map<std::string, std::vector<std::string>>& choices() {
-  static const std::map<std::string, std::vector<std::string>> c = {
-      {"backend", {"auto", "cpu", "cuda"}},
-      {"task.name", {"reverse", "addition", "sort", "jsonl"}},
-      {"task.reward", {"auto", "shaped", "partial", "exact", "numeric"}},
-      {"precision.default", {"fp32", "bf16", "fp8"}},
-      {"precision.kv_cache", {"fp32", "bf16", "fp8"}},
-      {"precision.scale_format", {"fp32", "pow2"}},
-      {"grpo.advantage", {"mean_std", "leave_one_out"}},
-      {"grpo.importance", {"tis", "icepop", "off"}},
-      {"optimizer.schedule", {"constant", "cosine"}},
-  };
-  return c;
-}
-
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
@@ -44,6 +28,21 @@ std::string read_file(const std::string& path) {
 }
 
 }  // namespace
+
+const std::map<std::string, std::vector<std::string>>& RunConfig::choices() {
+  static const std::map<std::string, std::vector<std::string>> c = {
+      {"backend", {"auto", "cpu", "cuda"}},
+      {"task.name", {"reverse", "addition", "sort", "jsonl"}},
+      {"task.reward", {"auto", "shaped", "partial", "exact", "numeric"}},
+      {"precision.default", {"fp32", "bf16", "fp8"}},
+      {"precision.kv_cache", {"fp32", "bf16", "fp8"}},
+      {"precision.scale_format", {"fp32", "pow2"}},
+      {"grpo.advantage", {"mean_std", "leave_one_out"}},
+      {"grpo.importance", {"tis", "icepop", "off"}},
+      {"optimizer.schedule", {"constant", "cosine"}},
+  };
+  return c;
+}
 
 Json RunConfig::defaults() {
   return parse_yaml(R"(
@@ -172,7 +171,7 @@ void apply_override(Json& doc, const std::string& assignment) {
 RunConfig RunConfig::from_json(const Json& in) {
   Json doc = defaults();
   overlay(doc, in, "");
-  for (const auto& [path, allowed] : choices()) {
+  for (const auto& [path, allowed] : RunConfig::choices()) {
     const size_t dot = path.find('.');
     const Json& v = dot == std::string::npos ? doc.at(path)
                                              : doc.at(path.substr(0, dot)).at(path.substr(dot + 1));

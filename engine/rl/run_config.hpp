@@ -3,6 +3,7 @@
 // types and values outside the allowed set are errors naming the key and what is allowed.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ struct RunConfig {
   // file, applies `key=value` overrides, validates.
   static RunConfig load(const std::string& preset, const std::string& file,
                         const std::vector<std::string>& sets);
+  // The allowed values of every string setting with a fixed set, by dotted key
+  // ("task.reward" → auto, shaped, …): what `fp8rl train --list-choices` prints.
+  static const std::map<std::string, std::vector<std::string>>& choices();
   // Where presets are looked up, and the names found there.
   static std::vector<std::string> preset_dirs();
   static std::vector<std::string> preset_names();

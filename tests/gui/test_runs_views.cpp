@@ -488,8 +488,11 @@ class TestRunsViews : public QObject {
   // --- LaunchDialog
 
   void dialogBuildsTheForm() {
+    const LaunchDialog::Choices choices = {{"grpo.importance", {"tis", "icepop", "off"}},
+                                           {"precision.default", {"fp8", "bf16", "fp32"}},
+                                           {"backend", {"auto", "cpu", "cuda"}}};
     LaunchDialog d(
-        {"demo"}, [](const QString&, QString*) { return demoConfig(); }, fakeValidate);
+        {"demo"}, [](const QString&, QString*) { return demoConfig(); }, fakeValidate, choices);
     QCOMPARE(d.preset(), QString("demo"));
     QCOMPARE(d.runName(), QString("demo"));
     QCOMPARE(d.launchButton()->text(), QString("Launch"));
@@ -520,6 +523,7 @@ class TestRunsViews : public QObject {
     QVERIFY(d.findChild<QComboBox*>("backend"));
     QVERIFY(d.findChild<QCheckBox*>("samples.enabled"));
     QVERIFY(d.findChild<QLineEdit*>("task.path"));
+    QVERIFY(d.findChild<QLineEdit*>("grpo.advantage"));  // no choices given: free text
 
     // One tab per section plus "general".
     auto* tabs = d.findChild<QTabWidget*>();

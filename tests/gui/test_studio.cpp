@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include <QAction>
+#include <QComboBox>
 #include <QPushButton>
 #include <QSettings>
 #include <QTabWidget>
@@ -34,6 +35,12 @@ qint64 launch_from_dialog(MainWindow& w, const QString& precision, const QString
   LaunchDialog* d = w.openLaunchDialog();
   if (!d) return -1;
   d->setPreset(QStringLiteral("demo"));
+  // The choice fields list what the engine allows (fp8rl train --list-choices).
+  const auto* reward = d->findChild<QComboBox*>(QStringLiteral("task.reward"));
+  if (!reward || reward->findText(QStringLiteral("shaped")) < 0) {
+    qWarning() << "task.reward offers no engine choices";
+    return -1;
+  }
   const std::pair<const char*, QString> fields[] = {{"sft.steps", "0"},
                                                     {"grpo.steps", "300"},
                                                     {"grpo.prompts_per_step", "4"},

@@ -341,6 +341,16 @@ class TestCli : public QObject {
     QVERIFY2(r.out.contains("--warmup must be at least 1"), qPrintable(r.out));
   }
 
+  // The allowed values of the string settings, as the studio's launch form offers them.
+  void trainListsChoices() {
+    const auto r = run(kCli, {"train", "--list-choices"});
+    QCOMPARE(r.code, 0);
+    const auto doc = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QVERIFY2(doc["task.reward"].toArray().contains(QStringLiteral("shaped")), qPrintable(r.out));
+    QVERIFY(doc["precision.kv_cache"].toArray().contains(QStringLiteral("fp8")));
+    QVERIFY(doc["grpo.importance"].toArray().contains(QStringLiteral("icepop")));
+  }
+
   // The GPU preset loads and validates on the CPU, and runs end to end with tiny sizes.
   void gpuPresetSmoke() {
     auto r = run(kCli, {"train", "--preset", "gpu", "--print-config"});

@@ -50,6 +50,26 @@ QStringList EngineCli::presets(QString* error) const {
   return QString::fromUtf8(out).split('\n', Qt::SkipEmptyParts);
 }
 
+QMap<QString, QStringList> EngineCli::settingChoices(QString* error) const {
+  QByteArray out;
+  if (!run({QStringLiteral("train"), QStringLiteral("--list-choices")}, &out, error)) return {};
+  QMap<QString, QStringList> choices;
+  try {
+    const Json doc = Json::parse(out.toStdString());
+    for (const auto& [key, values] : doc.as_object("the choices")) {
+      QStringList list;
+      for (const Json& v : values.as_array(key)) list << QString::fromStdString(v.as_string(key));
+      choices.insert(QString::fromStdString(key), list);
+    }
+  } catch (const Error& e) {
+    if (error)
+      *error = QStringLiteral("unreadable setting choices from %1: %2")
+                   .arg(exe_, QString::fromStdString(e.message()));
+    return {};
+  }
+  return choices;
+}
+
 Json EngineCli::presetConfig(const QString& preset, QString* error) const {
   QByteArray out;
   if (!run({QStringLiteral("train"), QStringLiteral("--preset"), preset,

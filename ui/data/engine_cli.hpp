@@ -3,6 +3,7 @@
 // a worker that outlives the studio.
 #pragma once
 
+#include <QMap>
 #include <QString>
 #include <QStringList>
 
@@ -17,6 +18,9 @@ class EngineCli {
 
   // Preset names (`fp8rl train --list-presets`); empty with *error set on failure.
   QStringList presets(QString* error = nullptr) const;
+  // The allowed values of the string settings with a fixed set, by dotted key
+  // (`fp8rl train --list-choices`); empty with *error set on failure.
+  QMap<QString, QStringList> settingChoices(QString* error = nullptr) const;
   // A preset's full configuration (`--print-config`), or null with *error set.
   Json presetConfig(const QString& preset, QString* error = nullptr) const;
   // "" when the configuration is valid, else the engine's message (naming the setting).

@@ -30,22 +30,6 @@ QString qs(const std::string& s) {
 constexpr const char* kOverridesKey = "precision.overrides";
 constexpr int kMaxGridLayers = 1024;
 
-// The engine's allowed values of its string settings (engine/rl/run_config.cpp).
-const QMap<QString, QStringList>& choices() {
-  static const QMap<QString, QStringList> c = {
-      {"backend", {"auto", "cpu", "cuda"}},
-      {"task.name", {"reverse", "addition", "sort", "jsonl"}},
-      {"task.reward", {"exact", "numeric"}},
-      {"precision.default", {"fp8", "bf16", "fp32"}},
-      {"precision.kv_cache", {"bf16", "fp8", "fp32"}},
-      {"precision.scale_format", {"fp32", "pow2"}},
-      {"grpo.advantage", {"mean_std", "leave_one_out"}},
-      {"grpo.importance", {"tis", "icepop", "off"}},
-      {"optimizer.schedule", {"constant", "cosine"}},
-  };
-  return c;
-}
-
 // Sections in the order a user fills them in; others follow alphabetically.
 const QStringList& sectionOrder() {
   static const QStringList o = {"task", "model",      "precision", "grpo",      "optimizer",
@@ -173,10 +157,11 @@ const Json* findPath(const Json& root, const QString& key) {
 }  // namespace
 
 LaunchDialog::LaunchDialog(const QStringList& presets, PresetLoader load, Validator validate,
-                           QWidget* parent)
+                           Choices choices, QWidget* parent)
     : QDialog(parent),
       load_(std::move(load)),
       validate_(std::move(validate)),
+      choices_(std::move(choices)),
       presets_(new QComboBox(this)),
       name_(new QLineEdit(this)),
       sections_(new QTabWidget(this)),
@@ -384,9 +369,9 @@ void LaunchDialog::addFields(QFormLayout* form, const QString& key, const Json& 
     connect(box, &QCheckBox::toggled, this, [this, key] { fieldEdited(key); });
     editor = box;
     kind = Kind::kBool;
-  } else if (value.is_string() && choices().contains(key)) {
+  } else if (value.is_string() && choices_.contains(key)) {
     auto* combo = new QComboBox(host);
-    combo->addItems(choices().value(key));
+    combo->addItems(choices_.value(key));
     const QString current = qs(value.as_string());
     if (combo->findText(current) < 0) combo->addItem(current);  // the validator will say why
     combo->setCurrentText(current);

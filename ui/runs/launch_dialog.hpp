@@ -34,8 +34,12 @@ class LaunchDialog : public QDialog {
   // "" when config is valid, else the engine's message (which names the setting).
   using Validator = std::function<QString(const Json& config)>;
 
+  // The engine's allowed values of its string settings (EngineCli::settingChoices): those
+  // fields get a combo box; without an entry a field is free text (the validator still checks).
+  using Choices = QMap<QString, QStringList>;
+
   LaunchDialog(const QStringList& presets, PresetLoader load, Validator validate,
-               QWidget* parent = nullptr);
+               Choices choices = {}, QWidget* parent = nullptr);
 
   QString preset() const;
   void setPreset(const QString& name);
@@ -72,6 +76,7 @@ class LaunchDialog : public QDialog {
   void clearErrors();
   PresetLoader load_;
   Validator validate_;
+  Choices choices_;
   QComboBox* presets_;
   QLineEdit* name_;
   QTabWidget* sections_;
