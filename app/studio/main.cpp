@@ -22,11 +22,13 @@
 #include "ui/data/studio_session.hpp"
 #include "ui/main_window.hpp"
 #include "ui/run/run_view.hpp"
+#include "ui/runs/launch_dialog.hpp"
 #include "ui/runs/runs_panel.hpp"
 #include "ui/system_report_view.hpp"
 
 namespace {
 
+using fp8rl::ui::LaunchDialog;
 using fp8rl::ui::MainWindow;
 
 void settle(int ms) {
@@ -42,7 +44,8 @@ QString slug(QString s) {
   return s.toLower().remove('&').simplified().replace(' ', '-');
 }
 
-// Saves the run view's tabs, the compare view and the system report as DIR/studio-*.png.
+// Saves the run view's tabs, the compare view, the system report and the launch dialog as
+// DIR/studio-*.png.
 void save_screenshots(MainWindow& w, const QString& dir, qint64 run,
                       const std::vector<int64_t>& compare) {
   QDir().mkpath(dir);
@@ -68,6 +71,15 @@ void save_screenshots(MainWindow& w, const QString& dir, qint64 run,
   }
   w.centralTabs()->setCurrentWidget(w.system_report());
   save(QStringLiteral("system"));
+  if (LaunchDialog* d = w.openLaunchDialog()) {
+    d->setPreset(QStringLiteral("demo"));
+    if (auto* sections = d->findChild<QTabWidget*>())  // the task section: its reward choices
+      for (int i = 0; i < sections->count(); ++i)
+        if (sections->tabText(i) == QStringLiteral("task")) sections->setCurrentIndex(i);
+    settle(400);
+    d->grab().save(QDir(dir).filePath(QStringLiteral("studio-launch.png")));
+    d->close();
+  }
 }
 
 // The screenshot scenario: what a user does in the studio, driven through the real session.

@@ -89,6 +89,7 @@ class TestCharts : public QObject {
   void emaDebiased();
   void xAxisKinds();
   void logY();
+  void tinyRangeTicksReadDifferently();
   void ignoreOutliers();
   void followStopsOnZoom();
   void markersAndThresholds();
@@ -296,6 +297,18 @@ void TestCharts::logY() {
   chart->setLogY(false);
   QCOMPARE(chart->plot()->yAxis->scaleType(), QCPAxis::stLinear);
   QVERIFY(chart->plot()->yAxis->ticker().dynamicCast<QCPAxisTickerLog>().isNull());
+}
+
+// A curve that moves by 1e-8 around 1 gets tick labels that differ from each other.
+void TestCharts::tinyRangeTicksReadDifferently() {
+  auto chart = make_chart();
+  chart->setSmoothing(0);
+  chart->addCurve(QStringLiteral("mult err"), Qt::red);
+  chart->setCurveData(0, series(50, [](int s) { return 1.0 + 1e-8 * (s % 7); }));
+  chart->replotNow();
+  const QVector<QString> labels = chart->plot()->yAxis->tickVectorLabels();
+  QVERIFY(labels.size() >= 3);
+  QCOMPARE(QSet<QString>(labels.begin(), labels.end()).size(), labels.size());
 }
 
 void TestCharts::ignoreOutliers() {

@@ -1,7 +1,7 @@
 #include "ui/charts/chart_view.hpp"
 
-#include "ui/charts/chart_style.hpp"
 #include <qcustomplot.h>
+#include "ui/charts/chart_style.hpp"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -185,6 +185,7 @@ struct ChartView::Impl {
   bool xRange(double* lo, double* hi) const;
   void yRange(double* lo, double* hi) const;
   void doRescale();
+  void updateYPrecision(const QCPRange& r);
   void optionChangedRescale();
   void positionMarkers();
   bool markerX(double step, double* x) const;
@@ -315,7 +316,10 @@ void ChartView::Impl::buildUi() {
   // Plot interaction: zoom/pan stop the autoscale, double-click resumes it.
   QObject::connect(plot, &QCustomPlot::beforeReplot, q, [this] { beforeReplot(); });
   QObject::connect(plot->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), q,
-                   [this](const QCPRange&) { updateEdges(false); });
+                   [this](const QCPRange& r) {
+                     updateYPrecision(r);
+                     updateEdges(false);
+                   });
   QObject::connect(plot, &QCustomPlot::mouseWheel, q, [this](QWheelEvent*) { follow = false; });
   QObject::connect(plot, &QCustomPlot::mouseMove, q, [this](QMouseEvent* e) {
     if (e->buttons() != Qt::NoButton) {
@@ -616,6 +620,18 @@ void ChartView::Impl::yRange(double* lo, double* hi) const {
     *lo = mn - pad;
     *hi = mx + pad;
   }
+}
+
+void ChartView::Impl::updateYPrecision(const QCPRange& r) {
+  if (log_y) return;
+  // Enough significant digits that neighbouring ticks read differently: a curve that moves by
+  // 1e-8 around 1 (token_mult_prob_error) otherwise shows "1" on every tick.
+  const double magnitude = std::max(std::fabs(r.lower), std::fabs(r.upper));
+  const double step = r.size() / 5.0;  // about the ticker's spacing
+  int digits = 6;
+  if (magnitude > 0 && step > 0 && std::isfinite(magnitude / step))
+    digits = std::clamp(static_cast<int>(std::ceil(std::log10(magnitude / step))) + 1, 6, 15);
+  plot->yAxis->setNumberPrecision(digits);
 }
 
 void ChartView::Impl::doRescale() {
