@@ -2,8 +2,8 @@
 # Screenshots of every studio view in a real X window (Xvfb), saved into docs/screenshots/.
 # The studio launches two short demo runs itself (FP8 and BF16, with a live precision edit on
 # the FP8 run) into a throwaway database, waits for them, then saves each run-view tab, the
-# compare view, the system report and the launch form. Needs a build (./run.sh or ./test.sh first); installs
-# xvfb, xauth and fonts when missing (root). Takes a few minutes on two cores.
+# compare view, the system report and the launch form. Needs a build (./run.sh or ./test.sh
+# first); installs xvfb, xauth and fonts when missing (root). Takes a few minutes on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for p in xvfb xauth fonts-dejavu-core; do
