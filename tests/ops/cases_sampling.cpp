@@ -95,17 +95,22 @@ SamplingInput make_input(Rng& rng, int64_t M, int64_t V, double temperature, DTy
   return in;
 }
 
+// Uploads the case's logits into L in its dtype (BF16 rounded from the FP32 values).
+void upload_logits(Guarded& L, const SamplingInput& in) {
+  if (in.dtype == DType::f32) {
+    L.upload(in.logits.data());
+    return;
+  }
+  std::vector<bf16> b(in.logits.size());
+  for (size_t i = 0; i < b.size(); ++i) b[i] = float_to_bf16(in.logits[i]);
+  L.upload(b.data());
+}
+
 SamplingOutput run_op(Backend& be, const SamplingInput& in) {
   const size_t n = in.logits.size();
   Guarded L(be, n * dtype_size(in.dtype)), U(be, in.uniforms.size() * 8),
       T(be, static_cast<size_t>(in.M) * 4), P(be, static_cast<size_t>(in.M) * 4);
-  if (in.dtype == DType::f32) {
-    L.upload(in.logits.data());
-  } else {
-    std::vector<bf16> b(n);
-    for (size_t i = 0; i < n; ++i) b[i] = float_to_bf16(in.logits[i]);
-    L.upload(b.data());
-  }
+  upload_logits(L, in);
   U.upload(in.uniforms.data());
   be.sample_tokens(Matrix{L.data(), in.M, in.V, in.dtype}, in.inv_t(),
                    in.greedy() ? nullptr : static_cast<const double*>(U.data()),
@@ -124,13 +129,7 @@ std::vector<float> trainer_logprobs(Backend& be, const SamplingInput& in,
   const size_t n = in.logits.size();
   Guarded L(be, n * dtype_size(in.dtype)), T(be, static_cast<size_t>(in.M) * 4),
       P(be, static_cast<size_t>(in.M) * 4);
-  if (in.dtype == DType::f32) {
-    L.upload(in.logits.data());
-  } else {
-    std::vector<bf16> b(n);
-    for (size_t i = 0; i < n; ++i) b[i] = float_to_bf16(in.logits[i]);
-    L.upload(b.data());
-  }
+  upload_logits(L, in);
   std::vector<int32_t> targets(tokens);
   for (auto& t : targets) t = std::max(t, 0);
   T.upload(targets.data());
