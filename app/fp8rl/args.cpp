@@ -1,5 +1,7 @@
 #include "args.hpp"
 
+#include <limits>
+
 #include "core/error.hpp"
 
 namespace fp8rl::cli {
@@ -47,19 +49,24 @@ std::string Args::get(const std::string& name, const std::string& fallback) cons
   return it == values_.end() ? fallback : it->second;
 }
 
+bool parse_integer(const std::string& text, long long* out) {
+  size_t used = 0;
+  try {
+    *out = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return !text.empty() && used == text.size();
+}
+
 int Args::get_int(const std::string& name, int fallback) const {
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;
-  size_t used = 0;
-  int v = 0;
-  try {
-    v = std::stoi(it->second, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  check(used == it->second.size() && !it->second.empty(),
+  long long v = 0;
+  check(parse_integer(it->second, &v) && v >= std::numeric_limits<int>::min() &&
+            v <= std::numeric_limits<int>::max(),
         "option --" + name + " needs an integer, got '" + it->second + "'");
-  return v;
+  return static_cast<int>(v);
 }
 
 }  // namespace fp8rl::cli

@@ -9,6 +9,10 @@
 
 namespace fp8rl::cli {
 
+// Parses the whole of text as a decimal integer; false for empty text, trailing characters or
+// out of range.
+bool parse_integer(const std::string& text, long long* out);
+
 class Args {
  public:
   // args: the words after the command; valued/flags: the options this command accepts

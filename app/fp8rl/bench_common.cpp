@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "args.hpp"
 #include "backend/backend_registry.hpp"
 #include "bench.hpp"
 #include "core/error.hpp"
@@ -101,16 +102,10 @@ std::string describe(const ModelConfig& c) {
 }
 
 int64_t integer_option(const std::string& text, const std::string& option, int64_t min) {
-  size_t used = 0;
   long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  check(!text.empty() && used == text.size() && v >= min,
-        "option --" + option + " needs a " + (min > 0 ? "positive" : "non-negative") +
-            " integer, got '" + text + "'");
+  check(parse_integer(text, &v) && v >= min, "option --" + option + " needs a " +
+                                                 (min > 0 ? "positive" : "non-negative") +
+                                                 " integer, got '" + text + "'");
   return v;
 }
 
@@ -124,14 +119,8 @@ std::vector<int64_t> parse_positive_list(const std::string& text, const std::str
   while (true) {
     const size_t end = std::min(text.find(',', pos), text.size());
     const std::string item = text.substr(pos, end - pos);
-    size_t used = 0;
     long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    check(!item.empty() && used == item.size() && v > 0,
+    check(parse_integer(item, &v) && v > 0,
           "option --" + option + ": '" + item + "' in '" + text +
               "' is not a positive integer (give one or a comma list, e.g. 64,256)");
     out.push_back(v);

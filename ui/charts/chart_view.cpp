@@ -890,7 +890,7 @@ void ChartView::setLogY(bool on) {
     y->setScaleType(QCPAxis::stLinear);
     y->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
     y->setNumberFormat(QStringLiteral("gb"));
-    y->setNumberPrecision(6);
+    d_->updateYPrecision(y->range());
   }
   for (auto& c : d_->curves) c->dirty = true;
   d_->optionChangedRescale();

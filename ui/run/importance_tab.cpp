@@ -114,11 +114,7 @@ void ImportanceTab::refresh() {
   oob_->setCurveData(0, run_->series(metric::kOutOfBounds));
   ess_->setCurveData(0, run_->series(metric::kEss));
   mean_w_->setCurveData(0, run_->series(metric::kMeanWeight));
-  const auto markers = precisionMarkers(run_);
-  if (markers.size() != markers_) {
-    markers_ = markers.size();
-    for (ChartView* chart : charts()) chart->setMarkers(markers);
-  }
+  syncPrecisionMarkers(run_, charts(), &markers_);
   updateSteps();
   updateHeatmap();
 }

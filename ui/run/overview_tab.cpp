@@ -97,11 +97,7 @@ void OverviewTab::refresh() {
   if (run_->version == version_) return;
   version_ = run_->version;
   for (const Binding& b : bindings_) b.chart->setCurveData(b.curve, run_->series(b.key));
-  const auto markers = precisionMarkers(run_);
-  if (markers.size() != markers_) {
-    markers_ = markers.size();
-    for (ChartView* chart : charts()) chart->setMarkers(markers);
-  }
+  syncPrecisionMarkers(run_, charts(), &markers_);
 }
 
 void OverviewTab::updateHeadline() {

@@ -25,6 +25,16 @@ std::vector<ChartMarker> precisionMarkers(const RunData* run) {
   return markers;
 }
 
+bool syncPrecisionMarkers(const RunData* run, const std::vector<ChartView*>& charts,
+                          size_t* shown) {
+  const size_t n = run ? run->precision_changes().size() : 0;
+  if (n == *shown) return false;
+  *shown = n;
+  const auto markers = precisionMarkers(run);
+  for (ChartView* chart : charts) chart->setMarkers(markers);
+  return true;
+}
+
 void linkChartOptions(const std::vector<ChartView*>& charts) {
   for (ChartView* source : charts) {
     QObject::connect(source, &ChartView::optionsChanged, source, [source, charts] {

@@ -62,6 +62,9 @@ class RunView : public QWidget {
 // Helpers the tabs share (defined in run_view.cpp).
 // The run's precision changes (RunData::precision_changes) as chart markers; none for nullptr.
 std::vector<ChartMarker> precisionMarkers(const RunData* run);
+// Puts the run's precision markers on the charts when their number differs from *shown (the
+// number the charts show; SIZE_MAX forces it) and updates *shown; true when it set them.
+bool syncPrecisionMarkers(const RunData* run, const std::vector<ChartView*>& charts, size_t* shown);
 // Makes the x axis, smoothing, log-y and outlier settings chosen on any of the charts (their
 // optionsChanged signal) apply to all of them.
 void linkChartOptions(const std::vector<ChartView*>& charts);

@@ -280,11 +280,7 @@ void ScalesTab::updateCharts() {
     flushed_->setCurveData(0, run_->series(fp8Key(l, k, "flushed_frac")));
     rel_error_->setCurveData(0, run_->series(fp8Key(l, k, "rel_error")));
   }
-  const auto markers = precisionMarkers(run_);
-  if (markers.size() != markers_) {
-    markers_ = markers.size();
-    for (ChartView* chart : charts()) chart->setMarkers(markers);
-  }
+  syncPrecisionMarkers(run_, charts(), &markers_);
 }
 
 void ScalesTab::updateHistogram() {

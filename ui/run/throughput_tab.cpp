@@ -101,12 +101,7 @@ void ThroughputTab::refresh() {
   tokens_->setCurveData(0, run_->series(metric::kRolloutTps));
   tokens_->setCurveData(1, run_->series(metric::kTrainTps));
   step_time_->setCurveData(0, run_->series(metric::kTimeTotal));
-  const auto markers = precisionMarkers(run_);
-  if (markers.size() != markers_) {
-    markers_ = markers.size();
-    for (ChartView* chart : charts()) chart->setMarkers(markers);
-    updatePhaseMarkers();
-  }
+  if (syncPrecisionMarkers(run_, charts(), &markers_)) updatePhaseMarkers();
   updateBars();
 }
 
