@@ -7,6 +7,10 @@ namespace fp8rl {
 void LinearInput::quantize(Backend& be, const QuantOptions& opt, QuantStats* stats) {
   if (along_) return;
   along_ = Fp8Tensor::make(be, x_.rows, x_.cols, ScaleBlock::row1x128, opt.format);
+  if (!for_backward_) {
+    be.quantize(x_, along_->q, opt, stats);
+    return;
+  }
   transposed_ = Fp8Tensor::make(be, x_.cols, x_.rows, ScaleBlock::row1x128, opt.format);
   be.quantize_with_transpose(x_, along_->q, transposed_->q, opt, stats, nullptr);
 }
@@ -33,6 +37,7 @@ const Fp8Tensor& LinearInput::along(Backend& be, const QuantOptions& opt) {
 }
 
 const Fp8Tensor& LinearInput::transposed(Backend& be, const QuantOptions& opt) {
+  check(for_backward_, "linear: backward through an input made for forward only");
   quantize(be, opt);
   return *transposed_;
 }
@@ -105,7 +110,7 @@ QuantStats Linear::rebuild() {
     // The same quantizer serves the trainer and the rollout: both read these tiles.
     be_.quantize(w_->master.m(), fp8_w_->q, qopt_, &stats);
     be_.transpose_fp8(fp8_w_->q, fp8_wt_->q);
-    if (observer_) observer_->observe(layer_, module_, "weight", fp8_w_->q, stats);
+    if (QuantObserver* o = observing()) o->observe(layer_, module_, "weight", fp8_w_->q, stats);
   }
   return stats;
 }
@@ -120,7 +125,7 @@ void Linear::forward(LinearInput& x, const Matrix& y) {
       be_.gemm(x.x(), bf16_w_->m(), y, 0.0f);
       break;
     case Precision::fp8:
-      if (observer_) x.observe(be_, qopt_, *observer_, layer_, module_);
+      if (QuantObserver* o = observing()) x.observe(be_, qopt_, *o, layer_, module_);
       be_.gemm_fp8(x.along(be_, qopt_).q, fp8_w_->q, y, 0.0f);
       break;
   }
@@ -133,9 +138,10 @@ void Linear::backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantS
     Fp8Tensor dyq = Fp8Tensor::make(be_, M, N, ScaleBlock::row1x128, qopt_.format);
     Fp8Tensor dytq = Fp8Tensor::make(be_, N, M, ScaleBlock::row1x128, qopt_.format);
     QuantStats observed;
-    if (observer_ && !dy_stats) dy_stats = &observed;
+    QuantObserver* o = observing();
+    if (o && !dy_stats) dy_stats = &observed;
     be_.quantize_with_transpose(dy, dyq.q, dytq.q, qopt_, dy_stats, nullptr);
-    if (observer_) observer_->observe(layer_, module_, "gradient", dyq.q, *dy_stats);
+    if (o) o->observe(layer_, module_, "gradient", dyq.q, *dy_stats);
     if (dx.data) be_.gemm_fp8(dyq.q, fp8_wt_->q, dx, 0.0f);      // dgrad: dY · W
     be_.gemm_fp8(dytq.q, x.transposed(be_, qopt_).q, dw, 1.0f);  // wgrad: dW += dYᵀ · X
     return;

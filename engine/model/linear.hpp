@@ -15,6 +15,9 @@ namespace fp8rl {
 class QuantObserver {
  public:
   virtual ~QuantObserver() = default;
+  // Whether observe() wants quantizations now. While it does not, the linears quantize
+  // without statistics (which cost a pass over the data and, on devices, a synchronisation).
+  virtual bool active() const { return true; }
   // kind: "weight", "activation" or "gradient"; q lives in backend memory.
   virtual void observe(int64_t layer, Module module, const char* kind, const Fp8Matrix& q,
                        const QuantStats& stats) = 0;
@@ -22,13 +25,14 @@ class QuantObserver {
 
 // An activation X [M, K] feeding one or more linears. Its FP8 operands (X along K for fprop,
 // Xᵀ along M for wgrad) are made once, by the first FP8 consumer, and shared (q/k/v share one
-// input, gate/up another).
+// input, gate/up another). A forward-only input (generation, the log-prob pass) makes only X
+// along K: the transposed operand is for backward.
 class LinearInput {
  public:
   LinearInput() = default;
-  explicit LinearInput(Matrix x) : x_(x) {}
+  explicit LinearInput(Matrix x, bool for_backward = true) : x_(x), for_backward_(for_backward) {}
   const Matrix& x() const { return x_; }
-  // The FP8 operands of x, quantized on first use.
+  // The FP8 operands of x, quantized on first use. transposed() needs for_backward.
   const Fp8Tensor& along(Backend& be, const QuantOptions& opt);
   const Fp8Tensor& transposed(Backend& be, const QuantOptions& opt);
   // Quantizes with statistics (first call only) and reports them once to the observer.
@@ -37,6 +41,7 @@ class LinearInput {
  private:
   void quantize(Backend& be, const QuantOptions& opt, QuantStats* stats = nullptr);
   Matrix x_;
+  bool for_backward_ = true;
   std::optional<Fp8Tensor> along_, transposed_;
   bool observed_ = false;
 };
@@ -105,6 +110,10 @@ class Linear {
 
   // Makes the compute copies for the current precision (from given_ when it serves).
   QuantStats rebuild();
+  // The observer when it wants quantizations now (null otherwise).
+  QuantObserver* observing() const {
+    return observer_ && observer_->active() ? observer_ : nullptr;
+  }
   QuantObserver* observer_ = nullptr;
   int64_t layer_ = 0;
   Module module_ = Module::q;

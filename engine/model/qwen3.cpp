@@ -230,7 +230,7 @@ Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
     a.rstd1 = Tensor::make(be_, M, 1, DType::f32);
     a.h1 = Tensor::make(be_, M, H, ad);
     be_.rmsnorm_forward(a.x_in.m(), norm_weight(L.in_norm), eps, a.h1.m(), a.rstd1.f32());
-    a.in1 = LinearInput(a.h1.m());
+    a.in1 = LinearInput(a.h1.m(), training);
     a.q_raw = Tensor::make(be_, M, Hq * D, ad);
     a.k_raw = Tensor::make(be_, M, Hkv * D, ad);
     a.v = Tensor::make(be_, M, Hkv * D, ad);
@@ -251,7 +251,7 @@ Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
     a.o = Tensor::make(be_, M, Hq * D, ad);
     a.lse = Tensor::make(be_, B * Hq, T, DType::f32);
     be_.attention_forward(a.q.m(), a.k.m(), a.v.m(), B, T, Hq, Hkv, a.o.m(), a.lse.f32());
-    a.in_o = LinearInput(a.o.m());
+    a.in_o = LinearInput(a.o.m(), training);
     Tensor attn_out = Tensor::make(be_, M, H, ad);
     L.lin[3]->forward(a.in_o, attn_out.m());
     a.x_mid = Tensor::make(be_, M, H, ad);
@@ -259,14 +259,14 @@ Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
     a.rstd2 = Tensor::make(be_, M, 1, DType::f32);
     a.h2 = Tensor::make(be_, M, H, ad);
     be_.rmsnorm_forward(a.x_mid.m(), norm_weight(L.post_norm), eps, a.h2.m(), a.rstd2.f32());
-    a.in2 = LinearInput(a.h2.m());
+    a.in2 = LinearInput(a.h2.m(), training);
     a.gate = Tensor::make(be_, M, I, ad);
     a.up = Tensor::make(be_, M, I, ad);
     L.lin[4]->forward(a.in2, a.gate.m());
     L.lin[5]->forward(a.in2, a.up.m());
     a.mlp = Tensor::make(be_, M, I, ad);
     be_.swiglu_forward(a.gate.m(), a.up.m(), a.mlp.m());
-    a.in_down = LinearInput(a.mlp.m());
+    a.in_down = LinearInput(a.mlp.m(), training);
     Tensor mlp_out = Tensor::make(be_, M, H, ad);
     L.lin[6]->forward(a.in_down, mlp_out.m());
     x = Tensor::make(be_, M, H, ad);
@@ -278,7 +278,7 @@ Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
   S->xf = Tensor::make(be_, M, H, ad);
   be_.rmsnorm_forward(x.m(), norm_weight(final_norm_), eps, S->xf.m(), S->rstd_f.f32());
   S->x_final = std::move(x);
-  S->in_head = LinearInput(S->xf.m());
+  S->in_head = LinearInput(S->xf.m(), training);
   S->logits = Tensor::make(be_, M, cfg_.vocab_size, DType::f32);
   lm_head_->forward(S->in_head, S->logits.m());
   Tensor logits = Tensor::make(be_, M, cfg_.vocab_size, DType::f32);
@@ -440,7 +440,7 @@ Tensor Qwen3Model::forward_cached_device(const std::vector<int32_t>& tokens,
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     Layer& L = *layers_[l];
     be_.rmsnorm_forward(x.m(), norm_weight(L.in_norm), eps, h.m(), rstd.f32());
-    LinearInput in1(h.m());
+    LinearInput in1(h.m(), false);
     L.lin[0]->forward(in1, q_raw.m());
     L.lin[1]->forward(in1, k_raw.m());
     L.lin[2]->forward(in1, v.m());
@@ -453,15 +453,15 @@ Tensor Qwen3Model::forward_cached_device(const std::vector<int32_t>& tokens,
     const KvCacheView view = cache.layer(l);
     be_.kv_write(k.m(), v.m(), ids(slot), ids(pos), view);
     be_.attention_cached(q.m(), view, ids(slot), ids(len), Hq, Hkv, o.m());
-    LinearInput in_o(o.m());
+    LinearInput in_o(o.m(), false);
     L.lin[3]->forward(in_o, out.m());
     be_.add(x.m(), out.m(), x.m());
     be_.rmsnorm_forward(x.m(), norm_weight(L.post_norm), eps, h.m(), rstd.f32());
-    LinearInput in2(h.m());
+    LinearInput in2(h.m(), false);
     L.lin[4]->forward(in2, gate.m());
     L.lin[5]->forward(in2, up.m());
     be_.swiglu_forward(gate.m(), up.m(), mlp.m());
-    LinearInput in_down(mlp.m());
+    LinearInput in_down(mlp.m(), false);
     L.lin[6]->forward(in_down, out.m());
     be_.add(x.m(), out.m(), x.m());
   }
@@ -473,7 +473,7 @@ Tensor Qwen3Model::forward_cached_device(const std::vector<int32_t>& tokens,
   Tensor xr = Tensor::make(be_, r, H, ad), xf = Tensor::make(be_, r, H, ad);
   be_.embedding_forward(ids(rows), x.m(), xr.m());
   be_.rmsnorm_forward(xr.m(), norm_weight(final_norm_), eps, xf.m(), rstd.f32());
-  LinearInput in_head(xf.m());
+  LinearInput in_head(xf.m(), false);
   Tensor logits = Tensor::make(be_, r, cfg_.vocab_size, DType::f32);
   lm_head_->forward(in_head, logits.m());
   return logits;

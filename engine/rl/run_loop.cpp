@@ -96,6 +96,7 @@ struct GrpoRun::Observer : QuantObserver {
   };
   std::map<std::pair<int64_t, std::string>, Acc> acc;
 
+  bool active() const override { return enabled; }
   void observe(int64_t layer, Module, const char* kind, const Fp8Matrix& q,
                const QuantStats& s) override {
     if (!enabled) return;

@@ -175,6 +175,43 @@ class TestModel : public QObject {
           worst_name.c_str());
   }
 
+  // Forward-only passes (generation, the log-prob pass) quantize activations along K only and
+  // ask for no statistics while the observer is idle; the log-probs equal a training forward's.
+  void forwardOnlyPassesSkipBackwardWork() {
+    struct Counting : QuantObserver {
+      bool on = false;
+      int calls = 0;
+      bool active() const override { return on; }
+      void observe(int64_t, Module, const char*, const Fp8Matrix&, const QuantStats&) override {
+        ++calls;
+      }
+    } obs;
+    ModelConfig cfg = tiny();
+    cfg.hidden_size = 128;
+    cfg.head_dim = 32;
+    cfg.intermediate_size = 256;
+    Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp8), 4, 0.05);
+    m.set_quant_observer(&obs);
+    Rng rng(8);
+    const Batch b = random_batch(rng, 2, 9, cfg.vocab_size);
+    const auto inference = m.forward(b.ids, b.targets, b.B, b.T, 1.0f, false).logp;
+    QCOMPARE(obs.calls, 0);
+    obs.on = true;
+    const auto training = m.forward(b.ids, b.targets, b.B, b.T, 1.0f, true).logp;
+    // One report per FP8 activation: 4 per layer (q/k/v, o, gate/up, down inputs); lm_head is
+    // BF16.
+    QCOMPARE(obs.calls, 4 * static_cast<int>(cfg.num_hidden_layers));
+    QVERIFY(inference == training);
+    m.backward(std::vector<float>(b.ids.size(), 1.0f));
+
+    Tensor x = Tensor::make(*cpu_, 4, 128, DType::bf16);
+    cpu_->zero(x.buf.data(), x.buf.bytes());
+    LinearInput forward_only(x.m(), false);
+    QuantOptions q;
+    QCOMPARE(forward_only.along(*cpu_, q).q.rows, int64_t{4});
+    QVERIFY_THROWS_EXCEPTION(Error, forward_only.transposed(*cpu_, q));
+  }
+
   void checkpointRoundTripAndRefusals() {
     QTemporaryDir tmp;
     const std::string dir = tmp.path().toStdString() + "/ckpt";
