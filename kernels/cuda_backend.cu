@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -52,6 +53,13 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     device_desc_ = desc;
 
     FP8RL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    FP8RL_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
+    std::uint64_t keep_all = ~std::uint64_t{0};  // cuuint64_t
+    FP8RL_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_all));
     FP8RL_CUBLAS_CHECK(cublasLtCreate(&lt_));
     FP8RL_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
     FP8RL_CUDA_CHECK(cudaMalloc(&stats_dev_, 2 * sizeof(DeviceQuantStats)));
@@ -83,6 +91,8 @@ void CudaBackend::release() noexcept {
   if (scratch_) (void)cudaFree(scratch_);
   if (workspace_) (void)cudaFree(workspace_);
   if (lt_) (void)cublasLtDestroy(lt_);
+  // Blocks still allocated (buffers outliving the backend) keep the pool alive until freed.
+  if (pool_) (void)cudaMemPoolDestroy(pool_);
   if (stream_) (void)cudaStreamDestroy(stream_);
   reduce_host_ = nullptr;
   reduce_dev_ = nullptr;
@@ -92,6 +102,7 @@ void CudaBackend::release() noexcept {
   scratch_bytes_ = 0;
   workspace_ = nullptr;
   lt_ = nullptr;
+  pool_ = nullptr;
   stream_ = nullptr;
   (void)cudaGetLastError();
 }
@@ -140,23 +151,34 @@ void* CudaBackend::raw_alloc(size_t bytes) {
   if (bytes == 0) return nullptr;
   make_current();
   void* p = nullptr;
-  const cudaError_t e = cudaMalloc(&p, bytes);
+  cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, pool_, stream_);
+  if (e == cudaErrorMemoryAllocation) {
+    // The pool's cached free blocks may be what fills the device: hand them back, retry once.
+    (void)cudaGetLastError();
+    FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    FP8RL_CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0));
+    e = cudaMallocFromPoolAsync(&p, bytes, pool_, stream_);
+  }
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    throw Error(
-        "cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(e),
-        cudaGetErrorName(e));
+    size_t free_bytes = 0, total_bytes = 0;
+    (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+    (void)cudaGetLastError();
+    throw Error("device allocation of " + std::to_string(bytes) +
+                    " bytes failed (cudaMallocFromPoolAsync: " + cudaGetErrorString(e) + "; " +
+                    std::to_string(free_bytes >> 20) + " MiB free of " +
+                    std::to_string(total_bytes >> 20) + " MiB)",
+                cudaGetErrorName(e));
   }
   return p;
 }
 
 void CudaBackend::raw_free(void* p) noexcept {
   if (!p) return;
-  // Work queued on the stream may still use p: let it finish (cudaFree alone is not documented
-  // to wait for a non-blocking stream).
+  // Stream-ordered: the block returns to the pool after the work queued so far, which may
+  // still use it; later allocations on the stream can take it without a synchronisation.
   (void)cudaSetDevice(device_);
-  if (stream_) (void)cudaStreamSynchronize(stream_);
-  if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
+  if (cudaFreeAsync(p, stream_) != cudaSuccess) (void)cudaGetLastError();
 }
 
 void* CudaBackend::scratch(size_t bytes) {

@@ -103,6 +103,11 @@ class CudaBackend final : public Backend {
   // e.g. "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
   std::string device() const override { return device_desc_; }
 
+  // Memory: alloc() takes from the backend's stream-ordered pool (cudaMallocFromPoolAsync on
+  // the stream) and freeing returns a block with cudaFreeAsync, so neither waits for the device.
+  // When the device is full, the pool's cached free blocks are released and the allocation
+  // tried once more before it fails.
+
   // Host <-> device copies on the stream. upload may return before the copy ran (the runtime
   // stages pageable memory, so host_src may be reused at once); download waits for it.
   void upload(void* dst, const void* host_src, size_t bytes) override;
@@ -242,6 +247,11 @@ class CudaBackend final : public Backend {
   int sm_count_ = 0;
   std::string device_desc_;
   cudaStream_t stream_ = nullptr;
+  // Stream-ordered pool behind alloc(): the model makes and drops its activations op by op
+  // (dozens per layer and step); cudaMalloc/cudaFree would cost a driver call and a device-wide
+  // synchronisation each. Freed blocks return to the pool in stream order and are reused by the
+  // next allocations on the same stream; the pool keeps what it has (no release threshold).
+  cudaMemPool_t pool_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;  // kWorkspaceBytes, from cudaMalloc (256-byte aligned)
   void* scratch_ = nullptr;
