@@ -151,6 +151,18 @@ void* CudaBackend::raw_alloc(size_t bytes) {
   if (bytes == 0) return nullptr;
   make_current();
   void* p = nullptr;
+  if (capturing_) {
+    // An allocation node of the graph being recorded (graph memory, fixed address).
+    const cudaError_t e = cudaMallocAsync(&p, bytes, stream_);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Error("graph allocation of " + std::to_string(bytes) +
+                      " bytes failed while recording (cudaMallocAsync: " + cudaGetErrorString(e) +
+                      ")",
+                  cudaGetErrorName(e));
+    }
+    return p;
+  }
   cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, pool_, stream_);
   if (e == cudaErrorMemoryAllocation) {
     // The pool's cached free blocks may be what fills the device: hand them back, retry once.
@@ -182,6 +194,12 @@ void CudaBackend::raw_free(void* p) noexcept {
 }
 
 void* CudaBackend::scratch(size_t bytes) {
+  if (capturing_) {
+    // The graph gets its own block: the shared one may be reallocated after the recording.
+    void* p = raw_alloc(bytes);
+    capture_scratch_.push_back(p);
+    return p;
+  }
   if (bytes <= scratch_bytes_) return scratch_;
   make_current();
   if (scratch_) {
@@ -204,6 +222,82 @@ void* CudaBackend::scratch(size_t bytes) {
   }
   scratch_bytes_ = want;
   return scratch_;
+}
+
+namespace {
+
+// A recorded graph, replayed on the backend's stream.
+class CudaGraph final : public BackendGraph {
+ public:
+  CudaGraph(int device, cudaStream_t stream, cudaGraph_t graph, cudaGraphExec_t exec)
+      : device_(device), stream_(stream), graph_(graph), exec_(exec) {}
+  ~CudaGraph() override {
+    // A replay may still run; errors cannot be acted on here.
+    (void)cudaSetDevice(device_);
+    (void)cudaStreamSynchronize(stream_);
+    (void)cudaGraphExecDestroy(exec_);
+    (void)cudaGraphDestroy(graph_);
+    (void)cudaGetLastError();
+  }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  void replay() override {
+    int current = -1;
+    FP8RL_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device_) FP8RL_CUDA_CHECK(cudaSetDevice(device_));
+    FP8RL_CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
+  }
+
+ private:
+  int device_;
+  cudaStream_t stream_;
+  cudaGraph_t graph_;
+  cudaGraphExec_t exec_;
+};
+
+}  // namespace
+
+std::unique_ptr<BackendGraph> CudaBackend::capture(const std::function<void()>& work,
+                                                   std::string& why_not) {
+  make_current();
+  check(!capturing_, "capture: already recording a graph");
+  // Relaxed: the recording thread may still make calls the runtime deems unsafe during capture
+  // (lazy kernel loading, cuBLASLt's heuristic queries); ops on the stream are what is recorded.
+  FP8RL_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  capturing_ = true;
+  std::string failure;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  // Scratch blocks of the recording are freed in it, after every use (stream order).
+  for (void* p : capture_scratch_)
+    if (cudaFreeAsync(p, stream_) != cudaSuccess && failure.empty())
+      failure =
+          std::string("cudaFreeAsync of a scratch block: ") + cudaGetErrorName(cudaGetLastError());
+  capture_scratch_.clear();
+  capturing_ = false;
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+  if (end != cudaSuccess && failure.empty())
+    failure = std::string("cudaStreamEndCapture: ") + cudaGetErrorName(end) + " (" +
+              cudaGetErrorString(end) + ")";
+  cudaGraphExec_t exec = nullptr;
+  if (failure.empty()) {
+    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    if (inst != cudaSuccess)
+      failure = std::string("cudaGraphInstantiate: ") + cudaGetErrorName(inst) + " (" +
+                cudaGetErrorString(inst) + ")";
+  }
+  if (!failure.empty()) {
+    if (graph) (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();  // capture errors are not sticky: the backend stays usable
+    why_not = "recording a CUDA graph failed: " + failure;
+    return nullptr;
+  }
+  return std::make_unique<CudaGraph>(device_, stream_, graph, exec);
 }
 
 DeviceQuantStats* CudaBackend::begin_stats() {

@@ -38,6 +38,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backend/backend.hpp"
 
@@ -104,7 +105,8 @@ class CudaBackend final : public Backend {
   std::string device() const override { return device_desc_; }
 
   // Memory: alloc() takes from the backend's stream-ordered pool (cudaMallocFromPoolAsync on
-  // the stream) and freeing returns a block with cudaFreeAsync, so neither waits for the device.
+  // the stream; graph memory while recording, see capture) and freeing returns a block with
+  // cudaFreeAsync, so neither waits for the device.
   // When the device is full, the pool's cached free blocks are released and the allocation
   // tried once more before it fails.
 
@@ -209,6 +211,15 @@ class CudaBackend final : public Backend {
   void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                         const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o) override;
 
+  // cuda_backend.cu: CUDA graphs by stream capture (relaxed mode). While recording, alloc()
+  // takes graph memory (cudaMallocAsync captured as an allocation node; the frees inside work
+  // become free nodes, so the graph can be replayed any number of times) and scratch() gives a
+  // fresh graph allocation per call, freed at the end of the recording (the shared scratch
+  // buffer may move later; a graph must not hold it). Ops that synchronise fail the recording,
+  // which is then reported in why_not. Replays run on the backend's stream.
+  std::unique_ptr<BackendGraph> capture(const std::function<void()>& work,
+                                        std::string& why_not) override;
+
   // quantize.cu: "" when this build's kernels can run on the current device, else why not
   // (e.g. no kernel image for the device's architecture). Used by the module's probe.
   static std::string kernel_image_problem();
@@ -252,6 +263,8 @@ class CudaBackend final : public Backend {
   // synchronisation each. Freed blocks return to the pool in stream order and are reused by the
   // next allocations on the same stream; the pool keeps what it has (no release threshold).
   cudaMemPool_t pool_ = nullptr;
+  bool capturing_ = false;              // inside capture(): allocations are graph memory
+  std::vector<void*> capture_scratch_;  // scratch() taken while recording, freed at its end
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;  // kWorkspaceBytes, from cudaMalloc (256-byte aligned)
   void* scratch_ = nullptr;

@@ -26,6 +26,11 @@ void Buffer::reset() {
   bytes_ = 0;
 }
 
+std::unique_ptr<BackendGraph> Backend::capture(const std::function<void()>&, std::string& why_not) {
+  why_not = "the " + name() + " backend records no graphs";
+  return nullptr;
+}
+
 double QuantStats::relative_error() const {
   return ref_sq > 0 ? std::sqrt(err_sq / ref_sq) : 0.0;
 }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -95,6 +96,16 @@ struct QuantStats {
   double ref_sq = 0.0;            // Σ x² over finite x
   double relative_error() const;  // sqrt(err_sq / ref_sq), 0 when ref_sq is 0
   QuantStats& operator+=(const QuantStats& o);
+};
+
+// A recorded sequence of a backend's ops (a CUDA graph), replayed with the pointers, sizes and
+// scalar arguments it was recorded with (see Backend::capture). Destroying it waits for its last
+// replay and frees the memory the recording allocated.
+class BackendGraph {
+ public:
+  virtual ~BackendGraph() = default;
+  // Queues one run of the recorded ops on the backend (asynchronous, like the ops themselves).
+  virtual void replay() = 0;
 };
 
 class Backend {
@@ -242,6 +253,18 @@ class Backend {
   virtual void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                                 const int32_t* lengths, int64_t Hq, int64_t Hkv,
                                 const Matrix& o) = 0;
+
+  // --- Graphs
+  // Records the ops `work` issues on this backend into a graph instead of running them: nothing
+  // is computed until replay(). Memory that work allocates belongs to the graph (fixed
+  // addresses, freed with it; freeing it inside work is a no-op), so work must not keep such
+  // buffers past the call. work must not synchronise (download, amax, sum_squares, statistics)
+  // nor upload from the host: its inputs are device buffers filled before each replay. Whatever
+  // the recording reads (weights, caches, scratch inputs) must stay at its address while the
+  // graph lives. Returns null, with the reason in why_not, when this backend has no graphs (the
+  // CPU) or the recording failed (work's exceptions included); the backend is usable either way.
+  virtual std::unique_ptr<BackendGraph> capture(const std::function<void()>& work,
+                                                std::string& why_not);
 
   // --- Optimizer (f32 vectors of n elements in backend memory)
   // Σ x² in FP64 accumulation (gradient norms).

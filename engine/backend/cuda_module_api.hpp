@@ -10,7 +10,7 @@ namespace fp8rl {
 class Backend;
 }
 
-inline constexpr int kFp8rlCudaAbi = 4;
+inline constexpr int kFp8rlCudaAbi = 5;
 
 extern "C" {
 
