@@ -41,19 +41,28 @@ Json bench_rollout(Backend& be, const RolloutOptions& o) {
     const char* name;
     Precision p;
     KvDType kv;
+    DecodeGraphs graphs = DecodeGraphs::automatic;
   };
-  const Mode modes[] = {{"bf16 linears, bf16 KV", Precision::bf16, KvDType::bf16},
-                        {"fp8 linears, bf16 KV", Precision::fp8, KvDType::bf16},
-                        {"fp8 linears, fp8 KV", Precision::fp8, KvDType::fp8}};
-  constexpr int kModes = 3;
+  // A backend that records graphs also gets the BF16 mode without them: the graphs' own gain.
+  std::vector<Mode> modes = {{"bf16 linears, bf16 KV", Precision::bf16, KvDType::bf16},
+                             {"fp8 linears, bf16 KV", Precision::fp8, KvDType::bf16},
+                             {"fp8 linears, fp8 KV", Precision::fp8, KvDType::fp8}};
+  {
+    std::string why;
+    if (be.capture([] {}, why))
+      modes.push_back(
+          {"bf16, no decode graphs", Precision::bf16, KvDType::bf16, DecodeGraphs::off});
+  }
+  const int kModes = static_cast<int>(modes.size());
   // One model (one random initialisation, the slow part for large shapes): each mode switches
   // its linears' precision, which re-makes the compute copies from the same masters.
   Qwen3Model model(be, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 7);
-  std::vector<std::array<RolloutStats, kModes>> stats(o.batches.size());
+  std::vector<std::vector<RolloutStats>> stats(o.batches.size(),
+                                               std::vector<RolloutStats>(modes.size()));
   for (int mi = 0; mi < kModes; ++mi) {
     const Mode& m = modes[mi];
     model.set_precision(PrecisionMap(cfg.num_hidden_layers, m.p));
-    Generator gen(model, {m.kv, 0});
+    Generator gen(model, {m.kv, 0, SamplingSite::automatic, m.graphs});
     if (m.kv == KvDType::fp8) gen.calibrate({all_prompts.front()});
     for (size_t bi = 0; bi < o.batches.size(); ++bi) {
       const std::vector<std::vector<int32_t>> prompts(
@@ -70,8 +79,9 @@ Json bench_rollout(Backend& be, const RolloutOptions& o) {
     std::printf("model: %s (%s); batch %lld, prompt %lld, %lld new tokens\n", o.model.c_str(),
                 describe(cfg).c_str(), static_cast<long long>(batch),
                 static_cast<long long>(o.prompt_len), static_cast<long long>(o.new_tokens));
-    std::printf("%-26s %12s %12s %12s %10s\n", "mode", "prefill s", "decode s", "decode tok/s",
-                "vs bf16");
+    std::printf("%-26s %12s %12s %12s %10s %12s\n", "mode", "prefill s", "decode s", "decode tok/s",
+                "vs bf16", "graph steps");
+    std::string unused;
     double base = 0;
     for (int mi = 0; mi < kModes; ++mi) {
       const RolloutStats& st = stats[bi][static_cast<size_t>(mi)];
@@ -79,8 +89,11 @@ Json bench_rollout(Backend& be, const RolloutOptions& o) {
       const double tps =
           static_cast<double>(st.generated_tokens - st.sequences) / st.decode_seconds;
       if (mi == 0) base = tps;
-      std::printf("%-26s %12.3f %12.3f %12.1f %9.2fx\n", modes[mi].name, st.prefill_seconds,
-                  st.decode_seconds, tps, tps / base);
+      const std::string graph_steps =
+          std::to_string(st.graph_steps) + "/" + std::to_string(st.decode_steps);
+      std::printf("%-26s %12.3f %12.3f %12.1f %9.2fx %12s\n", modes[mi].name, st.prefill_seconds,
+                  st.decode_seconds, tps, tps / base, graph_steps.c_str());
+      if (unused.empty()) unused = st.graphs_unused;
       Json row;
       row["batch"] = batch;
       row["mode"] = modes[mi].name;
@@ -92,8 +105,15 @@ Json bench_rollout(Backend& be, const RolloutOptions& o) {
       row["decode_tokens_per_s"] = number(tps);
       row["vs_bf16"] = number(tps / base);
       row["kv_cache_bytes"] = st.cache_bytes;
+      row["decode_graphs"] = modes[mi].graphs == DecodeGraphs::off ? "off" : "auto";
+      row["graph_steps"] = st.graph_steps;
+      row["decode_steps"] = st.decode_steps;
+      row["graph_recordings"] = st.graph_captures;
+      row["graph_recording_seconds"] = number(st.capture_seconds);
+      if (!st.graphs_unused.empty()) row["graphs_unused"] = st.graphs_unused;
       rows.push_back(row);
     }
+    if (!unused.empty()) std::printf("decode graphs unused: %s\n", unused.c_str());
     std::printf("\n");
   }
   run["rows"] = Json(rows);

@@ -15,7 +15,7 @@ namespace fp8rl::cli {
 int cmd_generate(const std::vector<std::string>& args) {
   const Args a(args,
                {"checkpoint", "prompt", "token-ids", "max-new-tokens", "temperature", "top-p",
-                "top-k", "seed", "precision", "kv-cache", "backend", "eos"},
+                "top-k", "seed", "precision", "kv-cache", "backend", "eos", "graphs"},
                {"help"});
   const bool has_input = !a.get("prompt", "").empty() || !a.get("token-ids", "").empty();
   if (a.flag("help") || a.get("checkpoint", "").empty() || !has_input) {
@@ -23,10 +23,12 @@ int cmd_generate(const std::vector<std::string>& args) {
         "usage: fp8rl generate --checkpoint DIR (--prompt TEXT | --token-ids 1,2,...)\n"
         "         [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
         "         [--precision fp32|bf16|fp8] [--kv-cache fp32|bf16|fp8] [--eos ID]\n"
-        "         [--backend auto|cpu|cuda]\n\n"
+        "         [--backend auto|cpu|cuda] [--graphs auto|off]\n\n"
         "Prints one JSON object with the generated token ids, their log-probabilities under\n"
         "softmax(logits / T) (the g of importance sampling) and, when the checkpoint has a\n"
-        "tokenizer (fp8rl_tokenizer.json), the text. Temperature 0 is greedy.\n",
+        "tokenizer (fp8rl_tokenizer.json), the text. Temperature 0 is greedy. --graphs off\n"
+        "launches every op of every decode step instead of replaying recorded CUDA graphs\n"
+        "(decode_graphs in the output says how many steps replayed one, or why none did).\n",
         a.flag("help") ? stdout : stderr);
     return a.flag("help") ? 0 : 2;
   }
@@ -54,7 +56,10 @@ int cmd_generate(const std::vector<std::string>& args) {
   sp.top_k = a.get_int("top-k", 0);
   sp.seed = static_cast<uint64_t>(a.get_int("seed", 0));
   sp.eos_token = a.get_int("eos", tokenizer ? CharTokenizer::kEos : -1);
-  Generator gen(*model, {kv, 0});
+  const std::string graphs = a.get("graphs", "auto");
+  check(graphs == "auto" || graphs == "off", "--graphs must be auto or off, got '" + graphs + "'");
+  Generator gen(*model, {kv, 0, SamplingSite::automatic,
+                         graphs == "auto" ? DecodeGraphs::automatic : DecodeGraphs::off});
   const auto seqs = gen.generate({prompt}, sp);
   const Sequence& s = seqs.front();
   Json out;
@@ -73,6 +78,12 @@ int cmd_generate(const std::vector<std::string>& args) {
   out["precision"] = precision_name(p);
   out["kv_cache"] = kv_dtype_name(kv);
   out["backend"] = sel.backend->name();
+  Json dg;
+  dg["steps"] = gen.last_stats().graph_steps;
+  dg["of_steps"] = gen.last_stats().decode_steps;
+  dg["recordings"] = gen.last_stats().graph_captures;
+  if (!gen.last_stats().graphs_unused.empty()) dg["unused"] = gen.last_stats().graphs_unused;
+  out["decode_graphs"] = dg;
   if (kv == KvDType::fp8) {
     Json::Array sc;
     for (auto [k, v] : gen.kv_scales())

@@ -419,15 +419,25 @@ Tensor Qwen3Model::forward_cached_device(const std::vector<int32_t>& tokens,
     check(slots[i] >= 0 && slots[i] < cache.num_slots(), "forward_cached: slot out of range");
   }
   for (int32_t r : output_rows) check(r >= 0 && r < n, "forward_cached: output row out of range");
+  if (output_rows.empty()) return Tensor{};
+  std::vector<int32_t> lengths(positions.size());
+  for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = positions[i] + 1;
+  const Tensor tok = upload_ids(be_, tokens), slot = upload_ids(be_, slots),
+               pos = upload_ids(be_, positions), len = upload_ids(be_, lengths),
+               rows = upload_ids(be_, output_rows);
+  return forward_cached_step({ids(tok), ids(slot), ids(pos), ids(len), ids(rows), n,
+                              static_cast<int64_t>(output_rows.size())},
+                             cache);
+}
+
+Tensor Qwen3Model::forward_cached_step(const CachedStepInputs& in, KvCache& cache) {
+  if (in.r == 0) return Tensor{};
+  const int64_t n = in.n, r = in.r;
   const int64_t H = cfg_.hidden_size, D = cfg_.head_dim, I = cfg_.intermediate_size;
   const int64_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
   const float eps = static_cast<float>(cfg_.rms_norm_eps),
               theta = static_cast<float>(cfg_.rope_theta);
   const DType ad = act_dtype_;
-  std::vector<int32_t> lengths(positions.size());
-  for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = positions[i] + 1;
-  const Tensor tok = upload_ids(be_, tokens), slot = upload_ids(be_, slots),
-               pos = upload_ids(be_, positions), len = upload_ids(be_, lengths);
 
   Tensor x = Tensor::make(be_, n, H, ad), h = Tensor::make(be_, n, H, ad);
   Tensor q = Tensor::make(be_, n, Hq * D, ad), q_raw = Tensor::make(be_, n, Hq * D, ad);
@@ -436,7 +446,7 @@ Tensor Qwen3Model::forward_cached_device(const std::vector<int32_t>& tokens,
   Tensor out = Tensor::make(be_, n, H, ad), gate = Tensor::make(be_, n, I, ad),
          up = Tensor::make(be_, n, I, ad), mlp = Tensor::make(be_, n, I, ad);
   Tensor rstd = Tensor::make(be_, n * std::max(Hq, int64_t{1}), 1, DType::f32);
-  be_.embedding_forward(ids(tok), norm_weight(embed_), x.m());
+  be_.embedding_forward(in.tokens, norm_weight(embed_), x.m());
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     Layer& L = *layers_[l];
     be_.rmsnorm_forward(x.m(), norm_weight(L.in_norm), eps, h.m(), rstd.f32());
@@ -448,11 +458,11 @@ Tensor Qwen3Model::forward_cached_device(const std::vector<int32_t>& tokens,
                         rstd.f32());
     be_.rmsnorm_forward(heads_view(k_raw, Hkv), norm_weight(L.k_norm), eps, heads_view(k, Hkv),
                         rstd.f32());
-    be_.rope(q.m(), Hq, ids(pos), theta, false);
-    be_.rope(k.m(), Hkv, ids(pos), theta, false);
+    be_.rope(q.m(), Hq, in.positions, theta, false);
+    be_.rope(k.m(), Hkv, in.positions, theta, false);
     const KvCacheView view = cache.layer(l);
-    be_.kv_write(k.m(), v.m(), ids(slot), ids(pos), view);
-    be_.attention_cached(q.m(), view, ids(slot), ids(len), Hq, Hkv, o.m());
+    be_.kv_write(k.m(), v.m(), in.slot_ids, in.positions, view);
+    be_.attention_cached(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m());
     LinearInput in_o(o.m(), false);
     L.lin[3]->forward(in_o, out.m());
     be_.add(x.m(), out.m(), x.m());
@@ -467,11 +477,8 @@ Tensor Qwen3Model::forward_cached_device(const std::vector<int32_t>& tokens,
   }
   // Only the requested rows go through the final norm and lm_head (a row gather is an
   // embedding lookup into x).
-  const int64_t r = static_cast<int64_t>(output_rows.size());
-  if (r == 0) return Tensor{};
-  const Tensor rows = upload_ids(be_, output_rows);
   Tensor xr = Tensor::make(be_, r, H, ad), xf = Tensor::make(be_, r, H, ad);
-  be_.embedding_forward(ids(rows), x.m(), xr.m());
+  be_.embedding_forward(in.output_rows, x.m(), xr.m());
   be_.rmsnorm_forward(xr.m(), norm_weight(final_norm_), eps, xf.m(), rstd.f32());
   LinearInput in_head(xf.m(), false);
   Tensor logits = Tensor::make(be_, r, cfg_.vocab_size, DType::f32);

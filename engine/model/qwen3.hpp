@@ -81,6 +81,22 @@ class Qwen3Model {
                                const std::vector<int32_t>& positions,
                                const std::vector<int32_t>& output_rows, KvCache& cache);
 
+  // The inputs of a generation step already in backend memory (int32): n rows of tokens, cache
+  // slots (slot_ids), positions and attention lengths (position + 1), and r output rows (each < n).
+  struct CachedStepInputs {
+    const int32_t* tokens = nullptr;
+    const int32_t* slot_ids = nullptr;
+    const int32_t* positions = nullptr;
+    const int32_t* lengths = nullptr;
+    const int32_t* output_rows = nullptr;
+    int64_t n = 0, r = 0;
+  };
+  // forward_cached_device on inputs in backend memory, with no host work: no checks (the caller
+  // vouches for ids, slots and positions, as forward_cached_device checks them), no uploads and
+  // no synchronisation, so it can be recorded as a graph (Backend::capture) and replayed on new
+  // inputs. Returns logits [r, V] (f32) in backend memory; r = 0 gives an empty tensor.
+  Tensor forward_cached_step(const CachedStepInputs& in, KvCache& cache);
+
   // While set, every forward records per layer the amax of q, k and v after RoPE and QK-norm
   // (one entry per forward call = micro-batch) for the FP8 KV-cache scales.
   void set_kv_calibrator(KvScaleCalibrator* c) { calibrator_ = c; }

@@ -39,6 +39,7 @@ const std::map<std::string, std::vector<std::string>>& RunConfig::choices() {
       {"precision.scale_format", {"fp32", "pow2"}},
       {"grpo.advantage", {"mean_std", "leave_one_out"}},
       {"grpo.importance", {"tis", "icepop", "off"}},
+      {"grpo.decode_graphs", {"auto", "off"}},
       {"optimizer.schedule", {"constant", "cosine"}},
   };
   return c;
@@ -78,6 +79,7 @@ grpo:
   group_size: 8
   temperature: 1.0
   top_p: 1.0
+  decode_graphs: auto
   advantage: mean_std
   clip_low: 0.2
   clip_high: 0.2
@@ -240,6 +242,7 @@ RunConfig RunConfig::from_json(const Json& in) {
   c.sampling.temperature = num("grpo", "temperature");
   check(c.sampling.temperature > 0, "setting 'grpo.temperature' must be positive");
   c.sampling.top_p = num("grpo", "top_p");
+  c.decode_graphs = str("grpo", "decode_graphs") == "auto";
   c.advantage = parse_advantage_mode(str("grpo", "advantage"));
   c.loss.clip_low = num("grpo", "clip_low");
   c.loss.clip_high = num("grpo", "clip_high");

@@ -29,6 +29,9 @@ struct RunConfig {
   Precision default_precision = Precision::fp8;
   std::vector<std::string> precision_overrides;  // "LAYER.MODULE=PRECISION", * wildcards
   KvDType kv_cache = KvDType::bf16;
+  // Decode steps recorded as graphs where the backend can (DecodeGraphs::automatic; "off":
+  // every step launched op by op).
+  bool decode_graphs = true;
   bool pow2_scales = false;
   // grpo
   int64_t steps = 0, prompts_per_step = 0, group_size = 0, epochs = 1, mini_batches = 1,

@@ -147,7 +147,9 @@ GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be) : cfg_(cfg), be_(be) {
     sft.warmup_steps = 0;
     sft_opt_ = std::make_unique<AdamW>(be_, model_->parameters(), sft);
   }
-  gen_ = std::make_unique<Generator>(*model_, GeneratorOptions{cfg_.kv_cache, 0});
+  gen_ = std::make_unique<Generator>(
+      *model_, GeneratorOptions{cfg_.kv_cache, 0, SamplingSite::automatic,
+                                cfg_.decode_graphs ? DecodeGraphs::automatic : DecodeGraphs::off});
 }
 
 GrpoRun::~GrpoRun() = default;

@@ -92,6 +92,103 @@ void sample_rows_device(Backend& be, const Tensor& logits, const std::vector<int
     s.logprobs.push_back(logprob);
   }
 }
+// Batch bucket of the graph path: the next power of two ≥ n, at least 8 (cuBLASLt wants M % 8
+// for FP8 without padding copies; small buckets cost next to nothing more).
+int64_t graph_bucket(int64_t n) {
+  int64_t b = 8;
+  while (b < n) b *= 2;
+  return b;
+}
+
+// The graph path's decode step (see DecodeGraphs): `rows` rows whose inputs live in device
+// buffers, recorded once and replayed per step, or run directly when unrecorded. Rows beyond
+// the active sequences are padding: token 0 at position 0 of the cache's extra slot pad_slot.
+class GraphStep {
+ public:
+  GraphStep(Qwen3Model& model, KvCache& cache, int64_t rows, int32_t pad_slot,
+            const SamplingParams& params)
+      : model_(model),
+        cache_(cache),
+        rows_(rows),
+        pad_slot_(pad_slot),
+        greedy_(params.temperature <= 0),
+        inv_t_(greedy_ ? 1.0f : static_cast<float>(1.0 / params.temperature)) {
+    Backend& be = model_.backend();
+    in_ = be.alloc(static_cast<size_t>(rows_) * (8 + 5 * 4));
+    out_ = be.alloc(static_cast<size_t>(rows_) * 8);
+  }
+  int64_t rows() const { return rows_; }
+  bool recorded() const { return graph_ != nullptr; }
+
+  // Records the step; false (why set) when the backend cannot.
+  bool record(std::string& why) {
+    graph_ = model_.backend().capture([this] { work(); }, why);
+    return graph_ != nullptr;
+  }
+
+  // One decode step of sequences seqs (at most rows): the same tokens and log-probabilities as
+  // sample_rows_device after forward_cached_device on these rows.
+  void run(const std::vector<int64_t>& seqs, std::vector<Sequence>& out, std::vector<Rng>& rngs) {
+    const size_t n = seqs.size(), rows = static_cast<size_t>(rows_);
+    check(n <= rows, "generate: more active sequences than the graph step's rows");
+    std::vector<char> host(rows * (8 + 5 * 4));
+    auto* uniforms = reinterpret_cast<double*>(host.data());
+    auto* ints = reinterpret_cast<int32_t*>(host.data() + rows * 8);
+    int32_t *tok = ints, *slot = ints + rows, *pos = ints + 2 * rows, *len = ints + 3 * rows,
+            *row = ints + 4 * rows;
+    for (size_t r = 0; r < rows; ++r) {
+      const bool real = r < n;
+      const int64_t i = real ? seqs[r] : 0;
+      uniforms[r] = real && !greedy_ ? rngs[static_cast<size_t>(i)].uniform() : 0.0;
+      tok[r] = real ? out[i].response.back() : 0;
+      slot[r] = real ? static_cast<int32_t>(i) : pad_slot_;
+      pos[r] = real ? static_cast<int32_t>(out[i].prompt.size() + out[i].response.size() - 1) : 0;
+      len[r] = pos[r] + 1;
+      row[r] = static_cast<int32_t>(r);
+    }
+    Backend& be = model_.backend();
+    be.upload(in_.data(), host.data(), host.size());
+    if (graph_)
+      graph_->replay();
+    else
+      work();
+    std::vector<int32_t> got(2 * rows);  // tokens, then the log-probabilities' bits
+    be.download(got.data(), out_.data(), rows * 8);
+    for (size_t r = 0; r < n; ++r) {
+      const int64_t i = seqs[r];
+      check(got[r] >= 0, "generate: the logits of sequence " + std::to_string(i) +
+                             " hold a NaN or +inf, or are all −inf: no token can be drawn");
+      float logprob;
+      std::memcpy(&logprob, &got[rows + r], sizeof logprob);
+      out[static_cast<size_t>(i)].response.push_back(got[r]);
+      out[static_cast<size_t>(i)].logprobs.push_back(logprob);
+    }
+  }
+
+ private:
+  // The step on the device buffers: no host work, so it can be recorded.
+  void work() {
+    const auto* base = static_cast<const char*>(in_.data());
+    const auto* uniforms = reinterpret_cast<const double*>(base);
+    const auto* ints = reinterpret_cast<const int32_t*>(base + rows_ * 8);
+    const Qwen3Model::CachedStepInputs in{
+        ints, ints + rows_, ints + 2 * rows_, ints + 3 * rows_, ints + 4 * rows_, rows_, rows_};
+    const Tensor logits = model_.forward_cached_step(in, cache_);
+    auto* tokens = static_cast<int32_t*>(out_.data());
+    model_.backend().sample_tokens(logits.m(), inv_t_, greedy_ ? nullptr : uniforms, tokens,
+                                   reinterpret_cast<float*>(tokens + rows_));
+  }
+
+  Qwen3Model& model_;
+  KvCache& cache_;
+  int64_t rows_;
+  int32_t pad_slot_;
+  bool greedy_;
+  float inv_t_;
+  Buffer in_;   // f64 uniforms [rows], then int32 tokens, slots, positions, lengths, output rows
+  Buffer out_;  // int32 tokens [rows], then f32 log-probs [rows]
+  std::unique_ptr<BackendGraph> graph_;  // after the buffers: destroyed first
+};
 }  // namespace
 
 Generator::Generator(Qwen3Model& model, GeneratorOptions opt) : model_(model), opt_(opt) {
@@ -147,14 +244,20 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
         "generate: prompt (" + std::to_string(longest) + ") + max_new_tokens (" +
             std::to_string(params.max_new_tokens) + ") exceeds max_position_embeddings (" +
             std::to_string(cfg.max_position_embeddings) + ")");
+  // Sampling on the backend (greedy or the whole distribution) allows the graph path, whose
+  // padding rows use one extra cache slot (slot n).
+  const bool on_device = samples_on_backend(model_.backend(), opt_.sampling, params);
+  const bool graphs = on_device && opt_.graphs != DecodeGraphs::off;
+  const int64_t num_slots = n + (graphs ? 1 : 0);
   // Plan the cache up front.
-  const int64_t bytes = KvCache::bytes_needed(cfg, n, max_len, opt_.kv_dtype);
+  const int64_t bytes = KvCache::bytes_needed(cfg, num_slots, max_len, opt_.kv_dtype);
   check(opt_.max_cache_bytes <= 0 || bytes <= opt_.max_cache_bytes,
         "generate: the " + std::string(kv_dtype_name(opt_.kv_dtype)) + " KV cache for " +
             std::to_string(n) + " sequences × " + std::to_string(max_len) + " positions needs " +
             gib(bytes) + "; the limit is " + gib(opt_.max_cache_bytes));
-  if (!cache_ || cache_->num_slots() != n || cache_->max_len() < max_len) {
-    cache_ = std::make_unique<KvCache>(model_.backend(), cfg, n, max_len, opt_.kv_dtype);
+  if (!cache_ || cache_->num_slots() != num_slots || cache_->max_len() < max_len) {
+    cache_.reset();  // before the new one: both may not fit
+    cache_ = std::make_unique<KvCache>(model_.backend(), cfg, num_slots, max_len, opt_.kv_dtype);
     if (opt_.kv_dtype == KvDType::fp8 && !scales_.empty()) cache_->set_scales(scales_);
   }
   if (opt_.kv_dtype == KvDType::fp8 && scales_.empty()) calibrate(prompts);  // first step
@@ -193,7 +296,6 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
     stats_.prompt_tokens += static_cast<int64_t>(prompts[i].size());
   }
   // One forward step and the sampling of its rows (sequences seqs), on the device or the host.
-  const bool on_device = samples_on_backend(model_.backend(), opt_.sampling, params);
   Buffer device_io;
   auto step = [&](const std::vector<int64_t>& seqs) {
     if (on_device) {
@@ -213,27 +315,68 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
     if (!finished(i, out[i].response.back())) active.push_back(i);
   stats_.prefill_seconds = seconds_since(t0);
 
-  // Decode: one row per active sequence; finished ones drop out immediately.
+  // Decode: one row per active sequence; finished ones drop out immediately. With graphs, the
+  // step of the active count's bucket is recorded on entering the bucket and replayed.
   t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<GraphStep> graph_step;
+  bool graphs_ok = graphs;
   while (!active.empty()) {
-    tokens.clear();
-    slots.clear();
-    positions.clear();
-    rows.clear();
-    for (int64_t i : active) {
-      tokens.push_back(out[i].response.back());
-      slots.push_back(static_cast<int32_t>(i));
-      positions.push_back(static_cast<int32_t>(out[i].prompt.size() + out[i].response.size() - 1));
-      rows.push_back(static_cast<int32_t>(rows.size()));
+    if (graphs_ok) {
+      const int64_t bucket = graph_bucket(static_cast<int64_t>(active.size()));
+      // Every active sequence has as many tokens as steps were taken.
+      const int64_t steps_left =
+          params.max_new_tokens - static_cast<int64_t>(out[active.front()].response.size());
+      if (graph_step && graph_step->rows() != bucket) graph_step.reset();
+      if (!graph_step &&
+          (opt_.graphs == DecodeGraphs::unrecorded || steps_left >= kMinGraphSteps)) {
+        graph_step =
+            std::make_unique<GraphStep>(model_, *cache_, bucket, static_cast<int32_t>(n), params);
+        if (opt_.graphs != DecodeGraphs::unrecorded) {
+          const auto tc = std::chrono::steady_clock::now();
+          std::string why;
+          if (graph_step->record(why)) {
+            ++stats_.graph_captures;
+          } else {
+            graph_step.reset();
+            graphs_ok = false;
+            stats_.graphs_unused = why;
+          }
+          stats_.capture_seconds += seconds_since(tc);
+        }
+      }
     }
-    step(active);
+    if (graph_step) {
+      graph_step->run(active, out, rngs);
+      if (graph_step->recorded()) ++stats_.graph_steps;
+    } else {
+      tokens.clear();
+      slots.clear();
+      positions.clear();
+      rows.clear();
+      for (int64_t i : active) {
+        tokens.push_back(out[i].response.back());
+        slots.push_back(static_cast<int32_t>(i));
+        positions.push_back(
+            static_cast<int32_t>(out[i].prompt.size() + out[i].response.size() - 1));
+        rows.push_back(static_cast<int32_t>(rows.size()));
+      }
+      step(active);
+    }
     ++stats_.decode_steps;
     std::vector<int64_t> still;
     for (int64_t i : active)
       if (!finished(i, out[i].response.back())) still.push_back(i);
     active.swap(still);
   }
+  graph_step.reset();
   stats_.decode_seconds = seconds_since(t0);
+  if (opt_.graphs == DecodeGraphs::automatic && stats_.graph_steps == 0 &&
+      stats_.graphs_unused.empty())
+    stats_.graphs_unused =
+        !on_device ? "sampling runs on the host (top-k, top-p, or the CPU)"
+        : stats_.decode_steps == 0
+            ? "no decode step"
+            : "no batch bucket had " + std::to_string(kMinGraphSteps) + " decode steps ahead";
   for (const auto& s : out) stats_.generated_tokens += static_cast<int64_t>(s.response.size());
   return out;
 }

@@ -25,6 +25,12 @@ struct RolloutStats {
   int64_t sequences = 0, prompt_tokens = 0, generated_tokens = 0, decode_steps = 0;
   double prefill_seconds = 0, decode_seconds = 0, calibration_seconds = 0;
   int64_t cache_bytes = 0;
+  // Decode steps replayed from a recorded graph, the recordings made (one per batch bucket
+  // used) and their time (inside decode_seconds), and why decode ran without graphs when they
+  // were asked for and none was used ("" otherwise).
+  int64_t graph_steps = 0, graph_captures = 0;
+  double capture_seconds = 0;
+  std::string graphs_unused;
   double tokens_per_second() const {
     const double t = prefill_seconds + decode_seconds;
     return t > 0 ? static_cast<double>(generated_tokens) / t : 0.0;
@@ -38,10 +44,23 @@ struct RolloutStats {
 // backend there to cover the device path's plumbing).
 enum class SamplingSite { automatic, host, backend };
 
+// Decode steps as recorded graphs (Backend::capture; CUDA graphs), which take the per-op launch
+// cost off the step (a 28-layer model launches ~600 kernels per token). A step then runs a fixed
+// bucket of rows (the next power of two ≥ the active sequences, at least 8) with inputs in
+// device buffers; rows beyond the active ones are padding that writes and reads an extra cache
+// slot and whose tokens are dropped. One recording per bucket, made when the batch enters it
+// with at least kMinGraphSteps steps to go, dropped when it leaves it or generate() returns
+// (weights and cache stay put meanwhile). Only with sampling on the backend.
+//   automatic: where the backend records graphs (not the CPU); off: never;
+//   unrecorded: the graph path's padded step run directly, without recording (on any backend:
+//   the tests check that path's plumbing on the CPU).
+enum class DecodeGraphs { automatic, off, unrecorded };
+
 struct GeneratorOptions {
   KvDType kv_dtype = KvDType::bf16;
   int64_t max_cache_bytes = 0;  // 0: no limit; otherwise generate() refuses larger plans
   SamplingSite sampling = SamplingSite::automatic;
+  DecodeGraphs graphs = DecodeGraphs::automatic;
 };
 
 class Generator {
@@ -68,5 +87,8 @@ class Generator {
   std::vector<std::pair<float, float>> scales_;
   RolloutStats stats_;
 };
+
+// A recording needs at least this many decode steps ahead to pay for itself.
+inline constexpr int64_t kMinGraphSteps = 16;
 
 }  // namespace fp8rl

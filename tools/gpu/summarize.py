@@ -141,6 +141,14 @@ class Summary:
                                     f"bench-rollout-{tag}")
                     elif v is not None:
                         self.info.append((label, fmt_ratio(v)))
+                # What recording the decode steps as graphs gained (BF16, same run).
+                graphed = mine.get("bf16 linears, bf16 KV", {})
+                eager = mine.get("bf16, no decode graphs", {}).get("decode_tokens_per_s")
+                if bf16 and eager:
+                    self.info.append((f"BF16 decode with / without decode graphs, {where}",
+                                      fmt_ratio(bf16 / eager)))
+                if graphed.get("graphs_unused"):
+                    self.info.append((f"decode graphs unused, {where}", graphed["graphs_unused"]))
 
     def train(self):
         for tag in ("0.6b", "1.7b"):
