@@ -220,6 +220,10 @@ __global__ void __launch_bounds__(kThreads)
     const float sinv = __fdiv_rn(1.0f, s);
     if (threadIdx.x == 0) {
       qs[scale_index(ScaleBlock::tile128x128, rows, cols, r0, c0)] = sinv;
+      // The last tile of a tile row also writes its padding entries (1.0, see fp8/format.hpp).
+      if (c0 + kBlock >= cols)
+        for (int64_t cb = blocks_of(cols); cb < tile_scale_stride(cols); ++cb)
+          qs[(r0 / kBlock) * tile_scale_stride(cols) + cb] = 1.0f;
       if constexpr (kStats) {
         ++st.blocks;
         st.degenerate += degenerate ? 1 : 0;
@@ -354,7 +358,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Scale grid of wt [cols, rows] = that of w [rows, cols] transposed; padding left untouched.
+// Scale grid of wt [cols, rows] = that of w [rows, cols] transposed; the thread of a tile row's
+// last tile also writes that row's padding entries (1.0, see fp8/format.hpp).
 __global__ void __launch_bounds__(kThreads)
     transpose_tile_scales_kernel(const float* __restrict__ s, int64_t rows, int64_t cols,
                                  float* __restrict__ st) {
@@ -365,6 +370,9 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t r = (i / cbs) * kBlock, c = (i % cbs) * kBlock;
     st[scale_index(ScaleBlock::tile128x128, cols, rows, c, r)] =
         s[scale_index(ScaleBlock::tile128x128, rows, cols, r, c)];
+    if (r + kBlock >= rows)  // wt's tile row c / 128 ends here
+      for (int64_t cb = blocks_of(rows); cb < tile_scale_stride(rows); ++cb)
+        st[(c / kBlock) * tile_scale_stride(rows) + cb] = 1.0f;
   }
 }
 

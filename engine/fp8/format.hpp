@@ -62,7 +62,9 @@ FP8RL_HD int64_t blocks_of(int64_t n) {
 // re-layout. For a [rows, cols] matrix whose contiguous dimension is cols:
 //  - row1x128 (cuBLASLt VEC128_32F): block (r, cb) at s[cb * rows + r] — rows contiguous.
 //  - tile128x128 (cuBLASLt BLK128x128_32F): tile (rb, cb) at s[rb * L4 + cb], where
-//    L4 = blocks_of(cols) rounded up to a multiple of 4 (cuBLASLt requires the padding).
+//    L4 = blocks_of(cols) rounded up to a multiple of 4 (cuBLASLt requires the padding). Every
+//    backend writes 1.0 into the padding entries (cb ≥ blocks_of(cols)): nothing documents
+//    that cuBLASLt never reads them, and fresh device memory may hold NaN bits.
 enum class ScaleBlock : uint8_t { row1x128, tile128x128 };
 
 inline const char* scale_block_name(ScaleBlock b) {

@@ -37,7 +37,7 @@ Host make_input(std::vector<float> v, DType dt) {
 
 struct Quantized {
   std::vector<uint8_t> codes;
-  std::vector<float> scales;  // the full scale array (padding entries unspecified)
+  std::vector<float> scales;  // the full scale array (tile padding entries 1.0)
   QuantStats stats;
   bool guards_ok = true;
 };
@@ -50,6 +50,15 @@ std::vector<float> valid_scales(const std::vector<float>& s, ScaleBlock b, int64
   for (int64_t r = 0; r < rows; r += rstep)
     for (int64_t c = 0; c < cols; c += kBlock) out.push_back(s[scale_index(b, rows, cols, r, c)]);
   return out;
+}
+
+// Padding entries of a tile scale array that do not hold 1.0 (fp8/format.hpp).
+int64_t bad_tile_padding(const std::vector<float>& s, int64_t rows, int64_t cols) {
+  int64_t bad = 0;
+  const int64_t stride = tile_scale_stride(cols);
+  for (int64_t rb = 0; rb < blocks_of(rows); ++rb)
+    for (int64_t cb = blocks_of(cols); cb < stride; ++cb) bad += s[rb * stride + cb] != 1.0f;
+  return bad;
 }
 
 Quantized run_quantize(Backend& be, const Host& in, DType dt, int64_t rows, int64_t cols,
@@ -157,6 +166,9 @@ Result compare(const Quantized& got, const Quantized& want, ScaleBlock block, in
   for (size_t i = 0; i < ws.size(); ++i)
     if (std::memcmp(&gs[i], &ws[i], 4) != 0)
       return fail(fmt("scale %zu differs: got %.9g want %.9g", i, gs[i], ws[i]));
+  if (block == ScaleBlock::tile128x128)
+    if (const int64_t pad = bad_tile_padding(got.scales, rows, cols))
+      return fail(fmt("%lld padding entries of the tile scales are not 1.0", (long long)pad));
   const auto& g = got.stats;
   const auto& w = want.stats;
   if (g.elements != w.elements || g.blocks != w.blocks || g.saturated != w.saturated ||
@@ -310,6 +322,9 @@ void add_transpose_fp8_case(Registry& reg, int64_t rows, int64_t cols) {
          std::vector<float> gs(ts.bytes() / 4);
          if (!tc.download(gc.data()) || !ts.download(gs.data()))
            return fail("wrote outside its output (guard bytes changed)");
+         if (const int64_t bad = bad_tile_padding(gs, cols, rows))
+           return fail(
+               fmt("%lld padding entries of the transposed scales are not 1.0", (long long)bad));
          for (int64_t r = 0; r < rows; ++r)
            for (int64_t c = 0; c < cols; ++c) {
              if (gc[c * rows + r] != q.codes[r * cols + c])

@@ -99,6 +99,13 @@ void quantize_matrix(const At& at, int64_t rows, int64_t cols, ScaleBlock block,
   }
 }
 
+// 1.0 in the padding entries of a tile scale array (see fp8/format.hpp).
+void fill_tile_scale_padding(float* s, int64_t rows, int64_t cols) {
+  const int64_t stride = tile_scale_stride(cols);
+  for (int64_t rb = 0; rb < blocks_of(rows); ++rb)
+    for (int64_t cb = blocks_of(cols); cb < stride; ++cb) s[rb * stride + cb] = 1.0f;
+}
+
 }  // namespace
 
 void CpuBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
@@ -109,6 +116,7 @@ void CpuBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOpti
   const int64_t cols = x.cols;
   auto at = [&](int64_t r, int64_t c) { return rd(r * cols + c); };
   quantize_matrix(at, x.rows, x.cols, out.block, out.codes, out.scale_inv, opt, stats);
+  if (out.block == ScaleBlock::tile128x128) fill_tile_scale_padding(out.scale_inv, x.rows, x.cols);
 }
 
 void CpuBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& along,
@@ -163,6 +171,7 @@ void CpuBackend::transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) {
   for (int64_t rb = 0; rb < blocks_of(w.rows); ++rb)
     for (int64_t cb = 0; cb < blocks_of(w.cols); ++cb)
       wt.scale_inv[cb * stride_t + rb] = w.scale_inv[rb * stride + cb];
+  fill_tile_scale_padding(wt.scale_inv, wt.rows, wt.cols);
 }
 
 }  // namespace fp8rl
