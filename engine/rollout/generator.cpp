@@ -57,6 +57,23 @@ bool samples_on_backend(Backend& be, SamplingSite site, const SamplingParams& pa
   return op_has_mode && be.name() != "cpu";
 }
 
+// Appends what a device sampling step downloaded to sequences seqs: got holds `stride` tokens,
+// then `stride` log-probabilities' bits; entry r belongs to seqs[r]. A token of −1 means the
+// row's logits could not be sampled.
+void append_device_samples(const std::vector<int32_t>& got, size_t stride,
+                           const std::vector<int64_t>& seqs, std::vector<Sequence>& out) {
+  for (size_t r = 0; r < seqs.size(); ++r) {
+    const int64_t i = seqs[r];
+    check(got[r] >= 0, "generate: the logits of sequence " + std::to_string(i) +
+                           " hold a NaN or +inf, or are all −inf: no token can be drawn");
+    float logprob;
+    std::memcpy(&logprob, &got[stride + r], sizeof logprob);
+    Sequence& s = out[static_cast<size_t>(i)];
+    s.response.push_back(got[r]);
+    s.logprobs.push_back(logprob);
+  }
+}
+
 // sample_rows on the backend: logits [rows.size(), V] stay in backend memory; each sequence's
 // uniform is drawn from its own Rng (the draw sample_token makes; none when greedy) and uploaded,
 // the tokens and log-probabilities come back (8 bytes per row instead of 4·V). io is reused
@@ -81,16 +98,7 @@ void sample_rows_device(Backend& be, const Tensor& logits, const std::vector<int
   be.sample_tokens(logits.m(), inv_t, greedy ? nullptr : uniforms, tokens, logprobs);
   std::vector<int32_t> got(2 * n);  // tokens, then the log-probabilities' bits: one download
   be.download(got.data(), tokens, n * 8);
-  for (size_t r = 0; r < n; ++r) {
-    const int64_t i = rows[r];
-    check(got[r] >= 0, "generate: the logits of sequence " + std::to_string(i) +
-                           " hold a NaN or +inf, or are all −inf: no token can be drawn");
-    float logprob;
-    std::memcpy(&logprob, &got[n + r], sizeof logprob);
-    Sequence& s = out[static_cast<size_t>(i)];
-    s.response.push_back(got[r]);
-    s.logprobs.push_back(logprob);
-  }
+  append_device_samples(got, n, rows, out);
 }
 // Batch bucket of the graph path: the next power of two ≥ n, at least 8 (cuBLASLt wants M % 8
 // for FP8 without padding copies; small buckets cost next to nothing more).
@@ -154,15 +162,7 @@ class GraphStep {
       work();
     std::vector<int32_t> got(2 * rows);  // tokens, then the log-probabilities' bits
     be.download(got.data(), out_.data(), rows * 8);
-    for (size_t r = 0; r < n; ++r) {
-      const int64_t i = seqs[r];
-      check(got[r] >= 0, "generate: the logits of sequence " + std::to_string(i) +
-                             " hold a NaN or +inf, or are all −inf: no token can be drawn");
-      float logprob;
-      std::memcpy(&logprob, &got[rows + r], sizeof logprob);
-      out[static_cast<size_t>(i)].response.push_back(got[r]);
-      out[static_cast<size_t>(i)].logprobs.push_back(logprob);
-    }
+    append_device_samples(got, rows, seqs, out);
   }
 
  private:
