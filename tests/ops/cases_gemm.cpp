@@ -58,6 +58,23 @@ std::vector<double> reference_nt(const std::vector<double>& A, const std::vector
   return C;
 }
 
+// ‖got − want‖ / ‖|A|·|B|ᵀ + |β·C0|‖: the error against the size of the terms summed, so that
+// an output near zero by cancellation (a 1×1×1 product plus C0 with beta = 1) is not judged
+// relative to itself; never looser than ‖got − want‖ / ‖want‖ is strict.
+double error_vs_terms(const std::vector<double>& got, const std::vector<double>& want,
+                      std::vector<double> A, std::vector<double> B, int64_t M, int64_t N, int64_t K,
+                      double beta, std::vector<double> C0) {
+  for (auto* v : {&A, &B, &C0})
+    for (double& x : *v) x = std::fabs(x);
+  const auto terms = reference_nt(A, B, M, N, K, std::fabs(beta), C0);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += terms[i] * terms[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
 bool all_finite(const std::vector<double>& v) {
   for (double x : v)
     if (!std::isfinite(x)) return false;
@@ -104,7 +121,8 @@ void add_gemm_case(Registry& reg, Shape s, DType in, DType out, float beta) {
                      run(ref, w);
                      want = to_double(w, out);
                    }
-                   const double err = relative_error(g, want);
+                   const double err = error_vs_terms(g, want, to_double(a, in), to_double(b, in),
+                                                     s.M, s.N, s.K, beta, to_double(c0, out));
                    const double tol = tolerance(out, self, s.K);
                    if (!(err <= tol)) return fail(fmt("relative error %.3g > %.3g", err, tol));
                    return pass(fmt("rel. err %.2g", err));
@@ -202,21 +220,21 @@ void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format f
          const auto g = to_double(got, out);
          if (!all_finite(g)) return fail("non-finite output from finite inputs");
          const bool self = &ref == &test;
+         auto deq = [&](const Fp8Matrix& q) {
+           std::vector<double> v(static_cast<size_t>(q.rows * q.cols));
+           for (int64_t r = 0; r < q.rows; ++r)
+             for (int64_t c = 0; c < q.cols; ++c)
+               v[r * q.cols + c] =
+                   static_cast<double>(fp8_to_float(q.codes[r * q.cols + c], format)) *
+                   q.scale_inv[scale_index(q.block, q.rows, q.cols, r, c)];
+           return v;
+         };
+         const auto da = deq(qa_host), db = deq(qb_host), dc = to_double(c0, out);
          if (self) {
            // Against FP64 of the dequantized inputs (the same math), and against FP64 of the
            // unquantized values the FP8 format can only approximate (bounded by its precision).
-           auto deq = [&](const Fp8Matrix& q) {
-             std::vector<double> v(static_cast<size_t>(q.rows * q.cols));
-             for (int64_t r = 0; r < q.rows; ++r)
-               for (int64_t c = 0; c < q.cols; ++c)
-                 v[r * q.cols + c] =
-                     static_cast<double>(fp8_to_float(q.codes[r * q.cols + c], format)) *
-                     q.scale_inv[scale_index(q.block, q.rows, q.cols, r, c)];
-             return v;
-           };
-           const auto want =
-               reference_nt(deq(qa_host), deq(qb_host), m, n, k, beta, to_double(c0, out));
-           const double err = relative_error(g, want);
+           const auto want = reference_nt(da, db, m, n, k, beta, dc);
+           const double err = error_vs_terms(g, want, da, db, m, n, k, beta, dc);
            const double tol = tolerance(out, true, k);
            if (!(err <= tol))
              return fail(fmt("vs FP64 of dequantized inputs: %.3g > %.3g", err, tol));
@@ -226,7 +244,7 @@ void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format f
          std::vector<uint8_t> w;
          if (auto problem = run(ref, w)) return fail("reference: " + *problem);
          const auto want = to_double(w, out);
-         const double err = relative_error(g, want);
+         const double err = error_vs_terms(g, want, da, db, m, n, k, beta, dc);
          const double tol = tolerance(out, false, k);
          if (!(err <= tol)) return fail(fmt("vs CPU: relative error %.3g > %.3g", err, tol));
          return pass(
