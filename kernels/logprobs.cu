@@ -28,7 +28,7 @@ using cuda::Out;
 using cuda::row_softmax_stats;
 using cuda::SoftmaxStats;
 
-constexpr int kThreads = 512;
+constexpr int kThreads = cuda::kSoftmaxRowThreads;  // token_logprobs' lse = sample_tokens' lse
 constexpr int kWarps = kThreads / 32;
 
 template <bool kEntropy>

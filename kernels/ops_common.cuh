@@ -123,6 +123,10 @@ __device__ __forceinline__ SoftmaxStats softmax_merge(const SoftmaxStats& a,
 // the row, thread i taking elements i, i + kThreads, …, merged across lanes and then warps in a
 // fixed order (deterministic). The block must have kThreads threads, all of which call it (it
 // synchronises the block); warp_stats holds kThreads / 32 entries in shared memory.
+// Block size of the row-softmax kernels (token_logprobs, sample_tokens): one size, so both take
+// the same per-thread statistics and get the same lse bit for bit.
+constexpr int kSoftmaxRowThreads = 512;
+
 template <int kThreads, bool kEntropy>
 __device__ SoftmaxStats row_softmax_stats(In logits, int64_t row, int64_t V, float inv_t,
                                           SoftmaxStats* warp_stats) {

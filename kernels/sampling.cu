@@ -48,8 +48,7 @@ using cuda::kFullMask;
 using cuda::row_softmax_stats;
 using cuda::SoftmaxStats;
 
-// token_logprobs' block size (logprobs.cu): the same per-thread statistics, hence the same lse.
-constexpr int kThreads = 512;
+constexpr int kThreads = cuda::kSoftmaxRowThreads;  // token_logprobs' lse = sample_tokens' lse
 constexpr int kWarps = kThreads / 32;
 
 // e_j = exp(z_j − m) with z_j = logit·inv_t rounded first, as the CPU computes it.

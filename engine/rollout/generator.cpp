@@ -45,7 +45,7 @@ void sample_rows(const float* logits, int64_t V, const std::vector<int64_t>& row
 // top-k / top-p); automatically on any backend but the CPU, where the host path is the same
 // code without the copies.
 bool samples_on_backend(Backend& be, SamplingSite site, const SamplingParams& params) {
-  const bool op_has_mode = params.temperature <= 0 || (params.top_k <= 0 && params.top_p >= 1.0);
+  const bool op_has_mode = params.greedy() || (params.top_k <= 0 && params.top_p >= 1.0);
   switch (site) {
     case SamplingSite::host:
       return false;
@@ -88,8 +88,8 @@ void sample_rows_device(Backend& be, const Tensor& logits, const std::vector<int
   auto* uniforms = static_cast<double*>(io.data());
   auto* tokens = reinterpret_cast<int32_t*>(static_cast<char*>(io.data()) + cap * 8);
   auto* logprobs = reinterpret_cast<float*>(tokens + n);
-  const bool greedy = params.temperature <= 0;
-  const float inv_t = greedy ? 1.0f : static_cast<float>(1.0 / params.temperature);
+  const bool greedy = params.greedy();
+  const float inv_t = params.inv_temperature();
   if (!greedy) {
     std::vector<double> u(n);
     for (size_t r = 0; r < n; ++r) u[r] = rngs[static_cast<size_t>(rows[r])].uniform();
@@ -100,6 +100,11 @@ void sample_rows_device(Backend& be, const Tensor& logits, const std::vector<int
   be.download(got.data(), tokens, n * 8);
   append_device_samples(got, n, rows, out);
 }
+// Position of a sequence's next decode row: that of its last sampled token.
+int32_t last_position(const Sequence& s) {
+  return static_cast<int32_t>(s.prompt.size() + s.response.size() - 1);
+}
+
 // Batch bucket of the graph path: the next power of two ≥ n, at least 8 (cuBLASLt wants M % 8
 // for FP8 without padding copies; small buckets cost next to nothing more).
 int64_t graph_bucket(int64_t n) {
@@ -119,8 +124,8 @@ class GraphStep {
         cache_(cache),
         rows_(rows),
         pad_slot_(pad_slot),
-        greedy_(params.temperature <= 0),
-        inv_t_(greedy_ ? 1.0f : static_cast<float>(1.0 / params.temperature)) {
+        greedy_(params.greedy()),
+        inv_t_(params.inv_temperature()) {
     Backend& be = model_.backend();
     in_ = be.alloc(static_cast<size_t>(rows_) * (8 + 5 * 4));
     out_ = be.alloc(static_cast<size_t>(rows_) * 8);
@@ -150,7 +155,7 @@ class GraphStep {
       uniforms[r] = real && !greedy_ ? rngs[static_cast<size_t>(i)].uniform() : 0.0;
       tok[r] = real ? out[i].response.back() : 0;
       slot[r] = real ? static_cast<int32_t>(i) : pad_slot_;
-      pos[r] = real ? static_cast<int32_t>(out[i].prompt.size() + out[i].response.size() - 1) : 0;
+      pos[r] = real ? last_position(out[i]) : 0;
       len[r] = pos[r] + 1;
       row[r] = static_cast<int32_t>(r);
     }
@@ -356,8 +361,7 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
       for (int64_t i : active) {
         tokens.push_back(out[i].response.back());
         slots.push_back(static_cast<int32_t>(i));
-        positions.push_back(
-            static_cast<int32_t>(out[i].prompt.size() + out[i].response.size() - 1));
+        positions.push_back(last_position(out[i]));
         rows.push_back(static_cast<int32_t>(rows.size()));
       }
       step(active);

@@ -18,8 +18,8 @@ void SamplingParams::validate() const {
 
 Sampled sample_token(const float* logits, int64_t V, const SamplingParams& p, Rng& rng) {
   check(V > 0, "sample_token: empty row of logits");
-  const bool greedy = p.temperature <= 0;
-  const float inv_t = greedy ? 1.0f : static_cast<float>(1.0 / p.temperature);
+  const bool greedy = p.greedy();
+  const float inv_t = p.inv_temperature();
   // log-softmax in the same FP32 steps as the backends' token_logprobs; the exponentials are
   // kept for sampling, so a row costs one exp per logit (a Qwen3 vocabulary is 151,936). The
   // greedy and full-distribution paths are the CPU backend's sample_tokens code, so the two

@@ -20,6 +20,9 @@ struct SamplingParams {
   uint64_t seed = 0;
 
   void validate() const;  // throws naming the bad field
+  bool greedy() const { return temperature <= 0; }
+  // The scale of the logits whose softmax g is taken from: 1/T, or 1 when greedy.
+  float inv_temperature() const { return greedy() ? 1.0f : static_cast<float>(1.0 / temperature); }
 };
 
 struct Sampled {
