@@ -6,7 +6,7 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "End-to-end FP8 reinforcement learning of 
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "FP8 RL Studio developers")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas0 | libblas3, libqt6widgets6, libqcustomplot2.1-qt6")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libqt6widgets6, libqcustomplot2.1-qt6")
 set(CPACK_GENERATOR TGZ)
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/fp8rl-studio.desktop DESTINATION share/applications)
 include(CPack)

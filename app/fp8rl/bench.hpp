@@ -77,6 +77,15 @@ struct TrainOptions {
 };
 Json bench_train(Backend& be, const TrainOptions& o);
 
+// bench train --seeds N: the preset run to the end for N seeds (from first_seed) in FP8 and in
+// BF16; final validation accuracies, their means, spread and the FP8 − BF16 gap.
+struct SeedsOptions {
+  std::string preset;
+  std::vector<std::string> sets;
+  int64_t seeds = 0, first_seed = 1;
+};
+Json bench_seeds(Backend& be, const SeedsOptions& o);
+
 struct StepOptions {
   std::string preset;
   std::string model;  // empty: the preset's own shape

@@ -11,6 +11,7 @@
 #include "bench.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "rl/run_config.hpp"
 
 namespace fp8rl::cli {
 namespace {
@@ -39,6 +40,11 @@ train [--model M] [--batch B] [--seq-len T] [--steps N] [--warmup W]
     BF16 vs FP8 linears, with the phase split. N steps (default 5) timed after W warm-up steps
     (default 1). Defaults: small, batch 4 x 64 tokens on the CPU; qwen3-0.6b, batch 4 x 1024
     tokens on GPUs.
+train --seeds N [--preset NAME] [--set key=value ...]
+    FP8 vs BF16 accuracy: the preset (default demo) run to the end for N seeds (the preset's
+    seed and the N - 1 after it), each in FP8 and in BF16; final validation accuracy per run,
+    means, standard deviations and the FP8 - BF16 gap with its standard error. Minutes per
+    run on a CPU.
 step [--preset NAME] [--set key=value ...] [--model M] [--steps N] [--warmup W]
     whole GRPO steps (GrpoRun::next) of a preset (default demo; --set as for fp8rl train) in
     three modes: BF16, FP8 linears, FP8 linears + FP8 KV cache. No SFT steps; validation only
@@ -60,7 +66,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
       {"gemm", {"shapes", "seconds"}},
       {"quant", {"seconds"}},
       {"rollout", {"model", "batch", "prompt-len", "new-tokens"}},
-      {"train", {"model", "batch", "seq-len", "steps", "warmup"}},
+      {"train", {"model", "batch", "seq-len", "steps", "warmup", "seeds", "preset", "set"}},
       {"step", {"preset", "set", "model", "steps", "warmup"}},
       {"telemetry", {"steps", "warmup"}},
   };
@@ -82,9 +88,9 @@ int cmd_bench(const std::vector<std::string>& args) {
       rest.push_back(args[i]);
     }
   }
-  const std::set<std::string> valued = {"backend", "json",  "shapes",     "seconds",
-                                        "batch",   "model", "prompt-len", "new-tokens",
-                                        "seq-len", "steps", "warmup",     "preset"};
+  const std::set<std::string> valued = {"backend", "json",       "shapes",     "seconds", "batch",
+                                        "model",   "prompt-len", "new-tokens", "seq-len", "steps",
+                                        "warmup",  "preset",     "seeds"};
   const Args a(rest, valued, {"help"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -105,7 +111,17 @@ int cmd_bench(const std::vector<std::string>& args) {
     if (name != "backend" && name != "json" && !accepted.count(name) && given(name))
       throw Error("option --" + name + " does not apply to bench " + what);
   if (!sets.empty() && !accepted.count("set"))
-    throw Error("option --set does not apply to bench " + what + " (only to bench step)");
+    throw Error("option --set does not apply to bench " + what +
+                " (only to bench step and bench train --seeds)");
+  if (what == "train") {
+    const bool seeds = given("seeds");
+    for (const char* name : {"model", "batch", "seq-len", "steps", "warmup"})
+      if (seeds && given(name))
+        throw Error(std::string("option --") + name +
+                    " does not apply to bench train --seeds (it runs the preset to the end)");
+    if (!seeds && (given("preset") || !sets.empty()))
+      throw Error("options --preset and --set of bench train need --seeds N");
+  }
 
   auto int_option = [&](const std::string& name, int64_t fallback) {
     return given(name) ? bench::positive_option(a.get(name, ""), name) : fallback;
@@ -114,7 +130,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     return given(name) ? bench::integer_option(a.get(name, ""), name, 0) : fallback;
   };
   // Every given option is checked before anything is measured.
-  for (const char* name : {"prompt-len", "new-tokens", "seq-len", "steps"})
+  for (const char* name : {"prompt-len", "new-tokens", "seq-len", "steps", "seeds"})
     if (given(name)) int_option(name, 0);
   if (given("warmup")) count_option("warmup", 0);
   if (given("batch") && what == "rollout") bench::parse_positive_list(a.get("batch", ""), "batch");
@@ -156,6 +172,13 @@ int cmd_bench(const std::vector<std::string>& args) {
       o.prompt_len = int_option("prompt-len", cpu ? 32 : 128);
       o.new_tokens = int_option("new-tokens", cpu ? 32 : 128);
       runs.push_back(bench::bench_rollout(*be, o));
+    } else if (what == "train" && given("seeds")) {
+      bench::SeedsOptions o;
+      o.preset = a.get("preset", "demo");
+      o.sets = sets;
+      o.seeds = int_option("seeds", 1);
+      o.first_seed = static_cast<int64_t>(RunConfig::load(o.preset, "", sets).seed);
+      runs.push_back(bench::bench_seeds(*be, o));
     } else if (what == "train") {
       bench::TrainOptions o;
       o.model = a.get("model", cpu ? "small" : "qwen3-0.6b");

@@ -30,14 +30,14 @@ int cmd_doctor(const std::vector<std::string>& args) {
   const Args a(args, {}, {"help"});
   if (a.flag("help")) {
     std::puts(
-        "usage: fp8rl doctor\n\nReports CPU threads and BLAS, the CUDA backend module, "
+        "usage: fp8rl doctor\n\nReports CPU threads and GEMM path, the CUDA backend module, "
         "driver and runtime versions,\nthe device, cuBLASLt and NCCL, and which backend "
         "`--backend auto` picks (and why). Exits 0.");
     return 0;
   }
   std::printf("fp8rl %s (%s)\n\n", FP8RL_VERSION, FP8RL_GIT_DESCRIBE);
-  std::printf("CPU backend\n  threads:        %d\n  BLAS:           %s\n\n", cpu_threads(),
-              cpu_blas_description().c_str());
+  std::printf("CPU backend\n  threads:        %d\n  GEMM:           %s\n\n", cpu_threads(),
+              cpu_gemm_description().c_str());
 
   const auto& st = cuda_module_status();
   std::printf("CUDA backend module\n");

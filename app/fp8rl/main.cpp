@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kUsage = R"(usage: fp8rl <command> [options]
 
 commands:
-  doctor                 report CPU, BLAS, CUDA module, driver, device and library versions
+  doctor                 report CPU, GEMM path, CUDA module, driver, device and library versions
   bench gemm|quant|rollout   BF16 vs FP8 GEMMs, quantization, decode tokens/s per backend
   bench train|step       training-step and whole-GRPO-step speed, BF16 vs FP8 (--json FILE)
   bench telemetry        what a worker's telemetry costs per step of the demo preset

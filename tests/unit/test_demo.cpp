@@ -1,11 +1,15 @@
-// The demo preset as `./run.sh --headless` runs it (slow: minutes): RL must show its own gain,
-// and FP8 must match BF16. These are the acceptance measurements of the run loop.
+// The demo preset as `./run.sh --headless` runs it (slow: minutes): in FP8 and in BF16, RL must
+// show its own gain; and FP8 machinery with every layer switched to BF16 must be BF16, bit for
+// bit. FP8-vs-BF16 accuracy parity is not asserted here: one seed is no evidence (two runs are
+// chaotic trajectories); `fp8rl bench train --seeds N` measures it over seeds
+// (docs/benchmarks.md).
 #include <QtTest>
 
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <algorithm>
 #include <cmath>
 
 namespace {
@@ -15,6 +19,7 @@ struct Curve {
   double first_val = NAN, last_val = NAN;
   QList<double> mult_err;
   double seconds = 0;
+  QList<QJsonObject> steps;  // every step's scalars but time, throughput and memory
 };
 
 Curve train(const QStringList& extra) {
@@ -33,11 +38,15 @@ Curve train(const QStringList& extra) {
       c.seconds = o["wall_seconds"].toDouble();
       continue;
     }
-    const auto s = o["scalars"].toObject();
+    auto s = o["scalars"].toObject();
     if (o["phase"].toString() == "rl") {
       c.rewards << s["reward/mean"].toDouble();
       c.mult_err << s["token_mult_prob_error"].toDouble();
     }
+    for (const auto& key : s.keys())  // what measures the machine, not the computation
+      if (key.startsWith("time/") || key.startsWith("throughput/") || key.startsWith("memory/"))
+        s.remove(key);
+    c.steps << s;
   }
   return c;
 }
@@ -50,38 +59,59 @@ double mean(const QList<double>& v, qsizetype from, qsizetype n) {
 
 }  // namespace
 
+// What "learns" means for the demo (reverse 3–6 letters; the warm-up leaves validation near
+// 0.1–0.2): validation gains at least 0.4 and ends at 0.6 or more, the mean reward of the last 20
+// RL steps is at least 0.2 above the first 20's. Over seeds 1–5 (docs/benchmarks.md) every run
+// of either precision ended at 0.8 or more; these floors catch a run that stopped learning, and
+// leave room for seeds and legitimate changes of the arithmetic.
+void expect_learns(const Curve& c, const char* precision) {
+  QVERIFY2(c.rewards.size() >= 40, qPrintable(QString("the %1 demo run failed").arg(precision)));
+  const double gain = c.last_val - c.first_val;
+  const double reward_first = mean(c.rewards, 0, 20),
+               reward_last = mean(c.rewards, c.rewards.size() - 20, 20);
+  qInfo("%s demo: validation %.3f → %.3f, reward first/last 20 %.3f → %.3f, %.0f s", precision,
+        c.first_val, c.last_val, reward_first, reward_last, c.seconds);
+  QVERIFY2(gain >= 0.4, qPrintable(QString("validation gain %1").arg(gain)));
+  QVERIFY2(c.last_val >= 0.6, qPrintable(QString("final validation %1").arg(c.last_val)));
+  QVERIFY2(reward_last - reward_first >= 0.2,
+           qPrintable(QString("reward gain %1").arg(reward_last - reward_first)));
+}
+
 class TestDemo : public QObject {
   Q_OBJECT
-  Curve f8;
 
  private slots:
   void demoLearnsInFp8() {
-    f8 = train({});
-    QVERIFY2(f8.rewards.size() >= 40, "the FP8 demo run failed");
-    const double gain = f8.last_val - f8.first_val;
-    const double reward_gain =
-        mean(f8.rewards, f8.rewards.size() - 20, 20) - mean(f8.rewards, 0, 20);
-    qInfo("fp8 demo: validation %.3f → %.3f, reward first/last 20 %.3f → %.3f, %.0f s",
-          f8.first_val, f8.last_val, mean(f8.rewards, 0, 20),
-          mean(f8.rewards, f8.rewards.size() - 20, 20), f8.seconds);
-    QVERIFY2(gain >= 0.4, qPrintable(QString("validation gain %1").arg(gain)));
-    QVERIFY2(reward_gain >= 0.2, qPrintable(QString("reward gain %1").arg(reward_gain)));
+    const Curve f8 = train({});
+    expect_learns(f8, "fp8");
+    if (QTest::currentTestFailed()) return;
+    // Generator and trainer see the same FP8 weights: the median step's mismatch is small.
     QList<double> sorted = f8.mult_err;
     std::sort(sorted.begin(), sorted.end());
     QVERIFY(sorted[sorted.size() / 2] < 1.05);
   }
 
-  void fp8MatchesBf16() {
-    if (f8.rewards.isEmpty()) QSKIP("needs the FP8 run of demoLearnsInFp8");
-    const Curve bf = train({"--set", "precision.default=bf16"});
-    QVERIFY2(bf.rewards.size() >= 40, "the BF16 demo run failed");
-    qInfo("bf16 demo: validation %.3f → %.3f", bf.first_val, bf.last_val);
-    // The acceptance target: same preset and seed, final validation within 0.05. Measured on
-    // the 2-core machine: fp8 0.148 → 0.930, bf16 0.133 → 0.922 (docs/training.md). Both runs
-    // end near the task's ceiling, so the comparison is not at the mercy of where two chaotic
-    // trajectories happen to be at step 400.
-    QVERIFY2(std::fabs(bf.last_val - f8.last_val) <= 0.05,
-             qPrintable(QString("fp8 %1 vs bf16 %2").arg(f8.last_val).arg(bf.last_val)));
+  void demoLearnsInBf16() { expect_learns(train({"--set", "precision.default=bf16"}), "bf16"); }
+
+  // precision.default=fp8 with every linear overridden to BF16 runs the FP8 build of the run
+  // (recalibration, statistics, the FP8 code paths' bookkeeping) on BF16 layers: it must be the
+  // BF16 run exactly, step by step. Short runs: one differing bit shows within steps.
+  void fp8WithEveryLayerInBf16IsBf16() {
+    const QStringList shorter = {"--set",       "grpo.steps=12", "--set",
+                                 "sft.steps=4", "--set",         "validation.every=6"};
+    const Curve all_bf16 = train(shorter + QStringList{"--set", "precision.default=fp8", "--set",
+                                                       R"(precision.overrides=["*.*=bf16"])"});
+    const Curve bf = train(shorter + QStringList{"--set", "precision.default=bf16"});
+    QCOMPARE(all_bf16.steps.size(), qsizetype(16));
+    QCOMPARE(bf.steps.size(), all_bf16.steps.size());
+    for (qsizetype i = 0; i < bf.steps.size(); ++i)
+      for (const auto& key : bf.steps[i].keys() + all_bf16.steps[i].keys())
+        QVERIFY2(all_bf16.steps[i][key] == bf.steps[i][key],
+                 qPrintable(QString("step %1 %2: %3 vs %4")
+                                .arg(i)
+                                .arg(key)
+                                .arg(all_bf16.steps[i][key].toDouble(), 0, 'g', 17)
+                                .arg(bf.steps[i][key].toDouble(), 0, 'g', 17)));
   }
 };
 

@@ -1,11 +1,14 @@
-// CPU GEMMs: FP8 against FP64 of the dequantized inputs (the same math: ≤ 1e-6) and against FP64
-// of the unquantized inputs (within a bound derived from E4M3's precision); BF16 and errors.
+// CPU GEMMs: the FP32 kernel's fixed order of operations, bit for bit, on every instruction-set
+// path; FP8 against FP64 of the dequantized inputs (the same math: ≤ 1e-6) and against FP64 of
+// the unquantized inputs (within a bound derived from E4M3's precision); BF16 and errors.
 #include <QtTest>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/backend_registry.hpp"
+#include "backend/cpu/sgemm.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -40,6 +43,24 @@ std::vector<float> random(Rng& rng, int64_t n) {
   for (auto& x : v) x = float(rng.normal() * (rng.uniform() < 0.01 ? 20 : 1));
   return v;
 }
+
+// The kernel's contract (sgemm.hpp), written as plainly as possible: for each element,
+// acc = beta·C (or 0), then acc = acc + a·b in index order, each step rounded to FP32.
+void reference_sgemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float beta,
+                     float* C) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float acc = beta == 0.0f ? 0.0f : beta * C[i * N + j];
+      for (int64_t k = 0; k < K; ++k) {
+        const float prod = A[i * K + k] * B[j * K + k];
+        acc = acc + prod;
+      }
+      C[i * N + j] = acc;
+    }
+}
+
+// FP32 unit roundoff: the error bound of a sum of n rounded terms is about n·u·Σ|terms|.
+constexpr double kU32 = 0x1p-24;
 
 }  // namespace
 
@@ -78,7 +99,7 @@ class TestGemmCpu : public QObject {
         num += (got - same) * (got - same);
         den += same * same;
         // FP8 vs the unquantized product: within the bound E4M3 implies (+ FP32 accumulation).
-        const double fp32_acc = double(K) * 0x1p-24 * abs_sum;
+        const double fp32_acc = double(2 * K) * kU32 * abs_sum;  // K products, K sums
         QVERIFY2(
             std::fabs(got - exact) <= bound + fp32_acc,
             qPrintable(
@@ -86,6 +107,40 @@ class TestGemmCpu : public QObject {
       }
     // Same math as FP64 of the dequantized inputs.
     QVERIFY2(std::sqrt(num / den) <= 1e-6, qPrintable(QString::number(std::sqrt(num / den))));
+  }
+
+  // Every path (generic SSE2, AVX2, AVX-512 where the CPU has them) on awkward sizes, with
+  // beta 0, 1 and 0.5 (beta = 0 must not read C: it holds NaN here), equals the reference's
+  // bits. This is what makes a row's result independent of the batch it is computed in.
+  void sgemmFollowsItsContractOnEveryPath() {
+    Rng rng(11);
+    const int64_t sizes[][3] = {{1, 1, 1},      {3, 5, 7},    {17, 33, 130}, {70, 257, 300},
+                                {130, 16, 513}, {6, 300, 64}, {65, 1, 257}};
+    for (const auto& sz : sizes) {
+      const int64_t M = sz[0], N = sz[1], K = sz[2];
+      auto a = random(rng, M * K), b = random(rng, N * K), c0 = random(rng, M * N);
+      for (float beta : {0.0f, 1.0f, 0.5f}) {
+        std::vector<float> want = c0;
+        if (beta == 0.0f) std::fill(want.begin(), want.end(), NAN);
+        std::vector<float> init = want;
+        reference_sgemm(M, N, K, a.data(), b.data(), beta, want.data());
+        for (CpuGemmPath path : cpu_gemm_paths()) {
+          std::vector<float> got = init;
+          cpu_sgemm_nt(M, N, K, a.data(), b.data(), beta, got.data(), path);
+          QVERIFY2(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0,
+                   qPrintable(QString("%1 path, %2x%3x%4, beta %5: bits differ from the reference")
+                                  .arg(cpu_gemm_path_name(path))
+                                  .arg(M)
+                                  .arg(N)
+                                  .arg(K)
+                                  .arg(beta)));
+          // A row computed alone (M = 1) has the bits it has inside the batch.
+          std::vector<float> row(init.begin() + (M - 1) * N, init.begin() + M * N);
+          cpu_sgemm_nt(1, N, K, a.data() + (M - 1) * K, b.data(), beta, row.data(), path);
+          QVERIFY(std::memcmp(row.data(), want.data() + (M - 1) * N, N * sizeof(float)) == 0);
+        }
+      }
+    }
   }
 
   void wgradAccumulates() {
@@ -100,7 +155,18 @@ class TestGemmCpu : public QObject {
       for (int64_t j = 0; j < K; ++j) {
         double want = 1.5;
         for (int64_t k = 0; k < M; ++k) want += deq(a.m, i, k) * deq(b.m, j, k);
-        QVERIFY(std::fabs(dw[i * K + j] - want) <= 1e-5 * (1 + std::fabs(want)));
+        // A sum of M + 1 FP32-rounded terms (and M rounded products): error ≤ (2M + 1)·u
+        // times the sum of the terms' magnitudes (first order of the usual γ_n bound).
+        double magnitude = 1.5;
+        for (int64_t k = 0; k < M; ++k) magnitude += std::fabs(deq(a.m, i, k) * deq(b.m, j, k));
+        const double bound = double(2 * M + 1) * kU32 * magnitude;
+        QVERIFY2(std::fabs(dw[i * K + j] - want) <= bound,
+                 qPrintable(QString("(%1,%2): |%3 - %4| > %5")
+                                .arg(i)
+                                .arg(j)
+                                .arg(dw[i * K + j])
+                                .arg(want)
+                                .arg(bound)));
       }
   }
 
@@ -114,11 +180,18 @@ class TestGemmCpu : public QObject {
                Matrix{c.data(), M, N, DType::bf16}, 0.0f);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
-        double want = 0;
-        for (int64_t k = 0; k < K; ++k)
-          want += double(bf16_to_float(a[i * K + k])) * bf16_to_float(b[j * K + k]);
-        // One BF16 rounding (2^-9 relative) plus FP32 accumulation.
-        QVERIFY(std::fabs(bf16_to_float(c[i * N + j]) - want) <= 0x1p-8 * std::fabs(want) + 1e-5);
+        double want = 0, magnitude = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double t = double(bf16_to_float(a[i * K + k])) * bf16_to_float(b[j * K + k]);
+          want += t;
+          magnitude += std::fabs(t);
+        }
+        // FP32 accumulation (2K rounded operations, ≤ 2K·u·Σ|terms|), then one BF16 rounding
+        // (BF16 keeps 8 significant bits: unit roundoff 2^-8) of that FP32 value.
+        const double e32 = double(2 * K) * kU32 * magnitude;
+        const double bound = 0x1p-8 * (std::fabs(want) + e32) + e32;
+        QVERIFY2(std::fabs(bf16_to_float(c[i * N + j]) - want) <= bound,
+                 qPrintable(QString("(%1,%2)").arg(i).arg(j)));
       }
   }
 

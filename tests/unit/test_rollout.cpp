@@ -212,14 +212,14 @@ class TestRollout : public QObject {
 
   // The graph path's step (a power-of-two bucket of rows with inputs in device buffers, padding
   // rows in the cache's extra slot), run unrecorded on the CPU, gives the eager path's tokens and
-  // log-probs while the batch shrinks through buckets (11 → 16 rows, then 8); a backend without
-  // graphs says why and runs eagerly. Not bit for bit: the GEMMs then run with another M, and
-  // BLAS edge kernels may sum a row in another order (1 ulp, which bf16 rounding amplifies);
-  // fp32 shows the plumbing exactly (to 1e-5), fp8 + fp8 KV within the rounding of the format.
+  // log-probs bit for bit while the batch shrinks through buckets (11 → 16 rows, then 8): the
+  // padding changes the GEMMs' M, and the CPU GEMM sums every row in the same order whatever M
+  // is (backend/cpu/sgemm.hpp). A backend without graphs says why and runs eagerly.
   void graphStepEqualsEagerStep() {
     const ModelConfig cfg = small_config();
-    for (auto [p, kv] : {std::pair{Precision::fp32, KvDType::f32},
-                         std::pair{Precision::fp8, KvDType::fp8}}) {
+    for (auto [p, kv] :
+         {std::pair{Precision::fp32, KvDType::f32}, std::pair{Precision::bf16, KvDType::bf16},
+          std::pair{Precision::fp8, KvDType::fp8}}) {
       Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, p), 5, 0.2);
       Generator eager(m, {kv, 0, SamplingSite::backend, DecodeGraphs::off});
       Generator padded(m, {kv, 0, SamplingSite::backend, DecodeGraphs::unrecorded});
@@ -231,7 +231,6 @@ class TestRollout : public QObject {
         padded.set_kv_scales(eager.kv_scales());
         automatic.set_kv_scales(eager.kv_scales());
       }
-      const double tol = p == Precision::fp32 ? 1e-5 : 0.05;
       for (double t : {0.0, 1.0}) {
         SamplingParams sp;
         sp.temperature = t;
@@ -241,25 +240,21 @@ class TestRollout : public QObject {
         sp.stop_tokens = {5, 9, 11, 17};
         const auto a = eager.generate(prompts, sp), b = padded.generate(prompts, sp),
                    c = automatic.generate(prompts, sp);
-        size_t short_ones = 0, same = 0;
-        double worst = 0;
+        size_t short_ones = 0;
         for (size_t i = 0; i < a.size(); ++i) {
-          // The automatic generator ran the eager path itself: identical.
-          QCOMPARE(c[i].response, a[i].response);
-          QCOMPARE(c[i].logprobs, a[i].logprobs);
+          for (const auto* other : {&b[i], &c[i]}) {
+            QCOMPARE(other->response, a[i].response);
+            QCOMPARE(other->finish_reason, a[i].finish_reason);
+            QCOMPARE(other->logprobs.size(), a[i].logprobs.size());
+            for (size_t k = 0; k < a[i].logprobs.size(); ++k)
+              QCOMPARE(std::bit_cast<uint32_t>(other->logprobs[k]),
+                       std::bit_cast<uint32_t>(a[i].logprobs[k]));
+          }
           short_ones += a[i].response.size() < 12;
-          if (b[i].response != a[i].response) continue;
-          ++same;
-          QCOMPARE(b[i].finish_reason, a[i].finish_reason);
-          for (size_t k = 0; k < a[i].logprobs.size(); ++k)
-            worst = std::max(worst, std::abs(double(b[i].logprobs[k]) - a[i].logprobs[k]));
         }
-        qInfo("%s t=%g: %zu of %zu sequences the same, max |Δ logprob| %.3g",
-              precision_name(p), t, same, a.size(), worst);
         QVERIFY2(short_ones >= 4, qPrintable(QString("%1 sequences left early, too few to leave "
-                                                     "the 16-row bucket").arg(short_ones)));
-        QVERIFY(same >= (p == Precision::fp32 ? a.size() : a.size() - 2));
-        QVERIFY2(worst <= tol, qPrintable(QString::number(worst)));
+                                                     "the 16-row bucket")
+                                                 .arg(short_ones)));
         QCOMPARE(padded.last_stats().graph_steps, int64_t{0});
         QCOMPARE(automatic.last_stats().graph_captures, int64_t{0});
         QCOMPARE(QString::fromStdString(automatic.last_stats().graphs_unused),

@@ -10,12 +10,10 @@
 
 namespace fp8rl {
 
-CpuBackend::CpuBackend() {
-  cpu_blas_init();
-}
+CpuBackend::CpuBackend() = default;
 
 std::string CpuBackend::device() const {
-  return std::to_string(cpu_threads()) + " threads, " + cpu_blas_description();
+  return std::to_string(cpu_threads()) + " threads, " + cpu_gemm_description();
 }
 
 void CpuBackend::upload(void* dst, const void* host_src, size_t bytes) {

@@ -1,6 +1,6 @@
 // The CPU backend: the exact reference every other backend is tested against.
 // Quantization is scalar code written to the spec in fp8/format.hpp; GEMMs dequantize to FP32
-// and call BLAS sgemm (FP32 accumulation), multi-threaded.
+// and run the backend's own FP32 GEMM (sgemm.hpp), multi-threaded, the same bits on every CPU.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -74,12 +74,8 @@ class CpuBackend final : public Backend {
   void raw_free(void* p) noexcept override;
 };
 
-// Sets the BLAS up for use inside the backend's own thread pool (once per process).
-void cpu_blas_init();
-
-// Name and thread count of the BLAS the CPU GEMMs call (e.g. "OpenBLAS 0.3.21 (2 threads)"),
-// or a note that the built-in loop is used.
-std::string cpu_blas_description();
+// The FP32 GEMM the CPU backend runs: its instruction-set path and the ones this CPU offers.
+std::string cpu_gemm_description();
 
 // Sampling steps of one row, shared by CpuBackend::sample_tokens and host sampling
 // (rollout/sampling.cpp) so that both choose identical tokens (cpu/sampling.cpp).
@@ -94,9 +90,5 @@ float cpu_softmax_exps(const float* logits, int64_t V, float inv_t, float* e, fl
 int64_t cpu_inverse_cdf(const float* e, int64_t V, double u);
 // The first index of the largest logit (greedy decoding); V > 0, no NaN.
 int64_t cpu_argmax(const float* logits, int64_t V);
-
-// C[M,N] = A[M,K] · B[N,K]ᵀ + beta·C in FP32 (BLAS sgemm when available).
-void cpu_sgemm_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float beta,
-                  float* C);
 
 }  // namespace fp8rl

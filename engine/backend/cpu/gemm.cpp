@@ -1,25 +1,15 @@
 // CPU reference GEMMs: inputs are widened (BF16) or dequantized (FP8) to FP32 exactly as the
-// formats define them, then one FP32 sgemm with FP32 accumulation.
+// formats define them, then the backend's FP32 GEMM (sgemm.hpp: one fixed order of operations
+// per element, so results do not depend on the batch layout, the thread count or the CPU).
 #include <algorithm>
-#include <mutex>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/sgemm.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "fp8/codec.hpp"
-
-#if defined(FP8RL_HAVE_BLAS)
-extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
-                       const int* k, const float* alpha, const float* a, const int* lda,
-                       const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
-#endif
-#if defined(FP8RL_HAVE_OPENBLAS)
-extern "C" int openblas_get_num_threads(void);
-extern "C" void openblas_set_num_threads(int);
-extern "C" char* openblas_get_config(void);
-#endif
 
 namespace fp8rl {
 namespace {
@@ -86,64 +76,12 @@ void sgemm_into(int64_t M, int64_t N, int64_t K, const float* A, const float* B,
 
 }  // namespace
 
-void cpu_sgemm_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float beta,
-                  float* C) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    for (int64_t i = 0; i < M * N; ++i) C[i] = beta == 0.0f ? 0.0f : beta * C[i];
-    return;
-  }
-#if defined(FP8RL_HAVE_BLAS)
-  check(M < (int64_t{1} << 31) && N < (int64_t{1} << 31) && K < (int64_t{1} << 31),
-        "cpu gemm: dimensions exceed the BLAS 32-bit index range");
-  // One thread pool for the whole CPU backend: BLAS runs single-threaded inside our parallel
-  // loop (OpenBLAS's own threads would spin after each call and starve the quantization and
-  // dequantization loops that surround every FP8 GEMM). Split the larger of M and N.
-  const bool split_m = M >= N;
-  const int64_t outer = split_m ? M : N;
-  const int64_t grain = std::max<int64_t>(64, outer / cpu_threads() + 1);
-  parallel_for(outer, grain, [&](int64_t o0, int64_t o1) {
-    // Row-major C[M,N] = A·Bᵀ is column-major Cᵀ = B·Aᵀ: sgemm("T", "N", N, M, K).
-    const int k = static_cast<int>(K), ldc = static_cast<int>(N);
-    const float alpha = 1.0f;
-    if (split_m) {
-      const int m = static_cast<int>(N), n = static_cast<int>(o1 - o0);
-      sgemm_("T", "N", &m, &n, &k, &alpha, B, &k, A + o0 * K, &k, &beta, C + o0 * N, &ldc);
-    } else {
-      const int m = static_cast<int>(o1 - o0), n = static_cast<int>(M);
-      sgemm_("T", "N", &m, &n, &k, &alpha, B + o0 * K, &k, A, &k, &beta, C + o0, &ldc);
-    }
-  });
-#else
-  parallel_for(M, 1, [&](int64_t m0, int64_t m1) {
-    for (int64_t i = m0; i < m1; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        float acc = 0.0f;
-        const float* a = A + i * K;
-        const float* b = B + j * K;
-        for (int64_t k = 0; k < K; ++k) acc += a[k] * b[k];
-        float& out = C[i * N + j];
-        out = beta == 0.0f ? acc : acc + beta * out;
-      }
-  });
-#endif
-}
-
-void cpu_blas_init() {
-#if defined(FP8RL_HAVE_OPENBLAS)
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-#endif
-}
-
-std::string cpu_blas_description() {
-#if defined(FP8RL_HAVE_OPENBLAS)
-  return std::string(openblas_get_config()) + ", called single-threaded per chunk";
-#elif defined(FP8RL_HAVE_BLAS)
-  return "system BLAS (sgemm)";
-#else
-  return "no BLAS: built-in FP32 loop";
-#endif
+std::string cpu_gemm_description() {
+  std::string paths;
+  for (CpuGemmPath p : cpu_gemm_paths())
+    paths += std::string(paths.empty() ? "" : ", ") + cpu_gemm_path_name(p);
+  return std::string("built-in FP32 GEMM, ") + cpu_gemm_path_name(cpu_gemm_default_path()) +
+         " path (this CPU: " + paths + "; every path gives the same bits)";
 }
 
 void CpuBackend::gemm(const Matrix& a, const Matrix& b, const Matrix& c, float beta) {
