@@ -59,6 +59,14 @@ bool parse_integer(const std::string& text, long long* out) {
   return !text.empty() && used == text.size();
 }
 
+int64_t parse_run_id(const std::string& text, const std::string& what) {
+  long long v = 0;
+  check(parse_integer(text, &v) && v > 0,
+        what + " needs a run id (a positive whole number, as `fp8rl runs list` shows), got '" +
+            text + "'");
+  return v;
+}
+
 int Args::get_int(const std::string& name, int fallback) const {
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;

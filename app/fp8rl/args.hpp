@@ -2,6 +2,7 @@
 // and missing values are errors naming the option and the allowed ones.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -12,6 +13,8 @@ namespace fp8rl::cli {
 // Parses the whole of text as a decimal integer; false for empty text, trailing characters or
 // out of range.
 bool parse_integer(const std::string& text, long long* out);
+// A run id given on the command line (what, e.g. "--resume", names it in the error).
+int64_t parse_run_id(const std::string& text, const std::string& what);
 
 class Args {
  public:

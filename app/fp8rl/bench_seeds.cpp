@@ -24,7 +24,7 @@ Outcome run_to_end(const RunConfig& cfg, Backend& be) {
   const auto t0 = Clock::now();
   while (!run.finished()) {
     const StepRecord r = run.next();
-    if (auto it = r.scalars.find("accuracy/validation_initial"); it != r.scalars.end())
+    if (auto it = r.scalars.find(metric::kValAccuracyInitial); it != r.scalars.end())
       out.initial = it->second;
     if (auto it = r.scalars.find(metric::kValAccuracy); it != r.scalars.end()) {
       if (std::isnan(out.initial)) out.initial = it->second;

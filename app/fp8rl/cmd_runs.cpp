@@ -65,7 +65,7 @@ int cmd_runs(const std::vector<std::string>& args) {
     return 0;
   }
 #if defined(FP8RL_HAVE_IPC)
-  if (pos[0] == "attach") return cmd_attach(std::stoll(pos[1]), path);
+  if (pos[0] == "attach") return cmd_attach(parse_run_id(pos[1], "runs attach"), path);
   // Runs whose worker died are shown as crashed (needs write access; skipped when read-only).
   try {
     ipc::mark_crashed_runs(path);
@@ -91,7 +91,7 @@ int cmd_runs(const std::vector<std::string>& args) {
                   age(r.created_at).c_str(), last_value(db, r.id, "accuracy/validation"));
     return 0;
   }
-  const int64_t id = std::stoll(pos[1]);
+  const int64_t id = parse_run_id(pos[1], "runs " + pos[0]);
   const auto row = db.find_run(id);
   check(row.has_value(), "no run " + pos[1] + " in " + db.path());
   if (pos[0] == "export") {

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "rl/run_loop.hpp"
 #include "run_db.hpp"
+#include "session/run_session.hpp"
 #if defined(FP8RL_HAVE_STORE)
 #include "store/run_store.hpp"
 #endif
@@ -33,6 +34,58 @@ std::string fmt_scalar(const StepRecord& r, const char* key, const char* f) {
   std::snprintf(buf, sizeof buf, f, it->second);
   return buf;
 }
+
+// The terminal side of a training run: a progress line per step (or JSON lines), the
+// validation accuracies for the summary, and Ctrl-C turned into a stop request.
+struct TrainPrinter : SessionListener {
+  TrainPrinter(bool json_lines, int64_t total_steps) : json(json_lines), total(total_steps) {}
+
+  void on_step(StepRecord& r, int64_t) override {
+    if (g_stop && session) session->request_stop("stopped by a signal");
+    wall_seconds = r.wall_seconds;
+    ++done;
+    if (auto it = r.scalars.find(metric::kValAccuracy); it != r.scalars.end()) {
+      last_val = it->second;
+      if (std::isnan(first_val)) first_val = it->second;
+    }
+    if (auto it = r.scalars.find(metric::kValAccuracyInitial); it != r.scalars.end())
+      first_val = it->second;
+    if (json) {
+      std::printf("%s\n", r.to_json().dump().c_str());
+      std::fflush(stdout);
+      return;
+    }
+    const int width = 24, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+    std::string bar(static_cast<size_t>(filled), '#');
+    bar.resize(static_cast<size_t>(width), '.');
+    std::fprintf(stderr, "%s[%s] %lld/%lld %s  reward %s  val %s  mult_err %s  %s s/step%s",
+                 tty ? "\r" : "", bar.c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total), r.phase.c_str(),
+                 fmt_scalar(r, metric::kReward, "%.3f").c_str(),
+                 std::isnan(last_val) ? "-" : (std::to_string(last_val).substr(0, 5)).c_str(),
+                 fmt_scalar(r, metric::kTokenMultProbError, "%.4f").c_str(),
+                 fmt_scalar(r, metric::kTimeTotal, "%.2f").c_str(), tty ? "   " : "\n");
+  }
+
+  void on_event(const EventRecord& e, int64_t) override {
+    if (!json && !db_path.empty() && session &&
+        (e.kind == event::kStart || e.kind == event::kResume))
+      std::fprintf(stderr, "fp8rl train: run %lld recorded in %s\n",
+                   static_cast<long long>(session->status().run_id), db_path.c_str());
+  }
+
+  void end_line() const {
+    if (tty && done > 0) std::fputc('\n', stderr);
+  }
+
+  const bool json;
+  const int64_t total;
+  const bool tty = isatty(STDERR_FILENO) && !json;
+  RunSession* session = nullptr;
+  std::string db_path;  // where the run is recorded (empty: not recorded)
+  int64_t done = 0;
+  double first_val = NAN, last_val = NAN, wall_seconds = 0;
+};
 
 }  // namespace
 
@@ -88,7 +141,7 @@ int cmd_train(const std::vector<std::string>& args) {
   if (resuming) {
     check(use_db, "--resume needs the run database");
     store = std::make_unique<RunStore>(db_path);
-    run_id = std::stoll(a.get("resume", ""));
+    run_id = parse_run_id(a.get("resume", ""), "--resume");
     const auto row = store->find_run(run_id);
     check(row.has_value(), "no run " + a.get("resume", "") + " in " + db_path);
     check(!row->checkpoint_dir.empty() && row->checkpoint_step.has_value(),
@@ -113,126 +166,65 @@ int cmd_train(const std::vector<std::string>& args) {
   const bool json = a.flag("json");
   if (!sel.fallback_reason.empty() && !json)
     std::fprintf(stderr, "fp8rl train: using the CPU (%s)\n", sel.fallback_reason.c_str());
-  GrpoRun run(cfg, *sel.backend);
 
-  std::string ckpt_dir = a.get("output", "");
+  RunRecorder* recorder = nullptr;
+  SessionOptions opt;
+  opt.name = a.get("name", cfg.name);
+  opt.preset = a.get("preset", a.get("config", ""));
+  const std::string output = a.get("output", "");
+  opt.checkpoint_at_end = !output.empty();
 #if defined(FP8RL_HAVE_STORE)
   if (use_db) {
     if (!store) store = std::make_unique<RunStore>(db_path);
+    recorder = store.get();
     if (resuming) {
-      run.restore(resume_dir);
-      const int64_t step = run.rl_done() > 0 ? run.rl_done() : run.sft_done() - cfg.sft_steps;
-      store->truncate_after(run_id, step);
-      store->set_status(run_id, "running");
-      store->record_event(run_id, step, {"resume", "resumed from " + resume_dir, Json()});
-    } else {
-      const std::string name = a.get("name", cfg.name);
-      run_id = store->create_run(name, a.get("preset", a.get("config", "")), cfg.doc,
-                                 run.model().precision().summary());
-      store->record_event(
-          run_id, 0,
-          {"start", "backend " + sel.backend->name() + " (" + sel.backend->device() + ")", Json()});
+      opt.resume_run = run_id;
+      opt.resume_dir = resume_dir;
     }
-    if (ckpt_dir.empty())
-      ckpt_dir = (std::filesystem::path(db_path).parent_path() / "checkpoints" /
-                  ("run-" + std::to_string(run_id)))
-                     .string();
-    if (!json)
-      std::fprintf(stderr, "fp8rl train: run %lld recorded in %s\n", static_cast<long long>(run_id),
-                   db_path.c_str());
   }
 #else
   if (use_db && !json)
     std::fprintf(stderr, "fp8rl train: built without SQLite: the run is not recorded\n");
 #endif
-  if (ckpt_dir.empty()) ckpt_dir = "fp8rl-checkpoint";
-  auto checkpoint = [&](int64_t step) {
-    run.save(ckpt_dir);
-#if defined(FP8RL_HAVE_STORE)
-    if (store) {
-      store->set_checkpoint(run_id, ckpt_dir, step);
-      store->record_event(run_id, step, {"checkpoint", ckpt_dir, Json()});
-    }
-#endif
-    (void)step;
+  // Checkpoints: --output, else beside the database (run-ID), else ./fp8rl-checkpoint.
+  opt.checkpoint_dir = [&](int64_t id) {
+    if (!output.empty()) return output;
+    if (id >= 0)
+      return (std::filesystem::path(db_path).parent_path() / "checkpoints" /
+              ("run-" + std::to_string(id)))
+          .string();
+    return std::string("fp8rl-checkpoint");
   };
 
+  TrainPrinter printer(json, cfg.sft_steps + cfg.steps);
+  RunSession session(cfg, *sel.backend, recorder, opt, &printer);
+  printer.session = &session;
+  if (recorder) printer.db_path = db_path;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  const bool tty = isatty(STDERR_FILENO) && !json;
-  const int64_t total = cfg.sft_steps + cfg.steps;
-  double last_val = NAN, first_val = NAN;
-  StepRecord last;
-  try {
-    while (!run.finished() && !g_stop) {
-      last = run.next();
-#if defined(FP8RL_HAVE_STORE)
-      if (store) store->record_step(run_id, last);
-#endif
-      if (last.phase == "rl" && cfg.checkpoint_every > 0 &&
-          run.rl_done() % cfg.checkpoint_every == 0)
-        checkpoint(last.step);
-      if (auto it = last.scalars.find(metric::kValAccuracy); it != last.scalars.end()) {
-        last_val = it->second;
-        if (std::isnan(first_val)) first_val = it->second;
-      }
-      if (auto it = last.scalars.find("accuracy/validation_initial"); it != last.scalars.end())
-        first_val = it->second;
-      if (json) {
-        std::printf("%s\n", last.to_json().dump().c_str());
-        std::fflush(stdout);
-        continue;
-      }
-      const int64_t done = run.sft_done() + run.rl_done();
-      const int width = 24, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
-      std::string bar(static_cast<size_t>(filled), '#');
-      bar.resize(static_cast<size_t>(width), '.');
-      std::fprintf(stderr, "%s[%s] %lld/%lld %s  reward %s  val %s  mult_err %s  %s s/step%s",
-                   tty ? "\r" : "", bar.c_str(), static_cast<long long>(done),
-                   static_cast<long long>(total), last.phase.c_str(),
-                   fmt_scalar(last, metric::kReward, "%.3f").c_str(),
-                   std::isnan(last_val) ? "-" : (std::to_string(last_val).substr(0, 5)).c_str(),
-                   fmt_scalar(last, metric::kTokenMultProbError, "%.4f").c_str(),
-                   fmt_scalar(last, metric::kTimeTotal, "%.2f").c_str(), tty ? "   " : "\n");
-    }
-  } catch (const std::exception& e) {
-#if defined(FP8RL_HAVE_STORE)
-    if (store) {
-      store->record_event(run_id, last.step, {"error", e.what(), Json()});
-      store->set_status(run_id, "failed");
-    }
-#endif
-    throw;
-  }
-  if (tty) std::fputc('\n', stderr);
-  if (g_stop || !a.get("output", "").empty()) {
-    checkpoint(last.step);
-    if (!json) std::fprintf(stderr, "checkpoint written to %s\n", ckpt_dir.c_str());
-  }
-#if defined(FP8RL_HAVE_STORE)
-  if (store) {
-    store->record_event(
-        run_id, last.step,
-        {g_stop ? "stop" : "finish", g_stop ? "stopped by a signal" : "finished", Json()});
-    store->set_status(run_id, g_stop ? "stopped" : "finished");
-  }
-#endif
+  const std::string final_state = session.run();
+  printer.end_line();
+  const bool stopped = final_state == "stopped";
+  const auto st = session.status();
+  if (!json && (stopped || !output.empty()))
+    std::fprintf(stderr, "checkpoint written to %s\n", opt.checkpoint_dir(st.run_id).c_str());
+
   Json summary;
   summary["summary"] = true;
-  summary["stopped_early"] = static_cast<bool>(g_stop);
-#if defined(FP8RL_HAVE_STORE)
-  if (store) summary["run_id"] = run_id;
-#endif
-  summary["sft_steps"] = run.sft_done();
-  summary["rl_steps"] = run.rl_done();
-  summary["validation_accuracy_initial"] = std::isnan(first_val) ? Json() : Json(first_val);
-  summary["validation_accuracy_final"] = std::isnan(last_val) ? Json() : Json(last_val);
-  summary["wall_seconds"] = last.wall_seconds;
+  summary["stopped_early"] = stopped;
+  if (recorder) summary["run_id"] = st.run_id;
+  summary["sft_steps"] = session.loop()->sft_done();
+  summary["rl_steps"] = session.loop()->rl_done();
+  summary["validation_accuracy_initial"] =
+      std::isnan(printer.first_val) ? Json() : Json(printer.first_val);
+  summary["validation_accuracy_final"] =
+      std::isnan(printer.last_val) ? Json() : Json(printer.last_val);
+  summary["wall_seconds"] = printer.wall_seconds;
   if (json)
     std::printf("%s\n", summary.dump().c_str());
   else
     std::fprintf(stderr, "%s\n", summary.dump().c_str());
-  return g_stop ? 130 : 0;
+  return stopped ? 130 : 0;
 }
 
 }  // namespace fp8rl::cli

@@ -10,9 +10,9 @@
 #include "core/error.hpp"
 #include "ipc/client.hpp"
 #include "ipc/protocol.hpp"
-#include "ipc/worker.hpp"
 #include "run_db.hpp"
 #include "store/run_store.hpp"
+#include "worker/worker.hpp"
 
 namespace fp8rl::cli {
 

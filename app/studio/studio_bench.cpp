@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "contract/histogram.hpp"
+#include "contract/metrics.hpp"
 #include "core/error.hpp"
 #include "store/run_store.hpp"
 #include "ui/charts/chart_view.hpp"

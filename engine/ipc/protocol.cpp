@@ -25,11 +25,6 @@ const char* command_name(Command c) {
   return "?";
 }
 
-bool is_live_setting(const std::string& key) {
-  return key == "lr" || key == "temperature" || key == "is_min" || key == "is_max" ||
-         key == "validation_every";
-}
-
 std::optional<Request> parse_request(const std::string& frame, std::string* error,
                                      std::string* id) {
   id->clear();

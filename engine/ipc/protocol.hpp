@@ -10,7 +10,9 @@
 
 namespace fp8rl::ipc {
 
-inline constexpr int kProtocolVersion = 1;
+// 2: event payloads carry their data as "data" (precision events: the map; set events:
+// {"key", "value"}).
+inline constexpr int kProtocolVersion = 2;
 inline constexpr size_t kMaxMessageBytes = 1 << 20;  // larger requests are refused
 
 // Telemetry topics (the first frame of every PUB message).
@@ -38,9 +40,5 @@ std::string ok_reply(const std::string& id, Json fields = Json(Json::Object{}));
 std::string error_reply(const std::string& id, const std::string& message);
 
 const char* command_name(Command c);
-
-// The settings `set` accepts and their meaning, for validation and docs.
-// lr (> 0), temperature (> 0), is_min / is_max (0 ≤ min < max), validation_every (≥ 0).
-bool is_live_setting(const std::string& key);
 
 }  // namespace fp8rl::ipc

@@ -6,20 +6,6 @@
 
 namespace fp8rl::ipc {
 
-Json histogram_json(const HistogramRecord& h, int64_t step) {
-  Json j;
-  j["step"] = step;
-  j["name"] = h.name;
-  Json::Array e, c;
-  e.reserve(h.hist.edges.size());
-  c.reserve(h.hist.counts.size());
-  for (double x : h.hist.edges) e.push_back(Json(x));
-  for (int64_t x : h.hist.counts) c.push_back(Json(x));
-  j["edges"] = Json(std::move(e));
-  j["counts"] = Json(std::move(c));
-  return j;
-}
-
 std::vector<TelemetryMessage> encode_step_telemetry(const StepRecord& r, int64_t run_id,
                                                     const std::string& precision) {
   std::vector<TelemetryMessage> out;
@@ -29,7 +15,7 @@ std::vector<TelemetryMessage> encode_step_telemetry(const StepRecord& r, int64_t
   sj["precision"] = precision;
   out.push_back({kTopicStep, sj.dump()});
   for (const auto& h : r.histograms)
-    out.push_back({kTopicHistogram, histogram_json(h, r.step).dump()});
+    out.push_back({kTopicHistogram, histogram_to_json(h, r.step).dump()});
   return out;
 }
 

@@ -9,23 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "contract/metrics.hpp"
+#include "contract/step_record.hpp"
 #include "core/json.hpp"
-#include "rl/telemetry.hpp"
 
 namespace fp8rl::ipc {
-
-// The scalar a worker adds to each step record (after the first): seconds its previous step's
-// telemetry took — the run-store write and the JSON encoding on the training thread, plus the
-// sending of what was queued since on the serving thread (docs/telemetry.md).
-inline constexpr const char* kMetricTelemetryTime = "time/telemetry";
 
 struct TelemetryMessage {
   std::string topic;    // kTopicStep, kTopicHistogram, kTopicEvent, ...
   std::string payload;  // UTF-8 JSON
 };
-
-// The payload of a histogram message: {"step", "name", "edges", "counts"}.
-Json histogram_json(const HistogramRecord& h, int64_t step);
 
 // Encodes a step's messages, in publishing order: the record (StepRecord::to_json plus
 // "run_id" and "precision", the precision summary in force) on topic "step", then each of

@@ -1,11 +1,10 @@
-// Model configuration (the Hugging Face Qwen3 config.json fields we use) and the per-linear
-// precision map.
+// Model configuration (the Hugging Face Qwen3 config.json fields we use). The per-linear
+// precision map is part of the run contract (contract/precision.hpp).
 #pragma once
 
-#include <array>
 #include <string>
-#include <vector>
 
+#include "contract/precision.hpp"
 #include "core/json.hpp"
 
 namespace fp8rl {
@@ -31,37 +30,6 @@ struct ModelConfig {
   static ModelConfig from_json(const Json& j);
   // Number of parameters (embedding and lm_head counted once when tied).
   int64_t parameter_count() const;
-};
-
-// Precision of a linear layer's GEMMs. fp32 exists on the CPU backend only (the reference).
-enum class Precision { fp32, bf16, fp8 };
-const char* precision_name(Precision p);
-Precision parse_precision(const std::string& s);  // throws naming the allowed values
-
-// The seven linear modules of a decoder layer, in Hugging Face order.
-enum class Module { q, k, v, o, gate, up, down };
-inline constexpr int kModules = 7;
-const char* module_name(Module m);   // "q_proj", ..., "down_proj"
-const char* module_short(Module m);  // "q", ..., "down"
-
-// Precision of every linear of every layer. Activations are f32 when every linear is fp32 and
-// bf16 otherwise (mixing fp32 with bf16/fp8 is refused).
-class PrecisionMap {
- public:
-  PrecisionMap() = default;
-  PrecisionMap(int64_t layers, Precision all);
-
-  Precision at(int64_t layer, Module m) const;
-  void set(int64_t layer, Module m, Precision p);
-  int64_t layers() const { return static_cast<int64_t>(map_.size()); }
-  bool all_fp32() const;
-  // Throws when fp32 is mixed with other precisions.
-  void validate() const;
-  // "fp8" / "bf16" / "fp32" when uniform, else e.g. "fp8 (3 of 28 linears bf16)".
-  std::string summary() const;
-
- private:
-  std::vector<std::array<Precision, kModules>> map_;
 };
 
 }  // namespace fp8rl

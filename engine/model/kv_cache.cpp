@@ -8,20 +8,26 @@
 
 namespace fp8rl {
 
+// The cache's element types are named as the precisions (same enum order).
+static_assert(int(KvDType::fp32) == int(Precision::fp32) &&
+              int(KvDType::bf16) == int(Precision::bf16) &&
+              int(KvDType::fp8) == int(Precision::fp8));
+
 const char* kv_dtype_name(KvDType d) {
-  return d == KvDType::f32 ? "fp32" : d == KvDType::bf16 ? "bf16" : "fp8";
+  return precision_name(static_cast<Precision>(d));
 }
 
 KvDType parse_kv_dtype(const std::string& s) {
-  if (s == "fp32") return KvDType::f32;
-  if (s == "bf16") return KvDType::bf16;
-  if (s == "fp8") return KvDType::fp8;
-  throw Error("unknown KV cache precision '" + s + "' (allowed: fp32, bf16, fp8)");
+  try {
+    return static_cast<KvDType>(parse_precision(s));
+  } catch (const Error&) {
+    throw Error("unknown KV cache precision '" + s + "' (allowed: fp32, bf16, fp8)");
+  }
 }
 
 namespace {
 size_t elem_size(KvDType d) {
-  return d == KvDType::f32 ? 4 : d == KvDType::bf16 ? 2 : 1;
+  return d == KvDType::fp32 ? 4 : d == KvDType::bf16 ? 2 : 1;
 }
 }  // namespace
 
@@ -53,7 +59,7 @@ KvCacheView KvCache::layer(int64_t l) const {
   v.num_slots = num_slots_;
   v.max_len = max_len_;
   v.width = width_;
-  v.dtype = dtype_ == KvDType::f32    ? DType::f32
+  v.dtype = dtype_ == KvDType::fp32   ? DType::f32
             : dtype_ == KvDType::bf16 ? DType::bf16
                                       : DType::fp8;
   if (dtype_ == KvDType::fp8) {

@@ -13,7 +13,8 @@
 
 namespace fp8rl {
 
-enum class KvDType { f32, bf16, fp8 };
+// Element type of the cache, named as the precisions are (contract/precision.hpp).
+enum class KvDType { fp32, bf16, fp8 };
 const char* kv_dtype_name(KvDType d);
 KvDType parse_kv_dtype(const std::string& s);  // "fp32" | "bf16" | "fp8"
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "contract/histogram.hpp"
+
 namespace fp8rl {
 
 enum class AdvantageMode { mean_std, leave_one_out };
@@ -60,16 +62,5 @@ struct MismatchStats {
 };
 MismatchStats mismatch_stats(const std::vector<float>& p, const std::vector<float>& g,
                              const LossConfig& cfg);
-
-// Log-spaced histogram of positive values: `bins` bins between 10^lo and 10^hi, plus an
-// underflow (includes 0) and an overflow bin. Returns {edges (bins + 1), counts (bins + 2)}.
-struct Histogram {
-  std::vector<double> edges;
-  std::vector<int64_t> counts;  // [underflow, bins..., overflow]
-};
-Histogram log_histogram(const std::vector<double>& values, double lo_exp10, double hi_exp10,
-                        int bins);
-// Linear bins over [lo, hi] with underflow/overflow (e.g. log2 of FP8 scales).
-Histogram linear_histogram(const std::vector<double>& values, double lo, double hi, int bins);
 
 }  // namespace fp8rl

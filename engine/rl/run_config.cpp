@@ -34,8 +34,8 @@ const std::map<std::string, std::vector<std::string>>& RunConfig::choices() {
       {"backend", {"auto", "cpu", "cuda"}},
       {"task.name", {"reverse", "addition", "sort", "jsonl"}},
       {"task.reward", {"auto", "shaped", "partial", "exact", "numeric"}},
-      {"precision.default", {"fp32", "bf16", "fp8"}},
-      {"precision.kv_cache", {"fp32", "bf16", "fp8"}},
+      {"precision.default", precision_names()},
+      {"precision.kv_cache", precision_names()},
       {"precision.scale_format", {"fp32", "pow2"}},
       {"grpo.advantage", {"mean_std", "leave_one_out"}},
       {"grpo.importance", {"tis", "icepop", "off"}},
@@ -227,7 +227,7 @@ RunConfig RunConfig::from_json(const Json& in) {
     c.precision_overrides.push_back(o.as_string("precision.overrides item"));
   c.kv_cache = parse_kv_dtype(str("precision", "kv_cache"));
   c.pow2_scales = str("precision", "scale_format") == "pow2";
-  check(!(c.default_precision == Precision::fp32) == !(c.kv_cache == KvDType::f32),
+  check(!(c.default_precision == Precision::fp32) == !(c.kv_cache == KvDType::fp32),
         "precision.kv_cache fp32 goes with precision.default fp32 only (the CPU reference)");
 
   c.steps = integer("grpo", "steps");
@@ -278,34 +278,6 @@ RunConfig RunConfig::from_json(const Json& in) {
   c.checkpoint_dir = str("checkpoint", "dir");
   c.precision_map(c.model.num_hidden_layers);  // validates the overrides
   return c;
-}
-
-void apply_precision_override(PrecisionMap& pm, const std::string& o) {
-  const int64_t layers = pm.layers();
-  const size_t eq = o.find('='), dot = o.find('.');
-  check(eq != std::string::npos && dot != std::string::npos && dot < eq,
-        "precision override '" + o +
-            "' is not LAYER.MODULE=PRECISION (e.g. 0.gate=bf16, *.down=bf16)");
-  const std::string layer = o.substr(0, dot), module = o.substr(dot + 1, eq - dot - 1);
-  const Precision p = parse_precision(o.substr(eq + 1));
-  std::vector<int64_t> ls;
-  if (layer == "*") {
-    for (int64_t l = 0; l < layers; ++l) ls.push_back(l);
-  } else {
-    char* end = nullptr;
-    const long v = std::strtol(layer.c_str(), &end, 10);
-    check(!layer.empty() && *end == '\0' && v >= 0 && v < layers,
-          "precision override: layer '" + layer + "' is not * or 0…" + std::to_string(layers - 1));
-    ls.push_back(v);
-  }
-  bool matched = false;
-  for (int mi = 0; mi < kModules; ++mi)
-    if (module == "*" || module == module_short(Module(mi))) {
-      matched = true;
-      for (int64_t l : ls) pm.set(l, Module(mi), p);
-    }
-  check(matched,
-        "precision override: module '" + module + "' is not one of: *, q, k, v, o, gate, up, down");
 }
 
 PrecisionMap RunConfig::precision_map(int64_t layers) const {

@@ -65,10 +65,6 @@ struct RunConfig {
   static std::vector<std::string> preset_names();
 };
 
-// Applies one precision override "LAYER.MODULE=PRECISION" (LAYER an index or *, MODULE one of
-// q, k, v, o, gate, up, down or *) to a map; throws naming the bad part.
-void apply_precision_override(PrecisionMap& pm, const std::string& override_text);
-
 // Applies one "a.b.c=value" override to a config document (the key must exist in the defaults).
 void apply_override(Json& doc, const std::string& assignment);
 // Overlays `over` onto `base` (both objects); keys of `over` must exist in `base` with the same

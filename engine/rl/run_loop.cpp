@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "contract/live_settings.hpp"
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
 
@@ -167,6 +168,22 @@ void GrpoRun::set_importance_bounds(double lo, double hi) {
   cfg_.loss.is_max = hi;
 }
 
+void GrpoRun::apply_live_setting(const std::string& key, double value) {
+  if (auto e = live_setting_error(key, value)) throw Error(*e);
+  if (key == "lr")
+    set_lr(value);
+  else if (key == "temperature")
+    set_temperature(value);
+  else if (key == "is_min")
+    set_importance_bounds(value, cfg_.loss.is_max);
+  else if (key == "is_max")
+    set_importance_bounds(cfg_.loss.is_min, value);
+  else if (key == "validation_every")
+    set_validation_every(static_cast<int64_t>(value));
+  else
+    throw Error("live setting '" + key + "' has no effect in the run loop");  // a new key
+}
+
 StepRecord GrpoRun::next() {
   check(!finished(), "the run has finished");
   const auto t0 = Clock::now();
@@ -230,7 +247,7 @@ StepRecord GrpoRun::rl_step() {
   StepRecord r;
   r.phase = "rl";
   r.step = rl_done_ + 1;
-  if (rl_done_ == 0 && cfg_.sft_steps == 0) r.scalars["accuracy/validation_initial"] = validate();
+  if (rl_done_ == 0 && cfg_.sft_steps == 0) r.scalars[metric::kValAccuracyInitial] = validate();
   const int64_t P = cfg_.prompts_per_step, G = cfg_.group_size, N = P * G;
 
   // 1. Prompts (a fresh, reproducible draw per step).

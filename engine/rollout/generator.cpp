@@ -197,9 +197,9 @@ class GraphStep {
 }  // namespace
 
 Generator::Generator(Qwen3Model& model, GeneratorOptions opt) : model_(model), opt_(opt) {
-  check(opt_.kv_dtype != KvDType::f32 || model_.activation_dtype() == DType::f32,
+  check(opt_.kv_dtype != KvDType::fp32 || model_.activation_dtype() == DType::f32,
         "an fp32 KV cache needs the fp32 model (use bf16 or fp8)");
-  check(opt_.kv_dtype == KvDType::f32 || model_.activation_dtype() == DType::bf16,
+  check(opt_.kv_dtype == KvDType::fp32 || model_.activation_dtype() == DType::bf16,
         "the fp32 model generates with an fp32 KV cache");
 }
 

@@ -19,13 +19,13 @@
 #include <utility>
 #include <vector>
 
+#include "contract/run_recorder.hpp"
+#include "contract/step_record.hpp"
 #include "core/json.hpp"
-#include "rl/grpo.hpp"
-#include "rl/telemetry.hpp"
 
 namespace fp8rl {
 
-class RunStore {
+class RunStore final : public RunRecorder {
  public:
   // One row of the runs table. Times are unix seconds; absent values are nullopt.
   struct RunRow {
@@ -91,29 +91,30 @@ class RunStore {
   // Registers a new run with status "running", this host and process id, created_at =
   // started_at = last_heartbeat = now. Returns its id.
   int64_t create_run(const std::string& name, const std::string& preset, const Json& config,
-                     const std::string& precision_summary);
+                     const std::string& precision_summary) override;
   // Sets the status: running, paused, finished, failed, crashed or stopped (anything else
   // throws, listing them). The terminal four set ended_at to now; running and paused clear it
   // (a resumed run is no longer ended). Throws when there is no such run.
-  void set_status(int64_t run, const std::string& status);
+  void set_status(int64_t run, const std::string& status) override;
   // Writes every scalar, histogram, sample and event of the step record and sets the run's
   // last_step to r.step and last_heartbeat to now, all in one transaction (nothing of it is
   // written when any of it fails). Events get r.wall_seconds as their wall time.
-  void record_step(int64_t run, const StepRecord& r);
+  void record_step(int64_t run, const StepRecord& r) override;
   // Writes one event outside a step record; its wall time is now − the run's start.
-  void record_event(int64_t run, int64_t step, const EventRecord& e);
+  void record_event(int64_t run, int64_t step, const EventRecord& e) override;
   // Writes the run's precision map (layer → format, as JSON) in effect from step on.
-  void record_precision(int64_t run, int64_t step, const Json& map);
+  void record_precision(int64_t run, int64_t step, const Json& map) override;
   // Sets last_heartbeat to now (a reader takes a stale heartbeat of a running run as a crash).
-  void heartbeat(int64_t run);
+  void heartbeat(int64_t run) override;
   // Sets the addresses of the run's control and telemetry sockets ("" when none).
-  void set_endpoints(int64_t run, const std::string& control, const std::string& telemetry);
+  void set_endpoints(int64_t run, const std::string& control,
+                     const std::string& telemetry) override;
   // Records the run's latest checkpoint (its directory and step).
-  void set_checkpoint(int64_t run, const std::string& dir, int64_t step);
+  void set_checkpoint(int64_t run, const std::string& dir, int64_t step) override;
   // The precision summary shown in run lists (after a live precision edit).
-  void set_precision_summary(int64_t run, const std::string& summary);
+  void set_precision_summary(int64_t run, const std::string& summary) override;
   // Deletes everything a run recorded after `step` (a resumed run records those steps again).
-  void truncate_after(int64_t run, int64_t step);
+  void truncate_after(int64_t run, int64_t step) override;
   // Sets the user's tags and notes of the run.
   void set_tags_notes(int64_t run, const std::string& tags, const std::string& notes);
 

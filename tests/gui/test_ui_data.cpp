@@ -8,8 +8,9 @@
 #include <cmath>
 #include <csignal>
 
+#include "contract/metrics.hpp"
+#include "contract/step_record.hpp"
 #include "core/error.hpp"
-#include "rl/telemetry.hpp"
 #include "store/run_store.hpp"
 #include "ui/data/engine_cli.hpp"
 #include "ui/data/run_data.hpp"
@@ -100,7 +101,7 @@ class TestUiData : public QObject {
     d.precision.emplace_back(0, a);
     Json ev =
         Json::parse(R"({"step": 7, "kind": "precision", "message": "0.gate=bf16", "time": 1010})");
-    ev["map"] = b;
+    ev["data"] = b;
     add_event_payload(delta, ev, 1000);
     merge_into(d, std::move(delta));
     QCOMPARE(d.events.size(), size_t(1));

@@ -58,7 +58,7 @@ class Client:
     def request(self, command, timeout=10.0, **fields):
         self.n += 1
         rid = "r%d" % self.n
-        msg = {"protocol": 1}
+        msg = {"protocol": 2}
         msg.update(fields)
         msg.update(id=rid, command=command)
         self.ctl.send_string(json.dumps(msg))
@@ -89,9 +89,9 @@ def drive(db):
     w, ep = start_worker(db)
     c = Client(ep)
     hello = c.request("hello")
-    if not hello["ok"] or hello["protocol"] != 1 or "backend" not in hello:
+    if not hello["ok"] or hello["protocol"] != 2 or "backend" not in hello:
         fail("bad hello %r" % hello)
-    bad = c.request("hello", protocol=2)
+    bad = c.request("hello", protocol=99)
     if bad["ok"] or "protocol version mismatch" not in bad["error"]:
         fail("protocol mismatch not reported: %r" % bad)
     if c.request("pause")["ok"]:
@@ -117,8 +117,8 @@ def drive(db):
     if not c.request("set_precision", overrides=["0.gate=bf16"])["ok"]:
         fail("set_precision refused")
     _, ev = c.wait_for(lambda t, m: t == "event" and m["kind"] == "precision")
-    if ev["map"][0]["gate"] != "bf16" or ev["map"][1]["gate"] != "fp8":
-        fail("precision map in the event is wrong: %r" % ev["map"])
+    if ev["data"][0]["gate"] != "bf16" or ev["data"][1]["gate"] != "fp8":
+        fail("precision map in the event is wrong: %r" % ev["data"])
     if not c.request("set", key="lr", value=0.0002)["ok"]:
         fail("set lr refused")
     if c.request("set", key="learning_rate", value=1)["ok"]:

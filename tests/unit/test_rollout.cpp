@@ -60,7 +60,7 @@ class TestRollout : public QObject {
     const ModelConfig cfg = small_config();
     for (uint64_t seed : {1, 2, 3}) {
       Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), seed, 0.2);
-      Generator gen(m, {KvDType::f32, 0});
+      Generator gen(m, {KvDType::fp32, 0});
       Rng rng(seed);
       const auto prompts = random_prompts(rng, 5, cfg.vocab_size);
       SamplingParams sp;
@@ -218,7 +218,7 @@ class TestRollout : public QObject {
   void graphStepEqualsEagerStep() {
     const ModelConfig cfg = small_config();
     for (auto [p, kv] :
-         {std::pair{Precision::fp32, KvDType::f32}, std::pair{Precision::bf16, KvDType::bf16},
+         {std::pair{Precision::fp32, KvDType::fp32}, std::pair{Precision::bf16, KvDType::bf16},
           std::pair{Precision::fp8, KvDType::fp8}}) {
       Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, p), 5, 0.2);
       Generator eager(m, {kv, 0, SamplingSite::backend, DecodeGraphs::off});
@@ -267,7 +267,7 @@ class TestRollout : public QObject {
   void stopsAndLeavesTheBatch() {
     const ModelConfig cfg = small_config();
     Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 2, 0.2);
-    Generator gen(m, {KvDType::f32, 0});
+    Generator gen(m, {KvDType::fp32, 0});
     Rng rng(1);
     const auto prompts = random_prompts(rng, 6, cfg.vocab_size);
     SamplingParams sp;

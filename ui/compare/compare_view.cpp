@@ -15,7 +15,8 @@
 #include <set>
 #include <string>
 
-#include "rl/telemetry.hpp"
+#include "contract/metrics.hpp"
+#include "contract/step_record.hpp"
 #include "ui/charts/chart_style.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/charts/histogram_view.hpp"

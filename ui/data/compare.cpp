@@ -7,7 +7,8 @@
 #include <map>
 #include <set>
 
-#include "rl/telemetry.hpp"
+#include "contract/metrics.hpp"
+#include "contract/step_record.hpp"
 
 namespace fp8rl::ui {
 

@@ -3,37 +3,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "contract/metrics.hpp"
+#include "contract/step_record.hpp"
 #include "core/error.hpp"
-#include "rl/telemetry.hpp"
 
 namespace fp8rl::ui {
 
 namespace {
 
 const std::vector<SeriesPoint> kEmpty;
-
-// A scalar as sent in telemetry: a number, or "nan" / "inf" / "-inf".
-double scalar_value(const Json& v, const std::string& key) {
-  if (v.is_number()) return v.as_number();
-  if (v.is_string()) {
-    const std::string& s = v.as_string();
-    if (s == "nan") return std::nan("");
-    if (s == "inf") return INFINITY;
-    if (s == "-inf") return -INFINITY;
-  }
-  throw Error("telemetry scalar '" + key + "' is neither a number nor nan/inf/-inf (got " +
-              v.type_name() + ")");
-}
-
-Histogram histogram_from(const Json& p) {
-  Histogram h;
-  for (const auto& e : p.at("edges").as_array("edges")) h.edges.push_back(e.as_number("edge"));
-  for (const auto& c : p.at("counts").as_array("counts")) h.counts.push_back(c.as_int("count"));
-  if (h.edges.size() < 2 || h.counts.size() != h.edges.size() + 1)
-    throw Error("histogram has " + std::to_string(h.edges.size()) + " edges and " +
-                std::to_string(h.counts.size()) + " counts (want edges ≥ 2, counts = edges + 1)");
-  return h;
-}
 
 // tokens/total at or before step (0 before the first RL step).
 double tokens_at(const std::vector<SeriesPoint>& tokens, double step) {
@@ -161,49 +139,26 @@ void merge_into(RunData& dst, RunData&& delta) {
 }
 
 void add_step_payload(RunData& delta, const Json& payload) {
-  if (!payload.is_object()) throw Error("step payload is not a JSON object");
-  const int64_t step = payload.at("step").as_int("step");
-  const double wall = payload.at("wall_seconds").as_number("wall_seconds");
-  for (const auto& [k, v] : payload.at("scalars").as_object("scalars"))
-    delta.scalars[k].push_back({static_cast<double>(step), wall, 0.0, scalar_value(v, k)});
-  if (payload.contains("samples"))
-    for (const auto& s : payload.at("samples").as_array("samples")) {
-      SampleRecord r;
-      r.prompt = s.at("prompt").as_string("sample prompt");
-      r.response = s.at("response").as_string("sample response");
-      r.answer = s.at("answer").as_string("sample answer");
-      r.reward = s.at("reward").as_number("sample reward");
-      delta.samples.emplace_back(step, std::move(r));
-    }
-  if (payload.contains("events"))
-    for (const auto& e : payload.at("events").as_array("events")) {
-      EventRecord r;
-      r.kind = e.at("kind").as_string("event kind");
-      r.message = e.at("message").as_string("event message");
-      if (e.contains("data")) r.data = e.at("data");
-      delta.events.push_back({step, wall, std::move(r)});
-    }
-  delta.last_step = std::max(delta.last_step, step);
+  StepRecord r = StepRecord::from_json(payload);
+  for (const auto& [k, v] : r.scalars)
+    delta.scalars[k].push_back({static_cast<double>(r.step), r.wall_seconds, 0.0, v});
+  for (auto& sample : r.samples) delta.samples.emplace_back(r.step, std::move(sample));
+  for (auto& e : r.events) delta.events.push_back({r.step, r.wall_seconds, std::move(e)});
+  delta.last_step = std::max(delta.last_step, r.step);
 }
 
 void add_histogram_payload(RunData& delta, const Json& payload) {
-  if (!payload.is_object()) throw Error("histogram payload is not a JSON object");
-  const int64_t step = payload.at("step").as_int("step");
-  delta.histograms[payload.at("name").as_string("name")][step] = histogram_from(payload);
+  int64_t step = 0;
+  HistogramRecord h = histogram_from_json(payload, &step);
+  delta.histograms[h.name][step] = std::move(h.hist);
 }
 
 void add_event_payload(RunData& delta, const Json& payload, double run_started_at) {
-  if (!payload.is_object()) throw Error("event payload is not a JSON object");
   RunStore::EventRow e;
-  e.step = payload.at("step").as_int("step");
-  const double t = payload.contains("time") ? payload.at("time").as_number("time") : 0.0;
+  double t = 0;
+  e.event = event_from_json(payload, &e.step, &t);
   e.wall = run_started_at > 0 && t > 0 ? t - run_started_at : 0.0;
-  e.event.kind = payload.at("kind").as_string("kind");
-  e.event.message = payload.contains("message") ? payload.at("message").as_string("message") : "";
-  if (payload.contains("map")) {
-    e.event.data = payload.at("map");
-    if (e.event.kind == "precision") delta.precision.emplace_back(e.step, e.event.data);
-  }
+  if (e.event.kind == event::kPrecision) delta.precision.emplace_back(e.step, e.event.data);
   delta.events.push_back(std::move(e));
 }
 

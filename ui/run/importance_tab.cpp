@@ -10,7 +10,8 @@
 #include <cmath>
 #include <limits>
 
-#include "rl/telemetry.hpp"
+#include "contract/metrics.hpp"
+#include "contract/step_record.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/charts/heatmap_view.hpp"
 #include "ui/charts/histogram_view.hpp"

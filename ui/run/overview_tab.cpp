@@ -5,7 +5,8 @@
 #include <QVBoxLayout>
 #include <cmath>
 
-#include "rl/telemetry.hpp"
+#include "contract/metrics.hpp"
+#include "contract/step_record.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/run/run_view.hpp"

@@ -1,9 +1,9 @@
 // fp8rl worker: one run per process, controlled over a ZeroMQ ROUTER socket and streamed on a
-// PUB socket (docs/protocol.md). The run itself executes on a training thread; the main thread
-// serves requests, publishes telemetry and a heartbeat (≥ 1 Hz, also while paused or inside a
-// long step). Commands that change the run (pause, precision, settings, checkpoint, stop) take
-// effect at the next step boundary. The worker records its run in the run store itself, so the
-// run survives any client.
+// PUB socket (docs/protocol.md). The run is a RunSession (engine/session, the same lifecycle as
+// `fp8rl train`) executing on a training thread; the main thread serves requests, publishes
+// telemetry and a heartbeat (≥ 1 Hz, also while paused or inside a long step). Commands that
+// change the run (pause, precision, settings, checkpoint, stop) take effect at the next step
+// boundary. The worker records its run in the run store itself, so the run survives any client.
 #pragma once
 
 #include <memory>

@@ -1,0 +1,39 @@
+// The settings a running run accepts between steps (`set` over the protocol, the studio's live
+// edits): their keys, where each lives in the run configuration, and what values are valid.
+// The precision map is edited live too, through the override grammar in precision.hpp.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.hpp"
+
+namespace fp8rl {
+
+struct LiveSetting {
+  const char* key;          // "lr", "temperature", "is_min", "is_max", "validation_every"
+  const char* config_path;  // the configuration key it overrides ("grpo.is_max", …)
+  const char* meaning;      // one line for help texts and errors
+  bool integer;             // validation_every: a whole number of steps
+  bool positive;            // > 0 (else ≥ 0)
+};
+
+// Every live setting, in display order.
+const std::vector<LiveSetting>& live_settings();
+// The setting called key, or nullptr.
+const LiveSetting* find_live_setting(const std::string& key);
+// "lr, temperature, is_min, is_max, validation_every".
+std::string live_setting_keys();
+// Why value is not valid for key (unknown key, not finite, out of range, not whole), or nullopt.
+std::optional<std::string> live_setting_error(const std::string& key, double value);
+// Why [is_min, is_max] is not a valid pair of importance-weight bounds (0 ≤ min < max), or
+// nullopt.
+std::optional<std::string> importance_bounds_error(double is_min, double is_max);
+// The setting's value in a run configuration document (RunConfig::doc), or nullopt when the
+// document lacks it.
+std::optional<double> live_setting_in_config(const Json& config, const std::string& key);
+// {"key": key, "value": value}: the data of a "set" event.
+Json live_setting_event_data(const std::string& key, double value);
+
+}  // namespace fp8rl

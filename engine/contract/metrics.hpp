@@ -1,0 +1,88 @@
+// The names of what a run records (docs/telemetry.md has their meaning): step scalars, the
+// per-layer FP8 and KV-scale scalars, histogram names and event kinds. Producers (the run loop,
+// the run session) and readers (the store's tools, the command line, the studio) take names
+// from here only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace fp8rl {
+
+namespace metric {
+inline constexpr const char* kReward = "reward/mean";
+inline constexpr const char* kRewardStd = "reward/std";
+inline constexpr const char* kTrainAccuracy = "accuracy/train";
+inline constexpr const char* kValAccuracy = "accuracy/validation";
+inline constexpr const char* kValAccuracyInitial = "accuracy/validation_initial";
+inline constexpr const char* kLoss = "loss";
+inline constexpr const char* kSftLoss = "sft/loss";
+inline constexpr const char* kGradNorm = "grad_norm";
+inline constexpr const char* kEntropy = "entropy";
+inline constexpr const char* kClipFraction = "ppo/clip_fraction";
+inline constexpr const char* kTokenMultProbError = "token_mult_prob_error";
+inline constexpr const char* kGenKlError = "gen_kl_error";
+inline constexpr const char* kMeanWeight = "is/mean_weight";
+inline constexpr const char* kOutOfBounds = "is/out_of_bounds";
+inline constexpr const char* kEss = "is/effective_sample_size";
+inline constexpr const char* kKl = "kl_ref";
+inline constexpr const char* kTimeGeneration = "time/generation";
+inline constexpr const char* kTimeLogprob = "time/logprob";
+inline constexpr const char* kTimeTraining = "time/policy_training";
+inline constexpr const char* kTimeRecalibration = "time/recalibration";
+inline constexpr const char* kTimeTotal = "time/total_step";
+// Seconds the run spent on the previous step's telemetry: the run-store write and the sinks
+// (JSON encoding, printing), plus, in a worker, sending what it queued (docs/telemetry.md).
+inline constexpr const char* kTimeTelemetry = "time/telemetry";
+inline constexpr const char* kRolloutTps = "throughput/rollout_tokens_per_s";
+inline constexpr const char* kTrainTps = "throughput/training_tokens_per_s";
+inline constexpr const char* kTokensTotal = "tokens/total";
+inline constexpr const char* kResponseLength = "response_length/mean";
+inline constexpr const char* kLr = "lr";
+inline constexpr const char* kMemory = "memory/rss_mb";
+
+// Per-layer FP8 quantization scalars: "fp8/L{layer}/{kind}/{stat}", kind one of kFp8Kinds,
+// stat one of kFp8Stats.
+inline constexpr const char* kFp8Prefix = "fp8/L";
+inline constexpr const char* kFp8Kinds[] = {"weight", "activation", "gradient"};
+inline constexpr const char* kFp8Stats[] = {"saturated_frac", "flushed_frac", "rel_error"};
+inline std::string fp8(int64_t layer, const std::string& kind, const std::string& stat) {
+  return kFp8Prefix + std::to_string(layer) + "/" + kind + "/" + stat;
+}
+// The generator's FP8 KV-cache scales: "kv_scale/L{layer}/{k|v}".
+inline constexpr const char* kKvScalePrefix = "kv_scale/L";
+inline std::string kv_scale(int64_t layer, const std::string& k_or_v) {
+  return kKvScalePrefix + std::to_string(layer) + "/" + k_or_v;
+}
+
+// Whether a scalar measures the machine (time, throughput, memory) rather than the
+// computation: two runs of one config on one machine differ only in these.
+inline bool measures_machine(const std::string& key) {
+  return key.rfind("time/", 0) == 0 || key.rfind("throughput/", 0) == 0 ||
+         key.rfind("memory/", 0) == 0;
+}
+}  // namespace metric
+
+namespace histogram {
+inline constexpr const char* kImportanceWeight = "importance_weight";
+// log2 of the FP8 dequantization scales: "fp8_scale_log2/L{layer}/{kind}".
+inline constexpr const char* kFp8ScalePrefix = "fp8_scale_log2/L";
+inline std::string fp8_scale_log2(int64_t layer, const std::string& kind) {
+  return kFp8ScalePrefix + std::to_string(layer) + "/" + kind;
+}
+}  // namespace histogram
+
+// Event kinds a run records.
+namespace event {
+inline constexpr const char* kStart = "start";
+inline constexpr const char* kPause = "pause";
+inline constexpr const char* kResume = "resume";
+inline constexpr const char* kPrecision = "precision";  // data: the new map
+inline constexpr const char* kSet = "set";              // data: {"key", "value"}
+inline constexpr const char* kCheckpoint = "checkpoint";
+inline constexpr const char* kStop = "stop";
+inline constexpr const char* kFinish = "finish";
+inline constexpr const char* kError = "error";
+}  // namespace event
+
+}  // namespace fp8rl

@@ -1,0 +1,48 @@
+// Where a run records itself: the writes a run session makes, as an interface, so that the
+// session (engine/session) does not depend on SQLite. The run store (engine/store) implements
+// it; `fp8rl train --no-db` runs without one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "contract/step_record.hpp"
+#include "core/json.hpp"
+
+namespace fp8rl {
+
+// Run statuses as the store keeps them.
+namespace run_status {
+inline constexpr const char* kRunning = "running";
+inline constexpr const char* kPaused = "paused";
+inline constexpr const char* kFinished = "finished";
+inline constexpr const char* kFailed = "failed";
+inline constexpr const char* kCrashed = "crashed";  // set by readers: the process is gone
+inline constexpr const char* kStopped = "stopped";
+// Whether a worker may still be serving a run with this status (running or paused).
+inline bool is_live(const std::string& status) {
+  return status == kRunning || status == kPaused;
+}
+}  // namespace run_status
+
+class RunRecorder {
+ public:
+  virtual ~RunRecorder() = default;
+  // Registers a new run (status running); returns its id.
+  virtual int64_t create_run(const std::string& name, const std::string& preset,
+                             const Json& config, const std::string& precision_summary) = 0;
+  virtual void set_status(int64_t run, const std::string& status) = 0;
+  virtual void record_step(int64_t run, const StepRecord& r) = 0;
+  virtual void record_event(int64_t run, int64_t step, const EventRecord& e) = 0;
+  // The precision map (PrecisionMap::to_json) in effect from step on.
+  virtual void record_precision(int64_t run, int64_t step, const Json& map) = 0;
+  virtual void set_precision_summary(int64_t run, const std::string& summary) = 0;
+  virtual void set_endpoints(int64_t run, const std::string& control,
+                             const std::string& telemetry) = 0;
+  virtual void set_checkpoint(int64_t run, const std::string& dir, int64_t step) = 0;
+  // Deletes what the run recorded after step (a resumed run records those steps again).
+  virtual void truncate_after(int64_t run, int64_t step) = 0;
+  virtual void heartbeat(int64_t run) = 0;
+};
+
+}  // namespace fp8rl

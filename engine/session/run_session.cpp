@@ -1,0 +1,318 @@
+#include "session/run_session.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+
+#include "backend/backend.hpp"
+#include "contract/live_settings.hpp"
+#include "contract/metrics.hpp"
+#include "contract/precision.hpp"
+#include "core/error.hpp"
+#include "rl/run_loop.hpp"
+
+namespace fp8rl {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+struct RunSession::Impl {
+  RunConfig cfg;
+  Backend& be;
+  RunRecorder* rec;
+  SessionOptions opt;
+  SessionListener* listener;
+  std::unique_ptr<GrpoRun> run;
+  std::string ckpt_dir;
+
+  // Requests and status, shared with the controlling thread.
+  mutable std::mutex mu;
+  std::condition_variable wake;
+  bool pause = false, stop = false, checkpoint_now = false;
+  std::string stop_reason;
+  std::vector<std::string> precision_edits;
+  std::vector<std::pair<std::string, double>> setting_edits;
+  double is_min = 0, is_max = 0;  // the bounds once every queued edit applies
+  Status st;
+
+  Impl(RunConfig c, Backend& b, RunRecorder* r, SessionOptions o, SessionListener* l)
+      : cfg(std::move(c)), be(b), rec(r), opt(std::move(o)), listener(l) {
+    st.state = "starting";
+    is_min = cfg.loss.is_min;
+    is_max = cfg.loss.is_max;
+  }
+
+  int64_t id() const { return st.run_id; }
+
+  bool status_is(const std::string& s) const {
+    std::lock_guard lock(mu);
+    return st.state == s;
+  }
+
+  void set_state(const std::string& s) {
+    std::lock_guard lock(mu);
+    st.state = s;
+  }
+
+  void event(int64_t step, EventRecord e) {
+    if (rec && id() >= 0) rec->record_event(id(), step, e);
+    if (listener) listener->on_event(e, step);
+  }
+
+  void publish_precision(int64_t step, const PrecisionMap& pm, const std::string& message,
+                         bool as_event) {
+    const Json map = pm.to_json();
+    {
+      std::lock_guard lock(mu);
+      st.precision_summary = pm.summary();
+      st.precision_map = map;
+    }
+    if (rec && id() >= 0) {
+      rec->record_precision(id(), step, map);
+      rec->set_precision_summary(id(), pm.summary());
+    }
+    if (as_event) event(step, {event::kPrecision, message, map});
+  }
+
+  void checkpoint(int64_t step) {
+    if (ckpt_dir.empty()) {
+      event(step, {event::kCheckpoint, "not written: the run has no checkpoint directory", Json()});
+      return;
+    }
+    run->save(ckpt_dir);
+    if (rec && id() >= 0) rec->set_checkpoint(id(), ckpt_dir, step);
+    event(step, {event::kCheckpoint, ckpt_dir, Json()});
+  }
+
+  void start();
+  // Applies what was asked at a step boundary; returns false when the run must stop.
+  bool boundary(int64_t step);
+};
+
+void RunSession::Impl::start() {
+  run = std::make_unique<GrpoRun>(cfg, be);
+  int64_t step = 0;
+  if (opt.resume_run) {
+    run->restore(opt.resume_dir);
+    step = run->rl_done() > 0 ? run->rl_done() : run->sft_done() - cfg.sft_steps;
+    {
+      std::lock_guard lock(mu);
+      st.run_id = *opt.resume_run;
+      st.step = step;
+    }
+    if (rec) {
+      rec->truncate_after(id(), step);
+      rec->set_status(id(), run_status::kRunning);
+    }
+  } else if (rec) {
+    const int64_t new_id = rec->create_run(opt.name.empty() ? cfg.name : opt.name,
+                                           opt.preset.empty() ? "custom" : opt.preset, cfg.doc,
+                                           run->model().precision().summary());
+    std::lock_guard lock(mu);
+    st.run_id = new_id;
+  }
+  if (rec && (!opt.control_endpoint.empty() || !opt.telemetry_endpoint.empty()))
+    rec->set_endpoints(id(), opt.control_endpoint, opt.telemetry_endpoint);
+  if (opt.checkpoint_dir) ckpt_dir = opt.checkpoint_dir(id());
+  publish_precision(step, run->model().precision(), "", false);
+  set_state("running");
+  if (opt.resume_run)
+    event(step, {event::kResume, "resumed from " + opt.resume_dir, Json()});
+  else
+    event(step, {event::kStart, "backend " + be.name() + " (" + be.device() + ")", Json()});
+}
+
+bool RunSession::Impl::boundary(int64_t step) {
+  while (true) {
+    std::vector<std::string> prec;
+    std::vector<std::pair<std::string, double>> settings;
+    bool want_checkpoint, want_stop, want_pause;
+    {
+      std::lock_guard lock(mu);
+      prec.swap(precision_edits);
+      settings.swap(setting_edits);
+      want_checkpoint = std::exchange(checkpoint_now, false);
+      want_stop = stop;
+      want_pause = pause;
+    }
+    if (!prec.empty()) {
+      PrecisionMap pm = run->model().precision();
+      for (const auto& o : prec) apply_precision_override(pm, o);
+      pm.validate();
+      run->set_precision(pm);
+      std::string text;
+      for (const auto& o : prec) text += (text.empty() ? "" : ", ") + o;
+      publish_precision(step, pm, text, true);
+    }
+    for (const auto& [key, value] : settings) {
+      run->apply_live_setting(key, value);
+      event(step, {event::kSet, key + " = " + Json(value).dump(),
+                   live_setting_event_data(key, value)});
+    }
+    if (want_checkpoint) checkpoint(step);
+    if (want_stop) return false;
+    if (!want_pause) {
+      if (status_is("paused")) {
+        set_state("running");
+        if (rec && id() >= 0) rec->set_status(id(), run_status::kRunning);
+        event(step, {event::kResume, "resumed", Json()});
+      }
+      return true;
+    }
+    if (!status_is("paused")) {
+      set_state("paused");
+      if (rec && id() >= 0) rec->set_status(id(), run_status::kPaused);
+      event(step, {event::kPause, "paused at the step boundary", Json()});
+    }
+    // Wait for anything to do; then go round again (edits while paused apply now).
+    std::unique_lock lock(mu);
+    wake.wait(lock, [&] {
+      return !pause || stop || checkpoint_now || !precision_edits.empty() ||
+             !setting_edits.empty();
+    });
+  }
+}
+
+RunSession::RunSession(RunConfig cfg, Backend& be, RunRecorder* recorder, SessionOptions opt,
+                       SessionListener* listener)
+    : impl_(std::make_unique<Impl>(std::move(cfg), be, recorder, std::move(opt), listener)) {}
+
+RunSession::~RunSession() = default;
+
+std::string RunSession::run() {
+  Impl& m = *impl_;
+  int64_t step = 0;
+  try {
+    m.start();
+    step = m.st.step;
+    double telemetry_seconds = -1;  // the previous step's (< 0: none yet)
+    bool stopped = false;
+    while (!m.run->finished()) {
+      if (!m.boundary(step)) {
+        stopped = true;
+        break;
+      }
+      StepRecord r = m.run->next();
+      step = r.step;
+      // What the previous step's recording cost (store write, listeners, a worker's sending).
+      const auto t0 = std::chrono::steady_clock::now();
+      const double elsewhere = m.listener ? m.listener->take_telemetry_seconds() : 0.0;
+      if (telemetry_seconds >= 0) r.scalars[metric::kTimeTelemetry] = telemetry_seconds + elsewhere;
+      if (m.listener) m.listener->on_step(r, m.id());
+      if (m.rec && m.id() >= 0) m.rec->record_step(m.id(), r);
+      {
+        std::lock_guard lock(m.mu);
+        m.st.step = step;
+      }
+      telemetry_seconds = seconds_since(t0);
+      if (r.phase == "rl" && m.cfg.checkpoint_every > 0 &&
+          m.run->rl_done() % m.cfg.checkpoint_every == 0)
+        m.checkpoint(step);
+    }
+    // A stop that arrives with the last step still counts as finishing.
+    stopped = stopped && !m.run->finished();
+    m.set_state("stopping");
+    if (stopped || m.opt.checkpoint_at_end) m.checkpoint(step);
+    const std::string final_state = stopped ? run_status::kStopped : run_status::kFinished;
+    if (m.rec && m.id() >= 0) m.rec->set_status(m.id(), final_state);
+    std::string reason;
+    {
+      std::lock_guard lock(m.mu);
+      reason = m.stop_reason;
+    }
+    m.event(step, stopped ? EventRecord{event::kStop, reason, Json()}
+                          : EventRecord{event::kFinish, "finished", Json()});
+    m.set_state(final_state);
+    return final_state;
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard lock(m.mu);
+      m.st.state = run_status::kFailed;
+      m.st.error = e.what();
+    }
+    try {
+      if (m.rec && m.id() >= 0) m.rec->set_status(m.id(), run_status::kFailed);
+      m.event(step, {event::kError, e.what(), Json()});
+    } catch (...) {
+      // The recorder failing too must not hide the first error.
+    }
+    throw;
+  }
+}
+
+void RunSession::request_pause() {
+  std::lock_guard lock(impl_->mu);
+  impl_->pause = true;
+}
+
+void RunSession::request_resume() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->pause = false;
+  }
+  impl_->wake.notify_all();
+}
+
+void RunSession::request_stop(const std::string& reason) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stop = true;
+    impl_->pause = false;
+    if (impl_->stop_reason.empty()) impl_->stop_reason = reason;
+  }
+  impl_->wake.notify_all();
+}
+
+void RunSession::request_checkpoint() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->checkpoint_now = true;
+  }
+  impl_->wake.notify_all();
+}
+
+void RunSession::request_precision(const std::vector<std::string>& overrides) {
+  check(!overrides.empty(), "no precision overrides given");
+  // Checked on a map of the configured shape; applied to the map in force at the boundary.
+  PrecisionMap check_map(impl_->cfg.model.num_hidden_layers, Precision::fp8);
+  for (const auto& o : overrides) apply_precision_override(check_map, o);
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->precision_edits.insert(impl_->precision_edits.end(), overrides.begin(),
+                                  overrides.end());
+  }
+  impl_->wake.notify_all();
+}
+
+void RunSession::request_setting(const std::string& key, double value) {
+  if (auto e = live_setting_error(key, value)) throw Error(*e);
+  {
+    std::lock_guard lock(impl_->mu);
+    Impl& m = *impl_;
+    if (key == "is_min" || key == "is_max") {
+      const double lo = key == "is_min" ? value : m.is_min, hi = key == "is_max" ? value : m.is_max;
+      if (auto e = importance_bounds_error(lo, hi)) throw Error(*e);
+      m.is_min = lo;
+      m.is_max = hi;
+    }
+    m.setting_edits.emplace_back(key, value);
+  }
+  impl_->wake.notify_all();
+}
+
+RunSession::Status RunSession::status() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->st;
+}
+
+GrpoRun* RunSession::loop() {
+  return impl_->run.get();
+}
+
+}  // namespace fp8rl

@@ -1,0 +1,105 @@
+// One run's lifecycle, the same for `fp8rl train` (in-process) and `fp8rl worker` (serving it
+// over ZeroMQ): it builds the run, records it (run row, precision history, steps, events,
+// checkpoints, status) through a RunRecorder, and applies what its controller asks — pause,
+// resume, stop, checkpoint, live precision and setting edits — at step boundaries. A run
+// started either way therefore writes the same rows.
+//
+// Threads: run() runs the loop on the calling thread; the request_* methods and status() may
+// be called from any thread (a worker's serving thread) while it runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "contract/run_recorder.hpp"
+#include "contract/step_record.hpp"
+#include "rl/run_config.hpp"
+
+namespace fp8rl {
+
+class Backend;
+class GrpoRun;
+
+struct SessionOptions {
+  std::string name;    // the run's name (empty: the config's)
+  std::string preset;  // recorded with the run (empty: "custom")
+  // Where checkpoints go, given the run id (-1 without a recorder). Empty: no checkpoints
+  // (then a stop or checkpoint request records that none was written).
+  std::function<std::string(int64_t run_id)> checkpoint_dir;
+  bool checkpoint_at_end = false;  // also write one when the run finishes
+  // The control and telemetry endpoints serving the run (recorded when not empty).
+  std::string control_endpoint, telemetry_endpoint;
+  // Continue this recorded run from its checkpoint in resume_dir instead of creating one.
+  std::optional<int64_t> resume_run;
+  std::string resume_dir;
+};
+
+// What the owner of a session hears, on the session's thread.
+class SessionListener {
+ public:
+  virtual ~SessionListener() = default;
+  // A finished step, before it is recorded (a listener may add scalars). run_id is -1
+  // without a recorder.
+  virtual void on_step(StepRecord& r, int64_t run_id) {
+    (void)r;
+    (void)run_id;
+  }
+  // An event the session recorded (start, pause, precision, set, checkpoint, stop, …).
+  virtual void on_event(const EventRecord& e, int64_t step) {
+    (void)e;
+    (void)step;
+  }
+  // Seconds spent on the run's telemetry elsewhere since the last call (a worker's sending
+  // thread): added to the next step's time/telemetry.
+  virtual double take_telemetry_seconds() { return 0.0; }
+};
+
+class RunSession {
+ public:
+  // Cheap: the model is built when run() starts. recorder and listener may be null; both
+  // must outlive the session.
+  RunSession(RunConfig cfg, Backend& be, RunRecorder* recorder, SessionOptions opt,
+             SessionListener* listener = nullptr);
+  ~RunSession();
+  RunSession(const RunSession&) = delete;
+  RunSession& operator=(const RunSession&) = delete;
+
+  // Runs to the end, a stop, or an error. Returns the final state: "finished" or "stopped".
+  // On an error the run is recorded as failed (status and an error event) and the exception
+  // propagates.
+  std::string run();
+
+  // --- Requests (any thread), applied at the next step boundary; a paused run wakes for them.
+  void request_pause();
+  void request_resume();
+  void request_stop(const std::string& reason);
+  void request_checkpoint();
+  // Precision overrides ("0.gate=bf16", contract/precision.hpp); checked now against the
+  // configured layer count, throwing fp8rl::Error naming the bad one.
+  void request_precision(const std::vector<std::string>& overrides);
+  // A live setting (contract/live_settings.hpp); checked now, throwing fp8rl::Error.
+  void request_setting(const std::string& key, double value);
+
+  struct Status {
+    std::string state;  // starting, running, paused, stopping, finished, stopped, failed
+    int64_t step = 0;   // last completed step
+    int64_t run_id = -1;
+    std::string precision_summary;
+    Json precision_map;  // PrecisionMap::to_json of the map in force (null while starting)
+    std::string error;   // what failed (state failed)
+  };
+  Status status() const;
+
+  // The run loop (after run() has started it), for summaries; null before.
+  GrpoRun* loop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fp8rl

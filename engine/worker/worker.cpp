@@ -1,0 +1,391 @@
+#include "worker/worker.hpp"
+
+#include <unistd.h>
+#include <zmq.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "backend/backend_registry.hpp"
+#include "contract/metrics.hpp"
+#include "core/error.hpp"
+#include "core/version.hpp"
+#include "ipc/protocol.hpp"
+#include "ipc/telemetry_publisher.hpp"
+#include "ipc/zmq_frames.hpp"
+#include "session/run_session.hpp"
+#include "store/run_store.hpp"
+
+namespace fp8rl::ipc {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+[[noreturn]] void zmq_fail(const std::string& what) {
+  throw Error(what + ": " + zmq_strerror(zmq_errno()), "zmq errno " + std::to_string(zmq_errno()));
+}
+
+// Refuses tcp binds beyond loopback unless allowed.
+void check_bind_address(const std::string& ep, bool allow_remote) {
+  if (ep.rfind("tcp://", 0) != 0 || allow_remote) return;
+  const std::string host = ep.substr(6, ep.rfind(':') - 6);
+  check(host == "127.0.0.1" || host == "localhost" || host == "[::1]",
+        "refusing to bind " + ep + " beyond loopback (pass --allow-remote to do so)");
+}
+
+// A bound socket of the given type; returns the resolved endpoint.
+void* bind_socket(void* ctx, int type, const std::string& ep, bool allow_remote,
+                  std::string* bound) {
+  check_bind_address(ep, allow_remote);
+  void* s = zmq_socket(ctx, type);
+  if (!s) zmq_fail("zmq_socket");
+  const int linger = 0;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  // The transport drops anything far beyond the protocol limit before it reaches us.
+  const int64_t max_size = static_cast<int64_t>(4 * kMaxMessageBytes);
+  if (type == ZMQ_ROUTER) zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_size, sizeof max_size);
+  if (zmq_bind(s, ep.c_str()) != 0) zmq_fail("cannot bind " + ep);
+  char buf[512];
+  size_t len = sizeof buf;
+  zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, buf, &len);
+  *bound = std::string(buf, strnlen(buf, len));
+  return s;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+// The session's listener: each step's telemetry is encoded on the training thread and queued
+// for the serving thread, which owns the PUB socket; events likewise.
+struct Worker::Impl : SessionListener {
+  WorkerOptions opt;
+  void* ctx = nullptr;
+  void* control = nullptr;
+  void* pub = nullptr;
+  std::string control_ep, telemetry_ep;
+  std::unique_ptr<Backend> backend;
+  std::string fallback_reason;
+
+  // Set once by `start` (serving thread), then used by both threads.
+  std::unique_ptr<RunStore> store;
+  std::unique_ptr<RunSession> session;
+  std::thread trainer;
+
+  std::mutex mu;  // guards what follows
+  bool stop_before_start = false;
+  std::string failure;                   // the run's error, for status
+  std::vector<TelemetryMessage> outbox;  // queued for the serving thread to send
+  double telemetry_sent_seconds = 0;     // sending time not yet reported in time/telemetry
+  int64_t dropped = 0;                   // malformed requests answered with an error
+
+  void on_step(StepRecord& r, int64_t run_id) override {
+    auto messages = encode_step_telemetry(r, run_id, session->status().precision_summary);
+    std::lock_guard lock(mu);
+    for (auto& m : messages) outbox.push_back(std::move(m));
+  }
+  void on_event(const EventRecord& e, int64_t step) override {
+    const std::string payload = event_to_json(e, step, now_seconds()).dump();
+    std::lock_guard lock(mu);
+    outbox.push_back({kTopicEvent, payload});
+  }
+  double take_telemetry_seconds() override {
+    std::lock_guard lock(mu);
+    return std::exchange(telemetry_sent_seconds, 0.0);
+  }
+
+  // "idle" before a run was started, else the session's state.
+  std::string state() { return session ? session->status().state : "idle"; }
+  bool stopped_before_start() {
+    std::lock_guard lock(mu);
+    return !session && stop_before_start;
+  }
+  std::string start(const Request& r);
+  std::string handle(const Request& r);
+  void flush_outbox();
+};
+
+Worker::Worker(WorkerOptions opt) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.opt = std::move(opt);
+  const std::string base = "ipc://@fp8rl-" + std::to_string(getpid()) + "-" +
+                           std::to_string(static_cast<uint64_t>(now_seconds() * 1e6) % 1000000);
+  if (m.opt.control.empty()) m.opt.control = base + "-control";
+  if (m.opt.telemetry.empty()) m.opt.telemetry = base + "-telemetry";
+  auto sel = make_backend(parse_backend_choice(m.opt.backend));
+  m.backend = std::move(sel.backend);
+  m.fallback_reason = sel.fallback_reason;
+  m.ctx = zmq_ctx_new();
+  m.control = bind_socket(m.ctx, ZMQ_ROUTER, m.opt.control, m.opt.allow_remote, &m.control_ep);
+  m.pub = bind_socket(m.ctx, ZMQ_PUB, m.opt.telemetry, m.opt.allow_remote, &m.telemetry_ep);
+}
+
+Worker::~Worker() {
+  Impl& m = *impl_;
+  if (m.session) m.session->request_stop("the worker is shutting down");
+  if (m.trainer.joinable()) m.trainer.join();
+  if (m.control) zmq_close(m.control);
+  if (m.pub) zmq_close(m.pub);
+  if (m.ctx) zmq_ctx_term(m.ctx);
+}
+
+const std::string& Worker::control_endpoint() const {
+  return impl_->control_ep;
+}
+const std::string& Worker::telemetry_endpoint() const {
+  return impl_->telemetry_ep;
+}
+
+std::string Worker::Impl::start(const Request& r) {
+  if (session || stop_before_start) return error_reply(r.id, "a run was already started");
+  if (!r.args.contains("preset") && !r.args.contains("config"))
+    return error_reply(r.id, "start needs \"preset\" (a name) and/or \"config\" (an object)");
+  RunConfig cfg;
+  std::string preset;
+  try {
+    preset = r.args.contains("preset") ? r.args.at("preset").as_string("preset") : "";
+    std::vector<std::string> sets;
+    if (r.args.contains("set"))
+      for (const auto& s : r.args.at("set").as_array("set")) sets.push_back(s.as_string("set item"));
+    if (r.args.contains("config")) {
+      Json doc = preset.empty() ? RunConfig::defaults() : RunConfig::load(preset, "", {}).doc;
+      overlay(doc, r.args.at("config"), "");
+      for (const auto& s : sets) apply_override(doc, s);
+      cfg = RunConfig::from_json(doc);
+    } else {
+      cfg = RunConfig::load(preset, "", sets);
+    }
+  } catch (const Error& e) {
+    return error_reply(r.id, "bad run configuration: " + e.message());
+  }
+  SessionOptions so;
+  so.name = r.args.contains("name") ? r.args.at("name").as_string("name") : cfg.name;
+  so.preset = preset;
+  so.control_endpoint = control_ep;
+  so.telemetry_endpoint = telemetry_ep;
+  const std::string db = opt.db_path;
+  so.checkpoint_dir = [db](int64_t id) {
+    return (std::filesystem::path(db.empty() ? "." : db).parent_path() / "checkpoints" /
+            ("run-" + std::to_string(id)))
+        .string();
+  };
+  try {
+    if (!opt.db_path.empty()) store = std::make_unique<RunStore>(opt.db_path);
+  } catch (const Error& e) {
+    return error_reply(r.id, "cannot open the run database: " + e.message());
+  }
+  session = std::make_unique<RunSession>(cfg, *backend, store.get(), so, this);
+  trainer = std::thread([this] {
+    try {
+      session->run();
+    } catch (const std::exception& e) {
+      std::lock_guard lock(mu);
+      failure = e.what();  // recorded by the session (status failed, error event)
+    }
+  });
+  return ok_reply(r.id);
+}
+
+std::string Worker::Impl::handle(const Request& r) {
+  if (r.args.contains("protocol")) {
+    const Json& v = r.args.at("protocol");
+    if (!v.is_number() || v.as_number() != kProtocolVersion)
+      return error_reply(r.id, "protocol version mismatch: this worker speaks " +
+                                   std::to_string(kProtocolVersion) + ", the client " + v.dump());
+  }
+  const std::string now = state();
+  auto need_running = [&]() -> std::optional<std::string> {
+    if (session && (now == "starting" || now == "running" || now == "paused")) return std::nullopt;
+    return "no run in progress (state " + now + ")";
+  };
+  auto note = [](const char* text) { return Json(Json::Object{{"note", Json(text)}}); };
+  switch (r.command) {
+    case Command::hello: {
+      Json f;
+      f["protocol"] = kProtocolVersion;
+      f["worker_version"] = FP8RL_VERSION;
+      f["backend"] = backend->name();
+      f["device"] = backend->device();
+      if (!fallback_reason.empty()) f["fallback_reason"] = fallback_reason;
+      f["pid"] = static_cast<int64_t>(getpid());
+      return ok_reply(r.id, f);
+    }
+    case Command::status: {
+      Json f;
+      f["state"] = now;
+      if (session) {
+        const auto st = session->status();
+        f["step"] = st.step;
+        f["run_id"] = st.run_id;
+        f["precision"] = st.precision_summary;
+        f["precision_map"] = st.precision_map;
+        if (!st.error.empty()) f["error"] = st.error;
+      } else {
+        f["step"] = 0;
+        f["run_id"] = -1;
+      }
+      std::lock_guard lock(mu);
+      f["dropped_requests"] = dropped;
+      return ok_reply(r.id, f);
+    }
+    case Command::start:
+      return start(r);
+    case Command::pause:
+      if (auto e = need_running()) return error_reply(r.id, *e);
+      session->request_pause();
+      return ok_reply(r.id, note("pauses at the next step boundary"));
+    case Command::resume:
+      if (auto e = need_running()) return error_reply(r.id, *e);
+      session->request_resume();
+      return ok_reply(r.id);
+    case Command::stop:
+      if (session) {
+        session->request_stop("stopped on request");
+      } else {
+        std::lock_guard lock(mu);
+        stop_before_start = true;
+      }
+      return ok_reply(r.id, note("checkpoints, then exits"));
+    case Command::checkpoint:
+      if (auto e = need_running()) return error_reply(r.id, *e);
+      session->request_checkpoint();
+      return ok_reply(r.id);
+    case Command::set_precision: {
+      if (auto e = need_running()) return error_reply(r.id, *e);
+      if (!r.args.contains("overrides") || !r.args.at("overrides").is_array())
+        return error_reply(r.id,
+                           "set_precision needs \"overrides\": a list like [\"0.gate=bf16\"]");
+      try {
+        std::vector<std::string> list;
+        for (const auto& o : r.args.at("overrides").as_array())
+          list.push_back(o.as_string("overrides item"));
+        session->request_precision(list);
+      } catch (const Error& e) {
+        return error_reply(r.id, e.message());
+      }
+      return ok_reply(r.id, note("applies at the next step boundary"));
+    }
+    case Command::set: {
+      if (auto e = need_running()) return error_reply(r.id, *e);
+      if (!r.args.contains("key") || !r.args.at("key").is_string() || !r.args.contains("value") ||
+          !r.args.at("value").is_number())
+        return error_reply(r.id, "set needs \"key\" (string) and \"value\" (number)");
+      try {
+        session->request_setting(r.args.at("key").as_string(), r.args.at("value").as_number());
+      } catch (const Error& e) {
+        return error_reply(r.id, e.message());
+      }
+      return ok_reply(r.id, note("applies at the next step boundary"));
+    }
+  }
+  return error_reply(r.id, "unhandled command");
+}
+
+void Worker::Impl::flush_outbox() {
+  std::vector<TelemetryMessage> out;
+  {
+    std::lock_guard lock(mu);
+    out.swap(outbox);
+  }
+  if (out.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  send_telemetry(pub, out);
+  const double dt = seconds_since(t0);
+  std::lock_guard lock(mu);
+  telemetry_sent_seconds += dt;
+}
+
+int Worker::serve() {
+  Impl& m = *impl_;
+  std::unique_ptr<RunStore> store;  // this thread's own connection, for heartbeats
+  auto last_beat = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+  auto last_db_beat = last_beat;
+  std::optional<std::chrono::steady_clock::time_point> done_since;
+  while (true) {
+    zmq_pollitem_t items[] = {{m.control, 0, ZMQ_POLLIN, 0}};
+    zmq_poll(items, 1, 50);
+    if (items[0].revents & ZMQ_POLLIN) {
+      for (int budget = 0; budget < 256; ++budget) {
+        auto frames = recv_frames(m.control);
+        if (frames.empty()) break;
+        // ROUTER: [identity][optional empty delimiter][request]. Reply on the same envelope.
+        std::string reply;
+        if (frames.size() < 2 || frames.size() > 3 || (frames.size() == 3 && !frames[1].empty())) {
+          std::lock_guard lock(m.mu);
+          ++m.dropped;
+          if (frames.size() < 2) continue;  // nothing to reply to
+          reply =
+              error_reply("", "malformed message: expected [request] or [empty][request] frames");
+        } else {
+          std::string error, id;
+          auto req = parse_request(frames.back(), &error, &id);
+          if (!req) {
+            std::lock_guard lock(m.mu);
+            ++m.dropped;
+            reply = error_reply(id, error);
+          } else {
+            try {
+              reply = m.handle(*req);
+            } catch (const std::exception& e) {
+              reply = error_reply(req->id, e.what());
+            }
+          }
+        }
+        frames.back() = reply;
+        send_frames(m.control, frames);
+      }
+    }
+    m.flush_outbox();
+    const auto now = std::chrono::steady_clock::now();
+    std::string state;
+    int64_t step, run_id;
+    state = m.state();
+    if (m.session) {
+      const auto st = m.session->status();
+      step = st.step;
+      run_id = st.run_id;
+    } else {
+      step = 0;
+      run_id = -1;
+    }
+    if (now - last_beat >= std::chrono::duration<double>(m.opt.heartbeat_seconds)) {
+      Json hb;
+      hb["state"] = state;
+      hb["step"] = step;
+      hb["run_id"] = run_id;
+      hb["pid"] = static_cast<int64_t>(getpid());
+      hb["time"] = now_seconds();
+      send_frames(m.pub, {kTopicHeartbeat, hb.dump()});
+      last_beat = now;
+    }
+    if (run_id >= 0 && !m.opt.db_path.empty() && now - last_db_beat >= std::chrono::seconds(2)) {
+      try {
+        if (!store) store = std::make_unique<RunStore>(m.opt.db_path);
+        store->heartbeat(run_id);
+      } catch (const std::exception&) {
+        // A locked database delays a heartbeat; the run goes on.
+      }
+      last_db_beat = now;
+    }
+    const bool done = state == "finished" || state == "stopped" || state == "failed" ||
+                      m.stopped_before_start();
+    if (done) {
+      // Linger briefly so subscribers receive the last events.
+      if (!done_since) done_since = now;
+      if (now - *done_since > std::chrono::milliseconds(300)) break;
+    }
+  }
+  if (m.trainer.joinable()) m.trainer.join();
+  m.flush_outbox();
+  return m.state() == "failed" ? 1 : 0;
+}
+
+}  // namespace fp8rl::ipc

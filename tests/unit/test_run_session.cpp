@@ -1,0 +1,244 @@
+// One run lifecycle for `fp8rl train` and `fp8rl worker`: the same small config run both ways
+// records the same rows (run row, scalars, histograms, samples, events, precision history); and
+// the session applies requests at step boundaries and refuses bad ones.
+#include <QtTest>
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <chrono>
+#include <thread>
+
+#include "backend/backend_registry.hpp"
+#include "contract/metrics.hpp"
+#include "core/error.hpp"
+#include "ipc/client.hpp"
+#include "rl/run_loop.hpp"
+#include "session/run_session.hpp"
+#include "store/run_store.hpp"
+
+using namespace fp8rl;
+
+namespace {
+
+const QStringList kSets = {"grpo.steps=3",
+                           "sft.steps=2",
+                           "validation.every=2",
+                           "task.validation_size=8",
+                           "grpo.prompts_per_step=4",
+                           "grpo.group_size=4",
+                           "checkpoint.every=2"};
+
+std::string text(const Json& j) {
+  return j.dump();
+}
+
+// Everything a run recorded except what measures the machine (times, throughput, memory),
+// the process (pid, host, endpoints, times) or its name.
+struct Recorded {
+  RunStore::RunRow row;
+  std::map<std::string, std::vector<RunStore::ScalarPoint>> scalars;
+  std::map<std::string, std::vector<std::pair<int64_t, Histogram>>> histograms;
+  std::vector<std::pair<int64_t, SampleRecord>> samples;
+  std::vector<RunStore::EventRow> events;
+  std::vector<std::pair<int64_t, Json>> precision;
+};
+
+Recorded read(RunStore& s, int64_t id) {
+  Recorded r;
+  r.row = *s.find_run(id);
+  for (const auto& k : s.scalar_keys(id)) r.scalars[k] = s.scalar_series(id, k);
+  for (const auto& n : s.histogram_names(id)) r.histograms[n] = s.histogram_series(id, n);
+  r.samples = s.samples(id, -1);
+  r.events = s.events(id);
+  r.precision = s.precision_history(id);
+  return r;
+}
+
+}  // namespace
+
+class TestRunSession : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+ private slots:
+  void trainAndWorkerRecordTheSameRun() {
+    const QString db = dir_.filePath("same.sqlite");
+    // 1. fp8rl train.
+    QStringList train = {"train", "--preset", "demo", "--backend", "cpu", "--db", db, "--json"};
+    for (const auto& s : kSets) train << "--set" << s;
+    QProcess p;
+    p.start(QStringLiteral(FP8RL_CLI), train);
+    QVERIFY(p.waitForFinished(120000));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+
+    // 2. The same config through a worker, as the studio launches it.
+    QProcess w;
+    w.start(QStringLiteral(FP8RL_CLI), {"worker", "--db", db, "--backend", "cpu"});
+    w.setReadChannel(QProcess::StandardOutput);
+    QVERIFY(w.waitForReadyRead(30000) && w.canReadLine());
+    const Json hello = Json::parse(w.readLine().toStdString());
+    {
+      ipc::Client client(hello.at("control").as_string(), "");
+      Json::Array sets;
+      for (const auto& s : kSets) sets.push_back(Json(s.toStdString()));
+      Json start;
+      start["preset"] = "demo";
+      start["set"] = Json(sets);
+      const Json reply = client.request("start", start, 30000);
+      QVERIFY2(reply.at("ok").as_bool(), reply.dump().c_str());
+    }
+    QVERIFY(w.waitForFinished(120000));
+    QCOMPARE(w.exitCode(), 0);
+
+    RunStore store(db.toStdString(), /*read_only=*/true);
+    const auto runs = store.list_runs();
+    QCOMPARE(runs.size(), size_t(2));
+    const Recorded a = read(store, runs[0].id), b = read(store, runs[1].id);
+
+    // The run rows.
+    QCOMPARE(QString::fromStdString(a.row.status), QString("finished"));
+    QCOMPARE(b.row.status, a.row.status);
+    QCOMPARE(b.row.preset, a.row.preset);
+    QCOMPARE(b.row.name, a.row.name);
+    QCOMPARE(text(b.row.config), text(a.row.config));
+    QCOMPARE(b.row.precision_summary, a.row.precision_summary);
+    QCOMPARE(b.row.checkpoint_step, a.row.checkpoint_step);
+    QVERIFY(a.row.control_endpoint.empty() && !b.row.control_endpoint.empty());
+
+    // Metric names, and every value that describes the computation, bit for bit.
+    std::vector<std::string> ka, kb;
+    for (const auto& [k, v] : a.scalars) ka.push_back(k);
+    for (const auto& [k, v] : b.scalars) kb.push_back(k);
+    QCOMPARE(kb, ka);
+    QVERIFY(a.scalars.count(metric::kTimeTelemetry));
+    for (const auto& [k, pa] : a.scalars) {
+      const auto& pb = b.scalars.at(k);
+      QCOMPARE(pb.size(), pa.size());
+      if (metric::measures_machine(k)) continue;
+      for (size_t i = 0; i < pa.size(); ++i) {
+        QCOMPARE(pb[i].step, pa[i].step);
+        QVERIFY2(std::memcmp(&pb[i].value, &pa[i].value, sizeof(double)) == 0 ||
+                     (std::isnan(pb[i].value) && std::isnan(pa[i].value)),
+                 qPrintable(QString::fromStdString(k)));
+      }
+    }
+    QCOMPARE(b.histograms.size(), a.histograms.size());
+    for (const auto& [n, ha] : a.histograms) {
+      const auto& hb = b.histograms.at(n);
+      QCOMPARE(hb.size(), ha.size());
+      for (size_t i = 0; i < ha.size(); ++i) {
+        QCOMPARE(hb[i].first, ha[i].first);
+        QCOMPARE(hb[i].second.counts, ha[i].second.counts);
+        QCOMPARE(hb[i].second.edges, ha[i].second.edges);
+      }
+    }
+    QCOMPARE(b.samples.size(), a.samples.size());
+    for (size_t i = 0; i < a.samples.size(); ++i)
+      QCOMPARE(b.samples[i].second.response, a.samples[i].second.response);
+
+    // Events: the same kinds at the same steps (messages differ only where they name the
+    // checkpoint directory of each run).
+    QCOMPARE(b.events.size(), a.events.size());
+    for (size_t i = 0; i < a.events.size(); ++i) {
+      QCOMPARE(b.events[i].step, a.events[i].step);
+      QCOMPARE(b.events[i].event.kind, a.events[i].event.kind);
+    }
+    QCOMPARE(QString::fromStdString(a.events.front().event.kind), QString("start"));
+    QCOMPARE(QString::fromStdString(a.events.back().event.kind), QString("finish"));
+
+    // `fp8rl train` records the precision history (the studio draws its timeline from it).
+    QCOMPARE(a.precision.size(), size_t(1));
+    QCOMPARE(b.precision.size(), a.precision.size());
+    QCOMPARE(text(b.precision[0].second), text(a.precision[0].second));
+  }
+
+  // Requests made during a run apply at the next boundary and are recorded as events with
+  // their data; a stop checkpoints and records why.
+  void requestsApplyAtStepBoundaries() {
+    const std::string db = dir_.filePath("session.sqlite").toStdString();
+    std::vector<std::string> sets;
+    for (const auto& s : kSets) sets.push_back(s.toStdString());
+    sets.back() = "checkpoint.every=0";
+    sets[0] = "grpo.steps=50";
+    RunConfig cfg = RunConfig::load("demo", "", sets);
+    auto be = make_cpu_backend();
+    RunStore store(db);
+
+    struct Driver : SessionListener {
+      RunSession* s = nullptr;
+      int steps = 0;
+      void on_step(StepRecord& r, int64_t) override {
+        if (r.phase != "rl") return;
+        ++steps;
+        if (r.step == 1) {
+          s->request_precision({"0.gate=bf16", "*.down=bf16"});
+          s->request_setting("is_max", 3.0);
+          s->request_setting("lr", 1e-4);
+          s->request_checkpoint();
+        }
+        if (r.step == 2) s->request_stop("test is done");
+      }
+    } driver;
+    SessionOptions opt;
+    opt.preset = "demo";
+    const std::string ckpt = dir_.filePath("ckpt").toStdString();
+    opt.checkpoint_dir = [&](int64_t) { return ckpt; };
+    RunSession session(cfg, *be, &store, opt, &driver);
+    driver.s = &session;
+    QCOMPARE(QString::fromStdString(session.run()), QString("stopped"));
+    QCOMPARE(driver.steps, 2);
+
+    const auto st = session.status();
+    QCOMPARE(QString::fromStdString(st.state), QString("stopped"));
+    const Recorded r = read(store, st.run_id);
+    QCOMPARE(QString::fromStdString(r.row.status), QString("stopped"));
+    QCOMPARE(r.precision.size(), size_t(2));
+    QCOMPARE(r.precision[1].first, int64_t(1));
+    const PrecisionMap pm = PrecisionMap::from_json(r.precision[1].second);
+    QCOMPARE(pm.at(0, Module::gate), Precision::bf16);
+    QCOMPARE(pm.at(1, Module::down), Precision::bf16);
+    QCOMPARE(pm.at(1, Module::gate), Precision::fp8);
+    QCOMPARE(QString::fromStdString(r.row.precision_summary), pm.summary().c_str());
+    std::vector<std::string> kinds;
+    for (const auto& e : r.events) {
+      kinds.push_back(e.event.kind);
+      if (e.event.kind == "set") QCOMPARE(e.step, int64_t(1));
+    }
+    const std::vector<std::string> want = {"start",      "precision",  "set", "set",
+                                           "checkpoint", "checkpoint", "stop"};
+    QCOMPARE(kinds, want);
+    QCOMPARE(QString::fromStdString(r.events[2].event.data.at("key").as_string()),
+             QString("is_max"));
+    QCOMPARE(r.events[2].event.data.at("value").as_number(), 3.0);
+    QCOMPARE(QString::fromStdString(r.events.back().event.message), QString("test is done"));
+    QCOMPARE(r.row.checkpoint_step, std::optional<int64_t>(2));
+    QCOMPARE(session.loop()->config().loss.is_max, 3.0);
+    QCOMPARE(session.loop()->config().optimizer.lr, 1e-4);
+  }
+
+  void badRequestsAreRefusedNamingTheProblem() {
+    RunConfig cfg = RunConfig::load("demo", "", {"grpo.steps=1"});
+    auto be = make_cpu_backend();
+    RunSession session(cfg, *be, nullptr, {}, nullptr);
+    auto refused = [](auto&& f, const char* text) {
+      try {
+        f();
+      } catch (const Error& e) {
+        return QString(e.what()).contains(text);
+      }
+      return false;
+    };
+    QVERIFY(refused([&] { session.request_precision({"2.gate=bf16"}); }, "layer '2'"));
+    QVERIFY(refused([&] { session.request_precision({"0.gates=bf16"}); }, "module 'gates'"));
+    QVERIFY(refused([&] { session.request_precision({"0.gate=fp16"}); }, "fp16"));
+    QVERIFY(refused([&] { session.request_setting("learning_rate", 1); }, "allowed: lr,"));
+    QVERIFY(refused([&] { session.request_setting("lr", -1); }, "bad value for lr"));
+    QVERIFY(refused([&] { session.request_setting("validation_every", 2.5); }, "whole number"));
+    QVERIFY(refused([&] { session.request_setting("is_min", 5); }, "is_min < is_max"));
+    session.request_setting("is_max", 10);
+    session.request_setting("is_min", 5);  // checked against the queued is_max
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRunSession)
+#include "test_run_session.moc"
