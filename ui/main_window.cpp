@@ -88,15 +88,13 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
   connect(session_, &StudioSession::commandFinished, this, &MainWindow::onCommandFinished);
   connect(session_, &StudioSession::problem, this,
           [this](const QString& m) { statusBar()->showMessage(m, 15000); });
-  connect(run_view_, &RunView::precisionApplyRequested, this,
-          [this](qint64 id, const QStringList& overrides) {
-            session_->setPrecision(id, overrides);
-            statusBar()->showMessage(
-                tr("Precision change sent to run %1: %2 (applies at the next step boundary)")
-                    .arg(id)
-                    .arg(overrides.join(QStringLiteral(", "))),
-                8000);
-          });
+  connect(run_view_, &RunView::liveEditRequested, this, [this](qint64 id, const LiveEdit& edit) {
+    session_->applyLive(id, edit);
+    statusBar()->showMessage(tr("Sent to run %1: %2 (applies at the next step boundary)")
+                                 .arg(id)
+                                 .arg(QString::fromStdString(edit.describe())),
+                             8000);
+  });
 
   auto* ticker = new QTimer(this);
   connect(ticker, &QTimer::timeout, this, &MainWindow::updateStatus);

@@ -121,8 +121,7 @@ std::vector<int64_t> run_scenario(MainWindow& w) {
   w.showRun(fp8);
   const fp8rl::ui::RunData* d = w.session()->data(fp8);
   wait_until([&] { return d && d->last_step >= 120; }, 600000);
-  w.session()->setPrecision(fp8, {QStringLiteral("0.gate=bf16"), QStringLiteral("0.up=bf16"),
-                                  QStringLiteral("0.down=bf16")});
+  w.session()->applyLive(fp8, {{"0.gate=bf16", "0.up=bf16", "0.down=bf16"}, {}});
   const auto done = [&] {
     w.session()->refresh();
     for (int64_t id : ids) {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "backend/cpu/cpu_backend.hpp"
+#include "backend/sampling_rules.hpp"
 #include "core/error.hpp"
 
 namespace fp8rl {
@@ -27,17 +27,17 @@ Sampled sample_token(const float* logits, int64_t V, const SamplingParams& p, Rn
   thread_local std::vector<float> e;
   e.resize(static_cast<size_t>(V));
   float sum = 0;  // Σ e in FP32 (the nucleus is measured against it)
-  const float lse = cpu_softmax_exps(logits, V, inv_t, e.data(), &sum);
+  const float lse = softmax_exps(logits, V, inv_t, e.data(), &sum);
   check(std::isfinite(lse),
         "sample_token: the logits hold a NaN or +inf, or are all −inf: no token can be drawn");
   auto logprob = [&](int64_t j) { return logits[j] * inv_t - lse; };
 
   int64_t choice = 0;
   if (greedy) {
-    choice = cpu_argmax(logits, V);
+    choice = first_argmax(logits, V);
   } else if (p.top_k <= 0 && p.top_p >= 1.0) {
     // The whole distribution: inverse CDF over the vocabulary in index order.
-    choice = cpu_inverse_cdf(e.data(), V, rng.uniform());
+    choice = inverse_cdf(e.data(), V, rng.uniform());
   } else {
     // Descending by logit (ties by index: deterministic); only the top-k prefix is ordered.
     thread_local std::vector<int32_t> idx;

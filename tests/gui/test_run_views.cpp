@@ -19,8 +19,10 @@
 #include "ui/charts/histogram_view.hpp"
 #include "ui/compare/compare_view.hpp"
 #include "ui/data/compare.hpp"
+#include "ui/data/live_edit.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/run/importance_tab.hpp"
+#include "ui/run/live_settings_panel.hpp"
 #include "ui/run/overview_tab.hpp"
 #include "ui/run/precision_tab.hpp"
 #include "ui/run/run_view.hpp"
@@ -343,7 +345,7 @@ class TestRunViews : public QObject {
     // Row headers carry the weight error (L1: 0.06 → 6%).
     QVERIFY(p->grid()->layerLabel(1).contains("6"));
 
-    QSignalSpy spy(&view, &RunView::precisionApplyRequested);
+    QSignalSpy spy(&view, &RunView::liveEditRequested);
     p->grid()->toggle(0, static_cast<int>(PrecisionGrid::modules().indexOf("gate")));
     QCOMPARE(p->grid()->edits(), QStringList({"0.gate=bf16"}));
     QVERIFY(p->applyButton()->isEnabled());
@@ -351,7 +353,9 @@ class TestRunViews : public QObject {
     p->applyButton()->click();
     QCOMPARE(spy.count(), 1);
     QCOMPARE(spy.at(0).at(0).value<qint64>(), qint64{42});
-    QCOMPARE(spy.at(0).at(1).toStringList(), QStringList({"0.gate=bf16"}));
+    const auto sent = spy.at(0).at(1).value<LiveEdit>();
+    QCOMPARE(sent.overrides, std::vector<std::string>({"0.gate=bf16"}));
+    QVERIFY(sent.settings.empty());
 
     // The worker applied it: the new map arrives and the grid shows it, edits cleared.
     run.precision.emplace_back(4, precisionMap({"0.gate"}));
@@ -387,7 +391,7 @@ class TestRunViews : public QObject {
     RunView view;
     view.setRun(&run);
     PrecisionTab* p = view.precision();
-    QSignalSpy spy(&view, &RunView::precisionApplyRequested);
+    QSignalSpy spy(&view, &RunView::liveEditRequested);
     p->grid()->toggle(0, static_cast<int>(PrecisionGrid::modules().indexOf("gate")));
     QCOMPARE(p->grid()->edits(), QStringList({"0.gate=bf16"}));
     QVERIFY(!p->applyButton()->isEnabled());
@@ -397,6 +401,57 @@ class TestRunViews : public QObject {
     run.row.status = "paused";  // a paused run takes edits
     view.refresh();
     QVERIFY(p->applyButton()->isEnabled());
+  }
+
+  // Live settings: values in force from the config, then from `set` events; typed values are
+  // checked by the contract's rules; Apply sends them with the precision edits as one live
+  // edit; the importance tab's truncation lines follow is_min / is_max as they change.
+  void liveSettingsEditAndFollow() {
+    RunData run = makeRun(7, 3);
+    RunView view;
+    view.setRun(&run);
+    PrecisionTab* p = view.precision();
+    LiveSettingsPanel* s = p->settings();
+    QCOMPARE(s->current("is_max")->text(), QString("2"));
+    QCOMPARE(s->current("lr")->text(), QString("–"));  // not in this config
+    QCOMPARE(view.importance()->histogram()->verticalLines(), std::vector<double>({0.5, 2.0}));
+
+    s->field("lr")->setText("-1");
+    QVERIFY(s->hasErrors());
+    QVERIFY(!p->applyButton()->isEnabled());
+    s->field("lr")->setText("abc");
+    QVERIFY(s->hasErrors());
+    s->field("lr")->setText("0.0002");
+    s->field("validation_every")->setText("2.5");
+    QVERIFY(s->hasErrors());
+    QVERIFY(!p->applyButton()->isEnabled());
+    s->field("validation_every")->setText("5");
+    QVERIFY(!s->hasErrors());
+    QVERIFY(p->applyButton()->isEnabled());
+
+    QSignalSpy spy(&view, &RunView::liveEditRequested);
+    p->grid()->toggle(1, static_cast<int>(PrecisionGrid::modules().indexOf("down")));
+    p->applyButton()->click();
+    QCOMPARE(spy.count(), 1);
+    const auto sent = spy.at(0).at(1).value<LiveEdit>();
+    QCOMPARE(sent.overrides, std::vector<std::string>({"1.down=bf16"}));
+    using Setting = std::pair<std::string, double>;
+    QCOMPARE(sent.settings, std::vector<Setting>({{"lr", 0.0002}, {"validation_every", 5.0}}));
+    QVERIFY(s->field("lr")->text().isEmpty());  // sent: the fields empty
+
+    // The worker applied is_max = 3 (a set event): the value in force and the line move, also
+    // without a new histogram.
+    run.events.push_back({3, 9.0,
+                          EventRecord{"set", "is_max = 3",
+                                      Json::parse(
+                                          R"({"key": "is_max",
+                                                                            "value": 3})")}});
+    ++run.version;
+    view.refresh();
+    QCOMPARE(s->current("is_max")->text(), QString("3"));
+    QCOMPARE(view.importance()->histogram()->verticalLines(), std::vector<double>({0.5, 3.0}));
+    QCOMPARE(run.live_setting("is_max"), std::optional<double>(3.0));
+    QCOMPARE(run.live_setting("is_min"), std::optional<double>(0.5));
   }
 
   void samplesAndEvents() {

@@ -204,13 +204,16 @@ class TestUiData : public QObject {
     QCOMPARE(d->last_step, paused_at);
     QVERIFY(s.health(id).heartbeat_age < 2);  // heartbeats go on while paused
 
-    s.setPrecision(id, {QStringLiteral("0.gate=bf16")});
+    s.applyLive(id, {{"0.gate=bf16"}, {{"is_max", 3.0}}});
     s.resume(id);
     QVERIFY2(wait_for([&] { return !d->precision_changes().empty(); }, 30000),
              "no precision event arrived");
     QCOMPARE(QString::fromStdString(d->precision_changes().back().second),
              QStringLiteral("L0.gate bf16"));
     QVERIFY(d->current_precision().as_array()[0].at("gate").as_string() == "bf16");
+    QVERIFY2(
+        wait_for([&] { return d->live_setting("is_max") == std::optional<double>(3.0); }, 30000),
+        "the live setting did not arrive");
     QVERIFY(wait_for([&] { return d->last_step > paused_at + 1; }, 30000));
 
     s.stop(id);

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <limits>
 
-#include "backend/cpu/cpu_backend.hpp"
+#include "backend/sampling_rules.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "op_case.hpp"
@@ -156,7 +156,7 @@ RowRef row_ref(const SamplingInput& in, int64_t m) {
   const int64_t V = in.V;
   const float* x = in.row(m);
   r.e.resize(static_cast<size_t>(V));
-  r.lse32 = cpu_softmax_exps(x, V, in.inv_t(), r.e.data());
+  r.lse32 = softmax_exps(x, V, in.inv_t(), r.e.data());
   r.valid = std::isfinite(r.lse32);
   if (!r.valid) return r;
   double mx = -INFINITY, s = 0;

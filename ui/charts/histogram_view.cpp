@@ -1,7 +1,7 @@
 #include "ui/charts/histogram_view.hpp"
 
-#include "ui/charts/chart_style.hpp"
 #include <qcustomplot.h>
+#include "ui/charts/chart_style.hpp"
 
 #include <QLabel>
 #include <QSaveFile>
@@ -284,6 +284,12 @@ void HistogramView::addVerticalLine(double x, const QString& label) {
   d_->line_items.push_back(text);
   d_->fitAxes();
   d_->plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+std::vector<double> HistogramView::verticalLines() const {
+  std::vector<double> xs;
+  for (const auto& line : d_->lines) xs.push_back(line.first);
+  return xs;
 }
 
 void HistogramView::clearVerticalLines() {

@@ -9,7 +9,7 @@
 #include <QWidget>
 #include <vector>
 
-#include "rl/grpo.hpp"
+#include "contract/histogram.hpp"
 
 class QCustomPlot;
 
@@ -38,6 +38,8 @@ class HistogramView : public QWidget {
   // A vertical dashed line (e.g. the TIS bounds).
   void addVerticalLine(double x, const QString& label);
   void clearVerticalLines();
+  // The x positions of the vertical lines shown, in the order they were added.
+  std::vector<double> verticalLines() const;
 
   bool exportPng(const QString& path, QString* error = nullptr);
   bool exportCsv(const QString& path, QString* error = nullptr);

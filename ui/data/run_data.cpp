@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "contract/live_settings.hpp"
 #include "contract/metrics.hpp"
 #include "contract/step_record.hpp"
 #include "core/error.hpp"
@@ -74,6 +75,17 @@ int64_t RunData::layers() const {
       return static_cast<int64_t>(m.at("num_hidden_layers").as_number());
   }
   return 0;
+}
+
+std::optional<double> RunData::live_setting(const std::string& key) const {
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    const EventRecord& e = it->event;
+    if (e.kind == event::kSet && e.data.is_object() && e.data.contains("key") &&
+        e.data.contains("value") && e.data.at("key").is_string() &&
+        e.data.at("key").as_string() == key && e.data.at("value").is_number())
+      return e.data.at("value").as_number();
+  }
+  return live_setting_in_config(row.config, key);
 }
 
 void merge_into(RunData& dst, RunData&& delta) {

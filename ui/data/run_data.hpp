@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "contract/run_recorder.hpp"
 #include "core/json.hpp"
 #include "store/run_store.hpp"
 
@@ -25,7 +27,7 @@ struct SeriesPoint {
 
 // Whether a run status means a worker may still be serving the run (running or paused).
 inline bool is_live(const std::string& status) {
-  return status == "running" || status == "paused";
+  return run_status::is_live(status);
 }
 
 struct RunData {
@@ -53,6 +55,9 @@ struct RunData {
   std::vector<std::pair<int64_t, std::string>> precision_changes() const;
   // Number of layers (from the precision map or the config), 0 when unknown.
   int64_t layers() const;
+  // The value in force of a live setting (contract/live_settings.hpp): the latest "set" event's,
+  // else the configuration's; nullopt when neither has it.
+  std::optional<double> live_setting(const std::string& key) const;
 };
 
 // Appends everything in delta to dst (points with a step dst already has replace nothing:

@@ -355,19 +355,27 @@ void StudioSession::checkpoint(int64_t run) {
   send(run, QStringLiteral("checkpoint"));
 }
 
-void StudioSession::setPrecision(int64_t run, const QStringList& overrides) {
-  Json::Array list;
-  for (const auto& o : overrides) list.emplace_back(o.toStdString());
-  Json f;
-  f["overrides"] = Json(std::move(list));
-  send(run, QStringLiteral("set_precision"), std::move(f));
+std::string LiveEdit::describe() const {
+  std::string out;
+  for (const auto& o : overrides) out += (out.empty() ? "" : ", ") + o;
+  for (const auto& [k, v] : settings) out += (out.empty() ? "" : ", ") + k + " = " + Json(v).dump();
+  return out;
 }
 
-void StudioSession::setLive(int64_t run, const QString& key, double value) {
-  Json f;
-  f["key"] = key.toStdString();
-  f["value"] = value;
-  send(run, QStringLiteral("set"), std::move(f));
+void StudioSession::applyLive(int64_t run, const LiveEdit& edit) {
+  if (!edit.overrides.empty()) {
+    Json::Array list;
+    for (const auto& o : edit.overrides) list.emplace_back(o);
+    Json f;
+    f["overrides"] = Json(std::move(list));
+    send(run, QStringLiteral("set_precision"), std::move(f));
+  }
+  for (const auto& [key, value] : edit.settings) {
+    Json f;
+    f["key"] = key;
+    f["value"] = value;
+    send(run, QStringLiteral("set"), std::move(f));
+  }
 }
 
 QString StudioSession::setTagsNotes(int64_t run, const QString& tags, const QString& notes) {

@@ -15,6 +15,7 @@
 #include "core/json.hpp"
 #include "store/run_store.hpp"
 #include "ui/data/engine_cli.hpp"
+#include "ui/data/live_edit.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/worker_link.hpp"
 
@@ -67,8 +68,9 @@ class StudioSession : public QObject {
   void resume(int64_t run);
   void stop(int64_t run);
   void checkpoint(int64_t run);
-  void setPrecision(int64_t run, const QStringList& overrides);
-  void setLive(int64_t run, const QString& key, double value);
+  // Sends a live edit (precision overrides and settings); the worker checks and applies it at
+  // the next step boundary, and each part's reply arrives as commandFinished.
+  void applyLive(int64_t run, const LiveEdit& edit);
   // Writes the run's tags and notes (through a short-lived writing connection).
   QString setTagsNotes(int64_t run, const QString& tags, const QString& notes);
   // Writes the run's scalars as CSV.

@@ -29,14 +29,6 @@ const std::map<int64_t, Histogram>* importanceHistograms(const RunData* run) {
 }
 
 // A number of the config at grpo.<key>, when there.
-std::optional<double> grpoSetting(const RunData& run, const char* key) {
-  const Json& c = run.row.config;
-  if (!c.is_object() || !c.contains("grpo") || !c.at("grpo").is_object()) return std::nullopt;
-  const Json& g = c.at("grpo");
-  if (!g.contains(key) || !g.at(key).is_number()) return std::nullopt;
-  return g.at(key).as_number();
-}
-
 }  // namespace
 
 ImportanceTab::ImportanceTab(QWidget* parent)
@@ -105,6 +97,7 @@ void ImportanceTab::setRun(const RunData* run) {
     slider_->setEnabled(false);
   }
   step_label_->setText(tr("no histogram yet"));
+  bounds_ = {-1, -1};  // draw the new run's lines
   setBounds();
   refresh();
 }
@@ -112,6 +105,7 @@ void ImportanceTab::setRun(const RunData* run) {
 void ImportanceTab::refresh() {
   if (!run_ || run_->version == version_) return;
   version_ = run_->version;
+  setBounds();  // a live edit of is_min / is_max moves the lines
   oob_->setCurveData(0, run_->series(metric::kOutOfBounds));
   ess_->setCurveData(0, run_->series(metric::kEss));
   mean_w_->setCurveData(0, run_->series(metric::kMeanWeight));
@@ -188,18 +182,24 @@ void ImportanceTab::showIndex(int index) {
 }
 
 void ImportanceTab::setBounds() {
+  std::pair<double, double> bounds{0, 0};  // 0: no line
+  if (run_) {
+    const Json& c = run_->row.config;
+    const bool off = c.is_object() && c.contains("grpo") && c.at("grpo").is_object() &&
+                     c.at("grpo").contains("importance") &&
+                     c.at("grpo").at("importance").is_string() &&
+                     c.at("grpo").at("importance").as_string() == "off";
+    if (!off) {  // with importance "off" the bounds mean nothing
+      bounds.first = run_->live_setting("is_min").value_or(0);
+      bounds.second = run_->live_setting("is_max").value_or(0);
+    }
+  }
+  if (bounds == bounds_) return;
+  bounds_ = bounds;
   hist_->clearVerticalLines();
-  if (!run_) return;
-  const Json& c = run_->row.config;
-  if (c.is_object() && c.contains("grpo") && c.at("grpo").is_object() &&
-      c.at("grpo").contains("importance") && c.at("grpo").at("importance").is_string() &&
-      c.at("grpo").at("importance").as_string() == "off")
-    return;  // no truncation: the bounds mean nothing
   // The x axis is logarithmic: a bound of 0 (the default is_min) has no place on it.
-  if (auto lo = grpoSetting(*run_, "is_min"); lo && *lo > 0)
-    hist_->addVerticalLine(*lo, tr("is_min %1").arg(*lo));
-  if (auto hi = grpoSetting(*run_, "is_max"); hi && *hi > 0)
-    hist_->addVerticalLine(*hi, tr("is_max %1").arg(*hi));
+  if (bounds.first > 0) hist_->addVerticalLine(bounds.first, tr("is_min %1").arg(bounds.first));
+  if (bounds.second > 0) hist_->addVerticalLine(bounds.second, tr("is_max %1").arg(bounds.second));
 }
 
 void ImportanceTab::updateHeatmap() {

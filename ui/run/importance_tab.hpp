@@ -8,6 +8,7 @@
 #include <QWidget>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 class QCheckBox;
@@ -58,8 +59,9 @@ class ImportanceTab : public QWidget {
   size_t markers_ = 0;
   bool follow_ = true;
   std::optional<int64_t> shown_;
-  std::vector<int64_t> steps_;  // steps with a histogram, ascending
-  size_t heat_columns_ = 0;     // histograms in the heatmap (rebuilt when that changes)
+  std::vector<int64_t> steps_;                // steps with a histogram, ascending
+  std::pair<double, double> bounds_{-1, -1};  // is_min, is_max drawn (0: none)
+  size_t heat_columns_ = 0;  // histograms in the heatmap (rebuilt when that changes)
   int64_t heat_last_ = 0;
   HistogramView* hist_;
   HeatmapView* heatmap_;

@@ -1,5 +1,6 @@
 #include "ui/run/precision_tab.hpp"
 
+#include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -11,7 +12,10 @@
 #include <limits>
 #include <string>
 
+#include "contract/metrics.hpp"
+#include "ui/data/live_edit.hpp"
 #include "ui/data/run_data.hpp"
+#include "ui/run/live_settings_panel.hpp"
 #include "ui/widgets/precision_grid.hpp"
 
 namespace fp8rl::ui {
@@ -44,6 +48,7 @@ bool sameValues(const std::vector<double>& a, const std::vector<double>& b) {
 PrecisionTab::PrecisionTab(QWidget* parent)
     : QWidget(parent),
       grid_(new PrecisionGrid),
+      settings_(new LiveSettingsPanel),
       caption_(new QLabel),
       status_(new QLabel),
       apply_(new QPushButton(tr("Apply"))),
@@ -51,9 +56,10 @@ PrecisionTab::PrecisionTab(QWidget* parent)
       history_(new QTableWidget(0, 2)) {
   caption_->setWordWrap(true);
   caption_->setText(
-      tr("Click a cell to switch that linear between BF16 and FP8; Apply sends the edits to the "
-         "running worker, which applies them at the next step. Row headers: the layer's FP8 "
-         "<b>weight</b> quantization error (fp8/L{l}/weight/rel_error, latest step)."));
+      tr("Click a cell to switch that linear between BF16 and FP8, or type a new value for a "
+         "live setting; Apply sends the edits to the running worker, which applies them together "
+         "at the next step. Row headers: each layer's FP8 <b>weight</b> quantization error at the "
+         "latest step (fp8/L0/weight/rel_error for layer 0, and so on)."));
   status_->setWordWrap(true);
   apply_->setToolTip(tr("Send the edited cells to the run"));
   revert_->setToolTip(tr("Drop the edits: show the map in effect"));
@@ -71,7 +77,13 @@ PrecisionTab::PrecisionTab(QWidget* parent)
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(caption_);
   layout->addLayout(buttons);
-  layout->addWidget(grid_, 1);
+  auto* settings_box = new QGroupBox(tr("Live settings"));
+  auto* settings_layout = new QVBoxLayout(settings_box);
+  settings_layout->addWidget(settings_);
+  auto* edits = new QHBoxLayout;
+  edits->addWidget(grid_, 3);
+  edits->addWidget(settings_box, 2);
+  layout->addLayout(edits, 1);
   layout->addWidget(new QLabel(tr("Precision history")));
   layout->addWidget(history_);
 
@@ -79,8 +91,12 @@ PrecisionTab::PrecisionTab(QWidget* parent)
   for (QPushButton* b : grid_->findChildren<QPushButton*>())
     if (b->text().remove(QLatin1Char('&')) == QLatin1String("Revert")) b->hide();
   connect(grid_, &PrecisionGrid::edited, this, &PrecisionTab::updateButtons);
+  connect(settings_, &LiveSettingsPanel::edited, this, &PrecisionTab::updateButtons);
   connect(apply_, &QPushButton::clicked, this, &PrecisionTab::apply);
-  connect(revert_, &QPushButton::clicked, grid_, &PrecisionGrid::revert);
+  connect(revert_, &QPushButton::clicked, this, [this] {
+    grid_->revert();
+    settings_->clear();
+  });
   setRun(nullptr);
 }
 
@@ -97,6 +113,8 @@ void PrecisionTab::setRun(const RunData* run) {
   grid_->setUnavailable(run_ ? tr("No precision map recorded yet.") : tr("No run selected."));
   history_->setRowCount(0);
   status_->clear();
+  settings_->clear();
+  settings_->setRun(run_);
   refresh();
   updateButtons();
 }
@@ -105,6 +123,7 @@ void PrecisionTab::refresh() {
   updateButtons();  // the status may change without new data
   if (!run_ || run_->version == version_) return;
   version_ = run_->version;
+  settings_->setRun(run_);  // a `set` event may have changed a value in force
   const auto& maps = run_->precision;
   if (!maps.empty() && (maps.size() != maps_ || maps.back().first != last_map_step_)) {
     // A new map is in effect (after an Apply, or first seen): show it, edits dropped.
@@ -124,7 +143,7 @@ void PrecisionTab::updateErrors() {
   std::vector<double> errors(static_cast<size_t>(std::max(0, grid_->layers())),
                              std::numeric_limits<double>::quiet_NaN());
   for (size_t l = 0; l < errors.size(); ++l) {
-    const auto& s = run_->series("fp8/L" + std::to_string(l) + "/weight/rel_error");
+    const auto& s = run_->series(metric::fp8(static_cast<int64_t>(l), "weight", "rel_error"));
     if (!s.empty()) errors[l] = s.back().value;
   }
   if (sameValues(errors, errors_)) return;
@@ -152,24 +171,29 @@ void PrecisionTab::updateHistory() {
 }
 
 void PrecisionTab::updateButtons() {
-  const bool edited = !grid_->edits().isEmpty();
+  const bool edited = !grid_->edits().isEmpty() || !settings_->edits().empty();
   const bool live = runIsLive();
-  apply_->setEnabled(edited && live);
-  revert_->setEnabled(edited);
+  apply_->setEnabled(edited && live && !settings_->hasErrors());
+  revert_->setEnabled(edited || settings_->hasErrors());
   if (run_ && !live)
-    apply_->setToolTip(tr("The run is %1: precision can be changed only while it runs or is paused")
+    apply_->setToolTip(tr("The run is %1: it can be changed only while it runs or is paused")
                            .arg(QString::fromStdString(run_->row.status)));
+  else if (settings_->hasErrors())
+    apply_->setToolTip(tr("A live setting holds an invalid value (see the message under it)"));
   else
-    apply_->setToolTip(tr("Send the edited cells to the run"));
+    apply_->setToolTip(tr("Send the edited cells and settings to the run"));
 }
 
 void PrecisionTab::apply() {
-  if (!run_ || !runIsLive()) return;
-  const QStringList edits = grid_->edits();
-  if (edits.isEmpty()) return;
-  status_->setText(tr("Sent %n change(s); waiting for the run to apply them…", nullptr,
-                      static_cast<int>(edits.size())));
-  emit applyRequested(static_cast<qint64>(run_->id), edits);
+  if (!run_ || !runIsLive() || settings_->hasErrors()) return;
+  LiveEdit edit;
+  for (const QString& o : grid_->edits()) edit.overrides.push_back(o.toStdString());
+  edit.settings = settings_->edits();
+  if (edit.empty()) return;
+  const int n = static_cast<int>(edit.overrides.size() + edit.settings.size());
+  status_->setText(tr("Sent %n change(s); waiting for the run to apply them…", nullptr, n));
+  settings_->clear();
+  emit applyRequested(static_cast<qint64>(run_->id), edit);
 }
 
 }  // namespace fp8rl::ui

@@ -1,7 +1,8 @@
-// The Precision tab of a run: the precision grid (layers × modules, BF16/FP8) showing the map
-// in effect, with each layer's FP8 weight quantization error (fp8/L{l}/weight/rel_error,
-// latest) in the row headers; Apply sends the edited cells to the live run (a signal), Revert
-// drops them; below, the history of precision changes.
+// The Precision tab of a run — its live edits: the precision grid (layers × modules, BF16/FP8)
+// showing the map in effect, with each layer's FP8 weight quantization error (the latest
+// fp8/L<layer>/weight/rel_error) in the row headers, and the live settings beside it; Apply
+// sends the edited cells and settings to the live run as one live edit (a signal), Revert drops
+// them; below, the history of precision changes.
 #pragma once
 
 #include <QStringList>
@@ -9,7 +10,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "ui/data/live_edit.hpp"
+
 class QLabel;
+class QGroupBox;
 class QPushButton;
 class QTableWidget;
 
@@ -17,6 +21,7 @@ namespace fp8rl::ui {
 
 struct RunData;
 class PrecisionGrid;
+class LiveSettingsPanel;
 
 class PrecisionTab : public QWidget {
   Q_OBJECT
@@ -31,14 +36,16 @@ class PrecisionTab : public QWidget {
   bool runIsLive() const;
 
   PrecisionGrid* grid() const { return grid_; }
+  LiveSettingsPanel* settings() const { return settings_; }
   QPushButton* applyButton() const { return apply_; }
   QPushButton* revertButton() const { return revert_; }
   QTableWidget* history() const { return history_; }  // columns: step, change
   QLabel* status() const { return status_; }
 
  signals:
-  // Apply was pressed: the edits ("LAYER.MODULE=PRECISION") for run `run`.
-  void applyRequested(qint64 run, const QStringList& overrides);
+  // Apply was pressed: the precision edits ("LAYER.MODULE=PRECISION") and setting edits for
+  // run `run`.
+  void applyRequested(qint64 run, const LiveEdit& edit);
 
  private:
   void updateButtons();
@@ -52,6 +59,7 @@ class PrecisionTab : public QWidget {
   int64_t last_map_step_ = 0;   // step of the newest map shown
   std::vector<double> errors_;  // shown in the grid's row headers
   PrecisionGrid* grid_;
+  LiveSettingsPanel* settings_;
   QLabel* caption_;
   QLabel* status_;
   QPushButton* apply_;

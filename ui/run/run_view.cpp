@@ -99,7 +99,7 @@ RunView::RunView(QWidget* parent)
   add(scales_, tr("FP8 scales"));
   add(precision_, tr("Precision"));
   add(samples_, tr("Samples && events"));  // "&&": a literal ampersand
-  connect(precision_, &PrecisionTab::applyRequested, this, &RunView::precisionApplyRequested);
+  connect(precision_, &PrecisionTab::applyRequested, this, &RunView::liveEditRequested);
   setRun(nullptr);
 }
 

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ui/data/live_edit.hpp"
+
 class QLabel;
 class QTabWidget;
 
@@ -44,8 +46,8 @@ class RunView : public QWidget {
   SamplesTab* samples() const { return samples_; }
 
  signals:
-  // The user applied precision edits ("LAYER.MODULE=PRECISION") to run `run`.
-  void precisionApplyRequested(qint64 run, const QStringList& overrides);
+  // The user applied a live edit (precision overrides and settings) to run `run`.
+  void liveEditRequested(qint64 run, const LiveEdit& edit);
 
  private:
   const RunData* run_ = nullptr;

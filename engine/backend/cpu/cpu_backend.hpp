@@ -77,18 +77,4 @@ class CpuBackend final : public Backend {
 // The FP32 GEMM the CPU backend runs: its instruction-set path and the ones this CPU offers.
 std::string cpu_gemm_description();
 
-// Sampling steps of one row, shared by CpuBackend::sample_tokens and host sampling
-// (rollout/sampling.cpp) so that both choose identical tokens (cpu/sampling.cpp).
-// Fills e[j] = exp(z_j − max z), z_j = logits[j]·inv_t (FP32), and returns lse = max z + log Σ e
-// with the FP32 sum in index order (also stored in *sum when given): the steps of
-// token_logprobs. Not finite when the row holds a NaN or +inf logit or only −inf ones (then no
-// token may be drawn from it).
-float cpu_softmax_exps(const float* logits, int64_t V, float inv_t, float* e, float* sum = nullptr);
-// Inverse CDF of e[0..V) in index order with FP64 sums: the smallest j with Σ_{i≤j} e_i > u·Σ e
-// (u < 0 counts as 0); the last j with e_j > 0 when none qualifies (u ≥ 1); −1 when Σ e is NaN
-// or not positive.
-int64_t cpu_inverse_cdf(const float* e, int64_t V, double u);
-// The first index of the largest logit (greedy decoding); V > 0, no NaN.
-int64_t cpu_argmax(const float* logits, int64_t V);
-
 }  // namespace fp8rl

@@ -1,6 +1,5 @@
-// CPU reference: token sampling from logits (sample_tokens) and the row steps it shares with host
-// sampling (rollout/sampling.cpp): softmax exponentials and log-sum-exp in the FP32 steps of
-// token_logprobs, the inverse CDF in FP64 in index order, greedy argmax.
+// CPU reference: token sampling from logits (sample_tokens), row by row with the sampling rules
+// of backend/sampling_rules.hpp (which host sampling in rollout/sampling.cpp follows too).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,39 +8,11 @@
 
 #include "backend/cpu/access.hpp"
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/sampling_rules.hpp"
 #include "core/parallel.hpp"
 
 namespace fp8rl {
 using cpu::ld;
-
-float cpu_softmax_exps(const float* logits, int64_t V, float inv_t, float* e, float* sum_out) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < V; ++j) mx = std::max(mx, logits[j] * inv_t);
-  float sum = 0.0f;
-  for (int64_t j = 0; j < V; ++j) sum += (e[j] = std::exp(logits[j] * inv_t - mx));
-  if (sum_out) *sum_out = sum;
-  return mx + std::log(sum);
-}
-
-int64_t cpu_inverse_cdf(const float* e, int64_t V, double u) {
-  double total = 0;
-  for (int64_t j = 0; j < V; ++j) total += e[j];
-  if (!(total > 0) || !std::isfinite(total)) return -1;
-  const double target = (u > 0 ? u : 0.0) * total;
-  double acc = 0;
-  for (int64_t j = 0; j < V; ++j) {
-    acc += e[j];
-    if (target < acc) return j;
-  }
-  // u ≥ 1: the last token with a non-zero probability (there is one: total > 0).
-  int64_t last = V - 1;
-  while (last > 0 && !(e[last] > 0)) --last;
-  return last;
-}
-
-int64_t cpu_argmax(const float* logits, int64_t V) {
-  return std::max_element(logits, logits + V) - logits;
-}
 
 void CpuBackend::sample_tokens(const Matrix& logits, float inv_t, const double* uniforms,
                                int32_t* tokens, float* logprobs) {
@@ -71,10 +42,10 @@ void CpuBackend::sample_tokens(const Matrix& logits, float inv_t, const double* 
         for (int64_t j = 0; j < V; ++j) row[static_cast<size_t>(j)] = ld(logits, m * V + j);
         x = row.data();
       }
-      const float lse = cpu_softmax_exps(x, V, inv_t, e.data());
+      const float lse = softmax_exps(x, V, inv_t, e.data());
       int64_t j = -1;
       if (std::isfinite(lse))
-        j = uniforms ? cpu_inverse_cdf(e.data(), V, uniforms[m]) : cpu_argmax(x, V);
+        j = uniforms ? inverse_cdf(e.data(), V, uniforms[m]) : first_argmax(x, V);
       tokens[m] = static_cast<int32_t>(j);
       logprobs[m] = j >= 0 ? x[j] * inv_t - lse : NAN;
     }
