@@ -61,9 +61,9 @@ double mean(const QList<double>& v, qsizetype from, qsizetype n) {
 
 // What "learns" means for the demo (reverse 3–6 letters; the warm-up leaves validation near
 // 0.1–0.2): validation gains at least 0.4 and ends at 0.6 or more, the mean reward of the last 20
-// RL steps is at least 0.2 above the first 20's. Over seeds 1–5 (docs/benchmarks.md) every run
-// of either precision ended at 0.8 or more; these floors catch a run that stopped learning, and
-// leave room for seeds and legitimate changes of the arithmetic.
+// RL steps is at least 0.2 above the first 20's. The preset's seed ends at 0.69 in FP8 and 0.88
+// in BF16 (the same on every x86-64 machine; docs/training.md has five seeds): these floors
+// catch a run that stopped learning, not one that landed elsewhere on its trajectory.
 void expect_learns(const Curve& c, const char* precision) {
   QVERIFY2(c.rewards.size() >= 40, qPrintable(QString("the %1 demo run failed").arg(precision)));
   const double gain = c.last_val - c.first_val;
