@@ -51,7 +51,7 @@ struct Qwen3Model::Saved {
   float inv_t = 1.0f;
   Tensor ids, targets, positions;
   std::vector<LayerActs> layers;
-  Tensor x_final, rstd_f, xf;
+  Tensor x_final, rstd_f, xf, xf32;  // xf32: xf widened for an fp32 lm_head
   LinearInput in_head;
   Tensor logits;
 };
@@ -105,6 +105,20 @@ Qwen3Model::Qwen3Model(Backend& be, const ModelConfig& cfg, const PrecisionMap& 
   set_precision(precision_);
 }
 
+void Qwen3Model::set_lm_head_precision(Precision p) {
+  check(!saved_, "cannot change the lm_head precision with saved activations");
+  lm_head_wanted_ = p;
+  lm_head_->set_precision(act_dtype_ == DType::f32 ? Precision::fp32 : p, qopt_);
+}
+
+LinearInput Qwen3Model::head_input(const Tensor& xf, Tensor& widened, bool training) {
+  if (lm_head_->precision() != Precision::fp32 || xf.m().dtype == DType::f32)
+    return LinearInput(xf.m(), training);
+  widened = Tensor::make(be_, xf.m().rows, xf.m().cols, DType::f32);
+  be_.convert(xf.m(), widened.m());  // exact: every BF16 value is an FP32 value
+  return LinearInput(widened.m(), training);
+}
+
 void Qwen3Model::set_precision(const PrecisionMap& p) {
   check(p.layers() == cfg_.num_hidden_layers, "precision map layer count differs from the model");
   p.validate();
@@ -116,7 +130,7 @@ void Qwen3Model::set_precision(const PrecisionMap& p) {
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
     for (int mi = 0; mi < kModules; ++mi)
       layers_[l]->lin[mi]->set_precision(precision_.at(l, Module(mi)), qopt_);
-  lm_head_->set_precision(ad == DType::f32 ? Precision::fp32 : Precision::bf16, qopt_);
+  lm_head_->set_precision(ad == DType::f32 ? Precision::fp32 : lm_head_wanted_, qopt_);
   // BF16 copies of the embedding and norm weights (the BF16 parts of the recipe).
   bf16_copies_.clear();
   if (ad == DType::bf16) {
@@ -278,7 +292,7 @@ Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
   S->xf = Tensor::make(be_, M, H, ad);
   be_.rmsnorm_forward(x.m(), norm_weight(final_norm_), eps, S->xf.m(), S->rstd_f.f32());
   S->x_final = std::move(x);
-  S->in_head = LinearInput(S->xf.m(), training);
+  S->in_head = head_input(S->xf, S->xf32, training);
   S->logits = Tensor::make(be_, M, cfg_.vocab_size, DType::f32);
   lm_head_->forward(S->in_head, S->logits.m());
   Tensor logits = Tensor::make(be_, M, cfg_.vocab_size, DType::f32);
@@ -332,7 +346,9 @@ void Qwen3Model::backward(const std::vector<float>& dlogp) {
                                                      " entries, expected " + std::to_string(M));
   Tensor dl = Tensor::make(be_, M, 1, DType::f32);
   upload_floats(be_, dl, dlogp);
-  Tensor dlogits = Tensor::make(be_, M, cfg_.vocab_size, ad);
+  // An fp32 head takes its output gradient in FP32 too.
+  const DType dlogits_dtype = lm_head_->precision() == Precision::fp32 ? DType::f32 : ad;
+  Tensor dlogits = Tensor::make(be_, M, cfg_.vocab_size, dlogits_dtype);
   be_.token_logprobs_backward(S.logits.m(), ids(S.targets), S.inv_t, dl.f32(), dlogits.m());
   Tensor dxf = Tensor::make(be_, M, H, ad);
   lm_head_->backward(S.in_head, dlogits.m(), dxf.m());
@@ -480,7 +496,8 @@ Tensor Qwen3Model::forward_cached_step(const CachedStepInputs& in, KvCache& cach
   Tensor xr = Tensor::make(be_, r, H, ad), xf = Tensor::make(be_, r, H, ad);
   be_.embedding_forward(in.output_rows, x.m(), xr.m());
   be_.rmsnorm_forward(xr.m(), norm_weight(final_norm_), eps, xf.m(), rstd.f32());
-  LinearInput in_head(xf.m(), false);
+  Tensor xf32;
+  LinearInput in_head = head_input(xf, xf32, false);
   Tensor logits = Tensor::make(be_, r, cfg_.vocab_size, DType::f32);
   lm_head_->forward(in_head, logits.m());
   return logits;

@@ -48,6 +48,12 @@ class Qwen3Model {
   // Changes layer precisions (the next forward uses them); re-makes compute copies (FP8 tiles
   // given by a checkpoint stay in use: see Linear::set_fp8_weight).
   void set_precision(const PrecisionMap& p);
+  // The lm_head's precision: bf16 (the recipe: BF16 weights and activations, FP32
+  // accumulation), fp32 (FP32 weights and the final norm's output widened to FP32: logits and
+  // log-softmax without BF16 rounding of the head) or fp8 (block-scaled, as the decoder
+  // linears; for sensitivity measurements). An all-fp32 map runs it in fp32 whatever is set.
+  void set_lm_head_precision(Precision p);
+  Precision lm_head_precision() const { return lm_head_->precision(); }
 
   // Every parameter once, in Hugging Face order (tied lm_head not repeated).
   std::vector<Param*> parameters();
@@ -129,6 +135,10 @@ class Qwen3Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   Param final_norm_;
   std::unique_ptr<Linear> lm_head_;
+  Precision lm_head_wanted_ = Precision::bf16;  // set_lm_head_precision (fp32 maps: fp32)
+  // The lm_head's input: the final norm's output, widened to FP32 for an fp32 head on bf16
+  // activations (training keeps it for backward in Saved).
+  LinearInput head_input(const Tensor& xf, Tensor& widened, bool training);
   std::vector<std::pair<Param*, Tensor>> bf16_copies_;  // embedding and norm weights
   std::unique_ptr<Saved> saved_;
   KvScaleCalibrator* calibrator_ = nullptr;

@@ -36,6 +36,7 @@ const std::map<std::string, std::vector<std::string>>& RunConfig::choices() {
       {"task.reward", {"auto", "shaped", "partial", "exact", "numeric"}},
       {"precision.default", precision_names()},
       {"precision.kv_cache", precision_names()},
+      {"precision.lm_head", precision_names()},
       {"precision.scale_format", {"fp32", "pow2"}},
       {"grpo.advantage", {"mean_std", "leave_one_out"}},
       {"grpo.importance", {"tis", "icepop", "off"}},
@@ -72,6 +73,7 @@ precision:
   default: fp8
   overrides: []
   kv_cache: bf16
+  lm_head: bf16
   scale_format: fp32
 grpo:
   steps: 400
@@ -227,6 +229,7 @@ RunConfig RunConfig::from_json(const Json& in) {
     c.precision_overrides.push_back(o.as_string("precision.overrides item"));
   c.kv_cache = parse_kv_dtype(str("precision", "kv_cache"));
   c.pow2_scales = str("precision", "scale_format") == "pow2";
+  c.lm_head = parse_precision(str("precision", "lm_head"));
   check(!(c.default_precision == Precision::fp32) == !(c.kv_cache == KvDType::fp32),
         "precision.kv_cache fp32 goes with precision.default fp32 only (the CPU reference)");
 

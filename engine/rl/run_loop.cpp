@@ -138,6 +138,7 @@ GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be) : cfg_(cfg), be_(be) {
   } else {
     model_ = load_checkpoint(be_, cfg_.init_checkpoint, pm, qopt);
   }
+  model_->set_lm_head_precision(cfg_.lm_head);
   observer_ = std::make_unique<Observer>(be_);
   model_->set_quant_observer(observer_.get());
   opt_ = std::make_unique<AdamW>(be_, model_->parameters(), cfg_.optimizer);
