@@ -61,6 +61,24 @@ class RawWriter {
   sqlite3* db_ = nullptr;
 };
 
+// Opens file as the store does (WAL) with one table t.
+void open_wal(Connection& db, const std::string& file, int busy_timeout_ms = 5000) {
+  db.open(file, kOpenFlags, busy_timeout_ms, "test db");
+  db.query("wal", "PRAGMA journal_mode = WAL").run();
+  db.exec("CREATE TABLE IF NOT EXISTS t (x INTEGER)", "create t");
+}
+
+// A connection to file whose busy handler gives up after 10 ms (so that the retries, not the
+// handler, do the waiting), and another connection holding the file's write lock.
+struct Contended {
+  explicit Contended(const std::string& file) : other(file) {
+    open_wal(db, file, /*busy_timeout_ms=*/10);
+    other.exec("BEGIN IMMEDIATE");
+  }
+  Connection db;
+  RawWriter other;
+};
+
 }  // namespace
 
 class TestSqliteConnection : public QObject {
@@ -69,14 +87,6 @@ class TestSqliteConnection : public QObject {
  private:
   QTemporaryDir dir_;
   std::string path(const QString& name) const { return dir_.filePath(name).toStdString(); }
-
-  // A store-like file: WAL, a short busy timeout (the retries, not the handler, do the
-  // waiting in these tests) and one table t.
-  void open_wal(Connection& db, const std::string& file, int busy_timeout_ms = 5000) {
-    db.open(file, kOpenFlags, busy_timeout_ms, "test db");
-    db.query("wal", "PRAGMA journal_mode = WAL").run();
-    db.exec("CREATE TABLE IF NOT EXISTS t (x INTEGER)", "create t");
-  }
 
  private slots:
   void initTestCase() { QVERIFY(dir_.isValid()); }
@@ -212,14 +222,11 @@ class TestSqliteConnection : public QObject {
   void beginImmediateRetriesWhileLocked() {
     // The other connection holds the write lock for longer than the busy timeout (10 ms) but
     // less than the retries' sleeps (50 + 100 + 200 + 400 ms): the write waits and succeeds.
-    const std::string file = path("busy.db");
-    Connection db;
-    open_wal(db, file, /*busy_timeout_ms=*/10);
-    RawWriter other(file);
-    other.exec("BEGIN IMMEDIATE");
+    Contended c(path("busy.db"));
+    Connection& db = c.db;
     std::thread release([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      other.exec("COMMIT");
+      c.other.exec("COMMIT");
     });
     const auto start = std::chrono::steady_clock::now();
     try {
@@ -235,11 +242,8 @@ class TestSqliteConnection : public QObject {
   }
 
   void beginImmediateGivesUpAfterTheLastAttempt() {
-    const std::string file = path("locked.db");
-    Connection db;
-    open_wal(db, file, /*busy_timeout_ms=*/10);
-    RawWriter other(file);
-    other.exec("BEGIN IMMEDIATE");
+    Contended c(path("locked.db"));
+    Connection& db = c.db;
     const auto start = std::chrono::steady_clock::now();
     try {
       db.write("never", [&] { db.query("insert", "INSERT INTO t VALUES (1)").run(); });
@@ -254,7 +258,7 @@ class TestSqliteConnection : public QObject {
     for (int a = 1; a < Connection::kBeginAttempts; ++a)
       sleeps_ms += Connection::kFirstBackoffMs << (a - 1);
     QVERIFY(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(sleeps_ms));
-    other.exec("ROLLBACK");
+    c.other.exec("ROLLBACK");
     QCOMPARE(count_rows(db, "t"), int64_t{0});
   }
 
