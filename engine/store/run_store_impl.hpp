@@ -1,0 +1,50 @@
+// The run store's state and the helpers its readers and writers share (private to the store).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/error.hpp"
+#include "store/run_store.hpp"
+#include "store/sqlite_connection.hpp"
+
+namespace fp8rl {
+
+// "<op>(run <id>)", how errors name an operation on one run.
+inline std::string run_what(const std::string& op, int64_t run) {
+  return op + "(run " + std::to_string(run) + ")";
+}
+
+struct RunStore::Impl {
+  std::string path;
+  bool read_only = false;
+  int version = 0;
+  sqlite::Connection db;
+
+  std::string name() const { return "run store '" + path + "'"; }
+
+  // Runs body() in one write transaction (see sqlite::Connection::write) and returns what it
+  // returns; throws without writing when the store is read-only.
+  template <class F>
+  auto write(const sqlite::What& what, F&& body) {
+    if (read_only) throw Error(name() + " is open read-only: cannot " + what.text, {}, what.where);
+    return db.write(what, std::forward<F>(body));
+  }
+
+  // Runs sql, one statement on the run's row (an UPDATE of runs, or an INSERT … SELECT FROM
+  // runs), in its own write transaction with ?1 bound to run and args to ?2, ?3, …; throws
+  // "<what>: no run with id <run>" when it changed no row.
+  template <class... Args>
+  void write_run(const sqlite::What& what, int64_t run, const std::string& sql,
+                 const Args&... args) {
+    write(what, [&] { require_run(what, run, db.query(what, sql, run, args...).run()); });
+  }
+
+  // Throws "<what>: no run with id <run>" when a statement on the run's row changed none.
+  static void require_run(const sqlite::What& what, int64_t run, int64_t changed) {
+    if (changed == 0)
+      throw Error(what.text + ": no run with id " + std::to_string(run), {}, what.where);
+  }
+};
+
+}  // namespace fp8rl

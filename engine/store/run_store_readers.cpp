@@ -1,0 +1,213 @@
+// The run store's readers: each sees the latest committed state.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <ostream>
+
+#include "store/run_store.hpp"
+#include "store/run_store_impl.hpp"
+#include "store/stored_values.hpp"
+
+namespace fp8rl {
+namespace {
+
+using sqlite::Row;
+
+// The runs table's SELECT for a store at schema version `version`, then where_clause.
+std::string runs_select(int version, const char* where_clause) {
+  // A read-only store may be older than this build: version 1 has no tags or notes.
+  std::string sql =
+      "SELECT id, name, status, preset, config, precision_summary, host, pid, created_at, "
+      "started_at, ended_at, last_step, last_heartbeat, control_endpoint, telemetry_endpoint, "
+      "checkpoint_dir, checkpoint_step, ";
+  sql += version >= 2 ? "tags, notes" : "'' AS tags, '' AS notes";
+  sql += " FROM runs ";
+  sql += where_clause;
+  return sql;
+}
+
+// A row of runs_select.
+RunStore::RunRow run_row(const Row& s) {
+  RunStore::RunRow r;
+  r.id = s.integer(0);
+  r.name = s.text(1);
+  r.status = s.text(2);
+  r.preset = s.text(3);
+  r.config = s.json(4);
+  r.precision_summary = s.text(5);
+  r.host = s.text(6);
+  r.pid = s.integer(7);
+  r.created_at = s.real(8);
+  r.started_at = s.opt_real(9);
+  r.ended_at = s.opt_real(10);
+  r.last_step = s.opt_integer(11);
+  r.last_heartbeat = s.opt_real(12);
+  r.control_endpoint = s.text(13);
+  r.telemetry_endpoint = s.text(14);
+  r.checkpoint_dir = s.text(15);
+  r.checkpoint_step = s.opt_integer(16);
+  r.tags = s.text(17);
+  r.notes = s.text(18);
+  return r;
+}
+
+std::string first_text(const Row& s) {
+  return s.text(0);
+}
+
+// The SQL listing the distinct values of `column` of `table` for run ?1, sorted: a skip scan
+// over the table's (run_id, column, step) index, one index seek per distinct value instead of
+// reading every row of the run.
+std::string distinct_per_run(const std::string& table, const std::string& column) {
+  const std::string least = "(SELECT min(" + column + ") FROM " + table + " WHERE run_id = ?1";
+  return "WITH RECURSIVE d(v) AS (SELECT " + least + ") UNION ALL SELECT " + least + " AND " +
+         column + " > d.v) FROM d WHERE d.v IS NOT NULL) SELECT v FROM d WHERE v IS NOT NULL";
+}
+
+// Shortest text that reads back as the same double; nan, inf, -inf otherwise.
+std::string format_number(double v) {
+  if (!std::isfinite(v)) return stored::nonfinite_name(v);
+  char buf[32];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+// A CSV field, quoted (RFC 4180) when it holds a comma, quote or line break.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + '"';
+}
+
+}  // namespace
+
+std::vector<RunStore::RunRow> RunStore::list_runs() {
+  return impl_->db.query("list_runs", runs_select(impl_->version, "ORDER BY id")).rows(run_row);
+}
+
+std::optional<RunStore::RunRow> RunStore::find_run(int64_t id) {
+  return impl_->db.query(run_what("find_run", id), runs_select(impl_->version, "WHERE id = ?1"), id)
+      .one(run_row);
+}
+
+std::vector<std::string> RunStore::scalar_keys(int64_t run) {
+  return impl_->db.query(run_what("scalar_keys", run), distinct_per_run("scalars", "key"), run)
+      .rows(first_text);
+}
+
+std::vector<RunStore::ScalarPoint> RunStore::scalar_series(int64_t run, const std::string& key,
+                                                           int64_t after_step) {
+  return impl_->db
+      .query(run_what("scalar_series", run) + " '" + key + "'",
+             "SELECT step, wall, value, nonfinite FROM scalars "
+             "WHERE run_id = ?1 AND key = ?2 AND step > ?3 ORDER BY step, rowid",
+             run, key, after_step)
+      .rows([](const Row& s) {
+        return ScalarPoint{s.integer(0), s.real(1), stored::scalar(s, 2)};
+      });
+}
+
+std::vector<std::string> RunStore::histogram_names(int64_t run) {
+  return impl_->db
+      .query(run_what("histogram_names", run), distinct_per_run("histograms", "name"), run)
+      .rows(first_text);
+}
+
+std::vector<std::pair<int64_t, Histogram>> RunStore::histogram_series(int64_t run,
+                                                                      const std::string& name) {
+  return impl_->db
+      .query(run_what("histogram_series", run) + " '" + name + "'",
+             "SELECT step, edges, counts FROM histograms "
+             "WHERE run_id = ?1 AND name = ?2 ORDER BY step, rowid",
+             run, name)
+      .rows([](const Row& s) { return std::pair(s.integer(0), stored::histogram(s, 1)); });
+}
+
+std::vector<std::pair<int64_t, SampleRecord>> RunStore::samples(int64_t run, int64_t limit) {
+  return impl_->db
+      .query(run_what("samples", run),
+             "SELECT step, prompt, response, answer, reward FROM samples "
+             "WHERE run_id = ?1 ORDER BY step DESC, rowid DESC LIMIT ?2",
+             run, limit < 0 ? -1 : limit)  // LIMIT -1: no limit
+      .rows([](const Row& s) {
+        return std::pair(s.integer(0), SampleRecord{s.text(1), s.text(2), s.text(3), s.real(4)});
+      });
+}
+
+std::vector<RunStore::EventRow> RunStore::events(int64_t run) {
+  return impl_->db
+      .query(run_what("events", run),
+             "SELECT step, wall, kind, message, data FROM events "
+             "WHERE run_id = ?1 ORDER BY rowid",
+             run)
+      .rows([](const Row& s) {
+        return EventRow{s.integer(0), s.real(1), EventRecord{s.text(2), s.text(3), s.json(4)}};
+      });
+}
+
+std::vector<std::pair<int64_t, Json>> RunStore::precision_history(int64_t run) {
+  return impl_->db
+      .query(run_what("precision_history", run),
+             "SELECT step, map FROM precision_history WHERE run_id = ?1 "
+             "ORDER BY step, rowid",
+             run)
+      .rows([](const Row& s) { return std::pair(s.integer(0), s.json(1)); });
+}
+
+void RunStore::export_csv(int64_t run, std::ostream& out) {
+  // The keys first (they fix the columns), then every scalar row in step order.
+  const std::vector<std::string> keys = scalar_keys(run);
+  std::map<std::string, size_t> column;
+  for (size_t i = 0; i < keys.size(); ++i) column.emplace(keys[i], i);
+
+  out << "step,wall";
+  for (const std::string& k : keys) out << ',' << csv_field(k);
+  out << '\n';
+
+  bool have_row = false;
+  int64_t step = 0;
+  double wall = 0;
+  std::vector<std::optional<double>> cells(keys.size());
+  auto flush = [&] {
+    out << step << ',' << format_number(wall);
+    for (const auto& c : cells) out << ',' << (c ? format_number(*c) : "");
+    out << '\n';
+  };
+  impl_->db
+      .query(run_what("export_csv", run),
+             "SELECT step, wall, key, value, nonfinite FROM scalars WHERE run_id = ?1 "
+             "ORDER BY step, rowid",
+             run)
+      .each([&](const Row& s) {
+        const int64_t row_step = s.integer(0);
+        if (!have_row || row_step != step) {
+          if (have_row) flush();
+          have_row = true;
+          step = row_step;
+          wall = s.real(1);
+          std::fill(cells.begin(), cells.end(), std::nullopt);
+        }
+        // A key written after scalar_keys read the list has no column (a live run): skipped.
+        const auto it = column.find(s.text(2));
+        if (it != column.end()) cells[it->second] = stored::scalar(s, 3);
+      });
+  if (have_row) flush();
+  if (!out) throw Error(run_what("export_csv", run) + ": writing the CSV failed");
+}
+
+std::string RunStore::integrity_check() {
+  std::string result;
+  impl_->db.query(impl_->name() + ": integrity_check", "PRAGMA integrity_check")
+      .each([&](const Row& s) {
+        if (!result.empty()) result += '\n';
+        result += s.text(0);
+      });
+  return result;
+}
+
+}  // namespace fp8rl

@@ -1,0 +1,125 @@
+#include "store/run_store_schema.hpp"
+
+#include "core/error.hpp"
+
+namespace fp8rl::run_store_schema {
+
+// A released script never changes; a schema change is a new script appended here.
+const std::vector<std::string>& migrations() {
+  static const std::vector<std::string> scripts = {
+      // 1: the initial schema.
+      R"sql(
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  status TEXT NOT NULL,
+  preset TEXT NOT NULL DEFAULT '',
+  config TEXT NOT NULL DEFAULT '{}',
+  precision_summary TEXT NOT NULL DEFAULT '',
+  host TEXT NOT NULL DEFAULT '',
+  pid INTEGER NOT NULL DEFAULT 0,
+  created_at REAL NOT NULL,
+  started_at REAL,
+  ended_at REAL,
+  last_step INTEGER,
+  last_heartbeat REAL,
+  control_endpoint TEXT NOT NULL DEFAULT '',
+  telemetry_endpoint TEXT NOT NULL DEFAULT '',
+  checkpoint_dir TEXT NOT NULL DEFAULT '',
+  checkpoint_step INTEGER
+);
+-- value is NULL for NaN and ±inf (SQLite stores NaN as NULL); nonfinite then says which.
+CREATE TABLE scalars (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL,
+  wall REAL NOT NULL,
+  key TEXT NOT NULL,
+  value REAL,
+  nonfinite TEXT
+);
+CREATE INDEX scalars_run_key_step ON scalars(run_id, key, step);
+CREATE TABLE histograms (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  edges TEXT NOT NULL,
+  counts TEXT NOT NULL
+);
+CREATE INDEX histograms_run_name_step ON histograms(run_id, name, step);
+CREATE TABLE samples (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL,
+  prompt TEXT NOT NULL,
+  response TEXT NOT NULL,
+  answer TEXT NOT NULL,
+  reward REAL
+);
+CREATE TABLE events (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL,
+  wall REAL NOT NULL,
+  kind TEXT NOT NULL,
+  message TEXT NOT NULL,
+  data TEXT
+);
+CREATE TABLE precision_history (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL,
+  map TEXT NOT NULL
+);
+)sql",
+      // 2: the user's tags and notes; per-run indexes for the samples, events and precision
+      // readers (without them each read scans every run's rows).
+      R"sql(
+ALTER TABLE runs ADD COLUMN tags TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN notes TEXT NOT NULL DEFAULT '';
+CREATE INDEX samples_run_step ON samples(run_id, step);
+CREATE INDEX events_run_step ON events(run_id, step);
+CREATE INDEX precision_history_run_step ON precision_history(run_id, step);
+)sql",
+  };
+  return scripts;
+}
+
+int latest_version() {
+  return static_cast<int>(migrations().size());
+}
+
+int user_version(sqlite::Connection& db, const sqlite::What& what) {
+  return db.query(what, "PRAGMA user_version")
+      .one([](const sqlite::Row& r) { return static_cast<int>(r.integer(0)); })
+      .value_or(0);
+}
+
+void require_supported(const std::string& name, int version) {
+  const int latest = latest_version();
+  if (version > latest)
+    throw Error(name + ": database schema version " + std::to_string(version) +
+                " is newer than this build supports (" + std::to_string(latest) + ")");
+}
+
+int migrate(sqlite::Connection& db, const std::string& name, int from) {
+  for (int target = from + 1; target <= latest_version(); ++target) {
+    const std::string what = name + ": migrating to schema version " + std::to_string(target);
+    db.write(what, [&] {
+      // Another process may have migrated the file since we read its version.
+      const int current = user_version(db, what);
+      if (current >= target) return;
+      if (current == 0) {
+        const auto tables =
+            db.query(what, "SELECT count(*) FROM sqlite_master").one([](const sqlite::Row& r) {
+              return r.integer(0);
+            });
+        if (tables.value_or(0) > 0)
+          throw Error(name + " is not a run store (it has tables but no schema version)");
+      }
+      db.exec(migrations()[static_cast<size_t>(target - 1)], what);
+      db.exec("PRAGMA user_version = " + std::to_string(target), what);
+    });
+  }
+  const int version = user_version(db, name + ": reading the schema version");
+  require_supported(name, version);
+  return version;
+}
+
+}  // namespace fp8rl::run_store_schema

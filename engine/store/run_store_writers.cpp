@@ -1,0 +1,168 @@
+// The run store's writers: each one write transaction.
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+
+#include "store/run_store.hpp"
+#include "store/run_store_impl.hpp"
+#include "store/stored_values.hpp"
+
+namespace fp8rl {
+namespace {
+
+// The statuses set_status accepts, in the order its error lists them.
+constexpr std::array<const char*, 6> kStatuses = {run_status::kRunning,  run_status::kPaused,
+                                                  run_status::kFinished, run_status::kFailed,
+                                                  run_status::kCrashed,  run_status::kStopped};
+
+// Throws "invalid run status '<status>' (one of: …)" unless status is one of kStatuses.
+void require_known_status(const std::string& status) {
+  bool known = false;
+  std::string list;
+  for (const char* s : kStatuses) {
+    known = known || status == s;
+    list += list.empty() ? s : std::string(", ") + s;
+  }
+  if (!known) throw Error("invalid run status '" + status + "' (one of: " + list + ")");
+}
+
+double now_unix() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+}  // namespace
+
+int64_t RunStore::create_run(const std::string& name, const std::string& preset, const Json& config,
+                             const std::string& precision_summary) {
+  Impl& m = *impl_;
+  const std::string what = "create_run('" + name + "')";
+  return m.write(what, [&] {
+    m.db.query(what,
+               "INSERT INTO runs(name, status, preset, config, precision_summary, host, "
+               "pid, created_at, started_at, last_heartbeat) "
+               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?8)",
+               name, run_status::kRunning, preset, stored::json_text(config), precision_summary,
+               host_name(), static_cast<int64_t>(getpid()), now_unix())
+        .run();
+    return m.db.last_insert_rowid();
+  });
+}
+
+void RunStore::set_status(int64_t run, const std::string& status) {
+  require_known_status(status);
+  // A terminal status ends the run; running or paused again (resumed) it is no longer ended.
+  const bool terminal = !run_status::is_live(status);
+  impl_->write_run(run_what("set_status", run), run,
+                   "UPDATE runs SET status = ?2, "
+                   "ended_at = CASE WHEN ?3 THEN coalesce(ended_at, ?4) ELSE NULL END, "
+                   "started_at = CASE WHEN ?5 THEN coalesce(started_at, ?4) "
+                   "ELSE started_at END WHERE id = ?1",
+                   status, terminal, now_unix(), status == run_status::kRunning);
+}
+
+void RunStore::record_step(int64_t run, const StepRecord& r) {
+  Impl& m = *impl_;
+  const std::string what = run_what("record_step", run) + " step " + std::to_string(r.step);
+  m.write(what, [&] {
+    Impl::require_run(
+        what, run,
+        m.db.query(what, "UPDATE runs SET last_step = ?2, last_heartbeat = ?3 WHERE id = ?1", run,
+                   r.step, now_unix())
+            .run());
+    for (const auto& [key, value] : r.scalars)
+      m.db.query(what + ": scalar '" + key + "'",
+                 "INSERT INTO scalars(run_id, step, wall, key, value, nonfinite) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                 run, r.step, r.wall_seconds, key, stored::finite_or_null(value),
+                 stored::nonfinite_or_null(value))
+          .run();
+    for (const HistogramRecord& h : r.histograms)
+      m.db.query(what + ": histogram '" + h.name + "'",
+                 "INSERT INTO histograms(run_id, step, name, edges, counts) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5)",
+                 run, r.step, h.name, stored::edges_json(h.hist.edges),
+                 stored::counts_json(h.hist.counts))
+          .run();
+    for (const SampleRecord& x : r.samples)
+      m.db.query(what + ": sample",
+                 "INSERT INTO samples(run_id, step, prompt, response, answer, reward) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                 run, r.step, x.prompt, x.response, x.answer, x.reward)
+          .run();
+    for (const EventRecord& e : r.events)
+      m.db.query(what + ": event '" + e.kind + "'",
+                 "INSERT INTO events(run_id, step, wall, kind, message, data) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                 run, r.step, r.wall_seconds, e.kind, e.message, stored::json_text_or_null(e.data))
+          .run();
+  });
+}
+
+void RunStore::record_event(int64_t run, int64_t step, const EventRecord& e) {
+  // INSERT … SELECT FROM runs: the wall time comes from the run's start, and no row is
+  // inserted when there is no such run.
+  impl_->write_run(run_what("record_event", run) + " '" + e.kind + "'", run,
+                   "INSERT INTO events(run_id, step, wall, kind, message, data) "
+                   "SELECT id, ?2, ?3 - coalesce(started_at, created_at), ?4, ?5, ?6 "
+                   "FROM runs WHERE id = ?1",
+                   step, now_unix(), e.kind, e.message, stored::json_text_or_null(e.data));
+}
+
+void RunStore::record_precision(int64_t run, int64_t step, const Json& map) {
+  impl_->write_run(run_what("record_precision", run), run,
+                   "INSERT INTO precision_history(run_id, step, map) "
+                   "SELECT id, ?2, ?3 FROM runs WHERE id = ?1",
+                   step, stored::json_text(map));
+}
+
+void RunStore::heartbeat(int64_t run) {
+  impl_->write_run(run_what("heartbeat", run), run,
+                   "UPDATE runs SET last_heartbeat = ?2 WHERE id = ?1", now_unix());
+}
+
+void RunStore::set_endpoints(int64_t run, const std::string& control,
+                             const std::string& telemetry) {
+  impl_->write_run(run_what("set_endpoints", run), run,
+                   "UPDATE runs SET control_endpoint = ?2, telemetry_endpoint = ?3 WHERE id = ?1",
+                   control, telemetry);
+}
+
+void RunStore::set_checkpoint(int64_t run, const std::string& dir, int64_t step) {
+  impl_->write_run(run_what("set_checkpoint", run), run,
+                   "UPDATE runs SET checkpoint_dir = ?2, checkpoint_step = ?3 WHERE id = ?1", dir,
+                   step);
+}
+
+void RunStore::set_precision_summary(int64_t run, const std::string& summary) {
+  impl_->write_run(run_what("set_precision_summary", run), run,
+                   "UPDATE runs SET precision_summary = ?2 WHERE id = ?1", summary);
+}
+
+void RunStore::set_tags_notes(int64_t run, const std::string& tags, const std::string& notes) {
+  impl_->write_run(run_what("set_tags_notes", run), run,
+                   "UPDATE runs SET tags = ?2, notes = ?3 WHERE id = ?1", tags, notes);
+}
+
+void RunStore::truncate_after(int64_t run, int64_t step) {
+  Impl& m = *impl_;
+  const std::string what = run_what("truncate_after", run);
+  m.write(what, [&] {
+    for (const char* table : {"scalars", "histograms", "samples", "events", "precision_history"})
+      m.db.query(what, std::string("DELETE FROM ") + table + " WHERE run_id = ?1 AND step > ?2",
+                 run, step)
+          .run();
+    Impl::require_run(
+        what, run,
+        m.db.query(what, "UPDATE runs SET last_step = ?2 WHERE id = ?1", run, step).run());
+  });
+}
+
+}  // namespace fp8rl
