@@ -1,8 +1,8 @@
 // The chart widgets offscreen: ChartView (tail append, non-finite markers, EMA, x kinds, log-y,
 // outlier-ignoring autoscale, markers, read-out, export, spikes in 1M points, replot time),
-// HistogramView and HeatmapView. Graph layout of ChartView: curve i owns plot()->graph(3i)
-// (raw), graph(3i + 1) (smoothed) and graph(3i + 2) (non-finite markers); graph data is
-// refreshed at the next replot.
+// HistogramView and HeatmapView; their arithmetic alone is in test_chart_math. Graph layout of
+// ChartView: curve i owns plot()->graph(3i) (raw), graph(3i + 1) (smoothed) and graph(3i + 2)
+// (non-finite markers); graph data is refreshed at the next replot.
 #include <qcustomplot.h>
 
 #include <QCheckBox>
@@ -17,7 +17,6 @@
 #include <random>
 
 #include "ui/charts/chart_view.hpp"
-#include "ui/charts/downsample.hpp"
 #include "ui/charts/heatmap_view.hpp"
 #include "ui/charts/histogram_view.hpp"
 
@@ -96,8 +95,6 @@ class TestCharts : public QObject {
   void readout();
   void exports();
   void optionsSignal();
-  void reductionKeepsSpike();
-  void reductionSmall();
   void bigCurves();
   void histogram();
   void histogramOverlayAndLog();
@@ -494,79 +491,6 @@ void TestCharts::optionsSignal() {
   QVERIFY(!chart->ignoreOutliers());
   QCOMPARE(spy.count(), 4);
   QCOMPARE(chart->title(), QStringLiteral("loss"));
-}
-
-void TestCharts::reductionKeepsSpike() {
-  const size_t n = 1'000'000;
-  std::vector<double> x(n), y(n);
-  for (size_t i = 0; i < n; ++i) x[i] = double(i), y[i] = std::sin(1e-4 * double(i));
-  const size_t up = 654'321, down = 123'457;
-  y[up] = 50;
-  y[down] = -50;
-  MinMaxIndex index;
-  index.rebuild(y);
-  std::vector<size_t> out;
-  reduce_min_max(x, y, index, 0, double(n - 1), 800, out);
-  QVERIFY(out.size() <= 4 * 800 + 2);
-  QVERIFY(std::is_sorted(out.begin(), out.end()));
-  QVERIFY(std::adjacent_find(out.begin(), out.end()) == out.end());
-  QVERIFY(std::find(out.begin(), out.end(), up) != out.end());
-  QVERIFY(std::find(out.begin(), out.end(), down) != out.end());
-  QCOMPARE(out.front(), size_t{0});
-  QCOMPARE(out.back(), n - 1);
-  // Zoomed in: the neighbours outside the range are kept, the spike still there.
-  reduce_min_max(x, y, index, 600'000.5, 700'000, 500, out);
-  QCOMPARE(out.front(), size_t{600'000});
-  QCOMPARE(out.back(), size_t{700'001});
-  QVERIFY(std::find(out.begin(), out.end(), up) != out.end());
-  // Against a brute force: every column's min and max are in the output.
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<double> xs(20000), ys(20000);
-  double acc = 0;
-  for (size_t i = 0; i < xs.size(); ++i) acc += 0.5 + u(rng) * 0.5, xs[i] = acc, ys[i] = u(rng);
-  MinMaxIndex ix;
-  ix.rebuild(ys);
-  // Indexed incrementally gives the same answers.
-  MinMaxIndex grown;
-  std::vector<double> part;
-  for (size_t i = 0; i < ys.size(); i += 777) {
-    part.insert(part.end(), ys.begin() + long(i), ys.begin() + long(std::min(ys.size(), i + 777)));
-    grown.extend(part);
-  }
-  const double lo = 1000, hi = 9000;
-  const int cols = 300;
-  reduce_min_max(xs, ys, ix, lo, hi, cols, out);
-  std::vector<size_t> out2;
-  reduce_min_max(xs, part, grown, lo, hi, cols, out2);
-  QCOMPARE(out2, out);
-  for (int c = 0; c < cols; ++c) {
-    const double a = lo + (hi - lo) / cols * c, b = lo + (hi - lo) / cols * (c + 1);
-    size_t mn = SIZE_MAX, mx = SIZE_MAX;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (xs[i] < a || (c + 1 < cols ? xs[i] >= b : xs[i] > hi)) continue;
-      if (mn == SIZE_MAX || ys[i] < ys[mn]) mn = i;
-      if (mx == SIZE_MAX || ys[i] > ys[mx]) mx = i;
-    }
-    if (mn == SIZE_MAX) continue;
-    QVERIFY(std::find(out.begin(), out.end(), mn) != out.end());
-    QVERIFY(std::find(out.begin(), out.end(), mx) != out.end());
-  }
-}
-
-void TestCharts::reductionSmall() {
-  std::vector<double> x = {0, 1, 2, 3, 4}, y = {5, 4, 3, 2, 1};
-  MinMaxIndex index;
-  index.rebuild(y);
-  std::vector<size_t> out;
-  reduce_min_max(x, y, index, 0, 4, 100, out);
-  QCOMPARE(out, (std::vector<size_t>{0, 1, 2, 3, 4}));
-  reduce_min_max(x, y, index, 1.5, 2.5, 100, out);
-  QCOMPARE(out, (std::vector<size_t>{1, 2, 3}));
-  reduce_min_max(x, y, index, 10, 20, 100, out);
-  QCOMPARE(out, (std::vector<size_t>{4}));
-  reduce_min_max({}, {}, index, 0, 1, 10, out);
-  QVERIFY(out.empty());
 }
 
 void TestCharts::bigCurves() {

@@ -1,6 +1,9 @@
 #include "ui/charts/chart_style.hpp"
 
+#include <qcustomplot.h>
+
 #include <QLabel>
+#include <QSaveFile>
 #include <charconv>
 #include <cmath>
 #include <iterator>
@@ -25,6 +28,66 @@ QLabel* makeTitleLabel(const QString& title, QWidget* parent) {
   return label;
 }
 
+void setLogScale(QCPAxis* axis, bool log) {
+  if (log) {
+    axis->setScaleType(QCPAxis::stLogarithmic);
+    axis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+  } else {
+    axis->setScaleType(QCPAxis::stLinear);
+    axis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+  }
+}
+
+RuleLine addRuleLine(QCustomPlot* plot, Qt::Orientation orientation, double at, const QString& text,
+                     const QColor& color) {
+  RuleLine r;
+  r.orientation = orientation;
+  r.line = new QCPItemStraightLine(plot);
+  r.line->setPen(QPen(color, 1, Qt::DashLine));
+  r.label = new QCPItemText(plot);
+  r.label->setText(text);
+  r.label->setColor(color);
+  // Along the line, positions are fractions of the axis rect: it spans the rect at any zoom.
+  QCPItemPosition* positions[] = {r.line->point1, r.line->point2, r.label->position};
+  for (QCPItemPosition* p : positions) {
+    if (orientation == Qt::Vertical)
+      p->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    else
+      p->setTypeX(QCPItemPosition::ptAxisRectRatio);
+  }
+  if (orientation == Qt::Vertical) {
+    r.label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+    r.label->setPadding(QMargins(3, 1, 2, 1));
+  } else {
+    r.label->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
+    r.label->setPadding(QMargins(2, 0, 4, 1));
+  }
+  r.moveTo(at);
+  return r;
+}
+
+void RuleLine::moveTo(double at) const {
+  if (orientation == Qt::Vertical) {
+    line->point1->setCoords(at, 0);
+    line->point2->setCoords(at, 1);
+    label->position->setCoords(at, 0);
+  } else {
+    line->point1->setCoords(0, at);
+    line->point2->setCoords(1, at);
+    label->position->setCoords(1, at);
+  }
+}
+
+void RuleLine::setVisible(bool on) const {
+  line->setVisible(on);
+  label->setVisible(on);
+}
+
+void RuleLine::remove() const {
+  line->parentPlot()->removeItem(line);
+  label->parentPlot()->removeItem(label);
+}
+
 QString csvNumber(double v) {
   if (std::isnan(v)) return QStringLiteral("nan");
   if (std::isinf(v)) return v > 0 ? QStringLiteral("inf") : QStringLiteral("-inf");
@@ -40,6 +103,18 @@ QString csvField(const QString& s) {
   QString q = s;
   q.replace(QStringLiteral("\""), QStringLiteral("\"\""));
   return QLatin1Char('"') + q + QLatin1Char('"');
+}
+
+bool writeExportFile(const QString& path, const std::function<void(QIODevice&)>& write,
+                     QString* error) {
+  QSaveFile file(path);
+  auto fail = [&] {
+    if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
+    return false;
+  };
+  if (!file.open(QIODevice::WriteOnly | QIODevice::Text)) return fail();
+  write(file);
+  return file.commit() || fail();
 }
 
 }  // namespace fp8rl::ui

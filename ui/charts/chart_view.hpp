@@ -13,12 +13,10 @@
 
 #include <QColor>
 #include <QString>
-#include <QWidget>
 #include <vector>
 
+#include "ui/charts/plot_view.hpp"
 #include "ui/data/run_data.hpp"
-
-class QCustomPlot;
 
 namespace fp8rl::ui {
 
@@ -29,7 +27,7 @@ struct ChartMarker {
   QString label;    // shown at the top of the line and in the hover read-out
 };
 
-class ChartView : public QWidget {
+class ChartView : public PlotView {
   Q_OBJECT
  public:
   // title: shown above the plot and used as the default export file name.
@@ -67,9 +65,8 @@ class ChartView : public QWidget {
   // Fits both axes to the data (also on double-click).
   void rescale();
 
-  // Writes the chart as PNG / the raw data as CSV (x kind, then one column per curve);
-  // false with a message on failure.
-  bool exportPng(const QString& path, QString* error = nullptr);
+  // Writes the raw data as CSV (step, wall, tokens, then one column per curve); false with a
+  // message on failure. (exportPng() writes the chart as PNG.)
   bool exportCsv(const QString& path, QString* error = nullptr);
 
   // Text of the hover read-out for the data point nearest to pixel x (empty if none); the
@@ -81,16 +78,20 @@ class ChartView : public QWidget {
   // Requests a coalesced redraw.
   void requestReplot();
 
-  // Curve i is drawn by plot()->graph(3 i) (raw), graph(3 i + 1) (smoothed, hidden at
+  // In plot(), curve i is drawn by graph(3 i) (raw), graph(3 i + 1) (smoothed, hidden at
   // smoothing 0) and graph(3 i + 2) (non-finite markers). Their data is the reduced visible
   // part, refreshed at each replot (replotNow() or the queued one), not by setCurveData().
-  QCustomPlot* plot() const;
+
+  // The title given at construction.
   QString title() const;
 
  signals:
   // The user changed the x axis, smoothing, log-y or outlier setting from the chart's own
   // controls (owners may apply it to sibling charts).
   void optionsChanged();
+
+ protected:
+  void prepareExport() override;
 
  private:
   struct Impl;

@@ -1,20 +1,18 @@
 #include "ui/charts/heatmap_view.hpp"
 
-#include "ui/charts/chart_style.hpp"
 #include <qcustomplot.h>
 
 #include <QLabel>
 #include <QToolTip>
-#include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
-#include <limits>
+
+#include "ui/charts/chart_math.hpp"
+#include "ui/charts/chart_style.hpp"
 
 namespace fp8rl::ui {
 namespace {
 
-// At most this many grid columns when placing irregular steps on a regular grid.
-constexpr double kMaxGridColumns = 8192;
 const QColor kNonFiniteColor(255, 0, 255);
 
 // Viridis, sampled.
@@ -38,8 +36,7 @@ struct HeatmapView::Impl {
   QCPColorScale* scale = nullptr;
   QLabel* caption = nullptr;
   HeatmapData data;
-  std::vector<int> column_cell;  // data column → key index in the map
-  int key_size = 0;
+  HeatmapColumns columns;  // where data's columns are in the map
 
   void rebuild();
   QString cellText(double key, double value) const;
@@ -51,8 +48,7 @@ void HeatmapView::Impl::rebuild() {
   const int rows = d.rows;
   QCPColorMapData* md = map->data();
   QCPColorMapData* nf = nonfinite->data();
-  column_cell.clear();
-  key_size = 0;
+  columns = {};
   if (cols == 0 || rows <= 0 || d.values.size() != cols * static_cast<size_t>(rows) ||
       !(d.row_hi > d.row_lo)) {
     md->clear();
@@ -70,49 +66,19 @@ void HeatmapView::Impl::rebuild() {
   }
   map->setVisible(true);
 
-  // Columns: steps as x. Irregular steps go on a regular grid of the smallest spacing (empty
-  // grid columns transparent) when that stays small, else evenly over the step range.
-  const double first = d.steps.front(), last = d.steps.back();
-  double spacing = std::numeric_limits<double>::infinity();
-  for (size_t c = 1; c < cols; ++c) {
-    const double diff = d.steps[c] - d.steps[c - 1];
-    if (diff > 0) spacing = std::min(spacing, diff);
-  }
-  QCPRange key_range(first - 0.5, first + 0.5);  // one column: the cell spans the range
-  key_size = 1;
-  column_cell.assign(cols, 0);
-  if (cols > 1 && last > first && std::isfinite(spacing)) {
-    const double grid = std::round((last - first) / spacing) + 1;
-    if (grid <= std::max(kMaxGridColumns, static_cast<double>(cols))) {
-      key_size = static_cast<int>(grid);
-      for (size_t c = 0; c < cols; ++c)
-        column_cell[c] = std::clamp(static_cast<int>(std::lround((d.steps[c] - first) / spacing)),
-                                    0, key_size - 1);
-    } else {
-      key_size = static_cast<int>(cols);
-      for (size_t c = 0; c < cols; ++c) column_cell[c] = static_cast<int>(c);
-    }
-    key_range = QCPRange(first, last);  // centres of the first and last cells
-  }
+  // Columns: steps as x, on a grid where that stays small (see place_columns).
+  columns = place_columns(d.steps);
+  const QCPRange key_range(columns.cell_range.lo, columns.cell_range.hi);
   const double h = (d.row_hi - d.row_lo) / rows;
   const QCPRange value_range =
       rows == 1 ? QCPRange(d.row_lo, d.row_hi) : QCPRange(d.row_lo + h / 2, d.row_hi - h / 2);
-  md->setSize(key_size, rows);
+  md->setSize(columns.cells, rows);
   md->setRange(key_range, value_range);
-  nf->setSize(key_size, rows);
+  nf->setSize(columns.cells, rows);
   nf->setRange(key_range, value_range);
 
-  // Colour range over the finite (log: positive) values.
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (double v : d.values)
-    if (std::isfinite(v) && (!d.log_color || v > 0)) lo = std::min(lo, v), hi = std::max(hi, v);
-  if (!(lo <= hi)) lo = d.log_color ? 1 : 0, hi = d.log_color ? 10 : 1;
-  if (!(hi > lo)) {
-    if (d.log_color)
-      lo /= 2, hi *= 2;
-    else
-      lo -= 0.5, hi += 0.5;
-  }
+  const AxisRange colours = colour_range(d.values, d.log_color);
+  const double lo = colours.lo, hi = colours.hi;
 
   md->fill(lo);
   md->fillAlpha(0);  // grid columns without data stay transparent
@@ -120,7 +86,7 @@ void HeatmapView::Impl::rebuild() {
   nf->fillAlpha(0);
   int64_t nonfinite_cells = 0, empty_cells = 0;
   for (size_t c = 0; c < cols; ++c) {
-    const int k = column_cell[c];
+    const int k = columns.cell_of[c];
     for (int r = 0; r < rows; ++r) {
       const double v = d.values[c * static_cast<size_t>(rows) + static_cast<size_t>(r)];
       if (std::isnan(v)) {
@@ -162,21 +128,19 @@ void HeatmapView::Impl::rebuild() {
   caption->setText(parts.join(QStringLiteral(" · ")));
 
   // Axes: the cells' full extent.
-  const double half_key = key_size > 1 ? (last - first) / (key_size - 1) / 2 : 0.5;
-  plot->xAxis->setRange(key_range.lower - (key_size > 1 ? half_key : 0),
-                        key_range.upper + (key_size > 1 ? half_key : 0));
+  plot->xAxis->setRange(columns.extent.lo, columns.extent.hi);
   plot->yAxis->setRange(d.row_lo, d.row_hi);
   plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
 QString HeatmapView::Impl::cellText(double key, double value) const {
-  if (!map->visible() || key_size == 0) return {};
+  if (!map->visible() || columns.cells == 0) return {};
   int k = 0, r = 0;
   map->data()->coordToCell(key, value, &k, &r);
-  if (k < 0 || r < 0 || k >= key_size || r >= data.rows) return {};
-  const auto it = std::find(column_cell.begin(), column_cell.end(), k);
-  if (it == column_cell.end()) return {};
-  const size_t c = static_cast<size_t>(it - column_cell.begin());
+  if (k < 0 || r < 0 || k >= columns.cells || r >= data.rows) return {};
+  const auto it = std::find(columns.cell_of.begin(), columns.cell_of.end(), k);
+  if (it == columns.cell_of.end()) return {};
+  const size_t c = static_cast<size_t>(it - columns.cell_of.begin());
   const double v = data.values[c * static_cast<size_t>(data.rows) + static_cast<size_t>(r)];
   const QString row = data.row_labels.size() == data.rows ? data.row_labels[r] : QString::number(r);
   const QString val = std::isnan(v)   ? QStringLiteral("no data")
@@ -185,21 +149,11 @@ QString HeatmapView::Impl::cellText(double key, double value) const {
   return QStringLiteral("step %1 · %2: %3").arg(data.steps[c], 0, 'g', 12).arg(row, val);
 }
 
-HeatmapView::HeatmapView(const QString& title, QWidget* parent) : QWidget(parent), d_(new Impl) {
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(2, 2, 2, 2);
-  layout->setSpacing(2);
-  layout->addWidget(makeTitleLabel(title, this));
-
-  QCustomPlot* plot = d_->plot = new QCustomPlot(this);
-  plot->setObjectName(QStringLiteral("plot"));
-  plot->setMinimumHeight(120);
+HeatmapView::HeatmapView(const QString& title, QWidget* parent)
+    : PlotView(QSize(700, 350), parent), d_(new Impl) {
+  setHeader(makeTitleLabel(title, this));
+  QCustomPlot* plot = d_->plot = this->plot();
   plot->setMouseTracking(true);
-  plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
-  QFont small = plot->font();
-  small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1));
-  plot->xAxis->setTickLabelFont(small);
-  plot->yAxis->setTickLabelFont(small);
   plot->xAxis->setLabel(QStringLiteral("Step"));
   plot->axisRect()->setupFullAxesBox(true);
   plot->xAxis->grid()->setVisible(false);
@@ -208,7 +162,7 @@ HeatmapView::HeatmapView(const QString& title, QWidget* parent) : QWidget(parent
   d_->scale = new QCPColorScale(plot);
   plot->plotLayout()->addElement(0, 1, d_->scale);
   d_->scale->setType(QCPAxis::atRight);
-  d_->scale->axis()->setTickLabelFont(small);
+  d_->scale->axis()->setTickLabelFont(smallFont());
   d_->scale->setBarWidth(12);
   auto* margins = new QCPMarginGroup(plot);
   plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
@@ -240,17 +194,11 @@ HeatmapView::HeatmapView(const QString& title, QWidget* parent) : QWidget(parent
       QToolTip::showText(e->globalPosition().toPoint(), text, d_->plot);
   });
   connect(plot, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) { d_->rebuild(); });
-  layout->addWidget(plot, 1);
-
-  d_->caption = new QLabel(this);
-  d_->caption->setObjectName(QStringLiteral("caption"));
-  d_->caption->setFont(small);
-  layout->addWidget(d_->caption);
+  d_->caption = addCaption();
   d_->rebuild();
 }
 
 HeatmapView::~HeatmapView() {
-  disconnect(d_->plot, nullptr, this, nullptr);  // the plot (a child) outlives d_
   delete d_;
 }
 
@@ -261,18 +209,6 @@ void HeatmapView::setData(const HeatmapData& data) {
 
 const HeatmapData& HeatmapView::data() const {
   return d_->data;
-}
-
-bool HeatmapView::exportPng(const QString& path, QString* error) {
-  const int w = d_->plot->width() >= 100 ? d_->plot->width() : 700;
-  const int h = d_->plot->height() >= 80 ? d_->plot->height() : 350;
-  if (d_->plot->savePng(path, w, h)) return true;
-  if (error) *error = QStringLiteral("cannot write the PNG file %1").arg(path);
-  return false;
-}
-
-QCustomPlot* HeatmapView::plot() const {
-  return d_->plot;
 }
 
 }  // namespace fp8rl::ui

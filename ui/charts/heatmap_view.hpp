@@ -5,10 +5,9 @@
 
 #include <QString>
 #include <QStringList>
-#include <QWidget>
 #include <vector>
 
-class QCustomPlot;
+#include "ui/charts/plot_view.hpp"
 
 namespace fp8rl::ui {
 
@@ -23,7 +22,7 @@ struct HeatmapData {
   bool log_color = false;
 };
 
-class HeatmapView : public QWidget {
+class HeatmapView : public PlotView {
   Q_OBJECT
  public:
   explicit HeatmapView(const QString& title, QWidget* parent = nullptr);
@@ -31,9 +30,6 @@ class HeatmapView : public QWidget {
 
   void setData(const HeatmapData& data);
   const HeatmapData& data() const;
-  bool exportPng(const QString& path, QString* error = nullptr);
-
-  QCustomPlot* plot() const;
 
  private:
   struct Impl;

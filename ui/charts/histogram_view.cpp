@@ -4,79 +4,47 @@
 #include "ui/charts/chart_style.hpp"
 
 #include <QLabel>
-#include <QSaveFile>
-#include <QVBoxLayout>
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <map>
 
+#include "ui/charts/chart_math.hpp"
+#include "ui/charts/chart_style.hpp"
+
 namespace fp8rl::ui {
-namespace {
-
-// Edges (bins + 1, finite, strictly increasing; positive on a log axis) and counts (bins + 2).
-bool well_formed(const Histogram& h, bool log_x) {
-  if (h.edges.size() < 2 || h.counts.size() != h.edges.size() + 1) return false;
-  for (size_t i = 0; i < h.edges.size(); ++i) {
-    if (!std::isfinite(h.edges[i])) return false;
-    if (i > 0 && !(h.edges[i] > h.edges[i - 1])) return false;
-  }
-  if (log_x && !(h.edges.front() > 0)) return false;
-  for (int64_t c : h.counts)
-    if (c < 0) return false;
-  return true;
-}
-
-}  // namespace
 
 struct HistogramView::Impl {
-  HistogramView* q = nullptr;
   QCustomPlot* plot = nullptr;
   QLabel* caption = nullptr;
   std::vector<HistogramCurve> given;
-  std::vector<HistogramCurve> shown;  // the well-formed ones
+  std::vector<HistogramCurve> shown;         // the well-formed ones
+  std::vector<std::vector<double>> heights;  // shown[k]'s bar heights (counts or fractions)
   int skipped = 0;
   bool log_x = false;
   bool normalized = false;
   std::vector<QCPAbstractItem*> end_labels;  // "<" and ">"
   std::vector<std::pair<double, QString>> lines;
-  std::vector<QCPAbstractItem*> line_items;
+  std::vector<RuleLine> rule_lines;
 
-  double value(const HistogramCurve& h, size_t count_index) const;
   void rebuild();
   void fitAxes();
-  // The width of the under/overflow bars: one bin (a ratio on a log axis).
-  double outerLeft(const Histogram& h) const {
-    const double e0 = h.edges[0], e1 = h.edges[1];
-    return log_x ? e0 * (e0 / e1) : e0 - (e1 - e0);
-  }
-  double outerRight(const Histogram& h) const {
-    const size_t n = h.edges.size();
-    const double a = h.edges[n - 2], b = h.edges[n - 1];
-    return log_x ? b * (b / a) : b + (b - a);
-  }
 };
-
-double HistogramView::Impl::value(const HistogramCurve& h, size_t count_index) const {
-  const double c = static_cast<double>(h.hist.counts[count_index]);
-  if (!normalized) return c;
-  double total = 0;
-  for (int64_t k : h.hist.counts) total += static_cast<double>(k);
-  return total > 0 ? c / total : 0.0;
-}
 
 void HistogramView::Impl::rebuild() {
   plot->clearPlottables();
   for (auto* item : end_labels) plot->removeItem(item);
   end_labels.clear();
   shown.clear();
+  heights.clear();
   skipped = 0;
   for (const auto& h : given) {
-    if (well_formed(h.hist, log_x))
+    if (histogram_well_formed(h.hist.edges, h.hist.counts, log_x)) {
       shown.push_back(h);
-    else
+      heights.push_back(bar_heights(h.hist.counts, normalized));
+    } else {
       ++skipped;
+    }
   }
   const bool overlay = shown.size() > 1;
   QStringList under_over;
@@ -85,15 +53,15 @@ void HistogramView::Impl::rebuild() {
     HistogramCurve& h = shown[k];
     if (!h.color.isValid()) h.color = seriesColor(k);
     const auto& e = h.hist.edges;
+    const auto& height = heights[k];
     const size_t bins = e.size() - 1;
     // The outline of the bars: (e0, 0), (e0, v0), (e1, v0), (e1, v1), …, (eB, vB-1), (eB, 0).
     QVector<QCPGraphData> outline;
     outline.reserve(static_cast<qsizetype>(2 * bins + 2));
     outline.append(QCPGraphData(e[0], 0));
     for (size_t b = 0; b < bins; ++b) {
-      const double v = value(h, b + 1);
-      outline.append(QCPGraphData(e[b], v));
-      outline.append(QCPGraphData(e[b + 1], v));
+      outline.append(QCPGraphData(e[b], height[b + 1]));
+      outline.append(QCPGraphData(e[b + 1], height[b + 1]));
     }
     outline.append(QCPGraphData(e[bins], 0));
     QCPGraph* g = plot->addGraph();
@@ -117,9 +85,9 @@ void HistogramView::Impl::rebuild() {
       o->data()->set(d, true);
       o->removeFromLegend();
     };
-    const double under = value(h, 0), over = value(h, h.hist.counts.size() - 1);
-    outer(outerLeft(h.hist), e[0], under, h.label + QStringLiteral(" (underflow)"));
-    outer(e[bins], outerRight(h.hist), over, h.label + QStringLiteral(" (overflow)"));
+    const double under = height.front(), over = height.back();
+    outer(underflow_edge(e, log_x), e[0], under, h.label + QStringLiteral(" (underflow)"));
+    outer(e[bins], overflow_edge(e, log_x), over, h.label + QStringLiteral(" (overflow)"));
     under_top = std::max(under_top, under);
     over_top = std::max(over_top, over);
     const QString nums =
@@ -136,11 +104,9 @@ void HistogramView::Impl::rebuild() {
 
   if (!shown.empty()) {
     // "<" and ">" over the outer bars (of the first histogram's ends).
-    const Histogram& h0 = shown[0].hist;
-    const double left = log_x ? std::sqrt(outerLeft(h0) * h0.edges.front())
-                              : (outerLeft(h0) + h0.edges.front()) / 2;
-    const double right = log_x ? std::sqrt(outerRight(h0) * h0.edges.back())
-                               : (outerRight(h0) + h0.edges.back()) / 2;
+    const auto& e0 = shown[0].hist.edges;
+    const double left = axis_midpoint(underflow_edge(e0, log_x), e0.front(), log_x);
+    const double right = axis_midpoint(overflow_edge(e0, log_x), e0.back(), log_x);
     for (auto [x, y, text] : {std::tuple{left, under_top, QStringLiteral("<")},
                               std::tuple{right, over_top, QStringLiteral(">")}}) {
       auto* label = new QCPItemText(plot);
@@ -169,50 +135,27 @@ void HistogramView::Impl::rebuild() {
 
 void HistogramView::Impl::fitAxes() {
   double lo = std::numeric_limits<double>::infinity(), hi = -lo, top = 0;
-  for (const auto& h : shown) {
-    lo = std::min(lo, outerLeft(h.hist));
-    hi = std::max(hi, outerRight(h.hist));
-    for (size_t i = 0; i < h.hist.counts.size(); ++i) top = std::max(top, value(h, i));
+  for (size_t k = 0; k < shown.size(); ++k) {
+    lo = std::min(lo, underflow_edge(shown[k].hist.edges, log_x));
+    hi = std::max(hi, overflow_edge(shown[k].hist.edges, log_x));
+    for (double v : heights[k]) top = std::max(top, v);
   }
   for (const auto& [x, label] : lines) {
     if (log_x && !(x > 0)) continue;
     lo = std::min(lo, x);
     hi = std::max(hi, x);
   }
-  if (!(hi > lo)) {
-    lo = log_x ? 0.1 : 0;
-    hi = log_x ? 10 : 1;
-  } else if (log_x) {
-    const double pad = std::pow(hi / lo, 0.02);
-    lo /= pad;
-    hi *= pad;
-  } else {
-    const double pad = (hi - lo) * 0.02;
-    lo -= pad;
-    hi += pad;
-  }
-  plot->xAxis->setRange(lo, hi);
+  const AxisRange range = padded_bins_range(lo, hi, log_x);
+  plot->xAxis->setRange(range.lo, range.hi);
   plot->yAxis->setRange(0, top > 0 ? top * 1.12 : 1);
 }
 
 HistogramView::HistogramView(const QString& title, QWidget* parent)
-    : QWidget(parent), d_(new Impl) {
-  d_->q = this;
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(2, 2, 2, 2);
-  layout->setSpacing(2);
-  layout->addWidget(makeTitleLabel(title, this));
-  d_->plot = new QCustomPlot(this);
-  d_->plot->setObjectName(QStringLiteral("plot"));
-  d_->plot->setMinimumHeight(120);
-  d_->plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+    : PlotView(QSize(600, 300), parent), d_(new Impl) {
+  d_->plot = plot();
+  setHeader(makeTitleLabel(title, this));
   d_->plot->axisRect()->setRangeDrag(Qt::Horizontal);
   d_->plot->axisRect()->setRangeZoom(Qt::Horizontal);
-  QFont small = d_->plot->font();
-  small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1));
-  d_->plot->xAxis->setTickLabelFont(small);
-  d_->plot->yAxis->setTickLabelFont(small);
-  d_->plot->legend->setFont(small);
   d_->plot->legend->setBrush(QColor(255, 255, 255, 200));
   d_->plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   d_->plot->yAxis->setLabel(QStringLiteral("count"));
@@ -220,17 +163,12 @@ HistogramView::HistogramView(const QString& title, QWidget* parent)
     d_->fitAxes();
     d_->plot->replot(QCustomPlot::rpQueuedReplot);
   });
-  layout->addWidget(d_->plot, 1);
-  d_->caption = new QLabel(this);
-  d_->caption->setObjectName(QStringLiteral("caption"));
-  d_->caption->setFont(small);
+  d_->caption = addCaption();
   d_->caption->setWordWrap(true);
-  layout->addWidget(d_->caption);
   d_->rebuild();
 }
 
 HistogramView::~HistogramView() {
-  disconnect(d_->plot, nullptr, this, nullptr);  // the plot (a child) outlives d_
   delete d_;
 }
 
@@ -246,14 +184,7 @@ int HistogramView::histogramCount() const {
 void HistogramView::setLogX(bool on) {
   if (on == d_->log_x) return;
   d_->log_x = on;
-  QCPAxis* x = d_->plot->xAxis;
-  if (on) {
-    x->setScaleType(QCPAxis::stLogarithmic);
-    x->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
-  } else {
-    x->setScaleType(QCPAxis::stLinear);
-    x->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
-  }
+  setLogScale(d_->plot->xAxis, on);
   d_->rebuild();
 }
 
@@ -265,23 +196,8 @@ void HistogramView::setNormalized(bool on) {
 }
 
 void HistogramView::addVerticalLine(double x, const QString& label) {
-  const QColor color(200, 80, 0);
-  auto* line = new QCPItemStraightLine(d_->plot);
-  line->setPen(QPen(color, 1, Qt::DashLine));
-  line->point1->setTypeY(QCPItemPosition::ptAxisRectRatio);
-  line->point2->setTypeY(QCPItemPosition::ptAxisRectRatio);
-  line->point1->setCoords(x, 0);
-  line->point2->setCoords(x, 1);
-  auto* text = new QCPItemText(d_->plot);
-  text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-  text->position->setCoords(x, 0);
-  text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-  text->setPadding(QMargins(3, 1, 2, 1));
-  text->setText(label);
-  text->setColor(color);
+  d_->rule_lines.push_back(addRuleLine(d_->plot, Qt::Vertical, x, label, QColor(200, 80, 0)));
   d_->lines.emplace_back(x, label);
-  d_->line_items.push_back(line);
-  d_->line_items.push_back(text);
   d_->fitAxes();
   d_->plot->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -293,29 +209,14 @@ std::vector<double> HistogramView::verticalLines() const {
 }
 
 void HistogramView::clearVerticalLines() {
-  for (auto* item : d_->line_items) d_->plot->removeItem(item);
-  d_->line_items.clear();
+  for (const RuleLine& rule : d_->rule_lines) rule.remove();
+  d_->rule_lines.clear();
   d_->lines.clear();
   d_->fitAxes();
   d_->plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
-bool HistogramView::exportPng(const QString& path, QString* error) {
-  const int w = d_->plot->width() >= 100 ? d_->plot->width() : 600;
-  const int h = d_->plot->height() >= 80 ? d_->plot->height() : 300;
-  if (d_->plot->savePng(path, w, h)) return true;
-  if (error) *error = QStringLiteral("cannot write the PNG file %1").arg(path);
-  return false;
-}
-
-// bin_lo,bin_hi, then one column per histogram (counts, or fractions when normalized); the
-// underflow row is (-inf, first edge), the overflow row (last edge, inf).
 bool HistogramView::exportCsv(const QString& path, QString* error) {
-  QSaveFile file(path);
-  if (!file.open(QIODevice::WriteOnly | QIODevice::Text)) {
-    if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
-    return false;
-  }
   const double inf = std::numeric_limits<double>::infinity();
   std::map<std::pair<double, double>, std::vector<QString>> rows;
   const size_t n = d_->shown.size();
@@ -325,7 +226,7 @@ bool HistogramView::exportCsv(const QString& path, QString* error) {
     auto put = [&](double lo, double hi, size_t count_index) {
       auto& row = rows[{lo, hi}];
       row.resize(n);
-      row[k] = d_->normalized ? csvNumber(d_->value(h, count_index))
+      row[k] = d_->normalized ? csvNumber(d_->heights[k][count_index])
                               : QString::number(h.hist.counts[count_index]);
     };
     put(-inf, e.front(), 0);
@@ -340,16 +241,8 @@ bool HistogramView::exportCsv(const QString& path, QString* error) {
     for (const auto& v : values) text += QLatin1Char(',') + v;
     text += QLatin1Char('\n');
   }
-  file.write(text.toUtf8());
-  if (!file.commit()) {
-    if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
-    return false;
-  }
-  return true;
-}
-
-QCustomPlot* HistogramView::plot() const {
-  return d_->plot;
+  return writeExportFile(
+      path, [&](QIODevice& file) { file.write(text.toUtf8()); }, error);
 }
 
 }  // namespace fp8rl::ui

@@ -6,12 +6,10 @@
 
 #include <QColor>
 #include <QString>
-#include <QWidget>
 #include <vector>
 
 #include "contract/histogram.hpp"
-
-class QCustomPlot;
+#include "ui/charts/plot_view.hpp"
 
 namespace fp8rl::ui {
 
@@ -21,7 +19,7 @@ struct HistogramCurve {
   Histogram hist;  // edges (bins + 1), counts (bins + 2: underflow, bins…, overflow)
 };
 
-class HistogramView : public QWidget {
+class HistogramView : public PlotView {
   Q_OBJECT
  public:
   explicit HistogramView(const QString& title, QWidget* parent = nullptr);
@@ -41,10 +39,10 @@ class HistogramView : public QWidget {
   // The x positions of the vertical lines shown, in the order they were added.
   std::vector<double> verticalLines() const;
 
-  bool exportPng(const QString& path, QString* error = nullptr);
+  // Writes what is shown as CSV: bin_lo, bin_hi, then one column per histogram (counts, or
+  // fractions when normalized); the underflow row is (-inf, first edge), the overflow row
+  // (last edge, inf). False with a message on failure.
   bool exportCsv(const QString& path, QString* error = nullptr);
-
-  QCustomPlot* plot() const;
 
  private:
   struct Impl;
