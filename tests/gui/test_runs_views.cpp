@@ -398,6 +398,21 @@ class TestRunsViews : public QObject {
     QCOMPARE(panel.visibleCount(), 0);
     panel.filterEdit()->setText("");
     QCOMPARE(panel.visibleCount(), 3);
+    QVERIFY(panel.filterError().isEmpty());
+
+    // Numeric comparisons; a text that is no filter says why and filters nothing.
+    panel.filterEdit()->setText("grpo.steps>=400 step<=10");
+    QCOMPARE(panel.visibleCount(), 1);
+    panel.filterEdit()->setText("step<abc");
+    QCOMPARE(panel.visibleCount(), 3);
+    QVERIFY2(panel.filterError().contains("'abc' is not a number"),
+             qPrintable(panel.filterError()));
+    panel.filterEdit()->setText("name=\"beta");
+    QVERIFY2(panel.filterError().contains("unclosed quote"), qPrintable(panel.filterError()));
+    panel.filterEdit()->setText("gamma");
+    QVERIFY(panel.filterError().isEmpty());
+    QCOMPARE(panel.visibleCount(), 1);
+    panel.filterEdit()->setText("");
 
     // The status filter.
     QComboBox* status = panel.statusFilter();
