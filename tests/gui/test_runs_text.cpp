@@ -163,7 +163,8 @@ class TestRunsText : public QObject {
                  e.contains("'abc' is not a number"),
              qPrintable(e));
     e = errorOf("grpo.steps>=");
-    QVERIFY2(e.contains("'grpo.steps>='") && e.contains(">="), qPrintable(e));
+    QVERIFY2(e.contains("'grpo.steps>='") && e.contains("needs a number after '>='"),
+             qPrintable(e));
     e = errorOf("my lr>");
     QVERIFY2(e.contains("'lr>'"), qPrintable(e));
   }

@@ -78,6 +78,8 @@ RunFilter::Term parseTerm(const std::string& t) {
   const std::string op = t.substr(at, after - at);
   if (term.key.empty())
     throw RunFilterError("'" + t + "' has no key before '" + op + "' (write key" + op + "value)");
+  if (term.op != RunFilter::Op::kEqual && term.value.empty())
+    throw RunFilterError("'" + t + "' needs a number after '" + op + "'");
   if (term.op != RunFilter::Op::kEqual && !term.number)
     throw RunFilterError("'" + t + "': " + op + " compares numbers, and '" + term.value +
                          "' is not a number");
