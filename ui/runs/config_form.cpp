@@ -36,6 +36,16 @@ QLabel* makeErrorLabel(QWidget* parent) {
   return label;
 }
 
+QWidget* withErrorLabel(QWidget* editor, QLabel* error) {
+  auto* box = new QWidget(editor->parentWidget());
+  auto* layout = new QVBoxLayout(box);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(1);
+  layout->addWidget(editor);
+  layout->addWidget(error);
+  return box;
+}
+
 ConfigForm::ConfigForm(QWidget* parent) : QTabWidget(parent) {}
 
 void ConfigForm::clearPages() {
@@ -108,14 +118,9 @@ void ConfigForm::addFields(QFormLayout* form, const QString& key, const Json& va
     return;
   }
   QWidget* host = form->parentWidget();
-  auto* box = new QWidget(host);
-  auto* box_layout = new QVBoxLayout(box);
-  box_layout->setContentsMargins(0, 0, 0, 0);
-  box_layout->setSpacing(1);
-  QWidget* editor = makeEditor(box, key, value);
-  box_layout->addWidget(editor);
-  QLabel* error = makeErrorLabel(box);
-  box_layout->addWidget(error);
+  QWidget* editor = makeEditor(host, key, value);
+  QLabel* error = makeErrorLabel(host);
+  QWidget* box = withErrorLabel(editor, error);
 
   const qsizetype dot = key.indexOf('.');
   auto* label = new QLabel(dot < 0 ? key : key.mid(dot + 1), host);

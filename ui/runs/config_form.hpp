@@ -71,5 +71,7 @@ class ConfigForm : public QTabWidget {
 
 // A label for validation messages (red, wrapping, selectable; hidden until it has one).
 QLabel* makeErrorLabel(QWidget* parent);
+// A box of editor with its error label under it, in editor's parent.
+QWidget* withErrorLabel(QWidget* editor, QLabel* error);
 
 }  // namespace fp8rl::ui

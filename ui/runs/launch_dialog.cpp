@@ -57,13 +57,7 @@ LaunchDialog::LaunchDialog(const QStringList& presets, PresetLoader load, Valida
   presets_->setToolTip(tr("The preset the configuration starts from"));
   top->addRow(tr("Preset"), presets_);
   name_->setToolTip(tr("The run's name (the config's \"name\")"));
-  auto* name_box = new QWidget(this);
-  auto* name_layout = new QVBoxLayout(name_box);
-  name_layout->setContentsMargins(0, 0, 0, 0);
-  name_layout->setSpacing(1);
-  name_layout->addWidget(name_);
-  name_layout->addWidget(name_error_);
-  top->addRow(tr("Run name"), name_box);
+  top->addRow(tr("Run name"), withErrorLabel(name_, name_error_));
 
   auto* caption = new QLabel(
       tr("Per-layer precision (%1: the cells that differ from %2)").arg(kOverridesKey, kDefaultKey),
