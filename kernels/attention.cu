@@ -576,11 +576,7 @@ void CudaBackend::attention_forward(const Matrix& q, const Matrix& k, const Matr
   const AttentionDims d = check_dims(op, q, k, v, B, T, Hq, Hkv);
   cuda::check_activation(op, "o", o, q.rows, q.cols);
   if (d.B == 0 || d.T == 0) return;
-  cuda::check_data(op, "q", q.data);
-  cuda::check_data(op, "k", k.data);
-  cuda::check_data(op, "v", v.data);
-  cuda::check_data(op, "o", o.data);
-  cuda::check_data(op, "lse", lse);
+  cuda::check_data(op, {{"q", q.data}, {"k", k.data}, {"v", v.data}, {"o", o.data}, {"lse", lse}});
   check(o.data != q.data && o.data != k.data && o.data != v.data,
         std::string(op) + ": o must not alias q, k or v");
   make_current();
@@ -606,16 +602,15 @@ void CudaBackend::attention_backward(const Matrix& dout, const Matrix& q, const 
   cuda::check_activation(op, "dk", dk, k.rows, k.cols);
   cuda::check_activation(op, "dv", dv, v.rows, v.cols);
   if (d.B == 0 || d.T == 0) return;
-  for (const auto& [name, ptr] : {std::pair<const char*, const void*>{"dout", dout.data},
-                                  {"q", q.data},
-                                  {"k", k.data},
-                                  {"v", v.data},
-                                  {"o", o.data},
-                                  {"lse", lse},
-                                  {"dq", dq.data},
-                                  {"dk", dk.data},
-                                  {"dv", dv.data}})
-    cuda::check_data(op, name, ptr);
+  cuda::check_data(op, {{"dout", dout.data},
+                        {"q", q.data},
+                        {"k", k.data},
+                        {"v", v.data},
+                        {"o", o.data},
+                        {"lse", lse},
+                        {"dq", dq.data},
+                        {"dk", dk.data},
+                        {"dv", dv.data}});
   // The two kernels read all inputs while writing their outputs.
   for (const void* out : {dq.data, dk.data, dv.data})
     check(out != dout.data && out != q.data && out != k.data && out != v.data,

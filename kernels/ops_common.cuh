@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
@@ -190,6 +192,12 @@ inline void check_f32(const char* op, const char* name, const Matrix& m, int64_t
 // Throws when a pointer a non-empty op needs is null.
 inline void check_data(const char* op, const char* name, const void* p) {
   check(p != nullptr, std::string(op) + ": " + name + " is a null pointer");
+}
+
+// The same for each (name, pointer), in the listed order.
+inline void check_data(const char* op,
+                       std::initializer_list<std::pair<const char*, const void*>> pointers) {
+  for (const auto& [name, p] : pointers) check_data(op, name, p);
 }
 
 }  // namespace fp8rl::cuda
