@@ -91,6 +91,8 @@ __device__ __forceinline__ T block_sum(T v, T* smem) {
 // when kEntropy). The empty set is (−inf, 0, 0).
 struct SoftmaxStats {
   float m, s, t;
+  // log Σ e^z: token_logprobs and sample_tokens both take it from here (the same bits).
+  __device__ __forceinline__ float lse() const { return m + logf(s); }
 };
 
 template <bool kEntropy>
@@ -128,6 +130,7 @@ __device__ __forceinline__ SoftmaxStats softmax_merge(const SoftmaxStats& a,
 // Block size of the row-softmax kernels (token_logprobs, sample_tokens): one size, so both take
 // the same per-thread statistics and get the same lse bit for bit.
 constexpr int kSoftmaxRowThreads = 512;
+constexpr int kSoftmaxRowWarps = kSoftmaxRowThreads / 32;
 
 template <int kThreads, bool kEntropy>
 __device__ SoftmaxStats row_softmax_stats(In logits, int64_t row, int64_t V, float inv_t,
