@@ -1,5 +1,5 @@
 // GEMMs through cuBLASLt: CudaBackend::gemm (f32/bf16), gemm_fp8 (block-scaled FP8, Hopper) and
-// gemm_fp8_unsupported. See /work/shared/notes/cublaslt-blockwise-fp8.md for the API facts.
+// gemm_fp8_unsupported. The API facts we rely on are in docs/fp8-numerics.md.
 //
 // Row-major C[M,N] = A[M,K]·B[N,K]ᵀ is cuBLAS's column-major TN call m = N, n = M, k = K with
 // cuBLAS A = our b (TRANSA = T, lda = K), cuBLAS B = our a (TRANSB = N, ldb = K), C = D (ldc = N).
