@@ -15,6 +15,7 @@ int cmd_score(const std::vector<std::string>& args);
 int cmd_init(const std::vector<std::string>& args);
 int cmd_generate(const std::vector<std::string>& args);
 int cmd_convert(const std::vector<std::string>& args);
+int cmd_audit(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);
 int cmd_worker(const std::vector<std::string>& args);
 // Follows a live run's telemetry in the terminal.

@@ -22,6 +22,7 @@ commands:
   generate               sample from a checkpoint; tokens and log-probs as JSON
   convert                a checkpoint to Hugging Face block FP8 (vLLM, SGLang) or to BF16
   train                  a GRPO run (presets, --set overrides, --json, --resume), recorded
+  audit                  a run's layer audit: generator and trainer weights, linear by linear
   runs                   list, show, attach to, check and export (CSV) recorded runs
   worker                 serve one run over ZeroMQ (the studio launches these)
   --version              print the version
@@ -59,7 +60,10 @@ int main(int argc, char** argv) {
 #endif
 #if defined(FP8RL_HAVE_STORE)
     if (cmd == "runs") return fp8rl::cli::cmd_runs(rest);
+    if (cmd == "audit") return fp8rl::cli::cmd_audit(rest);
 #else
+    if (cmd == "audit")
+      throw fp8rl::Error("this build has no SQLite: the run store is not available");
     if (cmd == "runs")
       throw fp8rl::Error("this build has no SQLite: the run store is not available");
 #endif

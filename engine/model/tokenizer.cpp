@@ -38,6 +38,13 @@ std::string CharTokenizer::decode(const std::vector<int32_t>& ids) const {
   return s;
 }
 
+std::string CharTokenizer::token_text(int32_t id) const {
+  if (id == kPad) return "<pad>";
+  if (id == kBos) return "<bos>";
+  if (id == kEos) return "<eos>";
+  return decode({id});
+}
+
 Json CharTokenizer::to_json() const {
   Json j;
   j["type"] = "chars";

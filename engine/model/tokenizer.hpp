@@ -25,6 +25,8 @@ class CharTokenizer {
   std::vector<int32_t> encode(const std::string& text) const;
   // Decodes ids; special tokens become "" (pad, bos) or are dropped (eos), unknown ids "?".
   std::string decode(const std::vector<int32_t>& ids) const;
+  // One token as a reader should see it: its character, or "<pad>", "<bos>", "<eos>", "?".
+  std::string token_text(int32_t id) const;
 
   Json to_json() const;
   static CharTokenizer from_json(const Json& j);

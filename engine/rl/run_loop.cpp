@@ -290,7 +290,8 @@ StepRecord GrpoRun::rl_step() {
     correct += task_->correct(ex, text, ended);
     resp_len += static_cast<double>(s.response.size());
     if (static_cast<int64_t>(r.samples.size()) < cfg_.samples_per_step && i % G == 0) {
-      r.samples.push_back({ex.prompt, text + (ended ? "" : "…"), ex.answer, rewards.back(), {}, {}});
+      r.samples.push_back(
+          {ex.prompt, text + (ended ? "" : "…"), ex.answer, rewards.back(), {}, {}});
       sample_rows.push_back(i);
     }
   }
@@ -421,9 +422,9 @@ StepRecord GrpoRun::rl_step() {
     std::vector<double> log_w(all_p.size());
     for (size_t i = 0; i < all_p.size(); ++i) log_w[i] = double(all_p[i]) - double(all_g[i]);
     const double range = histogram::kImportanceLogWeightRange;
-    r.histograms.push_back({histogram::kImportanceLogWeight,
-                            linear_histogram(log_w, -range, range,
-                                             histogram::kImportanceLogWeightBins)});
+    r.histograms.push_back(
+        {histogram::kImportanceLogWeight,
+         linear_histogram(log_w, -range, range, histogram::kImportanceLogWeightBins)});
   }
   // The samples' tokens and p − g per token (the studio colours them).
   for (size_t k = 0; k < r.samples.size(); ++k) {
@@ -431,8 +432,7 @@ StepRecord GrpoRun::rl_step() {
     const Sequence& s = seqs[i];
     SampleRecord& out = r.samples[k];
     for (size_t t = 0; t < s.response.size(); ++t) {
-      const int32_t id = s.response[t];
-      out.tokens.push_back(id == CharTokenizer::kEos ? "<eos>" : task_->tokenizer().decode({id}));
+      out.tokens.push_back(task_->tokenizer().token_text(s.response[t]));
       out.logprob_diff.push_back(double(p[i][t]) - double(train[i].g[t]));
     }
   }
@@ -451,10 +451,11 @@ StepRecord GrpoRun::rl_step() {
 void GrpoRun::add_fp8_telemetry(StepRecord& r) {
   for (auto& [key, a] : observer_->acc) {
     const auto [layer, kind] = key;
-    r.histograms.push_back({histogram::fp8_scale_log2(layer, kind),
-                            linear_histogram(a.log2_scales, -32, 8, 40)});
+    r.histograms.push_back(
+        {histogram::fp8_scale_log2(layer, kind), linear_histogram(a.log2_scales, -32, 8, 40)});
     const double n = static_cast<double>(std::max<int64_t>(a.stats.elements, 1));
-    r.scalars[metric::fp8(layer, kind, "saturated_frac")] = static_cast<double>(a.stats.saturated) / n;
+    r.scalars[metric::fp8(layer, kind, "saturated_frac")] =
+        static_cast<double>(a.stats.saturated) / n;
     r.scalars[metric::fp8(layer, kind, "flushed_frac")] =
         static_cast<double>(a.stats.flushed_to_zero) / n;
     r.scalars[metric::fp8(layer, kind, "rel_error")] = a.stats.relative_error();
