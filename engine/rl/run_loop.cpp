@@ -5,10 +5,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "contract/live_settings.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "model/checkpoint.hpp"
 #include "model/weight_audit.hpp"
 
@@ -290,7 +290,8 @@ StepRecord GrpoRun::rl_step() {
     correct += task_->correct(ex, text, ended);
     resp_len += static_cast<double>(s.response.size());
     if (static_cast<int64_t>(r.samples.size()) < cfg_.samples_per_step && i % G == 0) {
-      r.samples.push_back({ex.prompt, text + (ended ? "" : "…"), ex.answer, rewards.back(), {}, {}});
+      r.samples.push_back(
+          {ex.prompt, text + (ended ? "" : "…"), ex.answer, rewards.back(), {}, {}});
       sample_rows.push_back(i);
     }
   }
@@ -421,9 +422,9 @@ StepRecord GrpoRun::rl_step() {
     std::vector<double> log_w(all_p.size());
     for (size_t i = 0; i < all_p.size(); ++i) log_w[i] = double(all_p[i]) - double(all_g[i]);
     const double range = histogram::kImportanceLogWeightRange;
-    r.histograms.push_back({histogram::kImportanceLogWeight,
-                            linear_histogram(log_w, -range, range,
-                                             histogram::kImportanceLogWeightBins)});
+    r.histograms.push_back(
+        {histogram::kImportanceLogWeight,
+         linear_histogram(log_w, -range, range, histogram::kImportanceLogWeightBins)});
   }
   // The samples' tokens and p − g per token (the studio colours them).
   for (size_t k = 0; k < r.samples.size(); ++k) {
@@ -451,10 +452,11 @@ StepRecord GrpoRun::rl_step() {
 void GrpoRun::add_fp8_telemetry(StepRecord& r) {
   for (auto& [key, a] : observer_->acc) {
     const auto [layer, kind] = key;
-    r.histograms.push_back({histogram::fp8_scale_log2(layer, kind),
-                            linear_histogram(a.log2_scales, -32, 8, 40)});
+    r.histograms.push_back(
+        {histogram::fp8_scale_log2(layer, kind), linear_histogram(a.log2_scales, -32, 8, 40)});
     const double n = static_cast<double>(std::max<int64_t>(a.stats.elements, 1));
-    r.scalars[metric::fp8(layer, kind, "saturated_frac")] = static_cast<double>(a.stats.saturated) / n;
+    r.scalars[metric::fp8(layer, kind, "saturated_frac")] =
+        static_cast<double>(a.stats.saturated) / n;
     r.scalars[metric::fp8(layer, kind, "flushed_frac")] =
         static_cast<double>(a.stats.flushed_to_zero) / n;
     r.scalars[metric::fp8(layer, kind, "rel_error")] = a.stats.relative_error();
@@ -515,10 +517,7 @@ void GrpoRun::restore(const std::string& dir) {
   load_optimizer_state(dir, *opt_);
   if (sft_opt_ && std::filesystem::exists(dir + "/sft_optimizer.safetensors"))
     sft_opt_->load_state(SafeTensorsFile::read(dir + "/sft_optimizer.safetensors"));
-  std::ifstream in(dir + "/trainer_state.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const Json st = Json::parse(ss.str());
+  const Json st = Json::parse(read_text_file(dir + "/trainer_state.json"));
   sft_done_ = st.at("sft_done").as_int("sft_done");
   rl_done_ = st.at("rl_done").as_int("rl_done");
   // Checkpoints written before tokens were counted resume the count at 0.
