@@ -23,11 +23,8 @@ Json json_array(const std::vector<T>& xs, F to_json) {
 }
 
 Json sample_to_json(const SampleRecord& x) {
-  Json o;
-  o["prompt"] = x.prompt;
-  o["response"] = x.response;
-  o["answer"] = x.answer;
-  o["reward"] = x.reward;
+  Json o(Json::Object{
+      {"prompt", x.prompt}, {"response", x.response}, {"answer", x.answer}, {"reward", x.reward}});
   if (!x.tokens.empty()) {
     o["tokens"] = Json(Json::Array(x.tokens.begin(), x.tokens.end()));
     o["logprob_diff"] = json_array(x.logprob_diff, scalar_to_json);
