@@ -9,32 +9,30 @@ set -uo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$root" || exit 2
 
-# folder → the include prefixes its files may use (extended regular expression). Lower layers
-# first; each lists what it may include, never a layer above it.
-declare -A allowed=(
-  [engine/core]='core/'
-  [engine/contract]='(core|contract)/'
-  [engine/fp8]='(core|fp8)/'
-  [engine/backend]='(core|fp8|backend)/'
-  [kernels]='((core|fp8)/|backend/(backend|cuda_module_api|sampling_rules)\.hpp)'
-  [engine/model]='((core|fp8|contract|model)/|backend/(backend|backend_registry|sampling_rules)\.hpp)'
-  [engine/rollout]='((core|fp8|contract|model|rollout)/|backend/(backend|sampling_rules)\.hpp)'
-  [engine/rl]='((core|fp8|contract|model|rollout|rl)/|backend/backend\.hpp)'
-  [engine/session]='((core|contract|rl|session)/|backend/backend\.hpp)'
-  [engine/store]='(core|contract|store)/'
-  [engine/ipc]='(core|contract|store|ipc)/'
-  [engine/worker]='((core|contract|store|ipc|session|rl|worker)/|backend/backend_registry\.hpp)'
-  [ui]='(core|contract|store|ipc|ui)/'
-  [app/studio]='(core|contract|store|ipc|ui)/'
-  [app/fp8rl]='(core|contract|fp8|backend|model|rollout|rl|session|store|ipc|worker)/'
-)
-order=(engine/core engine/contract engine/fp8 engine/backend kernels engine/model engine/rollout
-       engine/rl engine/session engine/store engine/ipc engine/worker ui app/studio app/fp8rl)
+# Each layer's folder and the include prefixes its files may use (extended regular expression),
+# lower layers first; none lists a layer above it.
+layers='
+engine/core      core/
+engine/contract  (core|contract)/
+engine/fp8       (core|fp8)/
+engine/backend   (core|fp8|backend)/
+kernels          ((core|fp8)/|backend/(backend|cuda_module_api|sampling_rules)\.hpp)
+engine/model     ((core|fp8|contract|model)/|backend/(backend|backend_registry|sampling_rules)\.hpp)
+engine/rollout   ((core|fp8|contract|model|rollout)/|backend/(backend|sampling_rules)\.hpp)
+engine/rl        ((core|fp8|contract|model|rollout|rl)/|backend/backend\.hpp)
+engine/session   ((core|contract|rl|session)/|backend/backend\.hpp)
+engine/store     (core|contract|store)/
+engine/ipc       (core|contract|store|ipc)/
+engine/worker    ((core|contract|store|ipc|session|rl|worker)/|backend/backend_registry\.hpp)
+ui               (core|contract|store|ipc|ui)/
+app/studio       (core|contract|store|ipc|ui)/
+app/fp8rl        (core|contract|fp8|backend|model|rollout|rl|session|store|ipc|worker)/
+'
 
 bad=0
 checked=0
-for dir in "${order[@]}"; do
-  [ -d "$dir" ] || continue
+while read -r dir allowed; do
+  [ -n "$dir" ] && [ -d "$dir" ] || continue
   while IFS= read -r -d '' file; do
     checked=$((checked + 1))
     while IFS=: read -r line header; do
@@ -45,14 +43,14 @@ for dir in "${order[@]}"; do
         core|contract|fp8|backend|model|rollout|rl|session|store|ipc|worker|ui|kernels) ;;
         *) continue ;;
       esac
-      if ! [[ "$header" =~ ^${allowed[$dir]} ]]; then
-        echo "$file:$line: includes \"$header\" — $dir may include only ${allowed[$dir]}"
+      if ! [[ "$header" =~ ^$allowed ]]; then
+        echo "$file:$line: includes \"$header\" — $dir may include only $allowed"
         bad=1
       fi
     done < <(grep -nE '^#include "[^"]+"' "$file" | sed -E 's/^([0-9]+):#include "([^"]+)".*/\1:\2/')
   done < <(find "$dir" -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \
              -o -name '*.in' \) -print0)
-done
+done <<< "$layers"
 if [ $bad = 0 ]; then
   echo "check-layering: $checked files, every include within its layer or below"
 fi

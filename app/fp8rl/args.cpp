@@ -1,6 +1,8 @@
 #include "args.hpp"
 
+#include <cstdio>
 #include <limits>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -59,6 +61,16 @@ bool parse_integer(const std::string& text, long long* out) {
   return !text.empty() && used == text.size();
 }
 
+bool parse_number(const std::string& text, double* out) {
+  size_t used = 0;
+  try {
+    *out = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return !text.empty() && used == text.size();
+}
+
 int64_t parse_run_id(const std::string& text, const std::string& what) {
   long long v = 0;
   check(parse_integer(text, &v) && v > 0,
@@ -75,6 +87,38 @@ int Args::get_int(const std::string& name, int fallback) const {
             v <= std::numeric_limits<int>::max(),
         "option --" + name + " needs an integer, got '" + it->second + "'");
   return static_cast<int>(v);
+}
+
+double Args::get_number(const std::string& name, double fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  double v = 0;
+  check(parse_number(it->second, &v),
+        "option --" + name + " needs a number, got '" + it->second + "'");
+  return v;
+}
+
+int Args::usage(const char* text) const {
+  const bool help = flag("help");
+  std::fputs(text, help ? stdout : stderr);
+  return help ? 0 : 2;
+}
+
+std::vector<std::string> take_repeated(std::vector<std::string>& args, const std::string& name) {
+  const std::string option = "--" + name, prefix = option + "=";
+  std::vector<std::string> values, rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == option) {
+      check(i + 1 < args.size(), "option " + option + " needs a value");
+      values.push_back(args[++i]);
+    } else if (args[i].rfind(prefix, 0) == 0) {
+      values.push_back(args[i].substr(prefix.size()));
+    } else {
+      rest.push_back(args[i]);
+    }
+  }
+  args = std::move(rest);
+  return values;
 }
 
 }  // namespace fp8rl::cli

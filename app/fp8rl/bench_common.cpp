@@ -131,14 +131,8 @@ std::vector<int64_t> parse_positive_list(const std::string& text, const std::str
 }
 
 double seconds_option(const std::string& text, const std::string& option) {
-  size_t used = 0;
   double v = -1;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  check(!text.empty() && used == text.size() && std::isfinite(v) && v >= 0,
+  check(parse_number(text, &v) && std::isfinite(v) && v >= 0,
         "option --" + option + " needs a number of seconds ≥ 0, got '" + text + "'");
   return v;
 }

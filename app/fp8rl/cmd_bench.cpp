@@ -77,17 +77,8 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
 
 int cmd_bench(const std::vector<std::string>& args) {
   // --set may repeat (as for fp8rl train): collect it before the parser sees the rest.
-  std::vector<std::string> sets, rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--set") {
-      check(i + 1 < args.size(), "option --set needs a value");
-      sets.push_back(args[++i]);
-    } else if (args[i].rfind("--set=", 0) == 0) {
-      sets.push_back(args[i].substr(6));
-    } else {
-      rest.push_back(args[i]);
-    }
-  }
+  std::vector<std::string> rest = args;
+  const std::vector<std::string> sets = take_repeated(rest, "set");
   const std::set<std::string> valued = {"backend", "json",       "shapes",     "seconds", "batch",
                                         "model",   "prompt-len", "new-tokens", "seq-len", "steps",
                                         "warmup",  "preset",     "seeds"};
@@ -97,8 +88,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (a.flag("help") || pos.size() != 1 || !options.count(pos[0])) {
     if (!a.flag("help") && pos.size() == 1)
       std::fprintf(stderr, "fp8rl bench: unknown benchmark '%s'\n\n", pos[0].c_str());
-    std::fputs(kUsage, a.flag("help") ? stdout : stderr);
-    return a.flag("help") ? 0 : 2;
+    return a.usage(kUsage);
   }
   const std::string& what = pos[0];
   const auto& accepted = options.at(what);

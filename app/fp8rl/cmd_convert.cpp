@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -12,6 +11,7 @@
 #include "backend/backend_registry.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "model/checkpoint.hpp"
 #include "model/fp8_checkpoint.hpp"
@@ -101,18 +101,6 @@ uint64_t parse_bytes(const std::string& s) {
   return v * mult;
 }
 
-Json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return Json::parse(ss.str());
-  } catch (const Error& e) {
-    throw Error(path + ": " + e.message());
-  }
-}
-
 struct RunPrecision {
   PrecisionMap map;
   bool pow2_scales = false;
@@ -159,10 +147,7 @@ int cmd_convert(const std::vector<std::string>& args) {
   const std::vector<std::string> keep = take_keep_patterns(rest);
   const Args a(rest, {"checkpoint", "to", "output", "max-shard-size"}, {"help"});
   const std::string in = a.get("checkpoint", ""), out = a.get("output", ""), to = a.get("to", "");
-  if (a.flag("help") || in.empty() || out.empty() || to.empty()) {
-    std::fputs(kUsage, a.flag("help") ? stdout : stderr);
-    return a.flag("help") ? 0 : 2;
-  }
+  if (a.flag("help") || in.empty() || out.empty() || to.empty()) return a.usage(kUsage);
   check(a.positional().empty(), "unexpected argument '" +
                                     (a.positional().empty() ? "" : a.positional().front()) +
                                     "' (patterns follow --keep-bf16)");

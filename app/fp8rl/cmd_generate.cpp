@@ -18,8 +18,8 @@ int cmd_generate(const std::vector<std::string>& args) {
                 "top-k", "seed", "precision", "kv-cache", "backend", "eos", "graphs"},
                {"help"});
   const bool has_input = !a.get("prompt", "").empty() || !a.get("token-ids", "").empty();
-  if (a.flag("help") || a.get("checkpoint", "").empty() || !has_input) {
-    std::fputs(
+  if (a.flag("help") || a.get("checkpoint", "").empty() || !has_input)
+    return a.usage(
         "usage: fp8rl generate --checkpoint DIR (--prompt TEXT | --token-ids 1,2,...)\n"
         "         [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
         "         [--precision fp32|bf16|fp8] [--kv-cache fp32|bf16|fp8] [--eos ID]\n"
@@ -28,10 +28,7 @@ int cmd_generate(const std::vector<std::string>& args) {
         "softmax(logits / T) (the g of importance sampling) and, when the checkpoint has a\n"
         "tokenizer (fp8rl_tokenizer.json), the text. Temperature 0 is greedy. --graphs off\n"
         "launches every op of every decode step instead of replaying recorded CUDA graphs\n"
-        "(decode_graphs in the output says how many steps replayed one, or why none did).\n",
-        a.flag("help") ? stdout : stderr);
-    return a.flag("help") ? 0 : 2;
-  }
+        "(decode_graphs in the output says how many steps replayed one, or why none did).\n");
   const std::string dir = a.get("checkpoint", "");
   const auto tokenizer = CharTokenizer::load(dir);
   std::vector<int32_t> prompt;
@@ -51,8 +48,8 @@ int cmd_generate(const std::vector<std::string>& args) {
   auto model = load_checkpoint(*sel.backend, dir, PrecisionMap(cfg.num_hidden_layers, p));
   SamplingParams sp;
   sp.max_new_tokens = a.get_int("max-new-tokens", 32);
-  sp.temperature = std::stod(a.get("temperature", "1"));
-  sp.top_p = std::stod(a.get("top-p", "1"));
+  sp.temperature = a.get_number("temperature", 1);
+  sp.top_p = a.get_number("top-p", 1);
   sp.top_k = a.get_int("top-k", 0);
   sp.seed = static_cast<uint64_t>(a.get_int("seed", 0));
   sp.eos_token = a.get_int("eos", tokenizer ? CharTokenizer::kEos : -1);

@@ -47,17 +47,14 @@ int cmd_runs(const std::vector<std::string>& args) {
       !pos.empty() &&
       (((pos[0] == "list" || pos[0] == "check") && pos.size() == 1) ||
        ((pos[0] == "show" || pos[0] == "export" || pos[0] == "attach") && pos.size() == 2));
-  if (a.flag("help") || !ok) {
-    std::fputs(
+  if (a.flag("help") || !ok)
+    return a.usage(
         "usage: fp8rl runs list [--db PATH]\n"
         "       fp8rl runs show ID [--db PATH]\n"
         "       fp8rl runs check [--db PATH]            (SQLite integrity check; prints ok)\n"
         "       fp8rl runs attach ID [--db PATH]        (follow a live run)\n"
         "       fp8rl runs export ID --csv [--db PATH]   (one row per step, one column per "
-        "scalar)\n",
-        a.flag("help") ? stdout : stderr);
-    return a.flag("help") ? 0 : 2;
-  }
+        "scalar)\n");
   const std::string path = a.get("db", default_db_path());
   if (!std::filesystem::exists(path)) {
     check(pos[0] == "list", "no run database at " + path + " (no runs recorded yet)");

@@ -2,13 +2,13 @@
 // the way to check this model against another implementation.
 // fp8rl init: writes a randomly initialised checkpoint from a Hugging Face config.json.
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "args.hpp"
 #include "backend/backend_registry.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "model/checkpoint.hpp"
 
@@ -18,14 +18,8 @@ std::vector<int32_t> parse_token_ids(const std::string& s) {
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    long v = -1;
-    try {
-      v = std::stol(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    check(used == item.size() && !item.empty() && v >= 0 && v < (1L << 31),
+    long long v = -1;
+    check(parse_integer(item, &v) && v >= 0 && v < (1LL << 31),
           "--token-ids: '" + item + "' is not a non-negative integer");
     ids.push_back(static_cast<int32_t>(v));
   }
@@ -34,19 +28,16 @@ std::vector<int32_t> parse_token_ids(const std::string& s) {
 
 int cmd_score(const std::vector<std::string>& args) {
   const Args a(args, {"checkpoint", "token-ids", "precision", "backend", "temperature"}, {"help"});
-  if (a.flag("help") || a.get("checkpoint", "").empty() || a.get("token-ids", "").empty()) {
-    std::fputs(
+  if (a.flag("help") || a.get("checkpoint", "").empty() || a.get("token-ids", "").empty())
+    return a.usage(
         "usage: fp8rl score --checkpoint DIR --token-ids 1,2,3,... [--precision fp32|bf16|fp8]\n"
         "                   [--backend auto|cpu|cuda] [--temperature T]\n\n"
         "Prints one JSON object: {\"token_ids\": [...], \"logprobs\": [...], ...} where\n"
         "logprobs[i] = log p(token_ids[i+1] | token_ids[0..i]) (so one fewer than the ids).\n"
-        "Default precision: fp32 on the CPU, bf16 on CUDA.\n",
-        a.flag("help") ? stdout : stderr);
-    return a.flag("help") ? 0 : 2;
-  }
+        "Default precision: fp32 on the CPU, bf16 on CUDA.\n");
   const auto ids = parse_token_ids(a.get("token-ids", ""));
   check(ids.size() >= 2, "--token-ids: need at least two tokens to score");
-  const double temperature = std::stod(a.get("temperature", "1"));
+  const double temperature = a.get_number("temperature", 1);
   check(temperature > 0, "--temperature must be positive");
   auto sel = make_backend(parse_backend_choice(a.get("backend", "auto")));
   const Precision p =
@@ -72,23 +63,15 @@ int cmd_score(const std::vector<std::string>& args) {
 
 int cmd_init(const std::vector<std::string>& args) {
   const Args a(args, {"config", "output", "seed", "init-std"}, {"help"});
-  if (a.flag("help") || a.get("config", "").empty() || a.get("output", "").empty()) {
-    std::fputs(
+  if (a.flag("help") || a.get("config", "").empty() || a.get("output", "").empty())
+    return a.usage(
         "usage: fp8rl init --config config.json --output DIR [--seed N] [--init-std S]\n\n"
         "Writes a randomly initialised Qwen3 checkpoint (config.json + model.safetensors) with\n"
-        "the sizes of a Hugging Face config.json.\n",
-        a.flag("help") ? stdout : stderr);
-    return a.flag("help") ? 0 : 2;
-  }
-  std::ifstream in(a.get("config", ""));
-  check(in.good(), "cannot open " + a.get("config", ""));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const ModelConfig cfg = ModelConfig::from_json(Json::parse(ss.str()));
+        "the sizes of a Hugging Face config.json.\n");
+  const ModelConfig cfg = ModelConfig::from_json(Json::parse(read_text_file(a.get("config", ""))));
   auto cpu = make_cpu_backend();
   Qwen3Model model(*cpu, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32),
-                   static_cast<uint64_t>(a.get_int("seed", 0)),
-                   std::stod(a.get("init-std", "0.02")));
+                   static_cast<uint64_t>(a.get_int("seed", 0)), a.get_number("init-std", 0.02));
   save_checkpoint(a.get("output", ""), model);
   std::printf("wrote %s (%lld parameters)\n", a.get("output", "").c_str(),
               static_cast<long long>(cfg.parameter_count()));

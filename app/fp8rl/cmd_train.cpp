@@ -90,17 +90,8 @@ struct TrainPrinter : SessionListener {
 }  // namespace
 
 int cmd_train(const std::vector<std::string>& args) {
-  std::vector<std::string> sets;
-  std::vector<std::string> rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--set" && i + 1 < args.size()) {
-      sets.push_back(args[++i]);
-    } else if (args[i].rfind("--set=", 0) == 0) {
-      sets.push_back(args[i].substr(6));
-    } else {
-      rest.push_back(args[i]);
-    }
-  }
+  std::vector<std::string> rest = args;
+  const std::vector<std::string> sets = take_repeated(rest, "set");
   const Args a(rest, {"preset", "config", "backend", "output", "db", "name", "resume"},
                {"json", "help", "print-config", "no-db", "list-presets", "list-choices"});
   if (a.flag("list-presets")) {
@@ -115,8 +106,8 @@ int cmd_train(const std::vector<std::string>& args) {
     return 0;
   }
   const bool resuming = !a.get("resume", "").empty();
-  if (a.flag("help") || (a.get("preset", "").empty() && a.get("config", "").empty() && !resuming)) {
-    std::fputs(
+  if (a.flag("help") || (a.get("preset", "").empty() && a.get("config", "").empty() && !resuming))
+    return a.usage(
         "usage: fp8rl train (--preset NAME | --config FILE | --resume RUN_ID) [--set key=value "
         "...]\n"
         "                   [--json] [--db PATH] [--name NAME] [--backend auto|cpu|cuda]\n"
@@ -127,10 +118,7 @@ int cmd_train(const std::vector<std::string>& args) {
         "step, or with --json one JSON object per step and a final summary. Ctrl-C stops at\n"
         "the next step boundary and writes a checkpoint; --resume RUN_ID continues from the\n"
         "run's last checkpoint. Presets: resources/presets/*.yaml; --config takes a YAML file\n"
-        "or a JSON object (as --print-config prints it).\n",
-        a.flag("help") ? stdout : stderr);
-    return a.flag("help") ? 0 : 2;
-  }
+        "or a JSON object (as --print-config prints it).\n");
   const bool use_db = !a.flag("no-db");
   const std::string db_path = a.get("db", default_db_path());
 #if defined(FP8RL_HAVE_STORE)

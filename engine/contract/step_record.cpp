@@ -1,6 +1,8 @@
 #include "contract/step_record.hpp"
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -10,6 +12,33 @@ namespace {
 
 Json scalar_to_json(double v) {
   return std::isfinite(v) ? Json(v) : Json(std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+// The JSON array of to_json(x) for each x of xs.
+template <class T, class F>
+Json json_array(const std::vector<T>& xs, F to_json) {
+  Json::Array a;
+  for (const auto& x : xs) a.push_back(to_json(x));
+  return Json(std::move(a));
+}
+
+Json sample_to_json(const SampleRecord& x) {
+  Json o(Json::Object{
+      {"prompt", x.prompt}, {"response", x.response}, {"answer", x.answer}, {"reward", x.reward}});
+  if (!x.tokens.empty()) {
+    o["tokens"] = Json(Json::Array(x.tokens.begin(), x.tokens.end()));
+    o["logprob_diff"] = json_array(x.logprob_diff, scalar_to_json);
+  }
+  return o;
+}
+
+// An event inside a step record: its step and time are the record's.
+Json step_event_to_json(const EventRecord& e) {
+  Json o;
+  o["kind"] = e.kind;
+  o["message"] = e.message;
+  if (!e.data.is_null()) o["data"] = e.data;
+  return o;
 }
 
 }  // namespace
@@ -34,40 +63,9 @@ Json StepRecord::to_json() const {
   Json s(Json::Object{});
   for (const auto& [k, v] : scalars) s[k] = scalar_to_json(v);
   j["scalars"] = std::move(s);
-  if (!samples.empty()) {
-    Json::Array a;
-    for (const auto& x : samples) {
-      Json o;
-      o["prompt"] = x.prompt;
-      o["response"] = x.response;
-      o["answer"] = x.answer;
-      o["reward"] = x.reward;
-      if (!x.tokens.empty()) {
-        o["tokens"] = Json(Json::Array(x.tokens.begin(), x.tokens.end()));
-        Json::Array d;
-        for (double v : x.logprob_diff) d.push_back(scalar_to_json(v));
-        o["logprob_diff"] = Json(std::move(d));
-      }
-      a.push_back(std::move(o));
-    }
-    j["samples"] = Json(std::move(a));
-  }
-  if (!audit.empty()) {
-    Json::Array a;
-    for (const auto& x : audit) a.push_back(audit_row_to_json(x));
-    j["audit"] = Json(std::move(a));
-  }
-  if (!events.empty()) {
-    Json::Array a;
-    for (const auto& e : events) {
-      Json o;
-      o["kind"] = e.kind;
-      o["message"] = e.message;
-      if (!e.data.is_null()) o["data"] = e.data;
-      a.push_back(std::move(o));
-    }
-    j["events"] = Json(std::move(a));
-  }
+  if (!samples.empty()) j["samples"] = json_array(samples, sample_to_json);
+  if (!audit.empty()) j["audit"] = json_array(audit, audit_row_to_json);
+  if (!events.empty()) j["events"] = json_array(events, step_event_to_json);
   return j;
 }
 
@@ -134,8 +132,7 @@ HistogramRecord histogram_from_json(const Json& j, int64_t* step) {
     r.hist.counts.push_back(c.as_int("count"));
   check(r.hist.edges.size() >= 2 && r.hist.counts.size() == r.hist.edges.size() + 1,
         "histogram '" + r.name + "' has " + std::to_string(r.hist.edges.size()) + " edges and " +
-            std::to_string(r.hist.counts.size()) +
-            " counts (want edges ≥ 2, counts = edges + 1)");
+            std::to_string(r.hist.counts.size()) + " counts (want edges ≥ 2, counts = edges + 1)");
   return r;
 }
 

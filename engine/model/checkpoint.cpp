@@ -3,21 +3,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "model/fp8_checkpoint.hpp"
 
 namespace fp8rl {
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_text(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
@@ -40,11 +32,7 @@ bool is_fp8_dtype(const std::string& dtype) {
 }
 
 Json read_config_json(const std::string& dir) {
-  try {
-    return Json::parse(read_text(dir + "/config.json"));
-  } catch (const Error& e) {
-    throw Error(dir + "/config.json: " + e.message());
-  }
+  return read_json_file(dir + "/config.json");
 }
 
 }  // namespace

@@ -8,10 +8,10 @@
 #include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "fp8/codec.hpp"
 
@@ -191,13 +191,10 @@ uint64_t SafeTensorsFile::data_bytes() const {
 SafeTensorsFile SafeTensorsFile::read_dir(const std::string& dir) {
   const std::string index = dir + "/" + kIndexFile;
   if (!std::filesystem::exists(index)) return read(dir + "/" + kSingleFile);
-  std::ifstream in(index);
-  check(in.good(), "cannot open " + index);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_text_file(index);
   Json j;
   try {
-    j = Json::parse(ss.str());
+    j = Json::parse(text);
     check(j.is_object() && j.contains("weight_map"), "no weight_map");
   } catch (const Error& e) {
     throw Error(index + ": " + e.message());

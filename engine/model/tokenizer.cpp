@@ -2,9 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 
 namespace fp8rl {
 
@@ -62,11 +62,9 @@ CharTokenizer CharTokenizer::from_json(const Json& j) {
 std::optional<CharTokenizer> CharTokenizer::load(const std::string& dir) {
   const std::string path = dir + "/fp8rl_tokenizer.json";
   if (!std::filesystem::exists(path)) return std::nullopt;
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_text_file(path);
   try {
-    return from_json(Json::parse(ss.str()));
+    return from_json(Json::parse(text));
   } catch (const Error& e) {
     throw Error(path + ": " + e.message());
   }

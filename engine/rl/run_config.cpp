@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/yaml.hpp"
 
 namespace fp8rl {
@@ -17,14 +16,6 @@ std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -330,7 +321,7 @@ RunConfig RunConfig::load(const std::string& preset, const std::string& file,
   }
   if (!path.empty()) {
     // A JSON object (what the studio writes, or `--print-config` output) or a YAML preset.
-    const std::string text = read_file(path);
+    const std::string text = read_text_file(path);
     const size_t first = text.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && text[first] == '{') {
       Json j;

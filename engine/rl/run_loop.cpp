@@ -5,10 +5,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "contract/live_settings.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "model/checkpoint.hpp"
 #include "model/weight_audit.hpp"
 
@@ -516,10 +516,7 @@ void GrpoRun::restore(const std::string& dir) {
   load_optimizer_state(dir, *opt_);
   if (sft_opt_ && std::filesystem::exists(dir + "/sft_optimizer.safetensors"))
     sft_opt_->load_state(SafeTensorsFile::read(dir + "/sft_optimizer.safetensors"));
-  std::ifstream in(dir + "/trainer_state.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const Json st = Json::parse(ss.str());
+  const Json st = Json::parse(read_text_file(dir + "/trainer_state.json"));
   sft_done_ = st.at("sft_done").as_int("sft_done");
   rl_done_ = st.at("rl_done").as_int("rl_done");
   // Checkpoints written before tokens were counted resume the count at 0.

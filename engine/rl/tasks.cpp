@@ -86,38 +86,45 @@ class GeneratedTask : public Task {
   std::set<std::string> held_out_;
 };
 
-// "dcab=" → "bacd": reverse a string of letters a–h.
-class ReverseTask : public GeneratedTask {
+// A string of length(rng) symbols → the answer that `solve` gives for it, e.g.
+// reverse: "dcab=" → "bacd" (letters a–h); sort: "4170=" → "0147" (digits, ascending).
+class StringTask : public GeneratedTask {
  public:
-  explicit ReverseTask(const TaskConfig& c) : GeneratedTask("reverse", "abcdefgh=", c) {
+  using Solve = std::string (*)(const std::string&);
+  // Symbols: the `count` characters from `first` on, and the prompt's closing '='.
+  StringTask(std::string name, char first, int count, Solve solve, const TaskConfig& c)
+      : GeneratedTask(std::move(name), symbols(first, count), c),
+        first_(first),
+        count_(count),
+        solve_(solve) {
     build_validation();
   }
   int64_t max_response_tokens() const override { return cfg_.max_len + 1; }
 
- protected:
-  Example make(Rng& rng) const override {
-    std::string s;
-    for (int64_t i = length(rng); i > 0; --i) s += static_cast<char>('a' + rng.next() % 8);
-    return {s + "=", std::string(s.rbegin(), s.rend())};
+  static std::string reversed(const std::string& s) { return {s.rbegin(), s.rend()}; }
+  static std::string sorted(const std::string& s) {
+    std::string out = s;
+    std::sort(out.begin(), out.end());
+    return out;
   }
-};
-
-// "4170=" → "0147": sort digits ascending.
-class SortTask : public GeneratedTask {
- public:
-  explicit SortTask(const TaskConfig& c) : GeneratedTask("sort", "0123456789=", c) {
-    build_validation();
-  }
-  int64_t max_response_tokens() const override { return cfg_.max_len + 1; }
 
  protected:
   Example make(Rng& rng) const override {
     std::string s;
-    for (int64_t i = length(rng); i > 0; --i) s += static_cast<char>('0' + rng.next() % 10);
-    std::string sorted = s;
-    std::sort(sorted.begin(), sorted.end());
-    return {s + "=", sorted};
+    for (int64_t i = length(rng); i > 0; --i)
+      s += static_cast<char>(first_ + rng.next() % static_cast<uint64_t>(count_));
+    return {s + "=", solve_(s)};
   }
+
+ private:
+  static std::string symbols(char first, int count) {
+    std::string out;
+    for (int i = 0; i < count; ++i) out += static_cast<char>(first + i);
+    return out + "=";
+  }
+  char first_;
+  int count_;
+  Solve solve_;
 };
 
 // "37+485=" → "522": add two numbers of min_len…max_len digits (answers written plainly).
@@ -240,8 +247,9 @@ std::unique_ptr<Task> make_task(const TaskConfig& c) {
           "task.min_len and task.max_len must satisfy 1 ≤ min_len ≤ max_len");
     check(c.validation_size >= 1, "task.validation_size must be ≥ 1");
   }
-  if (c.name == "reverse") return std::make_unique<ReverseTask>(c);
-  if (c.name == "sort") return std::make_unique<SortTask>(c);
+  if (c.name == "reverse")
+    return std::make_unique<StringTask>("reverse", 'a', 8, StringTask::reversed, c);
+  if (c.name == "sort") return std::make_unique<StringTask>("sort", '0', 10, StringTask::sorted, c);
   if (c.name == "addition") return std::make_unique<AdditionTask>(c);
   if (c.name == "jsonl") return std::make_unique<JsonlTask>(c);
   throw Error("task.name '" + c.name + "' is not one of: reverse, addition, sort, jsonl");

@@ -77,40 +77,37 @@ void RunStore::record_step(int64_t run, const StepRecord& r) {
         m.db.query(what, "UPDATE runs SET last_step = ?2, last_heartbeat = ?3 WHERE id = ?1", run,
                    r.step, now_unix())
             .run());
+    // One row of the step: run and step bind ?1 and ?2, values the rest. The row's words
+    // become a What at the call, so that an error names the line of its INSERT.
+    auto insert = [&](const sqlite::What& row, const char* sql, const auto&... values) {
+      m.db.query(row, sql, run, r.step, values...).run();
+    };
     for (const auto& [key, value] : r.scalars)
-      m.db.query(what + ": scalar '" + key + "'",
-                 "INSERT INTO scalars(run_id, step, wall, key, value, nonfinite) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                 run, r.step, r.wall_seconds, key, stored::finite_or_null(value),
-                 stored::nonfinite_or_null(value))
-          .run();
+      insert(what + ": scalar '" + key + "'",
+             "INSERT INTO scalars(run_id, step, wall, key, value, nonfinite) "
+             "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+             r.wall_seconds, key, stored::finite_or_null(value), stored::nonfinite_or_null(value));
     for (const HistogramRecord& h : r.histograms)
-      m.db.query(what + ": histogram '" + h.name + "'",
-                 "INSERT INTO histograms(run_id, step, name, edges, counts) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5)",
-                 run, r.step, h.name, stored::edges_json(h.hist.edges),
-                 stored::counts_json(h.hist.counts))
-          .run();
+      insert(what + ": histogram '" + h.name + "'",
+             "INSERT INTO histograms(run_id, step, name, edges, counts) "
+             "VALUES (?1, ?2, ?3, ?4, ?5)",
+             h.name, stored::edges_json(h.hist.edges), stored::counts_json(h.hist.counts));
     for (const SampleRecord& x : r.samples)
-      m.db.query(what + ": sample",
-                 "INSERT INTO samples(run_id, step, prompt, response, answer, reward, detail) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                 run, r.step, x.prompt, x.response, x.answer, x.reward,
-                 stored::sample_detail_or_null(x))
-          .run();
+      insert(what + ": sample",
+             "INSERT INTO samples(run_id, step, prompt, response, answer, reward, detail) "
+             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+             x.prompt, x.response, x.answer, x.reward, stored::sample_detail_or_null(x));
     for (const AuditRow& a : r.audit)
-      m.db.query(what + ": layer audit",
-                 "INSERT INTO layer_audit(run_id, step, layer, module, generator, trainer, "
-                 "max_abs_diff, ok) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                 run, r.step, a.layer, a.module, a.generator_precision, a.trainer_precision,
-                 stored::finite_or_null(a.max_abs_diff), int64_t{a.ok})
-          .run();
+      insert(what + ": layer audit",
+             "INSERT INTO layer_audit(run_id, step, layer, module, generator, trainer, "
+             "max_abs_diff, ok) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             a.layer, a.module, a.generator_precision, a.trainer_precision,
+             stored::finite_or_null(a.max_abs_diff), int64_t{a.ok});
     for (const EventRecord& e : r.events)
-      m.db.query(what + ": event '" + e.kind + "'",
-                 "INSERT INTO events(run_id, step, wall, kind, message, data) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                 run, r.step, r.wall_seconds, e.kind, e.message, stored::json_text_or_null(e.data))
-          .run();
+      insert(what + ": event '" + e.kind + "'",
+             "INSERT INTO events(run_id, step, wall, kind, message, data) "
+             "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+             r.wall_seconds, e.kind, e.message, stored::json_text_or_null(e.data));
   });
 }
 
