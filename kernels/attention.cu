@@ -27,6 +27,7 @@
 #include <climits>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "cuda_backend.hpp"
@@ -99,10 +100,166 @@ __device__ __forceinline__ float row_sum(float v) {
   return v;
 }
 
+// Score tiles of the thread's rows and columns for several pairs of shared tiles at once: for
+// pair n, acc_n[r][c] = Σ_d rows[n][(ty·kR + r)·pitch + d] · cols[n][(tx + 16c)·pitch + d], d
+// ascending (one multiply-add chain per score). The pairs share the d loop, so their loads
+// interleave. The accumulators are separate arrays (one per pair, not one [n][kR][kC] array): the
+// compiler then unrolls and schedules the loop as it does hand-written code.
+template <int kR, int kC, int... kI, class... Acc>
+__device__ __forceinline__ void tile_dots(std::integer_sequence<int, kI...>,
+                                          const float* const (&rows)[sizeof...(kI)],
+                                          const float* const (&cols)[sizeof...(kI)], int pitch,
+                                          int D, int tx, int ty, Acc&... acc) {
+#pragma unroll
+  for (int r = 0; r < kR; ++r)
+#pragma unroll
+    for (int c = 0; c < kC; ++c) ((acc[r][c] = 0.0f), ...);
+  for (int d = 0; d < D; ++d) {
+    float rv[sizeof...(kI)][kR], cv[sizeof...(kI)][kC];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) ((rv[kI][r] = rows[kI][(ty * kR + r) * pitch + d]), ...);
+#pragma unroll
+    for (int c = 0; c < kC; ++c) ((cv[kI][c] = cols[kI][(tx + 16 * c) * pitch + d]), ...);
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int c = 0; c < kC; ++c) ((acc[r][c] += rv[kI][r] * cv[kI][c]), ...);
+  }
+}
+template <int kR, int kC, class... Acc>
+__device__ __forceinline__ void tile_dots(const float* const (&rows)[sizeof...(Acc)],
+                                          const float* const (&cols)[sizeof...(Acc)], int pitch,
+                                          int D, int tx, int ty, Acc&... acc) {
+  tile_dots<kR, kC>(std::make_integer_sequence<int, sizeof...(Acc)>(), rows, cols, pitch, D, tx, ty,
+                    acc...);
+}
+
+// Products of score tiles with shared tiles for several pairs at once: for pair n,
+// acc_n[r][c] += Σ_{j < count} w[n][(ty·kR + r)·kSp + j] · tiles[n][j·pitch + tx + 16c], j
+// ascending, for the thread's head-dim columns tx + 16c < D (w: [kRows][kSp] score tiles, tiles:
+// [count][pitch]). Separate accumulator arrays as in tile_dots.
+template <int kSp, int kR, int kDc, int... kI, class... Acc>
+__device__ __forceinline__ void accumulate_products(std::integer_sequence<int, kI...>,
+                                                    const float* const (&w)[sizeof...(kI)],
+                                                    const float* const (&tiles)[sizeof...(kI)],
+                                                    int count, int pitch, int D, int tx, int ty,
+                                                    Acc&... acc) {
+  for (int j = 0; j < count; ++j) {
+    float wv[sizeof...(kI)][kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) ((wv[kI][r] = w[kI][(ty * kR + r) * kSp + j]), ...);
+#pragma unroll
+    for (int c = 0; c < kDc; ++c) {
+      const int col = tx + 16 * c;
+      if (col < D) {
+        float tv[sizeof...(kI)];
+        ((tv[kI] = tiles[kI][j * pitch + col]), ...);
+#pragma unroll
+        for (int r = 0; r < kR; ++r) ((acc[r][c] += wv[kI][r] * tv[kI]), ...);
+      }
+    }
+  }
+}
+template <int kSp, int kR, int kDc, class... Acc>
+__device__ __forceinline__ void accumulate_products(const float* const (&w)[sizeof...(Acc)],
+                                                    const float* const (&tiles)[sizeof...(Acc)],
+                                                    int count, int pitch, int D, int tx, int ty,
+                                                    Acc&... acc) {
+  accumulate_products<kSp, kR, kDc>(std::make_integer_sequence<int, sizeof...(Acc)>(), w, tiles,
+                                    count, pitch, D, tx, ty, acc...);
+}
+
+// Calls f(r, c, i) for each of the thread's elements of a CTA's output tile: row ty·kR + r < valid
+// of the tile, which starts at row row0 of a [·, ld] operand, and head-dim column tx + 16c < D
+// from column col0; i is the element's index in the operand. Then row_end(r, row) for the row.
+struct NoRowEnd {
+  __device__ void operator()(int, int) const {}
+};
+template <int kR, int kDc, class F, class G = NoRowEnd>
+__device__ __forceinline__ void for_each_output(int64_t row0, int valid, int64_t ld, int64_t col0,
+                                                int D, int tx, int ty, F f, G row_end = {}) {
+#pragma unroll
+  for (int r = 0; r < kR; ++r) {
+    const int row = ty * kR + r;
+    if (row >= valid) continue;
+    const int64_t out_row = (row0 + row) * ld + col0;
+#pragma unroll
+    for (int c = 0; c < kDc; ++c) {
+      const int col = tx + 16 * c;
+      if (col < D) f(r, c, out_row + col);
+    }
+    row_end(r, row);
+  }
+}
+
+// P = exp(s·scale − lse) and dS = P·(dP − Di) of the thread's scores (r, c), 0 where the key
+// follows the query or the query is at or past T (tk ≤ tq < T also keeps tk inside the sequence).
+// Score (r, c) pairs position row0 + ty·kR + r of the sequence (the CTA's own rows) with position
+// col0 + tx + 16c (the inner tile). kKeyRows (dk, dv): the own rows are keys, and P is stored too
+// (for dV); otherwise (dq) they are queries and Ps is not used. dS (and P) go to the [kRows][kSp]
+// tiles at (ty·kR + r, tx + 16c). The queries' lse and Di are read only for live scores, at index
+// tx + 16c (kKeyRows: the query tile's values) or r (the thread's per-row values).
+template <bool kKeyRows, int kSp, int kR, int kC>
+__device__ __forceinline__ void probs_and_grads(const float (&s)[kR][kC], const float (&dp)[kR][kC],
+                                                int64_t row0, int64_t col0, int64_t T, float scale,
+                                                const float* lse, const float* di, float* Ps,
+                                                float* dSs, int tx, int ty) {
+#pragma unroll
+  for (int r = 0; r < kR; ++r) {
+    const int64_t t_row = row0 + ty * kR + r;
+#pragma unroll
+    for (int c = 0; c < kC; ++c) {
+      const int64_t t_col = col0 + tx + 16 * c;
+      const int64_t tq = kKeyRows ? t_col : t_row, tk = kKeyRows ? t_row : t_col;
+      const int col = tx + 16 * c, stat = kKeyRows ? col : r;
+      float p = 0.0f, ds = 0.0f;
+      if (tk <= tq && tq < T) {
+        p = expf(s[r][c] * scale - lse[stat]);
+        ds = p * (dp[r][c] - di[stat]);
+      }
+      if constexpr (kKeyRows) Ps[(ty * kR + r) * kSp + col] = p;
+      dSs[(ty * kR + r) * kSp + col] = ds;
+    }
+  }
+}
+
+// The query tile of a forward or dq CTA, grid (query tiles, Hq, B): block x = 0 takes the last
+// tile (the most key tiles), so the longest CTAs start first. Queries t0 .. t0 + valid − 1 of
+// sequence b, query head h, which reads kv head hk.
+struct QueryTile {
+  int64_t t0, b;
+  int h, hk, valid;
+};
+template <int kBr>
+__device__ __forceinline__ QueryTile query_tile(int64_t T, int Hq, int Hkv) {
+  const int64_t t0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kBr;
+  const int h = blockIdx.y;
+  return {t0, blockIdx.z, h, h / (Hq / Hkv),
+          static_cast<int>(min(static_cast<int64_t>(kBr), T - t0))};
+}
+
+// Walks the key tiles of a query tile up to the one holding its last query t_last (forward, dq):
+// once every thread is done with the previous tile, loads rows k0 .. k0 + kBc − 1 of k and v
+// (head columns from col; rows past T zero) into Ks and Vs, then calls body(k0, k_valid).
+template <int kBc, class Body>
+__device__ __forceinline__ void for_each_key_tile(In k, In v, float* Ks, float* Vs, int pitch,
+                                                  int64_t seq0, int64_t t_last, int64_t T,
+                                                  int64_t ld, int64_t col, int D, Body body) {
+  const int64_t n_kt = t_last / kBc + 1;
+  for (int64_t kt = 0; kt < n_kt; ++kt) {
+    const int64_t k0 = kt * kBc;
+    const int k_valid = static_cast<int>(min(static_cast<int64_t>(kBc), T - k0));
+    __syncthreads();  // the previous tile's K, V and scores are no longer read
+    load_tile(Ks, pitch, k, seq0 + k0, k_valid, kBc, ld, col, D);
+    load_tile(Vs, pitch, v, seq0 + k0, k_valid, kBc, ld, col, D);
+    __syncthreads();
+    body(k0, k_valid);
+  }
+}
+
 // --- forward
 
-// Grid (query tiles, Hq, B); block x = 0 takes the last query tile (the most key tiles), so the
-// longest CTAs start first.
+// One CTA per query tile (query_tile).
 template <int kMaxD>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(In q, In k, In v, Out o, float* __restrict__ lse, int64_t T, int Hq,
@@ -118,11 +275,7 @@ __global__ void __launch_bounds__(kThreads)
   float* Ps = Vs + kBc * pitch;  // [kBr][kSp]
 
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-  const int64_t t0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kBr;
-  const int h = blockIdx.y;
-  const int64_t b = blockIdx.z;
-  const int hk = h / (Hq / Hkv);
-  const int q_valid = static_cast<int>(min(static_cast<int64_t>(kBr), T - t0));
+  const auto [t0, b, h, hk, q_valid] = query_tile<kBr>(T, Hq, Hkv);
   const int64_t q_ld = static_cast<int64_t>(Hq) * D, kv_ld = static_cast<int64_t>(Hkv) * D;
   const int64_t seq0 = b * T;
 
@@ -137,88 +290,50 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < kDc; ++c) acc[r][c] = 0.0f;
   }
 
-  // Key tiles up to the one holding the tile's last query. Tile 0 holds key 0, which no query
-  // masks, so every row's running max is finite from the first tile on.
-  const int64_t n_kt = (t0 + q_valid - 1) / kBc + 1;
-  for (int64_t kt = 0; kt < n_kt; ++kt) {
-    const int64_t k0 = kt * kBc;
-    const int k_valid = static_cast<int>(min(static_cast<int64_t>(kBc), T - k0));
-    __syncthreads();  // the previous tile's K, V and P are no longer read
-    load_tile(Ks, pitch, k, seq0 + k0, k_valid, kBc, kv_ld, static_cast<int64_t>(hk) * D, D);
-    load_tile(Vs, pitch, v, seq0 + k0, k_valid, kBc, kv_ld, static_cast<int64_t>(hk) * D, D);
-    __syncthreads();
-
-    float s[kR][kC];
-#pragma unroll
-    for (int r = 0; r < kR; ++r)
-#pragma unroll
-      for (int c = 0; c < kC; ++c) s[r][c] = 0.0f;
-    for (int d = 0; d < D; ++d) {
-      float qv[kR], kv[kC];
-#pragma unroll
-      for (int r = 0; r < kR; ++r) qv[r] = Qs[(ty * kR + r) * pitch + d];
-#pragma unroll
-      for (int c = 0; c < kC; ++c) kv[c] = Ks[(tx + 16 * c) * pitch + d];
-#pragma unroll
-      for (int r = 0; r < kR; ++r)
-#pragma unroll
-        for (int c = 0; c < kC; ++c) s[r][c] += qv[r] * kv[c];
-    }
+  // Tile 0 holds key 0, which no query masks, so every row's running max is finite from the
+  // first tile on.
+  for_each_key_tile<kBc>(
+      k, v, Ks, Vs, pitch, seq0, t0 + q_valid - 1, T, kv_ld, static_cast<int64_t>(hk) * D, D,
+      [&](int64_t k0, int k_valid) {
+        float s[kR][kC];  // Q·Kᵀ
+        tile_dots<kR, kC>({Qs}, {Ks}, pitch, D, tx, ty, s);
 
 #pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      const int64_t tq = t0 + ty * kR + r;
-      float mx = -INFINITY;
+        for (int r = 0; r < kR; ++r) {
+          const int64_t tq = t0 + ty * kR + r;
+          float mx = -INFINITY;
 #pragma unroll
-      for (int c = 0; c < kC; ++c) {
-        const int64_t tk = k0 + tx + 16 * c;
-        s[r][c] = (tk <= tq && tk < T) ? s[r][c] * scale : -INFINITY;
-        mx = fmaxf(mx, s[r][c]);
-      }
-      const float m_new = fmaxf(m_run[r], row_max(mx));
-      const float alpha = expf(m_run[r] - m_new);  // 0 on the first tile (m_run = −inf)
-      float sum = 0.0f;
+          for (int c = 0; c < kC; ++c) {
+            const int64_t tk = k0 + tx + 16 * c;
+            s[r][c] = (tk <= tq && tk < T) ? s[r][c] * scale : -INFINITY;
+            mx = fmaxf(mx, s[r][c]);
+          }
+          const float m_new = fmaxf(m_run[r], row_max(mx));
+          const float alpha = expf(m_run[r] - m_new);  // 0 on the first tile (m_run = −inf)
+          float sum = 0.0f;
 #pragma unroll
-      for (int c = 0; c < kC; ++c) {
-        const float p = expf(s[r][c] - m_new);
-        sum += p;
-        Ps[(ty * kR + r) * kSp + tx + 16 * c] = p;
-      }
-      l_run[r] = l_run[r] * alpha + row_sum(sum);
-      m_run[r] = m_new;
+          for (int c = 0; c < kC; ++c) {
+            const float p = expf(s[r][c] - m_new);
+            sum += p;
+            Ps[(ty * kR + r) * kSp + tx + 16 * c] = p;
+          }
+          l_run[r] = l_run[r] * alpha + row_sum(sum);
+          m_run[r] = m_new;
 #pragma unroll
-      for (int c = 0; c < kDc; ++c) acc[r][c] *= alpha;
-    }
-    __syncthreads();  // P complete
-
-    for (int j = 0; j < k_valid; ++j) {  // keys past T have p = 0
-      float pv[kR];
-#pragma unroll
-      for (int r = 0; r < kR; ++r) pv[r] = Ps[(ty * kR + r) * kSp + j];
-#pragma unroll
-      for (int c = 0; c < kDc; ++c) {
-        const int col = tx + 16 * c;
-        if (col < D) {
-          const float vv = Vs[j * pitch + col];
-#pragma unroll
-          for (int r = 0; r < kR; ++r) acc[r][c] += pv[r] * vv;
+          for (int c = 0; c < kDc; ++c) acc[r][c] *= alpha;
         }
-      }
-    }
-  }
+        __syncthreads();  // P complete
 
-#pragma unroll
-  for (int r = 0; r < kR; ++r) {
-    const int row = ty * kR + r;
-    if (row >= q_valid) continue;
-    const int64_t out_row = (seq0 + t0 + row) * q_ld + static_cast<int64_t>(h) * D;
-#pragma unroll
-    for (int c = 0; c < kDc; ++c) {
-      const int col = tx + 16 * c;
-      if (col < D) o.store(out_row + col, acc[r][c] / l_run[r]);
-    }
-    if (tx == 0) lse[(b * Hq + h) * T + t0 + row] = m_run[r] + logf(l_run[r]);
-  }
+        // Keys past T have p = 0.
+        accumulate_products<kSp, kR, kDc>({Ps}, {Vs}, k_valid, pitch, D, tx, ty, acc);
+      });
+
+  for_each_output<kR, kDc>(
+      seq0 + t0, q_valid, q_ld, static_cast<int64_t>(h) * D, D, tx, ty,
+      [&](int r, int c, int64_t i) { o.store(i, acc[r][c] / l_run[r]); },
+      [&](int r, int row) {
+        if (tx == 0) lse[(b * Hq + h) * T + t0 + row] = m_run[r] + logf(l_run[r]);
+      });
 }
 
 // --- backward
@@ -245,7 +360,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dq for one query tile: grid (query tiles, Hq, B), longest CTAs first as in the forward.
+// dq: one CTA per query tile (query_tile), as in the forward.
 template <int kMaxD>
 __global__ void __launch_bounds__(kThreads)
     attention_dq_kernel(In dout, In q, In k, In v, const float* __restrict__ lse,
@@ -263,11 +378,7 @@ __global__ void __launch_bounds__(kThreads)
   float* dSs = Vs + kBc * pitch;  // [kBr][kSp]
 
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-  const int64_t t0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kBr;
-  const int h = blockIdx.y;
-  const int64_t b = blockIdx.z;
-  const int hk = h / (Hq / Hkv);
-  const int q_valid = static_cast<int>(min(static_cast<int64_t>(kBr), T - t0));
+  const auto [t0, b, h, hk, q_valid] = query_tile<kBr>(T, Hq, Hkv);
   const int64_t q_ld = static_cast<int64_t>(Hq) * D, kv_ld = static_cast<int64_t>(Hkv) * D;
   const int64_t seq0 = b * T;
   const int64_t stats0 = (b * Hq + h) * T;  // lse / di of query t at stats0 + t
@@ -285,84 +396,20 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < kDc; ++c) acc[r][c] = 0.0f;
   }
 
-  const int64_t n_kt = (t0 + q_valid - 1) / kBc + 1;
-  for (int64_t kt = 0; kt < n_kt; ++kt) {
-    const int64_t k0 = kt * kBc;
-    const int k_valid = static_cast<int>(min(static_cast<int64_t>(kBc), T - k0));
-    __syncthreads();  // the previous tile's K, V and dS are no longer read
-    load_tile(Ks, pitch, k, seq0 + k0, k_valid, kBc, kv_ld, static_cast<int64_t>(hk) * D, D);
-    load_tile(Vs, pitch, v, seq0 + k0, k_valid, kBc, kv_ld, static_cast<int64_t>(hk) * D, D);
-    __syncthreads();
+  for_each_key_tile<kBc>(
+      k, v, Ks, Vs, pitch, seq0, t0 + q_valid - 1, T, kv_ld, static_cast<int64_t>(hk) * D, D,
+      [&](int64_t k0, int k_valid) {
+        float s[kR][kC], dp[kR][kC];  // Q·Kᵀ, dO·Vᵀ
+        tile_dots<kR, kC>({Qs, dOs}, {Ks, Vs}, pitch, D, tx, ty, s, dp);
 
-    float s[kR][kC], dp[kR][kC];
-#pragma unroll
-    for (int r = 0; r < kR; ++r)
-#pragma unroll
-      for (int c = 0; c < kC; ++c) s[r][c] = dp[r][c] = 0.0f;
-    for (int d = 0; d < D; ++d) {
-      float qv[kR], ov[kR], kv[kC], vv[kC];
-#pragma unroll
-      for (int r = 0; r < kR; ++r) {
-        qv[r] = Qs[(ty * kR + r) * pitch + d];
-        ov[r] = dOs[(ty * kR + r) * pitch + d];
-      }
-#pragma unroll
-      for (int c = 0; c < kC; ++c) {
-        kv[c] = Ks[(tx + 16 * c) * pitch + d];
-        vv[c] = Vs[(tx + 16 * c) * pitch + d];
-      }
-#pragma unroll
-      for (int r = 0; r < kR; ++r)
-#pragma unroll
-        for (int c = 0; c < kC; ++c) {
-          s[r][c] += qv[r] * kv[c];
-          dp[r][c] += ov[r] * vv[c];
-        }
-    }
+        probs_and_grads<false, kSp>(s, dp, t0, k0, T, scale, lse_r, di_r, nullptr, dSs, tx, ty);
+        __syncthreads();  // dS complete
 
-#pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      const int64_t tq = t0 + ty * kR + r;
-#pragma unroll
-      for (int c = 0; c < kC; ++c) {
-        const int64_t tk = k0 + tx + 16 * c;
-        float ds = 0.0f;
-        if (tk <= tq && tq < T) {  // tk ≤ tq < T also keeps tk inside the sequence
-          const float p = expf(s[r][c] * scale - lse_r[r]);
-          ds = p * (dp[r][c] - di_r[r]);
-        }
-        dSs[(ty * kR + r) * kSp + tx + 16 * c] = ds;
-      }
-    }
-    __syncthreads();  // dS complete
+        accumulate_products<kSp, kR, kDc>({dSs}, {Ks}, k_valid, pitch, D, tx, ty, acc);
+      });
 
-    for (int j = 0; j < k_valid; ++j) {
-      float dsv[kR];
-#pragma unroll
-      for (int r = 0; r < kR; ++r) dsv[r] = dSs[(ty * kR + r) * kSp + j];
-#pragma unroll
-      for (int c = 0; c < kDc; ++c) {
-        const int col = tx + 16 * c;
-        if (col < D) {
-          const float kk = Ks[j * pitch + col];
-#pragma unroll
-          for (int r = 0; r < kR; ++r) acc[r][c] += dsv[r] * kk;
-        }
-      }
-    }
-  }
-
-#pragma unroll
-  for (int r = 0; r < kR; ++r) {
-    const int row = ty * kR + r;
-    if (row >= q_valid) continue;
-    const int64_t out_row = (seq0 + t0 + row) * q_ld + static_cast<int64_t>(h) * D;
-#pragma unroll
-    for (int c = 0; c < kDc; ++c) {
-      const int col = tx + 16 * c;
-      if (col < D) dq.store(out_row + col, scale * acc[r][c]);
-    }
-  }
+  for_each_output<kR, kDc>(seq0 + t0, q_valid, q_ld, static_cast<int64_t>(h) * D, D, tx, ty,
+                           [&](int r, int c, int64_t i) { dq.store(i, scale * acc[r][c]); });
 }
 
 // dk, dv for one key tile of one kv head: grid (key tiles, Hkv, B). Key tile 0 sees every query
@@ -422,87 +469,21 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncthreads();
 
-      float s[kR][kC], dp[kR][kC];
-#pragma unroll
-      for (int r = 0; r < kR; ++r)
-#pragma unroll
-        for (int c = 0; c < kC; ++c) s[r][c] = dp[r][c] = 0.0f;
-      for (int d = 0; d < D; ++d) {
-        float kv[kR], vv[kR], qv[kC], ov[kC];
-#pragma unroll
-        for (int r = 0; r < kR; ++r) {
-          kv[r] = Ks[(ty * kR + r) * pitch + d];
-          vv[r] = Vs[(ty * kR + r) * pitch + d];
-        }
-#pragma unroll
-        for (int c = 0; c < kC; ++c) {
-          qv[c] = Qs[(tx + 16 * c) * pitch + d];
-          ov[c] = dOs[(tx + 16 * c) * pitch + d];
-        }
-#pragma unroll
-        for (int r = 0; r < kR; ++r)
-#pragma unroll
-          for (int c = 0; c < kC; ++c) {
-            s[r][c] += kv[r] * qv[c];
-            dp[r][c] += vv[r] * ov[c];
-          }
-      }
+      float s[kR][kC], dp[kR][kC];  // K·Qᵀ, V·dOᵀ (transposed scores)
+      tile_dots<kR, kC>({Ks, Vs}, {Qs, dOs}, pitch, D, tx, ty, s, dp);
 
-#pragma unroll
-      for (int r = 0; r < kR; ++r) {
-        const int64_t tk = k0 + ty * kR + r;
-#pragma unroll
-        for (int c = 0; c < kC; ++c) {
-          const int qi = tx + 16 * c;
-          const int64_t tq = t0 + qi;
-          float p = 0.0f, ds = 0.0f;
-          if (tk <= tq && tq < T) {  // tk ≤ tq < T also keeps tk inside the sequence
-            p = expf(s[r][c] * scale - Ls[qi]);
-            ds = p * (dp[r][c] - Ds[qi]);
-          }
-          Ps[(ty * kR + r) * kSp + qi] = p;
-          dSs[(ty * kR + r) * kSp + qi] = ds;
-        }
-      }
+      probs_and_grads<true, kSp>(s, dp, k0, t0, T, scale, Ls, Ds, Ps, dSs, tx, ty);
       __syncthreads();  // P and dS complete
 
-      for (int j = 0; j < q_valid; ++j) {
-        float pv[kR], dsv[kR];
-#pragma unroll
-        for (int r = 0; r < kR; ++r) {
-          pv[r] = Ps[(ty * kR + r) * kSp + j];
-          dsv[r] = dSs[(ty * kR + r) * kSp + j];
-        }
-#pragma unroll
-        for (int c = 0; c < kDc; ++c) {
-          const int col = tx + 16 * c;
-          if (col < D) {
-            const float ov = dOs[j * pitch + col], qv = Qs[j * pitch + col];
-#pragma unroll
-            for (int r = 0; r < kR; ++r) {
-              dV[r][c] += pv[r] * ov;
-              dK[r][c] += dsv[r] * qv;
-            }
-          }
-        }
-      }
+      accumulate_products<kSp, kR, kDc>({Ps, dSs}, {dOs, Qs}, q_valid, pitch, D, tx, ty, dV, dK);
     }
   }
 
-#pragma unroll
-  for (int r = 0; r < kR; ++r) {
-    const int row = ty * kR + r;
-    if (row >= k_valid) continue;
-    const int64_t out_row = (seq0 + k0 + row) * kv_ld + static_cast<int64_t>(hk) * D;
-#pragma unroll
-    for (int c = 0; c < kDc; ++c) {
-      const int col = tx + 16 * c;
-      if (col < D) {
-        dk.store(out_row + col, scale * dK[r][c]);
-        dv.store(out_row + col, dV[r][c]);
-      }
-    }
-  }
+  for_each_output<kR, kDc>(seq0 + k0, k_valid, kv_ld, static_cast<int64_t>(hk) * D, D, tx, ty,
+                           [&](int r, int c, int64_t i) {
+                             dk.store(i, scale * dK[r][c]);
+                             dv.store(i, dV[r][c]);
+                           });
 }
 
 // --- launch
@@ -556,60 +537,29 @@ void allow_smem(Kernel kernel, size_t bytes, const char* name, int D) {
                                         static_cast<int>(bytes)));
 }
 
-struct ForwardArgs {
-  In q, k, v;
-  Out o;
-  float* lse;
-  AttentionDims d;
-  float scale;
-};
-
-template <int kMaxD>
-void launch_forward(const ForwardArgs& a, cudaStream_t stream) {
-  auto kernel = attention_forward_kernel<kMaxD>;
-  const size_t smem = sizeof(float) * static_cast<size_t>(forward_smem_floats<kMaxD>(a.d.D));
-  allow_smem(kernel, smem, "attention_forward", a.d.D);
-  const int64_t tiles = (a.d.T + Tiles<kMaxD>::kRows - 1) / Tiles<kMaxD>::kRows;
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.d.Hq),
-                  static_cast<unsigned>(a.d.B));
-  kernel<<<grid, kThreads, smem, stream>>>(a.q, a.k, a.v, a.o, a.lse, a.d.T, a.d.Hq, a.d.Hkv, a.d.D,
-                                           a.scale);
-  cuda::check_launch("attention_forward_kernel");
+// Launches a tile kernel on grid (row tiles of T, heads, B) with `floats` floats of dynamic shared
+// memory, once allowed (`what` names the call in errors, `name` the kernel).
+template <int kMaxD, class Kernel, class... Args>
+void launch_tiles(Kernel kernel, int floats, const char* what, const char* name,
+                  const AttentionDims& d, int heads, cudaStream_t stream, Args... args) {
+  const size_t smem = sizeof(float) * static_cast<size_t>(floats);
+  allow_smem(kernel, smem, what, d.D);
+  const int64_t tiles = (d.T + Tiles<kMaxD>::kRows - 1) / Tiles<kMaxD>::kRows;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(heads),
+                  static_cast<unsigned>(d.B));
+  kernel<<<grid, kThreads, smem, stream>>>(args...);
+  cuda::check_launch(name);
 }
 
-struct BackwardArgs {
-  In dout, q, k, v;
-  const float* lse;
-  const float* di;
-  Out dq, dk, dv;
-  AttentionDims d;
-  float scale;
-};
-
-template <int kMaxD>
-void launch_backward(const BackwardArgs& a, cudaStream_t stream) {
-  using Tl = Tiles<kMaxD>;
-  {
-    auto kernel = attention_dq_kernel<kMaxD>;
-    const size_t smem = sizeof(float) * static_cast<size_t>(dq_smem_floats<kMaxD>(a.d.D));
-    allow_smem(kernel, smem, "attention_backward (dq)", a.d.D);
-    const int64_t tiles = (a.d.T + Tl::kRows - 1) / Tl::kRows;
-    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.d.Hq),
-                    static_cast<unsigned>(a.d.B));
-    kernel<<<grid, kThreads, smem, stream>>>(a.dout, a.q, a.k, a.v, a.lse, a.di, a.dq, a.d.T,
-                                             a.d.Hq, a.d.Hkv, a.d.D, a.scale);
-    cuda::check_launch("attention_dq_kernel");
-  }
-  {
-    auto kernel = attention_dkv_kernel<kMaxD>;
-    const size_t smem = sizeof(float) * static_cast<size_t>(dkv_smem_floats<kMaxD>(a.d.D));
-    allow_smem(kernel, smem, "attention_backward (dk, dv)", a.d.D);
-    const int64_t tiles = (a.d.T + Tl::kRows - 1) / Tl::kRows;
-    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.d.Hkv),
-                    static_cast<unsigned>(a.d.B));
-    kernel<<<grid, kThreads, smem, stream>>>(a.dout, a.q, a.k, a.v, a.lse, a.di, a.dk, a.dv, a.d.T,
-                                             a.d.Hq, a.d.Hkv, a.d.D, a.scale);
-    cuda::check_launch("attention_dkv_kernel");
+// Calls f(std::integral_constant<int, kMaxD>()) with the tile configuration for head dim D.
+template <class F>
+void with_tiles_for(int D, F f) {
+  if (D <= 64) {
+    f(std::integral_constant<int, 64>());
+  } else if (D <= 128) {
+    f(std::integral_constant<int, 128>());
+  } else {
+    f(std::integral_constant<int, 256>());
   }
 }
 
@@ -626,23 +576,18 @@ void CudaBackend::attention_forward(const Matrix& q, const Matrix& k, const Matr
   const AttentionDims d = check_dims(op, q, k, v, B, T, Hq, Hkv);
   cuda::check_activation(op, "o", o, q.rows, q.cols);
   if (d.B == 0 || d.T == 0) return;
-  cuda::check_data(op, "q", q.data);
-  cuda::check_data(op, "k", k.data);
-  cuda::check_data(op, "v", v.data);
-  cuda::check_data(op, "o", o.data);
-  cuda::check_data(op, "lse", lse);
+  cuda::check_data(op, {{"q", q.data}, {"k", k.data}, {"v", v.data}, {"o", o.data}, {"lse", lse}});
   check(o.data != q.data && o.data != k.data && o.data != v.data,
         std::string(op) + ": o must not alias q, k or v");
   make_current();
-  const ForwardArgs a{cuda::in_of(q),      cuda::in_of(k), cuda::in_of(v), cuda::out_of(o), lse, d,
-                      attention_scale(d.D)};
-  if (d.D <= 64) {
-    launch_forward<64>(a, stream_);
-  } else if (d.D <= 128) {
-    launch_forward<128>(a, stream_);
-  } else {
-    launch_forward<256>(a, stream_);
-  }
+  const float scale = attention_scale(d.D);
+  with_tiles_for(d.D, [&](auto max_d) {
+    constexpr int kMaxD = decltype(max_d)::value;
+    launch_tiles<kMaxD>(attention_forward_kernel<kMaxD>, forward_smem_floats<kMaxD>(d.D),
+                        "attention_forward", "attention_forward_kernel", d, d.Hq, stream_,
+                        cuda::in_of(q), cuda::in_of(k), cuda::in_of(v), cuda::out_of(o), lse, d.T,
+                        d.Hq, d.Hkv, d.D, scale);
+  });
 }
 
 void CudaBackend::attention_backward(const Matrix& dout, const Matrix& q, const Matrix& k,
@@ -657,16 +602,15 @@ void CudaBackend::attention_backward(const Matrix& dout, const Matrix& q, const 
   cuda::check_activation(op, "dk", dk, k.rows, k.cols);
   cuda::check_activation(op, "dv", dv, v.rows, v.cols);
   if (d.B == 0 || d.T == 0) return;
-  for (const auto& [name, ptr] : {std::pair<const char*, const void*>{"dout", dout.data},
-                                  {"q", q.data},
-                                  {"k", k.data},
-                                  {"v", v.data},
-                                  {"o", o.data},
-                                  {"lse", lse},
-                                  {"dq", dq.data},
-                                  {"dk", dk.data},
-                                  {"dv", dv.data}})
-    cuda::check_data(op, name, ptr);
+  cuda::check_data(op, {{"dout", dout.data},
+                        {"q", q.data},
+                        {"k", k.data},
+                        {"v", v.data},
+                        {"o", o.data},
+                        {"lse", lse},
+                        {"dq", dq.data},
+                        {"dk", dk.data},
+                        {"dv", dv.data}});
   // The two kernels read all inputs while writing their outputs.
   for (const void* out : {dq.data, dk.data, dv.data})
     check(out != dout.data && out != q.data && out != k.data && out != v.data,
@@ -682,24 +626,19 @@ void CudaBackend::attention_backward(const Matrix& dout, const Matrix& q, const 
                                                 d.Hq, d.D);
   cuda::check_launch("attention_di_kernel");
 
-  const BackwardArgs a{cuda::in_of(dout),
-                       cuda::in_of(q),
-                       cuda::in_of(k),
-                       cuda::in_of(v),
-                       lse,
-                       di,
-                       cuda::out_of(dq),
-                       cuda::out_of(dk),
-                       cuda::out_of(dv),
-                       d,
-                       attention_scale(d.D)};
-  if (d.D <= 64) {
-    launch_backward<64>(a, stream_);
-  } else if (d.D <= 128) {
-    launch_backward<128>(a, stream_);
-  } else {
-    launch_backward<256>(a, stream_);
-  }
+  const float scale = attention_scale(d.D);
+  const In in_dout = cuda::in_of(dout), in_q = cuda::in_of(q), in_k = cuda::in_of(k),
+           in_v = cuda::in_of(v);
+  with_tiles_for(d.D, [&](auto max_d) {
+    constexpr int kMaxD = decltype(max_d)::value;
+    launch_tiles<kMaxD>(attention_dq_kernel<kMaxD>, dq_smem_floats<kMaxD>(d.D),
+                        "attention_backward (dq)", "attention_dq_kernel", d, d.Hq, stream_, in_dout,
+                        in_q, in_k, in_v, lse, di, cuda::out_of(dq), d.T, d.Hq, d.Hkv, d.D, scale);
+    launch_tiles<kMaxD>(attention_dkv_kernel<kMaxD>, dkv_smem_floats<kMaxD>(d.D),
+                        "attention_backward (dk, dv)", "attention_dkv_kernel", d, d.Hkv, stream_,
+                        in_dout, in_q, in_k, in_v, lse, di, cuda::out_of(dk), cuda::out_of(dv), d.T,
+                        d.Hq, d.Hkv, d.D, scale);
+  });
 }
 
 }  // namespace fp8rl

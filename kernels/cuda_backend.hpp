@@ -251,8 +251,11 @@ class CudaBackend final : public Backend {
   // Runs a planned matmul D = A·op + beta·C with C = D; scale pointers only for FP8 plans.
   void run_plan(const cuda::GemmPlan& plan, const void* a, const void* b, void* d, float beta,
                 const float* a_scale, const float* b_scale);
-  // c = beta·c (beta != 0) or 0 (beta == 0): the result of an empty contraction.
-  void fill_empty_product(const Matrix& c, float beta);
+  // Start of gemm and gemm_fp8 (op names it in errors) for c [M, N] = a [M, K]·b [N, K]ᵀ +
+  // beta·c: false when nothing is left to do, i.e. M or N is 0, or K is 0 (then c = beta·c, or 0
+  // for beta == 0, as done here); otherwise makes the device current and returns true. Throws on a
+  // null c.
+  bool begin_product(const char* op, int64_t M, int64_t N, int64_t K, const Matrix& c, float beta);
 
   int device_ = 0;
   int sm_count_ = 0;

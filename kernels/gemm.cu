@@ -1,5 +1,5 @@
 // GEMMs through cuBLASLt: CudaBackend::gemm (f32/bf16), gemm_fp8 (block-scaled FP8, Hopper) and
-// gemm_fp8_unsupported. See /work/shared/notes/cublaslt-blockwise-fp8.md for the API facts.
+// gemm_fp8_unsupported. The API facts we rely on are in docs/fp8-numerics.md.
 //
 // Row-major C[M,N] = A[M,K]·B[N,K]ᵀ is cuBLAS's column-major TN call m = N, n = M, k = K with
 // cuBLAS A = our b (TRANSA = T, lda = K), cuBLAS B = our a (TRANSB = N, ldb = K), C = D (ldc = N).
@@ -287,29 +287,30 @@ void CudaBackend::run_plan(const cuda::GemmPlan& p, const void* a, const void* b
                                     &p.algo, workspace_, kWorkspaceBytes, stream_));
 }
 
-void CudaBackend::fill_empty_product(const Matrix& c, float beta) {
+bool CudaBackend::begin_product(const char* op, int64_t M, int64_t N, int64_t K, const Matrix& c,
+                                float beta) {
+  if (M == 0 || N == 0) return false;
+  check(c.data != nullptr, std::string(op) + ": null output pointer");
+  make_current();
+  if (K != 0) return true;
+  // An empty contraction: c = beta·c.
   const int64_t n = c.rows * c.cols;
-  if (n == 0 || beta == 1.0f) return;
+  if (n == 0 || beta == 1.0f) return false;
   if (beta == 0.0f) {
     // All-zero bits are +0 in f32 and bf16 (and C is not read, as in BLAS).
     FP8RL_CUDA_CHECK(
         cudaMemsetAsync(c.data, 0, static_cast<size_t>(n) * dtype_size(c.dtype), stream_));
-    return;
+    return false;
   }
   scale_kernel<<<stride_grid(n), kThreads, 0, stream_>>>(static_cast<float*>(c.data), n, beta);
   cuda::check_launch("scale_kernel");
+  return false;
 }
 
 void CudaBackend::gemm(const Matrix& a, const Matrix& b, const Matrix& c, float beta) {
   check_gemm_operands(a, b, c, beta);
   const int64_t M = a.rows, N = b.rows, K = a.cols;
-  if (M == 0 || N == 0) return;
-  check(c.data != nullptr, "gemm: null output pointer");
-  make_current();
-  if (K == 0) {
-    fill_empty_product(c, beta);
-    return;
-  }
+  if (!begin_product("gemm", M, N, K, c, beta)) return;
   check(a.data && b.data, "gemm: null input pointer");
   // cuBLASLt has no f32 x f32 → bf16 matmul: compute f32 into scratch, then round.
   const bool via_f32 = a.dtype == DType::f32 && c.dtype == DType::bf16;
@@ -364,13 +365,7 @@ void CudaBackend::gemm_fp8(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix&
   check(!(a.format == Fp8Format::e5m2 && b.format == Fp8Format::e5m2),
         std::string("gemm_fp8: ") + kE5m2PairReason);
   const int64_t M = a.rows, N = b.rows, K = a.cols;
-  if (M == 0 || N == 0) return;
-  check(c.data != nullptr, "gemm_fp8: null output pointer");
-  make_current();
-  if (K == 0) {
-    fill_empty_product(c, beta);
-    return;
-  }
+  if (!begin_product("gemm_fp8", M, N, K, c, beta)) return;
   check(a.codes && a.scale_inv && b.codes && b.scale_inv, "gemm_fp8: null input pointer");
   const Fp8Geometry g = fp8_geometry(a, b);
   const cuda::GemmPlan& p = plan(fp8_key(a, b, c, beta != 0.0f, g));
@@ -392,30 +387,24 @@ void CudaBackend::gemm_fp8(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix&
   const uint8_t* aq = a.codes;
   const float* as = a.scale_inv;
   void* d = c.data;
-  if (g.pad_b_codes) {
-    auto* out = reinterpret_cast<uint8_t*>(base + at_bq);
-    pad_matrix<uint8_t>(b.codes, N, K, out, g.Np, g.Kp, stream_);
-    bq = out;
-  }
-  if (g.pad_b_scales) {
-    auto* out = reinterpret_cast<float*>(base + at_bs);
-    relayout_vec128_scales_kernel<<<stride_grid(kb * g.Np), kThreads, 0, stream_>>>(b.scale_inv, N,
-                                                                                    kb, out, g.Np);
+  // An operand's codes [rows, K] padded to [rows_p, Kp], and its scales relaid for rows_p rows, in
+  // the scratch buffer at byte offset `at`.
+  auto pad_codes = [&](const uint8_t* codes, int64_t rows, int64_t rows_p, size_t at) {
+    auto* out = reinterpret_cast<uint8_t*>(base + at);
+    pad_matrix<uint8_t>(codes, rows, K, out, rows_p, g.Kp, stream_);
+    return static_cast<const uint8_t*>(out);
+  };
+  auto pad_scales = [&](const float* scales, int64_t rows, int64_t rows_p, size_t at) {
+    auto* out = reinterpret_cast<float*>(base + at);
+    relayout_vec128_scales_kernel<<<stride_grid(kb * rows_p), kThreads, 0, stream_>>>(
+        scales, rows, kb, out, rows_p);
     cuda::check_launch("relayout_vec128_scales_kernel");
-    bs = out;
-  }
-  if (g.pad_a_codes) {
-    auto* out = reinterpret_cast<uint8_t*>(base + at_aq);
-    pad_matrix<uint8_t>(a.codes, M, K, out, g.Mp, g.Kp, stream_);
-    aq = out;
-  }
-  if (g.pad_a_scales) {
-    auto* out = reinterpret_cast<float*>(base + at_as);
-    relayout_vec128_scales_kernel<<<stride_grid(kb * g.Mp), kThreads, 0, stream_>>>(a.scale_inv, M,
-                                                                                    kb, out, g.Mp);
-    cuda::check_launch("relayout_vec128_scales_kernel");
-    as = out;
-  }
+    return static_cast<const float*>(out);
+  };
+  if (g.pad_b_codes) bq = pad_codes(b.codes, N, g.Np, at_bq);
+  if (g.pad_b_scales) bs = pad_scales(b.scale_inv, N, g.Np, at_bs);
+  if (g.pad_a_codes) aq = pad_codes(a.codes, M, g.Mp, at_aq);
+  if (g.pad_a_scales) as = pad_scales(a.scale_inv, M, g.Mp, at_as);
   if (g.pad_out) {
     d = base + at_d;
     // beta != 0 needs C's values in the padded product (f32 only, see the operand check).

@@ -33,6 +33,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
@@ -197,37 +198,24 @@ struct Chunk<CacheKind::fp8, 8> {
   }
 };
 
-template <>
-struct Chunk<CacheKind::f32, 1> {
-  using Raw = float;
+// One element: Raw is the element itself (float, bf16 bits or an E4M3 code).
+template <CacheKind K>
+struct Chunk<K, 1> {
+  using Raw =
+      std::conditional_t<K == CacheKind::f32, float,
+                         std::conditional_t<K == CacheKind::bf16, unsigned short, unsigned char>>;
   static __device__ __forceinline__ Raw load(const void* base, int64_t i) {
-    return __ldg(static_cast<const float*>(base) + i);
+    return __ldg(static_cast<const Raw*>(base) + i);
   }
-  static __device__ __forceinline__ Raw zero() { return 0.0f; }
-  static __device__ __forceinline__ void expand(Raw r, float, float* x) { x[0] = r; }
-};
-
-template <>
-struct Chunk<CacheKind::bf16, 1> {
-  using Raw = unsigned short;
-  static __device__ __forceinline__ Raw load(const void* base, int64_t i) {
-    return __ldg(static_cast<const unsigned short*>(base) + i);
-  }
-  static __device__ __forceinline__ Raw zero() { return 0; }
-  static __device__ __forceinline__ void expand(Raw r, float, float* x) {
-    x[0] = __uint_as_float(static_cast<unsigned>(r) << 16);
-  }
-};
-
-template <>
-struct Chunk<CacheKind::fp8, 1> {
-  using Raw = unsigned char;
-  static __device__ __forceinline__ Raw load(const void* base, int64_t i) {
-    return __ldg(static_cast<const unsigned char*>(base) + i);
-  }
-  static __device__ __forceinline__ Raw zero() { return 0; }
+  static __device__ __forceinline__ Raw zero() { return Raw{}; }
   static __device__ __forceinline__ void expand(Raw r, float scale_inv, float* x) {
-    x[0] = __fmul_rn(e4m3_value(r), scale_inv);
+    if constexpr (K == CacheKind::f32) {
+      x[0] = r;
+    } else if constexpr (K == CacheKind::bf16) {
+      x[0] = __uint_as_float(static_cast<unsigned>(r) << 16);
+    } else {
+      x[0] = __fmul_rn(e4m3_value(r), scale_inv);
+    }
   }
 };
 
@@ -321,23 +309,30 @@ __global__ void __launch_bounds__(kMaxWarps * 32) attention_cached_kernel(Cached
   const int tiles = (len + kTile - 1) / kTile;
   float* p_tile = &probs[warp][0][0];  // [kG][kTile]
 
+  // Raw chunks of keys j = jb + u·kpi + sub (u < kU) of the tile from key j0 (nv keys) in cache K
+  // or V: lane li's chunks ci = li + L·c (c < kNc), zero past the tile's keys or the row's chunks.
+  auto load_cache_rows = [&](const void* cache, int j0, int nv, int jb,
+                             typename C::Raw(&raw)[kU][kNc]) {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int j = jb + u * kpi + sub;
+#pragma unroll
+      for (int c = 0; c < kNc; ++c) {
+        const int ci = li + L * c;
+        raw[u][c] = j < nv && ci < chunks
+                        ? C::load(cache, (row0 + j0 + j) * a.width + col0 + ci * kV)
+                        : C::zero();
+      }
+    }
+  };
+
   for (int tile = warp; tile < tiles; tile += warps) {  // warp-uniform
     const int j0 = tile * kTile, nv = min(kTile, len - j0);
 
     // Scores of the tile's keys: s = (q·k)·scale into p_tile.
     for (int jb = 0; jb < nv; jb += kpi * kU) {  // warp-uniform (the shuffles need all lanes)
       typename C::Raw raw[kU][kNc];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int j = jb + u * kpi + sub;
-#pragma unroll
-        for (int c = 0; c < kNc; ++c) {
-          const int ci = li + L * c;
-          raw[u][c] = j < nv && ci < chunks
-                          ? C::load(a.cache_k, (row0 + j0 + j) * a.width + col0 + ci * kV)
-                          : C::zero();
-        }
-      }
+      load_cache_rows(a.cache_k, j0, nv, jb, raw);
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         float kx[kLaneElems];
@@ -377,17 +372,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) attention_cached_kernel(Cached
     // acc += p·v over the tile's keys.
     for (int jb = 0; jb < nv; jb += kpi * kU) {
       typename C::Raw raw[kU][kNc];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int j = jb + u * kpi + sub;
-#pragma unroll
-        for (int c = 0; c < kNc; ++c) {
-          const int ci = li + L * c;
-          raw[u][c] = j < nv && ci < chunks
-                          ? C::load(a.cache_v, (row0 + j0 + j) * a.width + col0 + ci * kV)
-                          : C::zero();
-        }
-      }
+      load_cache_rows(a.cache_v, j0, nv, jb, raw);
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int j = jb + u * kpi + sub;
@@ -607,24 +592,23 @@ void CudaBackend::attention_cached(const Matrix& q, const KvCacheView& cache,
   int lanes = 1;
   while (lanes < chunks && lanes < 32) lanes <<= 1;
 
-  CachedArgs a{};
-  a.q = cuda::in_of(q);
-  a.o = cuda::out_of(o);
-  a.cache_k = cache.k;
-  a.cache_v = cache.v;
-  a.k_scale_inv = cache.k_scale_inv;
-  a.v_scale_inv = cache.v_scale_inv;
-  a.slot_ids = slot_ids;
-  a.lengths = lengths;
-  a.num_slots = cache.num_slots;
-  a.max_len = cache.max_len;
-  a.width = cache.width;
-  a.Hq = static_cast<int>(Hq);
-  a.group = static_cast<int>(group);
-  a.batches = static_cast<int>(batches);
-  a.D = static_cast<int>(D);
-  a.lanes = lanes;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const CachedArgs a{.q = cuda::in_of(q),
+                     .o = cuda::out_of(o),
+                     .cache_k = cache.k,
+                     .cache_v = cache.v,
+                     .k_scale_inv = cache.k_scale_inv,
+                     .v_scale_inv = cache.v_scale_inv,
+                     .slot_ids = slot_ids,
+                     .lengths = lengths,
+                     .num_slots = cache.num_slots,
+                     .max_len = cache.max_len,
+                     .width = cache.width,
+                     .Hq = static_cast<int>(Hq),
+                     .group = static_cast<int>(group),
+                     .batches = static_cast<int>(batches),
+                     .D = static_cast<int>(D),
+                     .lanes = lanes,
+                     .scale = 1.0f / std::sqrt(static_cast<float>(D))};
 
   // 8 warps when the grid alone cannot fill the device (long decode contexts, few sequences),
   // else 4; never more warps than the longest possible prefix has tiles.

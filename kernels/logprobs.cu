@@ -25,22 +25,20 @@ namespace {
 
 using cuda::In;
 using cuda::Out;
-using cuda::row_softmax_stats;
 using cuda::SoftmaxStats;
 
 constexpr int kThreads = cuda::kSoftmaxRowThreads;  // token_logprobs' lse = sample_tokens' lse
-constexpr int kWarps = kThreads / 32;
 
 template <bool kEntropy>
 __global__ void __launch_bounds__(kThreads)
     token_logprobs_kernel(In logits, int64_t M, int64_t V, const int32_t* __restrict__ targets,
                           float inv_t, float* __restrict__ logp, float* __restrict__ entropy) {
-  __shared__ SoftmaxStats warp_stats[kWarps];
+  __shared__ SoftmaxStats warp_stats[cuda::kSoftmaxRowWarps];
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {  // block-uniform
     const SoftmaxStats st =
-        row_softmax_stats<kThreads, kEntropy>(logits, row, V, inv_t, warp_stats);
+        cuda::row_softmax_stats<kThreads, kEntropy>(logits, row, V, inv_t, warp_stats);
     if (threadIdx.x == 0) {
-      const float lse = st.m + logf(st.s);
+      const float lse = st.lse();
       const int64_t target = targets[row];
       const float zt = (target >= 0 && target < V) ? logits[row * V + target] * inv_t : NAN;
       logp[row] = zt - lse;
@@ -55,9 +53,10 @@ __global__ void __launch_bounds__(kThreads)
     token_logprobs_backward_kernel(In logits, int64_t M, int64_t V,
                                    const int32_t* __restrict__ targets, float inv_t,
                                    const float* __restrict__ dlogp, Out dlogits) {
-  __shared__ SoftmaxStats warp_stats[kWarps];
+  __shared__ SoftmaxStats warp_stats[cuda::kSoftmaxRowWarps];
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {  // block-uniform
-    const SoftmaxStats st = row_softmax_stats<kThreads, false>(logits, row, V, inv_t, warp_stats);
+    const SoftmaxStats st =
+        cuda::row_softmax_stats<kThreads, false>(logits, row, V, inv_t, warp_stats);
     const float g = dlogp[row] * inv_t;
     const int64_t target = targets[row];
     for (int64_t j = threadIdx.x; j < V; j += kThreads) {

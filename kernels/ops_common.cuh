@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
@@ -89,6 +91,8 @@ __device__ __forceinline__ T block_sum(T v, T* smem) {
 // when kEntropy). The empty set is (−inf, 0, 0).
 struct SoftmaxStats {
   float m, s, t;
+  // log Σ e^z: token_logprobs and sample_tokens both take it from here (the same bits).
+  __device__ __forceinline__ float lse() const { return m + logf(s); }
 };
 
 template <bool kEntropy>
@@ -126,6 +130,7 @@ __device__ __forceinline__ SoftmaxStats softmax_merge(const SoftmaxStats& a,
 // Block size of the row-softmax kernels (token_logprobs, sample_tokens): one size, so both take
 // the same per-thread statistics and get the same lse bit for bit.
 constexpr int kSoftmaxRowThreads = 512;
+constexpr int kSoftmaxRowWarps = kSoftmaxRowThreads / 32;
 
 template <int kThreads, bool kEntropy>
 __device__ SoftmaxStats row_softmax_stats(In logits, int64_t row, int64_t V, float inv_t,
@@ -190,6 +195,12 @@ inline void check_f32(const char* op, const char* name, const Matrix& m, int64_t
 // Throws when a pointer a non-empty op needs is null.
 inline void check_data(const char* op, const char* name, const void* p) {
   check(p != nullptr, std::string(op) + ": " + name + " is a null pointer");
+}
+
+// The same for each (name, pointer), in the listed order.
+inline void check_data(const char* op,
+                       std::initializer_list<std::pair<const char*, const void*>> pointers) {
+  for (const auto& [name, p] : pointers) check_data(op, name, p);
 }
 
 }  // namespace fp8rl::cuda

@@ -144,6 +144,52 @@ __device__ __forceinline__ void quantize_warp_block(const float (&v)[4], int n, 
   }
 }
 
+// Line i < lines of a tile staged in shared memory ([kTile][kPitch]: row i, or with kColumns
+// column i) is one 1x128 block of len values: its codes go to row r0 + i of q [rows, cols] from
+// column c0, its 1/s to the matching entry of qs. Warp w takes lines w, w + kWarps, ...
+template <Fp8Format F, bool kStats, bool kColumns>
+__device__ __forceinline__ void quantize_staged_lines(
+    const float* tile, int lines, int len, int lane, int warp, bool pow2, uint8_t* __restrict__ q,
+    float* __restrict__ qs, int64_t rows, int64_t cols, int64_t r0, int64_t c0, ThreadStats& st) {
+  for (int i = warp; i < lines; i += kWarps) {  // warp-uniform
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int e = lane + 32 * j;
+      v[j] = e < len ? tile[kColumns ? e * kPitch + i : i * kPitch + e] : 0.0f;
+    }
+    const int64_t r = r0 + i;
+    quantize_warp_block<F, kStats>(v, len, lane, pow2, q + r * cols + c0,
+                                   qs + scale_index(ScaleBlock::row1x128, rows, cols, r, c0), st);
+  }
+}
+
+// Calls inside(v[i][j], rr, cc) for each element v[i][j] a thread holds of a 128x128 tile that
+// lies in the tile's valid nr x nc part, outside(v[i][j]) for the others: tile row
+// rr = warp + kWarps·i, column cc = lane + 32j.
+constexpr int kTileRowsPerThread = kTile / kWarps;  // 16
+struct NoElementOp {
+  __device__ void operator()(float&) const {}
+};
+template <class Inside, class Outside = NoElementOp>
+__device__ __forceinline__ void for_each_tile_element(float (&v)[kTileRowsPerThread][4], int warp,
+                                                      int lane, int nr, int nc, Inside inside,
+                                                      Outside outside = {}) {
+#pragma unroll
+  for (int i = 0; i < kTileRowsPerThread; ++i) {
+    const int rr = warp + kWarps * i;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int cc = lane + 32 * j;
+      if (rr < nr && cc < nc) {
+        inside(v[i][j], rr, cc);
+      } else {
+        outside(v[i][j]);
+      }
+    }
+  }
+}
+
 // --- kernels
 
 // 1x128 blocks along cols: one warp per block, grid-stride over the rows·blocks_of(cols) blocks
@@ -182,7 +228,6 @@ template <typename T, Fp8Format F, bool kStats>
 __global__ void __launch_bounds__(kThreads)
     quantize_tile_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, bool pow2,
                          uint8_t* __restrict__ q, float* __restrict__ qs, DeviceQuantStats* stats) {
-  constexpr int kRowsPerThread = kTile / kWarps;  // 16
   __shared__ float warp_max[kWarps];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t cbs = blocks_of(cols);
@@ -192,22 +237,15 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t r0 = (t / cbs) * kBlock, c0 = (t % cbs) * kBlock;
     const int nr = static_cast<int>(min(kBlock, rows - r0));
     const int nc = static_cast<int>(min(kBlock, cols - c0));
-    float v[kRowsPerThread][4];
+    float v[kTileRowsPerThread][4];
     float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int rr = warp + kWarps * i;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int cc = lane + 32 * j;
-        if (rr < nr && cc < nc) {
-          v[i][j] = load_elem(x, (r0 + rr) * cols + c0 + cc);
-          amax = amax_combine(amax, fabsf(v[i][j]));
-        } else {
-          v[i][j] = 0.0f;
-        }
-      }
-    }
+    for_each_tile_element(
+        v, warp, lane, nr, nc,
+        [&](float& e, int rr, int cc) {
+          e = load_elem(x, (r0 + rr) * cols + c0 + cc);
+          amax = amax_combine(amax, fabsf(e));
+        },
+        [](float& e) { e = 0.0f; });
     amax = warp_amax(amax);
     if (lane == 0) warp_max[warp] = amax;
     __syncthreads();
@@ -229,20 +267,12 @@ __global__ void __launch_bounds__(kThreads)
         st.degenerate += degenerate ? 1 : 0;
       }
     }
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int rr = warp + kWarps * i;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int cc = lane + 32 * j;
-        if (rr < nr && cc < nc) {
-          const float xs = __fmul_rn(v[i][j], s);
-          const uint8_t code = encode<F>(xs);
-          q[(r0 + rr) * cols + c0 + cc] = code;
-          if constexpr (kStats) count_element<F>(st, v[i][j], xs, code, sinv);
-        }
-      }
-    }
+    for_each_tile_element(v, warp, lane, nr, nc, [&](float& e, int rr, int cc) {
+      const float xs = __fmul_rn(e, s);
+      const uint8_t code = encode<F>(xs);
+      q[(r0 + rr) * cols + c0 + cc] = code;
+      if constexpr (kStats) count_element<F>(st, e, xs, code, sinv);
+    });
   }
   if constexpr (kStats) flush_stats(st, stats);
 }
@@ -276,30 +306,11 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     // Rows of the tile: blocks of q (row m0 + i, cols k0 ..).
-    for (int i = warp; i < nm; i += kWarps) {  // warp-uniform
-      float v[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = lane + 32 * j;
-        v[j] = c < nk ? tile[i * kPitch + c] : 0.0f;
-      }
-      const int64_t r = m0 + i;
-      quantize_warp_block<F, kStats>(v, nk, lane, pow2, q + r * K + k0,
-                                     qs + scale_index(ScaleBlock::row1x128, M, K, r, k0), st_along);
-    }
+    quantize_staged_lines<F, kStats, false>(tile, nm, nk, lane, warp, pow2, q, qs, M, K, m0, k0,
+                                            st_along);
     // Columns of the tile: blocks of qt (row k0 + i of xᵀ, cols m0 ..).
-    for (int i = warp; i < nk; i += kWarps) {  // warp-uniform
-      float v[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int m = lane + 32 * j;
-        v[j] = m < nm ? tile[m * kPitch + i] : 0.0f;
-      }
-      const int64_t r = k0 + i;
-      quantize_warp_block<F, kStats>(v, nm, lane, pow2, qt + r * M + m0,
-                                     qts + scale_index(ScaleBlock::row1x128, K, M, r, m0),
-                                     st_trans);
-    }
+    quantize_staged_lines<F, kStats, true>(tile, nk, nm, lane, warp, pow2, qt, qts, K, M, k0, m0,
+                                           st_trans);
   }
   if constexpr (kStats) {
     flush_stats(st_along, stats);
@@ -401,21 +412,28 @@ unsigned grid_size(Kernel kernel, size_t smem, int64_t work_blocks, int sm_count
   return static_cast<unsigned>(std::clamp<int64_t>(work_blocks, 1, cap));
 }
 
+// Launches a grid-stride kernel of p on grid_size blocks for work_blocks blocks of work.
+template <class Kernel, class... Args>
+void launch_grid_stride(Kernel kernel, const char* name, size_t smem, int64_t work_blocks,
+                        const QuantLaunch& p, Args... args) {
+  const unsigned grid = grid_size(kernel, smem, work_blocks, p.sm_count);
+  kernel<<<grid, kThreads, smem, p.stream>>>(args...);
+  cuda::check_launch(name);
+}
+
 template <typename T, Fp8Format F, bool kStats>
 struct LaunchQuantize {
   static void run(const QuantLaunch& p) {
     const T* x = static_cast<const T*>(p.x);
     if (p.block == ScaleBlock::row1x128) {
-      auto kernel = quantize_1x128_kernel<T, F, kStats>;
       const int64_t warps = p.rows * blocks_of(p.cols);
-      const unsigned grid = grid_size(kernel, 0, (warps + kWarps - 1) / kWarps, p.sm_count);
-      kernel<<<grid, kThreads, 0, p.stream>>>(x, p.rows, p.cols, p.pow2, p.q, p.qs, p.stats);
-      cuda::check_launch("quantize_1x128_kernel");
+      launch_grid_stride(quantize_1x128_kernel<T, F, kStats>, "quantize_1x128_kernel", 0,
+                         (warps + kWarps - 1) / kWarps, p, x, p.rows, p.cols, p.pow2, p.q, p.qs,
+                         p.stats);
     } else {
-      auto kernel = quantize_tile_kernel<T, F, kStats>;
-      const unsigned grid = grid_size(kernel, 0, blocks_of(p.rows) * blocks_of(p.cols), p.sm_count);
-      kernel<<<grid, kThreads, 0, p.stream>>>(x, p.rows, p.cols, p.pow2, p.q, p.qs, p.stats);
-      cuda::check_launch("quantize_tile_kernel");
+      launch_grid_stride(quantize_tile_kernel<T, F, kStats>, "quantize_tile_kernel", 0,
+                         blocks_of(p.rows) * blocks_of(p.cols), p, x, p.rows, p.cols, p.pow2, p.q,
+                         p.qs, p.stats);
     }
   }
 };
@@ -426,11 +444,9 @@ struct LaunchQuantizeTranspose {
     auto kernel = quantize_transpose_kernel<T, F, kStats>;
     FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kTransposeSmem)));
-    const unsigned grid =
-        grid_size(kernel, kTransposeSmem, blocks_of(p.rows) * blocks_of(p.cols), p.sm_count);
-    kernel<<<grid, kThreads, kTransposeSmem, p.stream>>>(static_cast<const T*>(p.x), p.rows, p.cols,
-                                                         p.pow2, p.q, p.qs, p.qt, p.qts, p.stats);
-    cuda::check_launch("quantize_transpose_kernel");
+    launch_grid_stride(kernel, "quantize_transpose_kernel", kTransposeSmem,
+                       blocks_of(p.rows) * blocks_of(p.cols), p, static_cast<const T*>(p.x), p.rows,
+                       p.cols, p.pow2, p.q, p.qs, p.qt, p.qts, p.stats);
   }
 };
 
@@ -463,6 +479,30 @@ void check_format(const char* op, const char* name, const Fp8Matrix& m, const Qu
                                     " but the options ask for " + fp8_format_name(opt.format));
 }
 
+// Launch parameters of quantizing x into out (quantize, and the along-K output of
+// quantize_with_transpose); stats: the device records or null.
+QuantLaunch quant_launch(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
+                         DeviceQuantStats* stats, cudaStream_t stream, int sm_count) {
+  QuantLaunch p;
+  p.x = x.data;
+  p.rows = x.rows;
+  p.cols = x.cols;
+  p.pow2 = opt.pow2_scales;
+  p.q = out.codes;
+  p.qs = out.scale_inv;
+  p.block = out.block;
+  p.stream = stream;
+  p.sm_count = sm_count;
+  p.stats = stats;
+  return p;
+}
+
+template <Fp8Format F, typename OutT>
+void launch_dequantize(const Fp8Matrix& q, void* out, dim3 grid, cudaStream_t stream) {
+  dequantize_kernel<F, OutT><<<grid, kThreads, 0, stream>>>(q.codes, q.scale_inv, q.rows, q.cols,
+                                                            q.block, static_cast<OutT*>(out));
+}
+
 }  // namespace
 
 void CudaBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
@@ -475,17 +515,8 @@ void CudaBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOpt
   }
   check(x.data && out.codes && out.scale_inv, "quantize: null data pointer");
   make_current();
-  QuantLaunch p;
-  p.x = x.data;
-  p.rows = x.rows;
-  p.cols = x.cols;
-  p.pow2 = opt.pow2_scales;
-  p.q = out.codes;
-  p.qs = out.scale_inv;
-  p.block = out.block;
-  p.stream = stream_;
-  p.sm_count = sm_count_;
-  p.stats = stats ? begin_stats() : nullptr;
+  const QuantLaunch p =
+      quant_launch(x, out, opt, stats ? begin_stats() : nullptr, stream_, sm_count_);
   dispatch<LaunchQuantize>(p, x.dtype, opt.format);
   if (stats) finish_stats(stats, nullptr);
 }
@@ -510,18 +541,10 @@ void CudaBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& alon
         "quantize_with_transpose: null data pointer");
   make_current();
   const bool want_stats = stats_along || stats_transposed;
-  QuantLaunch p;
-  p.x = x.data;
-  p.rows = x.rows;
-  p.cols = x.cols;
-  p.pow2 = opt.pow2_scales;
-  p.q = along.codes;
-  p.qs = along.scale_inv;
+  QuantLaunch p =
+      quant_launch(x, along, opt, want_stats ? begin_stats() : nullptr, stream_, sm_count_);
   p.qt = transposed.codes;
   p.qts = transposed.scale_inv;
-  p.stream = stream_;
-  p.sm_count = sm_count_;
-  p.stats = want_stats ? begin_stats() : nullptr;
   dispatch<LaunchQuantizeTranspose>(p, x.dtype, opt.format);
   if (want_stats) finish_stats(stats_along, stats_transposed);
 }
@@ -540,21 +563,11 @@ void CudaBackend::dequantize(const Fp8Matrix& q, const Matrix& out) {
                   static_cast<unsigned>(std::min<int64_t>(q.rows, 65535)));
   const bool f32 = out.dtype == DType::f32;
   if (q.format == Fp8Format::e4m3) {
-    if (f32) {
-      dequantize_kernel<Fp8Format::e4m3, float><<<grid, kThreads, 0, stream_>>>(
-          q.codes, q.scale_inv, q.rows, q.cols, q.block, static_cast<float*>(out.data));
-    } else {
-      dequantize_kernel<Fp8Format::e4m3, uint16_t><<<grid, kThreads, 0, stream_>>>(
-          q.codes, q.scale_inv, q.rows, q.cols, q.block, static_cast<uint16_t*>(out.data));
-    }
+    f32 ? launch_dequantize<Fp8Format::e4m3, float>(q, out.data, grid, stream_)
+        : launch_dequantize<Fp8Format::e4m3, uint16_t>(q, out.data, grid, stream_);
   } else {
-    if (f32) {
-      dequantize_kernel<Fp8Format::e5m2, float><<<grid, kThreads, 0, stream_>>>(
-          q.codes, q.scale_inv, q.rows, q.cols, q.block, static_cast<float*>(out.data));
-    } else {
-      dequantize_kernel<Fp8Format::e5m2, uint16_t><<<grid, kThreads, 0, stream_>>>(
-          q.codes, q.scale_inv, q.rows, q.cols, q.block, static_cast<uint16_t*>(out.data));
-    }
+    f32 ? launch_dequantize<Fp8Format::e5m2, float>(q, out.data, grid, stream_)
+        : launch_dequantize<Fp8Format::e5m2, uint16_t>(q, out.data, grid, stream_);
   }
   cuda::check_launch("dequantize_kernel");
 }

@@ -36,18 +36,29 @@ __device__ __forceinline__ float group_sum(float v, float* smem) {
   }
 }
 
-// kGroup threads per row, kThreads / kGroup rows per block, rows grid-stride. The row loop is
-// uniform across each group (a whole block when kGroup == kThreads), as group_sum needs.
+// A thread's place among the kGroup threads of a row: kThreads / kGroup rows per block, rows
+// grid-stride (first, first + stride, ...), lane = the thread's index within the row's group.
+struct RowGroup {
+  int lane;
+  int64_t first, stride;
+};
+template <int kGroup>
+__device__ __forceinline__ RowGroup row_group() {
+  constexpr int kRowsPerBlock = kThreads / kGroup;
+  return {static_cast<int>(threadIdx.x) % kGroup,
+          static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kGroup,
+          static_cast<int64_t>(gridDim.x) * kRowsPerBlock};
+}
+
+// kGroup threads per row (row_group). The row loop is uniform across each group (a whole block
+// when kGroup == kThreads), as group_sum needs.
 template <int kGroup>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_forward_kernel(In x, In w, float eps, Out y, float* __restrict__ rstd, int64_t M,
                            int64_t H) {
   __shared__ float warp_sums[kThreads / 32];
-  constexpr int kRowsPerBlock = kThreads / kGroup;
-  const int lane = static_cast<int>(threadIdx.x) % kGroup;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
-  for (int64_t m = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kGroup; m < M;
-       m += stride) {
+  const auto [lane, first, stride] = row_group<kGroup>();
+  for (int64_t m = first; m < M; m += stride) {
     const int64_t row = m * H;
     float ss = 0.0f;
     for (int64_t h = lane; h < H; h += kGroup) {
@@ -67,11 +78,8 @@ __global__ void __launch_bounds__(kThreads)
     rmsnorm_backward_dx_kernel(In dy, In x, In w, const float* __restrict__ rstd, Out dx, int64_t M,
                                int64_t H) {
   __shared__ float warp_sums[kThreads / 32];
-  constexpr int kRowsPerBlock = kThreads / kGroup;
-  const int lane = static_cast<int>(threadIdx.x) % kGroup;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
-  for (int64_t m = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kGroup; m < M;
-       m += stride) {
+  const auto [lane, first, stride] = row_group<kGroup>();
+  for (int64_t m = first; m < M; m += stride) {
     const int64_t row = m * H;
     const float r = rstd[m];
     float dot = 0.0f;

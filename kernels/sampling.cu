@@ -45,11 +45,10 @@ namespace {
 
 using cuda::In;
 using cuda::kFullMask;
-using cuda::row_softmax_stats;
 using cuda::SoftmaxStats;
 
 constexpr int kThreads = cuda::kSoftmaxRowThreads;  // token_logprobs' lse = sample_tokens' lse
-constexpr int kWarps = kThreads / 32;
+constexpr int kWarps = cuda::kSoftmaxRowWarps;
 
 // e_j = exp(z_j − m) with z_j = logit·inv_t rounded first, as the CPU computes it.
 __device__ __forceinline__ float exp_term(In logits, int64_t i, float inv_t, float m) {
@@ -74,8 +73,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t begin = first < V ? first : V;
   const int64_t end = begin + chunk < V ? begin + chunk : V;
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {  // block-uniform
-    const SoftmaxStats st = row_softmax_stats<kThreads, false>(logits, row, V, inv_t, warp_stats);
-    const float lse = st.m + logf(st.s);
+    const SoftmaxStats st =
+        cuda::row_softmax_stats<kThreads, false>(logits, row, V, inv_t, warp_stats);
+    const float lse = st.lse();
     const int64_t base = row * V;
 
     // 2. This thread's chunk: Σ e in FP64 and the last non-zero e.
@@ -155,8 +155,9 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ long long warp_index[kWarps];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {  // block-uniform
-    const SoftmaxStats st = row_softmax_stats<kThreads, false>(logits, row, V, inv_t, warp_stats);
-    const float lse = st.m + logf(st.s);
+    const SoftmaxStats st =
+        cuda::row_softmax_stats<kThreads, false>(logits, row, V, inv_t, warp_stats);
+    const float lse = st.lse();
     const int64_t base = row * V;
     float best = -INFINITY;
     long long index = V;  // V: none yet (loses every tie)

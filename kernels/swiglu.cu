@@ -6,7 +6,9 @@
 // spelled with _rn intrinsics. expf is the device's (within an ulp or two of the CPU's).
 #include <cuda_runtime.h>
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
@@ -46,6 +48,18 @@ unsigned swiglu_grid(int64_t n, int sm_count) {
   return cuda::grid_for(n, kThreads, int64_t{32} * std::max(sm_count, 1));
 }
 
+// Throws unless gate and each operand are f32 or bf16 matrices of gate's shape and, for a non-empty
+// shape, have data (each checked in the listed order). Returns the element count.
+int64_t check_operands(const char* op, const Matrix& gate,
+                       std::initializer_list<std::pair<const char*, const Matrix*>> operands) {
+  cuda::check_activation(op, "gate", gate);
+  for (const auto& [name, m] : operands) cuda::check_activation(op, name, *m, gate.rows, gate.cols);
+  const int64_t n = gate.rows * gate.cols;
+  if (n != 0)
+    for (const auto& [name, m] : operands) cuda::check_data(op, name, m->data);
+  return n;
+}
+
 // Same storage with different element widths would overlap unrelated elements.
 void check_alias(const char* op, const char* out_name, const Matrix& out, const char* in_name,
                  const Matrix& in) {
@@ -57,14 +71,8 @@ void check_alias(const char* op, const char* out_name, const Matrix& out, const 
 
 void CudaBackend::swiglu_forward(const Matrix& gate, const Matrix& up, const Matrix& h) {
   const char* op = "swiglu_forward";
-  cuda::check_activation(op, "gate", gate);
-  cuda::check_activation(op, "up", up, gate.rows, gate.cols);
-  cuda::check_activation(op, "h", h, gate.rows, gate.cols);
-  const int64_t n = gate.rows * gate.cols;
+  const int64_t n = check_operands(op, gate, {{"gate", &gate}, {"up", &up}, {"h", &h}});
   if (n == 0) return;
-  cuda::check_data(op, "gate", gate.data);
-  cuda::check_data(op, "up", up.data);
-  cuda::check_data(op, "h", h.data);
   check_alias(op, "h", h, "gate", gate);
   check_alias(op, "h", h, "up", up);
   make_current();
@@ -76,18 +84,9 @@ void CudaBackend::swiglu_forward(const Matrix& gate, const Matrix& up, const Mat
 void CudaBackend::swiglu_backward(const Matrix& dh, const Matrix& gate, const Matrix& up,
                                   const Matrix& dgate, const Matrix& dup) {
   const char* op = "swiglu_backward";
-  cuda::check_activation(op, "gate", gate);
-  cuda::check_activation(op, "dh", dh, gate.rows, gate.cols);
-  cuda::check_activation(op, "up", up, gate.rows, gate.cols);
-  cuda::check_activation(op, "dgate", dgate, gate.rows, gate.cols);
-  cuda::check_activation(op, "dup", dup, gate.rows, gate.cols);
-  const int64_t n = gate.rows * gate.cols;
+  const int64_t n = check_operands(
+      op, gate, {{"dh", &dh}, {"gate", &gate}, {"up", &up}, {"dgate", &dgate}, {"dup", &dup}});
   if (n == 0) return;
-  cuda::check_data(op, "dh", dh.data);
-  cuda::check_data(op, "gate", gate.data);
-  cuda::check_data(op, "up", up.data);
-  cuda::check_data(op, "dgate", dgate.data);
-  cuda::check_data(op, "dup", dup.data);
   check(dgate.data != dup.data, std::string(op) + ": dgate and dup must be distinct");
   for (const Matrix* out : {&dgate, &dup}) {
     const char* name = out == &dgate ? "dgate" : "dup";

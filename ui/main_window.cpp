@@ -17,6 +17,7 @@
 #include <QTabWidget>
 #include <QTimer>
 #include <QToolBar>
+#include <algorithm>
 
 #include "ui/compare/compare_view.hpp"
 #include "ui/data/run_data.hpp"
@@ -52,10 +53,6 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
   dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
   addDockWidget(Qt::LeftDockWidgetArea, dock);
   runs_->setMinimumWidth(280);
-  // The dock's width applies once the window has its size (restored state may override it).
-  QTimer::singleShot(0, this, [this, dock] {
-    if (dock->width() < 300) resizeDocks({dock}, {360}, Qt::Horizontal);
-  });
 
   db_label_ = new QLabel(this);
   health_label_ = new QLabel(this);
@@ -102,7 +99,14 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
 
   QSettings s;
   restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
-  restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+  const bool restored = restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+  // Without a saved layout the runs dock opens wide enough for the precision column; the
+  // width applies once the window has its size.
+  QTimer::singleShot(0, this, [this, dock, restored] {
+    const int wanted = runs_->sizeHint().width();
+    if (!restored || dock->width() < runs_->minimumWidth())
+      resizeDocks({dock}, {std::min(wanted, width() / 2)}, Qt::Horizontal);
+  });
   tabs_->setCurrentIndex(0);
   if (db.isEmpty()) db = s.value(QStringLiteral("database"), defaultDatabase()).toString();
   openDatabase(db, /*quiet=*/true);

@@ -63,7 +63,7 @@ void make_database(const QString& path, int runs, int steps) {
         for (auto& x : w) x = std::exp(noise(rng));
         rec.histograms.push_back({"importance_weight", log_histogram(w, -2, 2, 40)});
       }
-      if (s == steps) rec.samples.push_back({"abc=", "cba", "cba", 1.0});
+      if (s == steps) rec.samples.push_back({"abc=", "cba", "cba", 1.0, {}, {}});
       store.record_step(id, rec);
     }
     store.set_status(id, "finished");

@@ -40,6 +40,9 @@ inline constexpr const char* kTokensTotal = "tokens/total";
 inline constexpr const char* kResponseLength = "response_length/mean";
 inline constexpr const char* kLr = "lr";
 inline constexpr const char* kMemory = "memory/rss_mb";
+// Linears whose generator and trainer weights or precisions differ in the step's layer audit
+// (0 when every one is bit-identical; absent when the step was not audited).
+inline constexpr const char* kAuditMismatches = "audit/mismatches";
 
 // Per-layer FP8 quantization scalars: "fp8/L{layer}/{kind}/{stat}", kind one of kFp8Kinds,
 // stat one of kFp8Stats.
@@ -64,7 +67,11 @@ inline bool measures_machine(const std::string& key) {
 }  // namespace metric
 
 namespace histogram {
-inline constexpr const char* kImportanceWeight = "importance_weight";
+// log w = p − g of every response token, 80 bins over [−0.5, 0.5] with under/overflow: fine
+// around 0, where a healthy run's weights are.
+inline constexpr const char* kImportanceLogWeight = "importance_log_weight";
+inline constexpr double kImportanceLogWeightRange = 0.5;
+inline constexpr int kImportanceLogWeightBins = 80;
 // log2 of the FP8 dequantization scales: "fp8_scale_log2/L{layer}/{kind}".
 inline constexpr const char* kFp8ScalePrefix = "fp8_scale_log2/L";
 inline std::string fp8_scale_log2(int64_t layer, const std::string& kind) {

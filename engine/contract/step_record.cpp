@@ -42,9 +42,20 @@ Json StepRecord::to_json() const {
       o["response"] = x.response;
       o["answer"] = x.answer;
       o["reward"] = x.reward;
+      if (!x.tokens.empty()) {
+        o["tokens"] = Json(Json::Array(x.tokens.begin(), x.tokens.end()));
+        Json::Array d;
+        for (double v : x.logprob_diff) d.push_back(scalar_to_json(v));
+        o["logprob_diff"] = Json(std::move(d));
+      }
       a.push_back(std::move(o));
     }
     j["samples"] = Json(std::move(a));
+  }
+  if (!audit.empty()) {
+    Json::Array a;
+    for (const auto& x : audit) a.push_back(audit_row_to_json(x));
+    j["audit"] = Json(std::move(a));
   }
   if (!events.empty()) {
     Json::Array a;
@@ -75,8 +86,19 @@ StepRecord StepRecord::from_json(const Json& j) {
       x.response = s.at("response").as_string("sample response");
       x.answer = s.at("answer").as_string("sample answer");
       x.reward = s.at("reward").as_number("sample reward");
+      if (s.contains("tokens")) {
+        for (const auto& t : s.at("tokens").as_array("sample tokens"))
+          x.tokens.push_back(t.as_string("sample token"));
+        for (const auto& d : s.at("logprob_diff").as_array("sample logprob_diff"))
+          x.logprob_diff.push_back(scalar_from_json(d, "sample logprob_diff"));
+        check(x.tokens.size() == x.logprob_diff.size(),
+              "sample has " + std::to_string(x.tokens.size()) + " tokens but " +
+                  std::to_string(x.logprob_diff.size()) + " log-prob differences");
+      }
       r.samples.push_back(std::move(x));
     }
+  if (j.contains("audit"))
+    for (const auto& a : j.at("audit").as_array("audit")) r.audit.push_back(audit_row_from_json(a));
   if (j.contains("events"))
     for (const auto& e : j.at("events").as_array("events")) {
       EventRecord x;
@@ -115,6 +137,29 @@ HistogramRecord histogram_from_json(const Json& j, int64_t* step) {
             std::to_string(r.hist.counts.size()) +
             " counts (want edges ≥ 2, counts = edges + 1)");
   return r;
+}
+
+Json audit_row_to_json(const AuditRow& a) {
+  Json j;
+  j["layer"] = a.layer;
+  j["module"] = a.module;
+  j["generator"] = a.generator_precision;
+  j["trainer"] = a.trainer_precision;
+  j["max_abs_diff"] = scalar_to_json(a.max_abs_diff);
+  j["ok"] = a.ok;
+  return j;
+}
+
+AuditRow audit_row_from_json(const Json& j) {
+  check(j.is_object(), "audit row is not a JSON object");
+  AuditRow a;
+  a.layer = j.at("layer").as_int("audit layer");
+  a.module = j.at("module").as_string("audit module");
+  a.generator_precision = j.at("generator").as_string("audit generator");
+  a.trainer_precision = j.at("trainer").as_string("audit trainer");
+  a.max_abs_diff = scalar_from_json(j.at("max_abs_diff"), "audit max_abs_diff");
+  a.ok = j.at("ok").as_bool("audit ok");
+  return a;
 }
 
 Json event_to_json(const EventRecord& e, int64_t step, double unix_time) {

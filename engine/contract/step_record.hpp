@@ -22,6 +22,22 @@ struct HistogramRecord {
 struct SampleRecord {
   std::string prompt, response, answer;
   double reward = 0;
+  // Per response token (RL samples; empty for validation samples): its text, and the
+  // trainer's minus the generator's log-prob, p − g (0 when the two agree bit for bit).
+  std::vector<std::string> tokens;
+  std::vector<double> logprob_diff;
+};
+
+// One linear's entry of a layer audit: the precision the generator computes it in and the one
+// the trainer's precision map holds, and for FP8 (or BF16) the largest |Δ| between the
+// generator's weights and the trainer's quantization of its master weights (0: bit-identical
+// codes and scales). ok when both precisions agree and the weights are bit-identical.
+struct AuditRow {
+  int64_t layer = 0;
+  std::string module;  // short module name (contract/precision.hpp)
+  std::string generator_precision, trainer_precision;
+  double max_abs_diff = 0;
+  bool ok = true;
 };
 
 struct EventRecord {
@@ -38,8 +54,10 @@ struct StepRecord {
   std::vector<HistogramRecord> histograms;
   std::vector<SampleRecord> samples;
   std::vector<EventRecord> events;
+  // The layer audit of the weights this step's rollout used (empty when not audited).
+  std::vector<AuditRow> audit;
 
-  // {"step", "phase", "wall_seconds", "scalars", "samples"?, "events"?}: NaN and ±inf as the
+  // {"step", "phase", "wall_seconds", "scalars", "samples"?, "events"?, "audit"?}: NaN and ±inf as the
   // strings "nan", "inf", "-inf" (JSON has no such numbers; they must stay visible).
   // Histograms are not included (they travel as their own messages).
   Json to_json() const;
@@ -54,6 +72,10 @@ double scalar_from_json(const Json& v, const std::string& key);
 // from_json checks the edges/counts shape and throws naming what is wrong.
 Json histogram_to_json(const HistogramRecord& h, int64_t step);
 HistogramRecord histogram_from_json(const Json& j, int64_t* step = nullptr);
+
+// {"layer", "module", "generator", "trainer", "max_abs_diff", "ok"} and its inverse.
+Json audit_row_to_json(const AuditRow& a);
+AuditRow audit_row_from_json(const Json& j);
 
 // {"step", "kind", "message", "time", "data"?} (the telemetry "event" payload; time in unix
 // seconds) and its inverse (time → *unix_time when given).

@@ -75,6 +75,11 @@ class Linear {
   QuantStats refresh();
   // The weight scales of the last fp8 refresh (1/s per 128x128 tile), for scale histograms.
   const Fp8Tensor* fp8_weight() const { return fp8_w_ ? &*fp8_w_ : nullptr; }
+  // The compute copies the GEMMs read, for the layer audit: FP8 tiles of Wᵀ (dgrad), and the
+  // BF16 copy of W; null when the precision has none.
+  const Fp8Tensor* fp8_weight_transposed() const { return fp8_wt_ ? &*fp8_wt_ : nullptr; }
+  const Tensor* bf16_weight() const { return bf16_w_ ? &*bf16_w_ : nullptr; }
+  const QuantOptions& quant_options() const { return qopt_; }
 
   // Gives this linear FP8 tiles of its weight, read from a checkpoint whose dequantization the
   // masters hold: codes [out, in] row-major and scale_inv in the 128x128-tile layout of

@@ -111,6 +111,8 @@ samples:
 checkpoint:
   every: 0
   dir: ""
+audit:
+  every: 1
 )",
                     "defaults");
 }
@@ -278,6 +280,8 @@ RunConfig RunConfig::from_json(const Json& in) {
         "setting 'validation.every' must be ≥ 0 (0: only at start and end)");
   c.samples_per_step = integer("samples", "per_step");
   c.checkpoint_every = integer("checkpoint", "every");
+  c.audit_every = integer("audit", "every");
+  check(c.audit_every >= 0, "setting 'audit.every' must be ≥ 0 (0: no layer audit)");
   c.checkpoint_dir = str("checkpoint", "dir");
   c.precision_map(c.model.num_hidden_layers);  // validates the overrides
   return c;

@@ -46,6 +46,8 @@ struct RunConfig {
   double sft_lr = 0;
   int64_t validation_every = 20, samples_per_step = 4;
   int64_t checkpoint_every = 0;
+  // Layer audit (model/weight_audit.hpp) before every audit_every-th RL step's rollout; 0: off.
+  int64_t audit_every = 1;
   std::string checkpoint_dir;
 
   // The precision map of a model with `layers` layers (default + overrides).

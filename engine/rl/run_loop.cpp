@@ -10,6 +10,7 @@
 #include "contract/live_settings.hpp"
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
+#include "model/weight_audit.hpp"
 #include "rl/group_rollouts.hpp"
 
 namespace fp8rl {
@@ -161,7 +162,7 @@ StepRecord GrpoRun::sft_step() {
   const OptimizerStep os = sft_opt_->step();
   model_->refresh();
   ++sft_done_;
-  r.scalars["sft/loss"] = loss;
+  r.scalars[metric::kSftLoss] = loss;
   r.scalars[metric::kGradNorm] = os.grad_norm;
   r.scalars[metric::kTimeTraining] = since(t0);
   r.scalars[metric::kTimeTotal] = since(t0);
@@ -180,11 +181,20 @@ StepRecord GrpoRun::rl_step() {
   if (rl_done_ == 0 && cfg_.sft_steps == 0) r.scalars[metric::kValAccuracyInitial] = validate();
   const int64_t P = cfg_.prompts_per_step, G = cfg_.group_size, N = P * G;
 
-  // 1–3. Prompts, rollout, rewards and advantages.
+  // 1. Audit the weights the rollout will use (those of the last refresh).
+  if (cfg_.audit_every > 0 && (r.step - 1) % cfg_.audit_every == 0) {
+    r.audit = audit_weights(*model_, model_->precision(), model_->quant_options());
+    int64_t bad = 0;
+    for (const auto& a : r.audit) bad += !a.ok;
+    r.scalars[metric::kAuditMismatches] = static_cast<double>(bad);
+  }
+
+  // 2–3. Prompts, rollout, rewards and advantages.
   GroupRollouts batch = generate_group_rollouts(cfg_, *task_, *gen_, r.step, P);
   const RolloutStats rs = gen_->last_stats();
   const double t_gen = rs.prefill_seconds + rs.decode_seconds + rs.calibration_seconds;
   const std::vector<double>& rewards = batch.rewards;
+  std::vector<int64_t> sample_rows;  // the sequences r.samples show
   double correct = 0, resp_len = 0;
   for (int64_t i = 0; i < N; ++i) {
     const Sequence& s = batch.sequences[static_cast<size_t>(i)];
@@ -193,9 +203,11 @@ StepRecord GrpoRun::rl_step() {
     const std::string& text = batch.texts[static_cast<size_t>(i)];
     correct += batch.correct[static_cast<size_t>(i)];
     resp_len += static_cast<double>(s.response.size());
-    if (static_cast<int64_t>(r.samples.size()) < cfg_.samples_per_step && i % G == 0)
-      r.samples.push_back(
-          {ex.prompt, text + (ended ? "" : "…"), ex.answer, rewards[static_cast<size_t>(i)]});
+    if (static_cast<int64_t>(r.samples.size()) < cfg_.samples_per_step && i % G == 0) {
+      r.samples.push_back({ex.prompt, text + (ended ? "" : "…"), ex.answer,
+                           rewards[static_cast<size_t>(i)], {}, {}});
+      sample_rows.push_back(i);
+    }
   }
   std::vector<TrainSeq>& train = batch.train;
   const int64_t train_tokens = batch.train_tokens, response_tokens = batch.response_tokens;
@@ -308,11 +320,29 @@ StepRecord GrpoRun::rl_step() {
   S[metric::kRolloutTps] = t_gen > 0 ? static_cast<double>(response_tokens) / t_gen : 0.0;
   S[metric::kTrainTps] =
       t_train > 0 ? static_cast<double>(train_tokens * cfg_.epochs) / t_train : 0.0;
-  r.histograms.push_back({"importance_weight", log_histogram(ms.weights, -2, 2, 40)});
+  {
+    std::vector<double> log_w(all_p.size());
+    for (size_t i = 0; i < all_p.size(); ++i) log_w[i] = double(all_p[i]) - double(all_g[i]);
+    const double range = histogram::kImportanceLogWeightRange;
+    r.histograms.push_back({histogram::kImportanceLogWeight,
+                            linear_histogram(log_w, -range, range,
+                                             histogram::kImportanceLogWeightBins)});
+  }
+  // The samples' tokens and p − g per token (the studio colours them).
+  for (size_t k = 0; k < r.samples.size(); ++k) {
+    const size_t i = static_cast<size_t>(sample_rows[k]);
+    const Sequence& s = batch.sequences[i];
+    SampleRecord& out = r.samples[k];
+    for (size_t t = 0; t < s.response.size(); ++t) {
+      const int32_t id = s.response[t];
+      out.tokens.push_back(id == CharTokenizer::kEos ? "<eos>" : task_->tokenizer().decode({id}));
+      out.logprob_diff.push_back(double(p[i][t]) - double(train[i].g[t]));
+    }
+  }
   const auto kv = gen_->kv_scales();
   for (size_t l = 0; l < kv.size(); ++l) {
-    S["kv_scale/L" + std::to_string(l) + "/k"] = kv[l].first;
-    S["kv_scale/L" + std::to_string(l) + "/v"] = kv[l].second;
+    S[metric::kv_scale(static_cast<int64_t>(l), "k")] = kv[l].first;
+    S[metric::kv_scale(static_cast<int64_t>(l), "v")] = kv[l].second;
   }
   add_fp8_telemetry(r);
   if (finished() || (cfg_.validation_every > 0 && rl_done_ % cfg_.validation_every == 0))
@@ -323,12 +353,14 @@ StepRecord GrpoRun::rl_step() {
 
 void GrpoRun::add_fp8_telemetry(StepRecord& r) {
   for (auto& [key, a] : observer_->acc) {
-    const std::string name = "L" + std::to_string(key.first) + "/" + key.second;
-    r.histograms.push_back({"fp8_scale_log2/" + name, linear_histogram(a.log2_scales, -32, 8, 40)});
+    const auto [layer, kind] = key;
+    r.histograms.push_back({histogram::fp8_scale_log2(layer, kind),
+                            linear_histogram(a.log2_scales, -32, 8, 40)});
     const double n = static_cast<double>(std::max<int64_t>(a.stats.elements, 1));
-    r.scalars["fp8/" + name + "/saturated_frac"] = static_cast<double>(a.stats.saturated) / n;
-    r.scalars["fp8/" + name + "/flushed_frac"] = static_cast<double>(a.stats.flushed_to_zero) / n;
-    r.scalars["fp8/" + name + "/rel_error"] = a.stats.relative_error();
+    r.scalars[metric::fp8(layer, kind, "saturated_frac")] = static_cast<double>(a.stats.saturated) / n;
+    r.scalars[metric::fp8(layer, kind, "flushed_frac")] =
+        static_cast<double>(a.stats.flushed_to_zero) / n;
+    r.scalars[metric::fp8(layer, kind, "rel_error")] = a.stats.relative_error();
   }
   observer_->acc.clear();
 }
@@ -348,7 +380,8 @@ double GrpoRun::validate(std::vector<SampleRecord>* samples) {
     const std::string text = response_text(*task_, seqs[i], &ended);
     right += task_->correct(val[i], text, ended);
     if (samples && static_cast<int64_t>(samples->size()) < cfg_.samples_per_step)
-      samples->push_back({val[i].prompt, text, val[i].answer, task_->reward(val[i], text, ended)});
+      samples->push_back(
+          {val[i].prompt, text, val[i].answer, task_->reward(val[i], text, ended), {}, {}});
   }
   return val.empty() ? 0.0 : static_cast<double>(right) / static_cast<double>(val.size());
 }

@@ -136,6 +136,9 @@ class RunStore final : public RunRecorder {
   std::vector<std::pair<int64_t, Histogram>> histogram_series(int64_t run, const std::string& name);
   // The run's latest sample responses, newest first; at most limit (all when limit < 0).
   std::vector<std::pair<int64_t, SampleRecord>> samples(int64_t run, int64_t limit);
+  // The run's layer audits (step, row), by step then layer: every audited step, or only `step`
+  // when step ≥ 0.
+  std::vector<std::pair<int64_t, AuditRow>> audit(int64_t run, int64_t step = -1);
   // The run's events in the order they were recorded.
   std::vector<EventRow> events(int64_t run);
   // The run's precision maps, by step.

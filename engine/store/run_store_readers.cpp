@@ -131,11 +131,31 @@ std::vector<std::pair<int64_t, Histogram>> RunStore::histogram_series(int64_t ru
 std::vector<std::pair<int64_t, SampleRecord>> RunStore::samples(int64_t run, int64_t limit) {
   return impl_->db
       .query(run_what("samples", run),
-             "SELECT step, prompt, response, answer, reward FROM samples "
+             "SELECT step, prompt, response, answer, reward, detail FROM samples "
              "WHERE run_id = ?1 ORDER BY step DESC, rowid DESC LIMIT ?2",
              run, limit < 0 ? -1 : limit)  // LIMIT -1: no limit
       .rows([](const Row& s) {
-        return std::pair(s.integer(0), SampleRecord{s.text(1), s.text(2), s.text(3), s.real(4)});
+        SampleRecord x{s.text(1), s.text(2), s.text(3), s.real(4), {}, {}};
+        stored::read_sample_detail(s, 5, x);
+        return std::pair(s.integer(0), std::move(x));
+      });
+}
+
+std::vector<std::pair<int64_t, AuditRow>> RunStore::audit(int64_t run, int64_t step) {
+  return impl_->db
+      .query(run_what("layer_audit", run),
+             "SELECT step, layer, module, generator, trainer, max_abs_diff, ok FROM layer_audit "
+             "WHERE run_id = ?1 AND (?2 < 0 OR step = ?2) ORDER BY step, layer, rowid",
+             run, step)
+      .rows([](const Row& s) {
+        AuditRow a;
+        a.layer = s.integer(1);
+        a.module = s.text(2);
+        a.generator_precision = s.text(3);
+        a.trainer_precision = s.text(4);
+        a.max_abs_diff = s.is_null(5) ? std::nan("") : s.real(5);
+        a.ok = s.integer(6) != 0;
+        return std::pair(s.integer(0), std::move(a));
       });
 }
 

@@ -77,6 +77,21 @@ CREATE INDEX samples_run_step ON samples(run_id, step);
 CREATE INDEX events_run_step ON events(run_id, step);
 CREATE INDEX precision_history_run_step ON precision_history(run_id, step);
 )sql",
+      // 3: per-token detail of samples (tokens and p − g, JSON), and the layer audit.
+      R"sql(
+ALTER TABLE samples ADD COLUMN detail TEXT;
+CREATE TABLE layer_audit (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL,
+  layer INTEGER NOT NULL,
+  module TEXT NOT NULL,
+  generator TEXT NOT NULL,
+  trainer TEXT NOT NULL,
+  max_abs_diff REAL,
+  ok INTEGER NOT NULL
+);
+CREATE INDEX layer_audit_run_step ON layer_audit(run_id, step);
+)sql",
   };
   return scripts;
 }

@@ -93,9 +93,17 @@ void RunStore::record_step(int64_t run, const StepRecord& r) {
           .run();
     for (const SampleRecord& x : r.samples)
       m.db.query(what + ": sample",
-                 "INSERT INTO samples(run_id, step, prompt, response, answer, reward) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                 run, r.step, x.prompt, x.response, x.answer, x.reward)
+                 "INSERT INTO samples(run_id, step, prompt, response, answer, reward, detail) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 run, r.step, x.prompt, x.response, x.answer, x.reward,
+                 stored::sample_detail_or_null(x))
+          .run();
+    for (const AuditRow& a : r.audit)
+      m.db.query(what + ": layer audit",
+                 "INSERT INTO layer_audit(run_id, step, layer, module, generator, trainer, "
+                 "max_abs_diff, ok) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 run, r.step, a.layer, a.module, a.generator_precision, a.trainer_precision,
+                 stored::finite_or_null(a.max_abs_diff), int64_t{a.ok})
           .run();
     for (const EventRecord& e : r.events)
       m.db.query(what + ": event '" + e.kind + "'",
@@ -155,7 +163,8 @@ void RunStore::truncate_after(int64_t run, int64_t step) {
   Impl& m = *impl_;
   const std::string what = run_what("truncate_after", run);
   m.write(what, [&] {
-    for (const char* table : {"scalars", "histograms", "samples", "events", "precision_history"})
+    for (const char* table :
+         {"scalars", "histograms", "samples", "events", "precision_history", "layer_audit"})
       m.db.query(what, std::string("DELETE FROM ") + table + " WHERE run_id = ?1 AND step > ?2",
                  run, step)
           .run();

@@ -87,4 +87,30 @@ Histogram histogram(const sqlite::Row& row, int edges_column) {
   return h;
 }
 
+std::optional<std::string> sample_detail_or_null(const SampleRecord& x) {
+  if (x.tokens.empty()) return std::nullopt;
+  Json d;
+  d["tokens"] = Json(Json::Array(x.tokens.begin(), x.tokens.end()));
+  Json::Array diff;
+  for (double v : x.logprob_diff) diff.push_back(Json(v));
+  d["logprob_diff"] = Json(std::move(diff));
+  return json_text(d);
+}
+
+void read_sample_detail(const sqlite::Row& row, int c, SampleRecord& x) {
+  if (row.is_null(c)) return;
+  // The sample JSON of the contract (StepRecord::from_json) reads it, checks included.
+  Json sample = Json::parse(row.text(c));
+  sample["prompt"] = x.prompt;
+  sample["response"] = x.response;
+  sample["answer"] = x.answer;
+  sample["reward"] = x.reward;
+  Json step;
+  step["step"] = 0;
+  step["wall_seconds"] = 0.0;
+  step["scalars"] = Json(Json::Object{});
+  step["samples"] = Json(Json::Array{sample});
+  x = StepRecord::from_json(step).samples.at(0);
+}
+
 }  // namespace fp8rl::stored

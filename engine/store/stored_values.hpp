@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "contract/histogram.hpp"
+#include "contract/step_record.hpp"
 #include "core/json.hpp"
 #include "store/sqlite_connection.hpp"
 
@@ -38,5 +39,10 @@ std::string counts_json(const std::vector<int64_t>& counts);
 // The histogram in columns edges_column (edges) and edges_column + 1 (counts) of row; throws
 // "<the statement's what>: malformed histogram: …" when they do not read back.
 Histogram histogram(const sqlite::Row& row, int edges_column);
+
+// A sample's per-token detail as {"tokens": [...], "logprob_diff": [...]} (NULL when it has
+// none), and reading it back into x from column c of row (NULL: none).
+std::optional<std::string> sample_detail_or_null(const SampleRecord& x);
+void read_sample_detail(const sqlite::Row& row, int c, SampleRecord& x);
 
 }  // namespace fp8rl::stored

@@ -100,7 +100,7 @@ void addStep(RunData& run, int64_t step) {
   run.histograms["importance_weight"][step] =
       histogram({0.01, 0.1, 1, 10, 100}, {1, 2, step, 3, 0, 1});
   for (int i = 0; i < 2; ++i)
-    run.samples.emplace_back(step, SampleRecord{"p" + std::to_string(step), "r", "a", i * 1.0});
+    run.samples.emplace_back(step, SampleRecord{"p" + std::to_string(step), "r", "a", i * 1.0, {}, {}});
   run.events.push_back(
       {step, s * 1.5, EventRecord{"validation", "step " + std::to_string(step), {}}});
   run.last_step = std::max(run.last_step, step);

@@ -21,6 +21,7 @@
 #include "ui/widgets/precision_grid.hpp"
 
 using fp8rl::Json;
+using fp8rl::Precision;
 using fp8rl::RunStore;
 using fp8rl::ui::LaunchDialog;
 using fp8rl::ui::PrecisionGrid;
@@ -139,7 +140,8 @@ class TestRunsViews : public QObject {
     QVERIFY(grid.table()->item(0, 4)->background() != grid.table()->item(0, 0)->background());
     QCOMPARE(grid.map().dump(), map.dump());
     QVERIFY(grid.edits().isEmpty());
-    QCOMPARE(grid.overridesFrom("fp8"), QStringList({"0.gate=bf16", "1.q=bf16", "1.down=bf16"}));
+    QCOMPARE(grid.overridesFrom(Precision::fp8),
+             QStringList({"0.gate=bf16", "1.q=bf16", "1.down=bf16"}));
     QVERIFY(grid.message().isEmpty());
   }
 
@@ -147,13 +149,13 @@ class TestRunsViews : public QObject {
     PrecisionGrid grid;
     grid.resize(500, 300);
     grid.show();
-    grid.setUniform(2, "fp8");
+    grid.setUniform(2, Precision::fp8);
     QSignalSpy edited(&grid, &PrecisionGrid::edited);
     grid.toggle(0, 4);
     QCOMPARE(edited.count(), 1);
     QCOMPARE(grid.edits(), QStringList{"0.gate=bf16"});
-    QCOMPARE(grid.overridesFrom("fp8"), QStringList{"0.gate=bf16"});
-    QCOMPARE(grid.overridesFrom("bf16").size(), 13);
+    QCOMPARE(grid.overridesFrom(Precision::fp8), QStringList{"0.gate=bf16"});
+    QCOMPARE(grid.overridesFrom(Precision::bf16).size(), 13);
     QCOMPARE(grid.cell(0, 4), QString("bf16"));
     QVERIFY(grid.table()->item(0, 4)->font().bold());
     QVERIFY(!grid.table()->item(0, 3)->font().bold());
@@ -194,11 +196,11 @@ class TestRunsViews : public QObject {
   void gridInvalidMap() {
     PrecisionGrid grid;
     grid.show();
-    grid.setUniform(3, "bf16");
+    grid.setUniform(3, Precision::bf16);
     grid.setMap(Json("nope"));
     QCOMPARE(grid.layers(), 0);
     QCOMPARE(grid.table()->rowCount(), 0);
-    QVERIFY(grid.message().contains("not a list"));
+    QVERIFY2(grid.message().contains("array"), qPrintable(grid.message()));
     auto* label = grid.findChild<QLabel*>();
     bool shown = false;
     for (QLabel* l : grid.findChildren<QLabel*>())
@@ -214,20 +216,20 @@ class TestRunsViews : public QObject {
     QVERIFY2(grid.message().contains("fp16"), qPrintable(grid.message()));
 
     // A valid map clears the message.
-    grid.setUniform(1, "fp8");
+    grid.setUniform(1, Precision::fp8);
     QVERIFY(grid.message().isEmpty());
     QCOMPARE(grid.layers(), 1);
   }
 
   void gridLayerErrors() {
     PrecisionGrid grid;
-    grid.setUniform(3, "fp8");
+    grid.setUniform(3, Precision::fp8);
     grid.setLayerErrors({0.021, std::numeric_limits<double>::quiet_NaN(), 0.35});
     QCOMPARE(grid.table()->verticalHeaderItem(0)->text(), QString::fromUtf8("L0 · err 2.1%"));
     QCOMPARE(grid.table()->verticalHeaderItem(1)->text(), QString("L1"));
     QCOMPARE(grid.table()->verticalHeaderItem(2)->text(), QString::fromUtf8("L2 · err 35%"));
     // Errors survive a new map of the same model.
-    grid.setUniform(3, "bf16");
+    grid.setUniform(3, Precision::bf16);
     QCOMPARE(grid.table()->verticalHeaderItem(0)->text(), QString::fromUtf8("L0 · err 2.1%"));
   }
 
@@ -396,6 +398,21 @@ class TestRunsViews : public QObject {
     QCOMPARE(panel.visibleCount(), 0);
     panel.filterEdit()->setText("");
     QCOMPARE(panel.visibleCount(), 3);
+    QVERIFY(panel.filterError().isEmpty());
+
+    // Numeric comparisons; a text that is no filter says why and filters nothing.
+    panel.filterEdit()->setText("grpo.steps>=400 step<=10");
+    QCOMPARE(panel.visibleCount(), 1);
+    panel.filterEdit()->setText("step<abc");
+    QCOMPARE(panel.visibleCount(), 3);
+    QVERIFY2(panel.filterError().contains("'abc' is not a number"),
+             qPrintable(panel.filterError()));
+    panel.filterEdit()->setText("name=\"beta");
+    QVERIFY2(panel.filterError().contains("unclosed quote"), qPrintable(panel.filterError()));
+    panel.filterEdit()->setText("gamma");
+    QVERIFY(panel.filterError().isEmpty());
+    QCOMPARE(panel.visibleCount(), 1);
+    panel.filterEdit()->setText("");
 
     // The status filter.
     QComboBox* status = panel.statusFilter();

@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "store/run_store.hpp"
 
+using fp8rl::AuditRow;
 using fp8rl::Error;
 using fp8rl::EventRecord;
 using fp8rl::HistogramRecord;
@@ -92,11 +93,12 @@ StepRecord full_record(int64_t step) {
                {"lr", 1e-6},
                {"zero", -0.0},
                {"time/total_step", 1.0 / 3.0}};
-  r.histograms = {{"importance_weight", histogram(-3, 8, step)},
+  r.histograms = {{"importance_log_weight", histogram(-3, 8, step)},
                   {"fp8_scale_log2/L0/weight", histogram(-20, 4, step + 7)}};
-  r.samples = {{"What is 2+3?", "5", "5", 1.0},
-               {"What is 7*6?", "It is 41", "42", 0.0},
-               {"Prompt with \"quotes\",\ncommas and ünïcode", "…", "x", 0.25}};
+  r.samples = {{"What is 2+3?", "5", "5", 1.0, {"5", "<eos>"}, {0.0, -1.0 / 3.0}},
+               {"What is 7*6?", "It is 41", "42", 0.0, {}, {}},
+               {"Prompt with \"quotes\",\ncommas and ünïcode", "…", "x", 0.25, {"…"}, {0.5}}};
+  r.audit = {{0, "q", "fp8", "fp8", 0.0, true}, {1, "down", "fp8", "bf16", 0.125, false}};
   Json data(Json::Object{});
   data["layer"] = "L3.mlp";
   data["from"] = "fp8";
@@ -152,7 +154,7 @@ class TestStore : public QObject {
 
     // Histograms: bit-identical edges and counts.
     QCOMPARE(store.histogram_names(id),
-             (std::vector<std::string>{"fp8_scale_log2/L0/weight", "importance_weight"}));
+             (std::vector<std::string>{"fp8_scale_log2/L0/weight", "importance_log_weight"}));
     for (const HistogramRecord& h : r.histograms) {
       const auto series = store.histogram_series(id, h.name);
       QCOMPARE(series.size(), size_t{1});
@@ -173,9 +175,29 @@ class TestStore : public QObject {
       QCOMPARE(samples[i].second.response, want.response);
       QCOMPARE(samples[i].second.answer, want.answer);
       QVERIFY(same(samples[i].second.reward, want.reward));
+      QCOMPARE(samples[i].second.tokens, want.tokens);
+      QCOMPARE(samples[i].second.logprob_diff.size(), want.logprob_diff.size());
+      for (size_t t = 0; t < want.logprob_diff.size(); ++t)
+        QVERIFY(same(samples[i].second.logprob_diff[t], want.logprob_diff[t]));
     }
     QCOMPARE(store.samples(id, 2).size(), size_t{2});
     QCOMPARE(store.samples(id, 0).size(), size_t{0});
+
+    // The layer audit, by layer, each field intact.
+    const auto audit = store.audit(id);
+    QCOMPARE(audit.size(), r.audit.size());
+    for (size_t i = 0; i < audit.size(); ++i) {
+      const AuditRow& want = r.audit[i];
+      QCOMPARE(audit[i].first, int64_t{3});
+      QCOMPARE(audit[i].second.layer, want.layer);
+      QCOMPARE(audit[i].second.module, want.module);
+      QCOMPARE(audit[i].second.generator_precision, want.generator_precision);
+      QCOMPARE(audit[i].second.trainer_precision, want.trainer_precision);
+      QVERIFY(same(audit[i].second.max_abs_diff, want.max_abs_diff));
+      QCOMPARE(audit[i].second.ok, want.ok);
+    }
+    QCOMPARE(store.audit(id, 3).size(), r.audit.size());
+    QVERIFY(store.audit(id, 2).empty());
 
     // Events in order, their data intact (null stays null).
     const auto events = store.events(id);
@@ -274,7 +296,7 @@ class TestStore : public QObject {
             "CREATE TRIGGER refuse_boom BEFORE INSERT ON events WHEN NEW.kind = 'boom' "
             "BEGIN SELECT RAISE(ABORT, 'boom refused'); END");
     StepRecord bad = scalar_record(2, {{"loss", 2.0}, {"reward/mean", 0.5}}, 2.0);
-    bad.samples = {{"p", "r", "a", 1.0}};
+    bad.samples = {{"p", "r", "a", 1.0, {}, {}}};
     bad.events = {{"boom", "", Json()}};
     try {
       store.record_step(id, bad);
@@ -614,7 +636,7 @@ class TestStore : public QObject {
       QCOMPARE(series.size(), size_t{kSteps});
       for (const auto& p : series) QCOMPARE(p.value, static_cast<double>(run));
       QCOMPARE(store.scalar_series(run, "loss").size(), size_t{kSteps});
-      QCOMPARE(store.histogram_series(run, "importance_weight").size(), size_t{kSteps});
+      QCOMPARE(store.histogram_series(run, "importance_log_weight").size(), size_t{kSteps});
       QCOMPARE(store.samples(run, -1).size(), size_t{3 * kSteps});
       QCOMPARE(store.events(run).size(), size_t{2 * kSteps});
     }

@@ -38,6 +38,11 @@ QString describeMap(const Json& map) {
       .arg(static_cast<qint64>(cells));
 }
 
+// The metric of a layer's FP8 weight quantization error.
+std::string weightErrorMetric(int64_t layer) {
+  return metric::fp8(layer, "weight", "rel_error");
+}
+
 bool sameValues(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() &&
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
@@ -59,7 +64,9 @@ PrecisionTab::PrecisionTab(QWidget* parent)
       tr("Click a cell to switch that linear between BF16 and FP8, or type a new value for a "
          "live setting; Apply sends the edits to the running worker, which applies them together "
          "at the next step. Row headers: each layer's FP8 <b>weight</b> quantization error at the "
-         "latest step (fp8/L0/weight/rel_error for layer 0, and so on)."));
+         "latest step (%1 for layer 0, %2 for layer 1, and so on).")
+          .arg(QString::fromStdString(weightErrorMetric(0)),
+               QString::fromStdString(weightErrorMetric(1))));
   status_->setWordWrap(true);
   apply_->setToolTip(tr("Send the edited cells to the run"));
   revert_->setToolTip(tr("Drop the edits: show the map in effect"));
@@ -143,7 +150,7 @@ void PrecisionTab::updateErrors() {
   std::vector<double> errors(static_cast<size_t>(std::max(0, grid_->layers())),
                              std::numeric_limits<double>::quiet_NaN());
   for (size_t l = 0; l < errors.size(); ++l) {
-    const auto& s = run_->series(metric::fp8(static_cast<int64_t>(l), "weight", "rel_error"));
+    const auto& s = run_->series(weightErrorMetric(static_cast<int64_t>(l)));
     if (!s.empty()) errors[l] = s.back().value;
   }
   if (sameValues(errors, errors_)) return;

@@ -1,24 +1,24 @@
 // The launch dialog: pick a preset, then edit its configuration in a form generated from the
-// preset's full config (one field per setting, grouped by section; numbers, text, choices and
-// the per-layer precision grid), validated as you type with the engine's own message shown
-// next to the field it names. The dialog does not run anything: the caller supplies how to
-// load a preset's config and how to validate one (the studio asks the fp8rl executable).
+// preset's full config (ConfigForm: one field per setting, a tab per section) and the
+// per-layer precision grid, validated as you type with the engine's own message shown next to
+// the field it names. The dialog does not run anything: the caller supplies how to load a
+// preset's config and how to validate one (the studio asks the fp8rl executable).
 #pragma once
 
 #include <QDialog>
-#include <QMap>
 #include <QStringList>
 #include <functional>
+#include <optional>
 
+#include "contract/precision.hpp"
 #include "core/json.hpp"
+#include "ui/runs/config_form.hpp"
 
 class QComboBox;
-class QFormLayout;
+class QDialogButtonBox;
 class QLabel;
 class QLineEdit;
-class QDialogButtonBox;
 class QPushButton;
-class QTabWidget;
 class QTimer;
 
 namespace fp8rl::ui {
@@ -33,10 +33,9 @@ class LaunchDialog : public QDialog {
   using PresetLoader = std::function<Json(const QString& preset, QString* error)>;
   // "" when config is valid, else the engine's message (which names the setting).
   using Validator = std::function<QString(const Json& config)>;
-
   // The engine's allowed values of its string settings (EngineCli::settingChoices): those
   // fields get a combo box; without an entry a field is free text (the validator still checks).
-  using Choices = QMap<QString, QStringList>;
+  using Choices = ConfigForm::Choices;
 
   LaunchDialog(const QStringList& presets, PresetLoader load, Validator validate,
                Choices choices = {}, QWidget* parent = nullptr);
@@ -61,37 +60,35 @@ class LaunchDialog : public QDialog {
   QPushButton* launchButton() const;
 
  private:
-  enum class Kind { kNumber, kString, kBool, kChoice, kList, kNull };
-  void rebuildForm(const Json& config);
   void loadPreset(const QString& name);
-  // Adds the editors for value (recursing into objects) to form.
-  void addFields(QFormLayout* form, const QString& key, const Json& value);
   void fieldEdited(const QString& key);
+  // precision.default as the form has it; nullopt (and *why) when it is no precision.
+  std::optional<Precision> defaultPrecision(QString* why = nullptr) const;
   // Rebuilds the grid from model.num_hidden_layers, precision.default and the overrides.
   void rebuildGrid();
-  QString formDefaultPrecision() const;
-  // The field (or "precision.overrides") a validation message is about, "" when none.
-  QString fieldForMessage(const QString& message) const;
-  void showFieldError(const QString& key, const QString& message);
+  // precision.overrides as the config carries them.
+  QStringList overrides() const;
+  // Shows message under the field it names, else above the form.
+  void showMessage(const QString& message);
   void clearErrors();
+
   PresetLoader load_;
   Validator validate_;
   Choices choices_;
   QComboBox* presets_;
   QLineEdit* name_;
-  QTabWidget* sections_;
+  QLabel* name_error_;
+  ConfigForm* form_;
+  QWidget* precision_box_;  // the grid and its caption, on the form's precision tab
   PrecisionGrid* grid_;
   QLabel* general_;
   QDialogButtonBox* buttons_;
-  Json base_;                       // the preset's config
-  QMap<QString, QWidget*> fields_;  // dotted key → editor
-  QMap<QString, QLabel*> errors_;   // dotted key → message label
   QTimer* debounce_;
-  QLabel* name_error_;
-  QMap<QString, Kind> kinds_;  // dotted key → how its text becomes JSON
-  QStringList overrides_;      // precision.overrides behind the grid's applied state
-  QString grid_default_;       // the precision.default the grid was built with
-  QString load_error_;         // why the preset could not be loaded
+  Json base_;                           // the preset's config
+  QStringList overrides_;               // precision.overrides behind the grid's applied state
+  std::optional<Precision> grid_base_;  // the precision.default the grid was built with
+  bool has_grid_ = false;               // the config has a precision section
+  QString load_error_;                  // why the preset could not be loaded
   bool building_ = false;
 };
 

@@ -11,6 +11,8 @@
 #include <QVBoxLayout>
 #include <cmath>
 
+#include "core/error.hpp"
+
 namespace fp8rl::ui {
 namespace {
 
@@ -38,14 +40,22 @@ class EditedCellDelegate : public QStyledItemDelegate {
   }
 };
 
-QString flipped(const QString& p) {
-  return p == "fp8" ? "bf16" : "fp8";
+Precision flipped(Precision p) {
+  return p == Precision::fp8 ? Precision::bf16 : Precision::fp8;
+}
+
+QString upper(Precision p) {
+  return QString::fromLatin1(precision_name(p)).toUpper();
 }
 
 }  // namespace
 
 const QStringList& PrecisionGrid::modules() {
-  static const QStringList m = {"q", "k", "v", "o", "gate", "up", "down"};
+  static const QStringList m = [] {
+    QStringList names;
+    for (const std::string& n : module_short_names()) names << QString::fromStdString(n);
+    return names;
+  }();
   return m;
 }
 
@@ -66,8 +76,8 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
   hint->setWordWrap(true);
   hint->setStyleSheet("color: palette(mid);");
   actions->addWidget(hint, 1);
-  auto* all_fp8 = new QPushButton(tr("All FP8"), this);
-  auto* all_bf16 = new QPushButton(tr("All BF16"), this);
+  auto* all_fp8 = new QPushButton(tr("All %1").arg(upper(Precision::fp8)), this);
+  auto* all_bf16 = new QPushButton(tr("All %1").arg(upper(Precision::bf16)), this);
   auto* revert_button = new QPushButton(tr("Revert"), this);
   revert_button->setToolTip(tr("Drop the edits not yet applied"));
   for (auto* b : {all_fp8, all_bf16, revert_button}) {
@@ -76,14 +86,14 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
   }
   layout->addLayout(actions);
   connect(all_fp8, &QPushButton::clicked, this, [this] {
-    for (int m = 0; m < modules().size(); ++m) setModule(m, "fp8");
+    edit({std::nullopt, std::nullopt, Precision::fp8});
   });
   connect(all_bf16, &QPushButton::clicked, this, [this] {
-    for (int m = 0; m < modules().size(); ++m) setModule(m, "bf16");
+    edit({std::nullopt, std::nullopt, Precision::bf16});
   });
   connect(revert_button, &QPushButton::clicked, this, &PrecisionGrid::revert);
 
-  table_->setColumnCount(static_cast<int>(modules().size()));
+  table_->setColumnCount(kModules);
   table_->setHorizontalHeaderLabels(modules());
   table_->setItemDelegate(new EditedCellDelegate(table_));
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -128,104 +138,63 @@ QString PrecisionGrid::message() const {
   return message_->text();
 }
 
-void PrecisionGrid::setMap(const Json& map) {
-  std::vector<QStringList> rows;
-  QString error;
-  if (!map.is_array()) {
-    error = tr("Precision map is %1, not a list of layers").arg(map.type_name());
-  } else {
-    const auto& layers = map.as_array();
-    for (size_t l = 0; l < layers.size() && error.isEmpty(); ++l) {
-      const Json& layer = layers[l];
-      if (!layer.is_object()) {
-        error = tr("Precision map: layer %1 is %2, not an object of modules")
-                    .arg(l)
-                    .arg(layer.type_name());
-        break;
-      }
-      QStringList row;
-      for (const QString& m : modules()) {
-        const std::string key = m.toStdString();
-        if (!layer.contains(key)) {
-          error = tr("Precision map: layer %1 has no '%2'").arg(l).arg(m);
-          break;
-        }
-        const Json& v = layer.at(key);
-        const QString p = v.is_string() ? QString::fromStdString(v.as_string()).toLower() : "";
-        if (p == "fp32") {
-          error = tr("Layer %1 '%2' is fp32: an all-FP32 run has no per-layer FP8/BF16 map")
-                      .arg(l)
-                      .arg(m);
-          break;
-        }
-        if (p != "fp8" && p != "bf16") {
-          error = tr("Precision map: layer %1 '%2' is %3 (expected \"fp8\" or \"bf16\")")
-                      .arg(l)
-                      .arg(m)
-                      .arg(QString::fromStdString(v.dump()));
-          break;
-        }
-        row << p;
-      }
-      rows.push_back(row);
-    }
+void PrecisionGrid::setMap(const PrecisionMap& map) {
+  if (map.layers() > 0 && map.all_fp32()) {
+    setUnavailable(tr("The map is all %1 (the CPU reference): there is no per-layer %2/%3 choice.")
+                       .arg(upper(Precision::fp32), upper(Precision::fp8), upper(Precision::bf16)));
+    return;
   }
-  if (!error.isEmpty()) rows.clear();
-  applied_ = rows;
-  shown_ = std::move(rows);
-  showMessage(error);
+  try {
+    map.validate();
+  } catch (const Error& e) {
+    setUnavailable(QString::fromStdString(e.message()));
+    return;
+  }
+  applied_ = map;
+  shown_ = map;
+  showMessage(QString());
   render();
 }
 
-void PrecisionGrid::setUniform(int layers, const QString& precision) {
-  const QString p = precision.toLower() == "bf16" ? "bf16" : "fp8";
-  applied_.assign(static_cast<size_t>(std::max(layers, 0)), QStringList());
-  for (auto& row : applied_)
-    for (int m = 0; m < modules().size(); ++m) row << p;
-  shown_ = applied_;
-  showMessage(precision.toLower() == p
-                  ? QString()
-                  : tr("Unknown precision '%1' (shown as fp8)").arg(precision));
-  render();
+void PrecisionGrid::setMap(const Json& map) {
+  try {
+    setMap(PrecisionMap::from_json(map));
+  } catch (const Error& e) {
+    setUnavailable(QString::fromStdString(e.message()));
+  }
+}
+
+void PrecisionGrid::setUniform(int layers, Precision precision) {
+  setMap(PrecisionMap(std::max(layers, 0), precision));
 }
 
 void PrecisionGrid::setUnavailable(const QString& reason) {
-  applied_.clear();
-  shown_.clear();
+  applied_ = shown_ = PrecisionMap();
   showMessage(reason);
   render();
 }
 
 int PrecisionGrid::layers() const {
-  return static_cast<int>(shown_.size());
+  return static_cast<int>(shown_.layers());
 }
 
 Json PrecisionGrid::map() const {
-  Json::Array layers;
-  for (const auto& row : shown_) {
-    Json layer = Json(Json::Object{});
-    for (int m = 0; m < modules().size(); ++m)
-      layer[modules()[m].toStdString()] = Json(row[m].toStdString());
-    layers.push_back(std::move(layer));
-  }
-  return Json(std::move(layers));
+  return shown_.to_json();
 }
 
 QStringList PrecisionGrid::edits() const {
   QStringList out;
-  for (size_t l = 0; l < shown_.size(); ++l)
-    for (int m = 0; m < modules().size(); ++m)
-      if (shown_[l][m] != applied_[l][m])
-        out << QString("%1.%2=%3").arg(l).arg(modules()[m], shown_[l][m]);
+  for (int64_t l = 0; l < shown_.layers(); ++l)
+    for (int m = 0; m < kModules; ++m)
+      if (shown_.at(l, Module(m)) != applied_.at(l, Module(m)))
+        out << QString::fromStdString(
+            PrecisionOverride{l, Module(m), shown_.at(l, Module(m))}.to_string());
   return out;
 }
 
-QStringList PrecisionGrid::overridesFrom(const QString& base) const {
-  const QString b = base.toLower();
+QStringList PrecisionGrid::overridesFrom(Precision base) const {
   QStringList out;
-  for (size_t l = 0; l < shown_.size(); ++l)
-    for (int m = 0; m < modules().size(); ++m)
-      if (shown_[l][m] != b) out << QString("%1.%2=%3").arg(l).arg(modules()[m], shown_[l][m]);
+  for (const std::string& o : shown_.overrides_from(base)) out << QString::fromStdString(o);
   return out;
 }
 
@@ -249,17 +218,18 @@ QString PrecisionGrid::layerLabel(int layer) const {
   return label;
 }
 
+bool PrecisionGrid::inGrid(int layer, int module) const {
+  return layer >= 0 && layer < layers() && module >= 0 && module < kModules;
+}
+
 void PrecisionGrid::toggle(int layer, int module) {
-  if (layer < 0 || layer >= layers() || module < 0 || module >= modules().size()) return;
-  QString& p = shown_[layer][module];
-  p = flipped(p);
-  render();
-  emit edited();
+  if (!inGrid(layer, module)) return;
+  edit({layer, Module(module), flipped(shown_.at(layer, Module(module)))});
 }
 
 QString PrecisionGrid::cell(int layer, int module) const {
-  if (layer < 0 || layer >= layers() || module < 0 || module >= modules().size()) return {};
-  return shown_[layer][module];
+  if (!inGrid(layer, module)) return {};
+  return QString::fromLatin1(precision_name(shown_.at(layer, Module(module))));
 }
 
 void PrecisionGrid::markApplied() {
@@ -274,45 +244,36 @@ void PrecisionGrid::revert() {
   emit edited();
 }
 
-void PrecisionGrid::setModule(int module, const QString& precision) {
-  if (module < 0 || module >= modules().size()) return;
-  bool changed = false;
-  for (auto& row : shown_) {
-    if (row[module] != precision) {
-      row[module] = precision;
-      changed = true;
-    }
-  }
-  if (!changed) return;
+void PrecisionGrid::edit(const PrecisionOverride& o) {
+  const PrecisionMap before = shown_;
+  o.apply(shown_);
+  if (shown_ == before) return;
   render();
   emit edited();
 }
 
-void PrecisionGrid::setLayer(int layer, const QString& precision) {
-  if (layer < 0 || layer >= layers()) return;
-  bool changed = false;
-  for (QString& p : shown_[layer]) {
-    if (p != precision) {
-      p = precision;
-      changed = true;
-    }
-  }
-  if (!changed) return;
-  render();
-  emit edited();
+void PrecisionGrid::setModule(int module, Precision precision) {
+  if (inGrid(0, module)) edit({std::nullopt, Module(module), precision});
+}
+
+void PrecisionGrid::setLayer(int layer, Precision precision) {
+  if (inGrid(layer, 0)) edit({layer, std::nullopt, precision});
 }
 
 void PrecisionGrid::toggleModule(int module) {
-  if (module < 0 || module >= modules().size() || shown_.empty()) return;
+  if (!inGrid(0, module)) return;
   bool all_bf16 = true;
-  for (const auto& row : shown_) all_bf16 = all_bf16 && row[module] == "bf16";
-  setModule(module, all_bf16 ? "fp8" : "bf16");
+  for (int64_t l = 0; l < shown_.layers(); ++l)
+    all_bf16 = all_bf16 && shown_.at(l, Module(module)) == Precision::bf16;
+  setModule(module, all_bf16 ? Precision::fp8 : Precision::bf16);
 }
 
 void PrecisionGrid::toggleLayer(int layer) {
-  if (layer < 0 || layer >= layers()) return;
-  const bool all_bf16 = shown_[layer].count("bf16") == shown_[layer].size();
-  setLayer(layer, all_bf16 ? "fp8" : "bf16");
+  if (!inGrid(layer, 0)) return;
+  bool all_bf16 = true;
+  for (int m = 0; m < kModules; ++m)
+    all_bf16 = all_bf16 && shown_.at(layer, Module(m)) == Precision::bf16;
+  setLayer(layer, all_bf16 ? Precision::fp8 : Precision::bf16);
 }
 
 void PrecisionGrid::render() {
@@ -328,7 +289,7 @@ void PrecisionGrid::render() {
     }
     const QString label = layerLabel(l);
     if (header->text() != label) header->setText(label);
-    for (int m = 0; m < modules().size(); ++m) {
+    for (int m = 0; m < kModules; ++m) {
       auto* item = table_->item(l, m);
       if (!item) {
         item = new QTableWidgetItem;
@@ -336,19 +297,20 @@ void PrecisionGrid::render() {
         item->setTextAlignment(Qt::AlignCenter);
         table_->setItem(l, m, item);
       }
-      const QString& p = shown_[l][m];
-      const bool fp8 = p == "fp8";
-      const bool is_edited = p != applied_[l][m];
-      item->setText(fp8 ? "FP8" : "BF16");
+      const Precision p = shown_.at(l, Module(m));
+      const bool fp8 = p == Precision::fp8;
+      const bool is_edited = p != applied_.at(l, Module(m));
+      item->setText(upper(p));
       item->setBackground(fp8 ? (is_edited ? kFp8Edited : kFp8)
                               : (is_edited ? kBf16Edited : kBf16));
       item->setForeground(QColor(Qt::black));
       item->setFont(is_edited ? bold : normal);
       item->setData(kEditedRole, is_edited);
-      item->setToolTip(is_edited ? tr("L%1 %2: %3 (edited, was %4)")
-                                       .arg(l)
-                                       .arg(modules()[m], p.toUpper(), applied_[l][m].toUpper())
-                                 : tr("L%1 %2: %3").arg(l).arg(modules()[m], p.toUpper()));
+      item->setToolTip(is_edited
+                           ? tr("L%1 %2: %3 (edited, was %4)")
+                                 .arg(l)
+                                 .arg(modules()[m], upper(p), upper(applied_.at(l, Module(m))))
+                           : tr("L%1 %2: %3").arg(l).arg(modules()[m], upper(p)));
     }
   }
 }

@@ -1,13 +1,15 @@
-// The precision grid: layers × modules (q, k, v, o, gate, up, down), each cell a BF16/FP8
+// The precision grid: layers × modules (the contract's module list), each cell a BF16/FP8
 // toggle (click flips it); edited cells are highlighted until applied. Row headers show the
 // layer's FP8 quantization error when known. Used by the launch dialog (the run's initial
-// map) and the run view's Precision tab (live edits sent to the worker).
+// map) and the run view's Precision tab (live edits sent to the worker). Maps, overrides and
+// their text come from the run contract (contract/precision.hpp).
 #pragma once
 
 #include <QStringList>
 #include <QWidget>
 #include <vector>
 
+#include "contract/precision.hpp"
 #include "core/json.hpp"
 
 class QLabel;
@@ -18,32 +20,36 @@ namespace fp8rl::ui {
 class PrecisionGrid : public QWidget {
   Q_OBJECT
  public:
-  static const QStringList& modules();  // q, k, v, o, gate, up, down
+  // The column titles: the contract's short module names (q, k, v, o, gate, up, down).
+  static const QStringList& modules();
 
   explicit PrecisionGrid(QWidget* parent = nullptr);
 
-  // Shows map (a JSON array of layers, each {"q": "fp8", "k": "bf16", …}) as the applied
-  // state; clears edits. An invalid map shows an empty grid with the reason.
+  // Shows map as the applied state; clears edits. A map of fp32 (the all-FP32 reference) has
+  // no per-layer FP8/BF16 choice: the grid is empty and says so.
+  void setMap(const PrecisionMap& map);
+  // The same from the map's JSON (PrecisionMap::to_json); one that is none shows an empty grid
+  // with the contract's reason.
   void setMap(const Json& map);
-  // A grid of `layers` rows, every cell `precision` ("fp8" or "bf16").
-  void setUniform(int layers, const QString& precision);
+  // A grid of `layers` rows, every cell `precision`.
+  void setUniform(int layers, Precision precision);
   int layers() const;
-  // The grid as shown (edits included), in setMap's format.
+  // The grid as shown (edits included), and as JSON.
+  const PrecisionMap& shown() const { return shown_; }
   Json map() const;
-  // The cells that differ from the applied map, as "LAYER.MODULE=PRECISION" (the worker's
+  // The cells that differ from the applied map, as overrides ("0.gate=bf16": the worker's
   // set_precision and the config's precision.overrides format).
   QStringList edits() const;
-  // All cells that differ from `base` ("fp8" or "bf16") as overrides (for a run config).
-  QStringList overridesFrom(const QString& base) const;
+  // All cells that differ from a map of `base` everywhere, as overrides (for a run config).
+  QStringList overridesFrom(Precision base) const;
   // Per-layer FP8 relative error (NaN: unknown) shown in the row headers.
   void setLayerErrors(const std::vector<double>& rel_error);
-  // Flips one cell (what a click does).
+  // Flips one cell between FP8 and BF16 (what a click does).
   void toggle(int layer, int module);
+  // The precision name of a shown cell ("fp8"), "" outside the grid.
   QString cell(int layer, int module) const;
 
   QTableWidget* table() const { return table_; }
-
-  // --- Additions
 
   // The message shown above the grid ("" when none): why a map was rejected, or the reason
   // given to setUnavailable.
@@ -57,8 +63,8 @@ class PrecisionGrid : public QWidget {
   void revert();
   // Sets every shown cell of a whole column (module) or row (layer) to `precision`; emits
   // edited() once when anything changed.
-  void setModule(int module, const QString& precision);
-  void setLayer(int layer, const QString& precision);
+  void setModule(int module, Precision precision);
+  void setLayer(int layer, Precision precision);
   // The header label of a layer row: "L3", or "L3 · err 2.1%" when its error is known.
   QString layerLabel(int layer) const;
 
@@ -69,6 +75,9 @@ class PrecisionGrid : public QWidget {
   bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
+  // Applies o to the shown map; renders and emits edited() when a cell changed.
+  void edit(const PrecisionOverride& o);
+  bool inGrid(int layer, int module) const;
   void render();
   void showMessage(const QString& text);
   // Flips a whole column (module) or row (layer): all BF16 becomes FP8, anything else BF16.
@@ -76,7 +85,7 @@ class PrecisionGrid : public QWidget {
   void toggleLayer(int layer);
   QTableWidget* table_;
   QLabel* message_;
-  std::vector<QStringList> applied_, shown_;
+  PrecisionMap applied_, shown_;
   std::vector<double> errors_;
 };
 

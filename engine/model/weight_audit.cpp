@@ -1,0 +1,136 @@
+#include "model/weight_audit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/bf16.hpp"
+#include "fp8/codec.hpp"
+
+namespace fp8rl {
+
+namespace {
+
+struct HostFp8 {
+  std::vector<uint8_t> codes;
+  std::vector<float> scale_inv;
+  int64_t rows = 0, cols = 0;
+  ScaleBlock block = ScaleBlock::tile128x128;
+  Fp8Format format = Fp8Format::e4m3;
+
+  bool operator==(const HostFp8& o) const {
+    return rows == o.rows && cols == o.cols && format == o.format && codes == o.codes &&
+           scale_inv.size() == o.scale_inv.size() &&
+           std::memcmp(scale_inv.data(), o.scale_inv.data(), scale_inv.size() * 4) == 0;
+  }
+  float value(int64_t r, int64_t c) const {
+    return fp8_to_float(codes[static_cast<size_t>(r * cols + c)], format) *
+           scale_inv[static_cast<size_t>(scale_index(block, rows, cols, r, c))];
+  }
+};
+
+HostFp8 download(Backend& be, const Fp8Matrix& q) {
+  HostFp8 h;
+  h.rows = q.rows;
+  h.cols = q.cols;
+  h.block = q.block;
+  h.format = q.format;
+  h.codes.resize(static_cast<size_t>(q.rows * q.cols));
+  h.scale_inv.resize(static_cast<size_t>(scale_count(q.block, q.rows, q.cols)));
+  be.download(h.codes.data(), q.codes, h.codes.size());
+  be.download(h.scale_inv.data(), q.scale_inv, h.scale_inv.size() * 4);
+  return h;
+}
+
+// The weights one side computes with, as FP32 values [out, in], plus the raw form that must
+// match bit for bit (FP8 tiles of W and Wᵀ, or BF16 bits).
+struct Side {
+  Precision precision;
+  std::vector<float> values;
+  std::vector<HostFp8> tiles;
+  std::vector<uint16_t> bf16_bits;
+};
+
+Side generator_side(Backend& be, const Linear& lin) {
+  Side s{lin.precision(), {}, {}, {}};
+  const int64_t N = lin.out_features(), K = lin.in_features();
+  s.values.resize(static_cast<size_t>(N * K));
+  if (s.precision == Precision::fp8) {
+    s.tiles.push_back(download(be, lin.fp8_weight()->q));
+    s.tiles.push_back(download(be, lin.fp8_weight_transposed()->q));
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < K; ++c) s.values[static_cast<size_t>(r * K + c)] = s.tiles[0].value(r, c);
+  } else if (s.precision == Precision::bf16) {
+    s.bf16_bits.resize(s.values.size());
+    be.download(s.bf16_bits.data(), lin.bf16_weight()->buf.data(), s.bf16_bits.size() * 2);
+    for (size_t i = 0; i < s.values.size(); ++i)
+      s.values[i] = bf16_to_float(bf16{s.bf16_bits[i]});
+  } else {
+    be.download(s.values.data(), lin.weight().master.buf.data(), s.values.size() * 4);
+  }
+  return s;
+}
+
+Side trainer_side(Backend& be, const Linear& lin, Precision p, const QuantOptions& qopt) {
+  Side s{p, {}, {}, {}};
+  const int64_t N = lin.out_features(), K = lin.in_features();
+  s.values.resize(static_cast<size_t>(N * K));
+  be.download(s.values.data(), lin.weight().master.buf.data(), s.values.size() * 4);
+  if (p == Precision::fp8) {
+    Fp8Tensor w = Fp8Tensor::make(be, N, K, ScaleBlock::tile128x128, qopt.format);
+    const Fp8Tensor* given = lin.given_fp8_weight();
+    if (given && given->q.format == qopt.format) {
+      be.copy(w.q.codes, given->q.codes, static_cast<size_t>(N * K));
+      be.copy(w.q.scale_inv, given->q.scale_inv,
+              static_cast<size_t>(scale_count(ScaleBlock::tile128x128, N, K)) * 4);
+    } else {
+      be.quantize(lin.weight().master.m(), w.q, qopt, nullptr);
+    }
+    Fp8Tensor wt = Fp8Tensor::make(be, K, N, ScaleBlock::tile128x128, qopt.format);
+    be.transpose_fp8(w.q, wt.q);
+    s.tiles.push_back(download(be, w.q));
+    s.tiles.push_back(download(be, wt.q));
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < K; ++c) s.values[static_cast<size_t>(r * K + c)] = s.tiles[0].value(r, c);
+  } else if (p == Precision::bf16) {
+    s.bf16_bits.resize(s.values.size());
+    for (size_t i = 0; i < s.values.size(); ++i) {
+      s.bf16_bits[i] = float_to_bf16(s.values[i]).bits;
+      s.values[i] = bf16_to_float(bf16{s.bf16_bits[i]});
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<AuditRow> audit_weights(Qwen3Model& model, const PrecisionMap& trainer_map,
+                                    const QuantOptions& trainer_qopt) {
+  Backend& be = model.backend();
+  std::vector<AuditRow> rows;
+  for (int64_t l = 0; l < model.config().num_hidden_layers; ++l)
+    for (int mi = 0; mi < kModules; ++mi) {
+      const Module m = Module(mi);
+      const Linear& lin = model.linear(l, m);
+      const Side g = generator_side(be, lin);
+      const Side t = trainer_side(be, lin, trainer_map.at(l, m), trainer_qopt);
+      AuditRow row;
+      row.layer = l;
+      row.module = module_short(m);
+      row.generator_precision = precision_name(g.precision);
+      row.trainer_precision = precision_name(t.precision);
+      double diff = 0;
+      for (size_t i = 0; i < g.values.size(); ++i) {
+        const double d = std::fabs(double(g.values[i]) - double(t.values[i]));
+        diff = std::isnan(d) ? d : std::max(diff, d);
+        if (std::isnan(diff)) break;
+      }
+      row.max_abs_diff = diff;
+      row.ok = g.precision == t.precision && g.tiles == t.tiles && g.bf16_bits == t.bf16_bits &&
+               (g.precision != Precision::fp32 || diff == 0);
+      rows.push_back(std::move(row));
+    }
+  return rows;
+}
+
+}  // namespace fp8rl
