@@ -36,14 +36,16 @@ constexpr const char* kHelp =
     "(decoder linears FP8, lm_head BF16) measures a KL at most the budget: modules are added in\n"
     "order of the KL their BF16 removes (all FP8 but M), re-measuring after each, until the KL\n"
     "is within the budget. --budget KL (nats per token) defaults to half the all-FP8 KL. The\n"
-    "recommendation prints as a setting to paste (--set or a config's precision.overrides) or\n"
-    "to apply to a live run (set_precision); the lm_head has no override: when the\n"
-    "recommendation with the lm_head in FP8 too exceeds the budget, a note says to keep\n"
-    "precision.lm_head at bf16 (the default).\n\n"
+    "recommendation prints as precision overrides, \"*.*=fp8\" then one \"LAYER.MODULE=bf16\"\n"
+    "per kept linear (the same map whatever they are applied to), to paste (--set or a\n"
+    "config's precision.overrides) or to send to a live run (set_precision). The lm_head is\n"
+    "set by precision.lm_head (bf16, fp32 or fp8), not by an override: a note says whether it\n"
+    "may be fp8 (the recommendation with the lm_head in FP8 too within the budget) or should\n"
+    "stay bf16. The model's precision map and lm_head setting are restored afterwards.\n\n"
     "--checkpoint DIR loads the model from a checkpoint (as `fp8rl train --output` writes it);\n"
-    "the config gives the task, the batch and the loss. Output: a progress bar on stderr and a\n"
-    "table on stdout, or with --json one JSON object (keys in docs/training.md, \"Layer\n"
-    "sensitivity\").\n";
+    "the config gives the task, the batch and the loss. Output: a progress bar on stderr (one\n"
+    "line per measurement when stderr is not a terminal, with --json too) and a table on\n"
+    "stdout, or with --json one JSON object (keys in docs/training.md, \"Layer sensitivity\").\n";
 
 // The --budget value: a number in [0, ∞), or an error naming the option and the text.
 double parse_budget(const std::string& text) {
@@ -65,7 +67,8 @@ std::string num(double v, const char* f = "%.3e") {
   return buf;
 }
 
-// A progress bar on stderr (one line rewritten on a terminal, one line per update otherwise).
+// A progress bar on stderr, with or without --json: one line rewritten on a terminal; otherwise
+// one line per measurement, "[#####...] done/planned what" (a program reading the pipe shows it).
 struct Progress {
   const bool tty = isatty(STDERR_FILENO);
   bool drawn = false;
@@ -73,9 +76,13 @@ struct Progress {
     const int width = 24, filled = static_cast<int>(width * done / std::max<int64_t>(planned, 1));
     std::string bar(static_cast<size_t>(std::min(filled, width)), '#');
     bar.resize(static_cast<size_t>(width), '.');
-    std::fprintf(stderr, "%s[%s] %lld/%lld %-40s%s", tty ? "\r" : "", bar.c_str(),
-                 static_cast<long long>(done), static_cast<long long>(planned), what.c_str(),
-                 tty ? "" : "\n");
+    if (tty)  // padded so that a shorter label overwrites a longer one
+      std::fprintf(stderr, "\r[%s] %lld/%lld %-44s", bar.c_str(), static_cast<long long>(done),
+                   static_cast<long long>(planned), what.c_str());
+    else
+      std::fprintf(stderr, "[%s] %lld/%lld %s\n", bar.c_str(), static_cast<long long>(done),
+                   static_cast<long long>(planned), what.c_str());
+    std::fflush(stderr);
     drawn = true;
   }
   void end_line() const {
@@ -133,8 +140,13 @@ void print_table(const SensitivityResult& r) {
               r.meets_budget ? "meets" : "DOES NOT meet");
   if (r.keep_lm_head_bf16)
     std::printf(
-        "  note: keep precision.lm_head at bf16 (the default): with the lm_head in FP8 "
-        "too, the recommendation measures KL %s > the budget\n",
+        "  note: keep precision.lm_head at bf16 (the default): with the lm_head in FP8 too, the\n"
+        "  recommendation measures KL %s > the budget\n",
+        num(r.recommended_lm_head_fp8_kl).c_str());
+  else
+    std::printf(
+        "  note: precision.lm_head may be fp8 as well: with the lm_head in FP8 too, the\n"
+        "  recommendation measures KL %s <= the budget\n",
         num(r.recommended_lm_head_fp8_kl).c_str());
   std::printf("\n%.1f s\n", r.seconds);
 }
@@ -177,7 +189,7 @@ int cmd_sensitivity(const std::vector<std::string>& args) {
   }
   auto sel = make_backend(parse_backend_choice(a.get("backend", cfg.backend)));
   const bool json = a.flag("json");
-  if (!sel.fallback_reason.empty() && !json)
+  if (!sel.fallback_reason.empty())
     std::fprintf(stderr, "fp8rl sensitivity: using the CPU (%s)\n", sel.fallback_reason.c_str());
 
   const auto task = make_task(cfg.task);
@@ -188,12 +200,11 @@ int cmd_sensitivity(const std::vector<std::string>& args) {
     if (ckpt.empty()) throw;
     throw Error("--checkpoint '" + ckpt + "': " + e.message());
   }
+  // With --json stdout holds the one object only; the progress stays on stderr.
   Progress progress;
-  // With --json stdout is the one object and stderr stays quiet, as fp8rl train --json.
-  if (!json)
-    opt.progress = [&](int64_t done, int64_t planned, const std::string& what) {
-      progress(done, planned, what);
-    };
+  opt.progress = [&](int64_t done, int64_t planned, const std::string& what) {
+    progress(done, planned, what);
+  };
   const SensitivityResult r = analyse_sensitivity(*model, cfg, *task, opt);
   progress.end_line();
   if (json)

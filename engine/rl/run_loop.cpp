@@ -204,8 +204,12 @@ StepRecord GrpoRun::rl_step() {
     correct += batch.correct[static_cast<size_t>(i)];
     resp_len += static_cast<double>(s.response.size());
     if (static_cast<int64_t>(r.samples.size()) < cfg_.samples_per_step && i % G == 0) {
-      r.samples.push_back({ex.prompt, text + (ended ? "" : "…"), ex.answer,
-                           rewards[static_cast<size_t>(i)], {}, {}});
+      r.samples.push_back({ex.prompt,
+                           text + (ended ? "" : "…"),
+                           ex.answer,
+                           rewards[static_cast<size_t>(i)],
+                           {},
+                           {}});
       sample_rows.push_back(i);
     }
   }

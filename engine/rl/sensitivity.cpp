@@ -40,7 +40,7 @@ std::string LinearRef::bf16_override() const {
 
 SensitivityProbe::SensitivityProbe(Qwen3Model& model, const RunConfig& cfg, const Task& task,
                                    int64_t prompts)
-    : model_(model), saved_map_(model.precision()), saved_head_(model.lm_head_precision()) {
+    : model_(model), saved_map_(model.precision()), saved_head_(model.lm_head_setting()) {
   check(prompts > 0, "sensitivity: the batch needs at least one prompt");
   check(cfg.sampling.temperature > 0,
         "sensitivity: grpo.temperature must be positive (log-probs are taken at it)");
@@ -83,9 +83,10 @@ SensitivityProbe::SensitivityProbe(Qwen3Model& model, const RunConfig& cfg, cons
 
 SensitivityProbe::~SensitivityProbe() {
   try {
+    // The setting first: set_precision then runs the head as that map runs it.
     model_.clear_activations();
-    model_.set_precision(saved_map_);
     model_.set_lm_head_precision(saved_head_);
+    model_.set_precision(saved_map_);
   } catch (...) {  // a destructor must not throw; the model is left as measured
   }
 }
@@ -248,6 +249,7 @@ SensitivityResult analyse_sensitivity(Qwen3Model& model, const RunConfig& cfg, c
                      return a->all_fp8_but_kl < b->all_fp8_but_kl;
                    });
   PrecisionMap rec = all_fp8;
+  r.overrides.push_back(PrecisionOverride{std::nullopt, std::nullopt, Precision::fp8}.to_string());
   double kl = r.all_fp8.kl;
   for (const ModuleSensitivity* c : candidates) {
     if (kl <= r.budget) break;
@@ -268,13 +270,6 @@ SensitivityResult analyse_sensitivity(Qwen3Model& model, const RunConfig& cfg, c
   r.batch = probe.batch();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
-}
-
-SensitivityResult measure_sensitivity(const RunConfig& cfg, Backend& be,
-                                      const SensitivityOptions& opt) {
-  const auto task = make_task(cfg.task);
-  auto model = make_run_model(cfg, be, *task);
-  return analyse_sensitivity(*model, cfg, *task, opt);
 }
 
 std::string overrides_assignment(const std::vector<std::string>& overrides) {
@@ -331,9 +326,9 @@ Json sensitivity_json(const SensitivityResult& r) {
   j["budget_is_default"] = r.budget_is_default;
   Json rec;
   Json::Array keep, ovr, steps;
+  for (const auto& o : r.overrides) ovr.push_back(Json(o));
   for (size_t i = 0; i < r.keep_bf16.size(); ++i) {
     keep.push_back(Json(r.keep_bf16[i].name()));
-    ovr.push_back(Json(r.overrides[i]));
     Json st;
     st["module"] = r.keep_bf16[i].name();
     st["kl"] = r.kl_after_each[i];
@@ -348,6 +343,7 @@ Json sensitivity_json(const SensitivityResult& r) {
   rec["meets_budget"] = r.meets_budget;
   rec["lm_head_fp8_kl"] = r.recommended_lm_head_fp8_kl;
   rec["keep_lm_head_bf16"] = r.keep_lm_head_bf16;
+  rec["lm_head"] = precision_name(r.recommended_lm_head());
   j["recommendation"] = rec;
   j["seconds"] = r.seconds;
   return j;

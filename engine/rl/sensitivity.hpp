@@ -6,7 +6,8 @@
 // decoder linears, plus the lm_head) is measured alone in FP8 ("only M in FP8", the rest BF16)
 // and alone in BF16 ("all FP8 but M": every other decoder linear FP8, the lm_head BF16). The
 // recommendation is the smallest set of decoder linears found greedily whose BF16 brings the
-// all-FP8 model (decoder linears FP8, lm_head BF16 as a run has it by default) under a KL budget.
+// all-FP8 model (decoder linears FP8, lm_head BF16 as a run has it by default) under a KL budget;
+// the lm_head (precision.lm_head) is then tried in FP8 on top of it.
 #pragma once
 
 #include <cstdint>
@@ -84,18 +85,25 @@ struct SensitivityResult {
   // them (largest all-FP8-but-M reduction first), with the KL measured after each addition.
   std::vector<LinearRef> keep_bf16;
   std::vector<double> kl_after_each;
-  std::vector<std::string> overrides;  // "3.down=bf16", one per kept linear
-  SensitivityMeasure recommended;      // all FP8 with keep_bf16 in BF16, lm_head BF16
+  // The recommendation as precision overrides, whatever the map they are applied to:
+  // "*.*=fp8", then "3.down=bf16" per kept linear (a config's precision.overrides, `--set`, or
+  // a live run's set_precision).
+  std::vector<std::string> overrides;
+  SensitivityMeasure recommended;  // all FP8 with keep_bf16 in BF16, lm_head BF16
   bool meets_budget = false;
-  // The recommendation with the lm_head in FP8 too; above the budget the lm_head must stay in
-  // BF16 (precision.lm_head: bf16, the default).
+  // The recommendation with the lm_head in FP8 too: within the budget precision.lm_head may be
+  // fp8, above it the lm_head stays in BF16 (precision.lm_head: bf16, the default).
   double recommended_lm_head_fp8_kl = 0;
   bool keep_lm_head_bf16 = false;
+  Precision recommended_lm_head() const {
+    return keep_lm_head_bf16 ? Precision::bf16 : Precision::fp8;
+  }
   double seconds = 0;
 };
 
 // The measurements of one batch against its reference. Construction generates the rollouts with
-// the model in all-BF16 (the caller's precision is restored by the destructor) and records the
+// the model in all-BF16 (the caller's precision map and lm_head setting are restored by the
+// destructor) and records the
 // reference's logits of the response rows (response tokens × vocabulary floats: refused above
 // 4 GiB, naming the size).
 class SensitivityProbe {
@@ -116,7 +124,7 @@ class SensitivityProbe {
  private:
   Qwen3Model& model_;
   PrecisionMap saved_map_;
-  Precision saved_head_;
+  Precision saved_head_;  // the lm_head setting (Qwen3Model::lm_head_setting)
   LossConfig loss_;
   float inv_t_;
   size_t micro_batch_;
@@ -127,16 +135,12 @@ class SensitivityProbe {
   SensitivityMeasure ref_;
 };
 
-// The whole analysis on `model` (its precision is restored afterwards; its gradients are left
-// zeroed). Throws for a negative or non-finite budget.
+// The whole analysis on `model` (its precision map and lm_head setting are restored afterwards;
+// its gradients are left zeroed). Throws for a negative or non-finite budget, naming it.
 SensitivityResult analyse_sensitivity(Qwen3Model& model, const RunConfig& cfg, const Task& task,
                                       const SensitivityOptions& opt);
 
-// The analysis of the config's model (model.checkpoint when set) on a backend.
-SensitivityResult measure_sensitivity(const RunConfig& cfg, Backend& be,
-                                      const SensitivityOptions& opt);
-
-// The `--set` form of a precision override list: precision.overrides=["3.down=bf16", ...]
+// The `--set` form of a precision override list: precision.overrides=["*.*=fp8", "3.down=bf16"]
 // (pastes into a config's precision section as overrides: [...] as well).
 std::string overrides_assignment(const std::vector<std::string>& overrides);
 
