@@ -49,6 +49,22 @@ std::string Args::get(const std::string& name, const std::string& fallback) cons
   return it == values_.end() ? fallback : it->second;
 }
 
+std::vector<std::string> take_sets(const std::vector<std::string>& args,
+                                   std::vector<std::string>* sets) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--set") {
+      check(i + 1 < args.size(), "option --set needs a value");
+      sets->push_back(args[++i]);
+    } else if (args[i].rfind("--set=", 0) == 0) {
+      sets->push_back(args[i].substr(6));
+    } else {
+      rest.push_back(args[i]);
+    }
+  }
+  return rest;
+}
+
 bool parse_integer(const std::string& text, long long* out) {
   size_t used = 0;
   try {

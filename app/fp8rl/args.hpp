@@ -16,6 +16,12 @@ bool parse_integer(const std::string& text, long long* out);
 // A run id given on the command line (what, e.g. "--resume", names it in the error).
 int64_t parse_run_id(const std::string& text, const std::string& what);
 
+// Takes every `--set key=value` and `--set=key=value` out of args into *sets (the option may
+// repeat, which Args does not allow) and returns the other words in order; a --set without a
+// value is an error.
+std::vector<std::string> take_sets(const std::vector<std::string>& args,
+                                   std::vector<std::string>* sets);
+
 class Args {
  public:
   // args: the words after the command; valued/flags: the options this command accepts

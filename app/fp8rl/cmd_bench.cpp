@@ -77,17 +77,8 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
 
 int cmd_bench(const std::vector<std::string>& args) {
   // --set may repeat (as for fp8rl train): collect it before the parser sees the rest.
-  std::vector<std::string> sets, rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--set") {
-      check(i + 1 < args.size(), "option --set needs a value");
-      sets.push_back(args[++i]);
-    } else if (args[i].rfind("--set=", 0) == 0) {
-      sets.push_back(args[i].substr(6));
-    } else {
-      rest.push_back(args[i]);
-    }
-  }
+  std::vector<std::string> sets;
+  const std::vector<std::string> rest = take_sets(args, &sets);
   const std::set<std::string> valued = {"backend", "json",       "shapes",     "seconds", "batch",
                                         "model",   "prompt-len", "new-tokens", "seq-len", "steps",
                                         "warmup",  "preset",     "seeds"};

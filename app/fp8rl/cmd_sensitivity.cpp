@@ -154,16 +154,8 @@ void print_table(const SensitivityResult& r) {
 }  // namespace
 
 int cmd_sensitivity(const std::vector<std::string>& args) {
-  std::vector<std::string> sets, rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--set" && i + 1 < args.size()) {
-      sets.push_back(args[++i]);
-    } else if (args[i].rfind("--set=", 0) == 0) {
-      sets.push_back(args[i].substr(6));
-    } else {
-      rest.push_back(args[i]);
-    }
-  }
+  std::vector<std::string> sets;
+  const std::vector<std::string> rest = take_sets(args, &sets);
   const Args a(rest, {"preset", "config", "checkpoint", "budget", "prompts", "backend"},
                {"json", "help"});
   if (a.flag("help") || (a.get("preset", "").empty() && a.get("config", "").empty())) {

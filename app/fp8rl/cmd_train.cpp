@@ -91,16 +91,7 @@ struct TrainPrinter : SessionListener {
 
 int cmd_train(const std::vector<std::string>& args) {
   std::vector<std::string> sets;
-  std::vector<std::string> rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--set" && i + 1 < args.size()) {
-      sets.push_back(args[++i]);
-    } else if (args[i].rfind("--set=", 0) == 0) {
-      sets.push_back(args[i].substr(6));
-    } else {
-      rest.push_back(args[i]);
-    }
-  }
+  const std::vector<std::string> rest = take_sets(args, &sets);
   const Args a(rest, {"preset", "config", "backend", "output", "db", "name", "resume"},
                {"json", "help", "print-config", "no-db", "list-presets", "list-choices"});
   if (a.flag("list-presets")) {

@@ -68,16 +68,8 @@ SensitivityProbe::SensitivityProbe(Qwen3Model& model, const RunConfig& cfg, cons
             " MiB (at most 4096): take fewer prompts (--prompts)");
   check(tokens_ > 0, "sensitivity: the batch has no response tokens");
   ref_logits_.reserve(static_cast<size_t>(tokens_ * V));
-  for (size_t b = 0; b < batch_.train.size(); b += micro_batch_) {
-    const MicroBatch mb =
-        pack_micro_batch(batch_.train, b, std::min(batch_.train.size(), b + micro_batch_));
-    const auto logits = model_.logits(mb.ids, mb.B, mb.T);
-    for (auto [si, row] : mb.rows) {
-      const int64_t n = static_cast<int64_t>(batch_.train[si].g.size());
-      ref_logits_.insert(ref_logits_.end(), logits.begin() + row * V,
-                         logits.begin() + (row + n) * V);
-    }
-  }
+  for_each_response_row(
+      [&](const float* z, int32_t) { ref_logits_.insert(ref_logits_.end(), z, z + V); });
   ref_ = measure(uniform(L, Precision::bf16), Precision::bf16, true);
 }
 
@@ -88,6 +80,20 @@ SensitivityProbe::~SensitivityProbe() {
     model_.set_lm_head_precision(saved_head_);
     model_.set_precision(saved_map_);
   } catch (...) {  // a destructor must not throw; the model is left as measured
+  }
+}
+
+void SensitivityProbe::for_each_response_row(const std::function<void(const float*, int32_t)>& f) {
+  const int64_t V = model_.config().vocab_size;
+  for (size_t b = 0; b < batch_.train.size(); b += micro_batch_) {
+    const MicroBatch mb =
+        pack_micro_batch(batch_.train, b, std::min(batch_.train.size(), b + micro_batch_));
+    const auto logits = model_.logits(mb.ids, mb.B, mb.T);
+    for (auto [si, row] : mb.rows) {
+      const int64_t n = static_cast<int64_t>(batch_.train[si].g.size());
+      for (int64_t k = row; k < row + n; ++k)
+        f(logits.data() + k * V, mb.targets[static_cast<size_t>(k)]);
+    }
   }
 }
 
@@ -103,29 +109,19 @@ SensitivityMeasure SensitivityProbe::measure(const PrecisionMap& pm, Precision l
   SensitivityMeasure m;
   double kl = 0, adl = 0, mult = 0;
   size_t ref_row = 0;
-  for (size_t b = 0; b < batch_.train.size(); b += micro_batch_) {
-    const MicroBatch mb =
-        pack_micro_batch(batch_.train, b, std::min(batch_.train.size(), b + micro_batch_));
-    const auto logits = model_.logits(mb.ids, mb.B, mb.T);
-    for (auto [si, row] : mb.rows) {
-      const int64_t n = static_cast<int64_t>(batch_.train[si].g.size());
-      for (int64_t k = 0; k < n; ++k, ++ref_row) {
-        const float* a = ref_logits_.data() + ref_row * static_cast<size_t>(V);
-        const float* q = logits.data() + (row + k) * V;
-        const double la = log_sum_exp(a, V, s), lq = log_sum_exp(q, V, s);
-        double row_kl = 0;
-        for (int64_t v = 0; v < V; ++v) {
-          const double lpa = a[v] * s - la, lpq = q[v] * s - lq;
-          row_kl += std::exp(lpa) * (lpa - lpq);
-        }
-        kl += row_kl;
-        const int32_t x = mb.targets[static_cast<size_t>(row + k)];
-        const double d = std::fabs((q[x] * s - lq) - (a[x] * s - la));
-        adl += d;
-        mult += std::exp(d);
-      }
+  for_each_response_row([&](const float* q, int32_t x) {
+    const float* a = ref_logits_.data() + ref_row++ * static_cast<size_t>(V);
+    const double la = log_sum_exp(a, V, s), lq = log_sum_exp(q, V, s);
+    double row_kl = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      const double lpa = a[v] * s - la, lpq = q[v] * s - lq;
+      row_kl += std::exp(lpa) * (lpa - lpq);
     }
-  }
+    kl += row_kl;
+    const double d = std::fabs((q[x] * s - lq) - (a[x] * s - la));
+    adl += d;
+    mult += std::exp(d);
+  });
   const double n = static_cast<double>(tokens_);
   m.kl = kl / n;
   m.abs_dlogp = adl / n;

@@ -133,6 +133,10 @@ class SensitivityProbe {
   std::vector<float> ref_logits_;             // [tokens, V], response rows in batch order
   std::vector<std::vector<float>> ref_logp_;  // per sequence: the reference's c (training pass)
   SensitivityMeasure ref_;
+
+  // Runs the model as set over the batch (no-grad logits) and calls f(the row's logits [V], the
+  // sampled token) for every response token, in batch order.
+  void for_each_response_row(const std::function<void(const float*, int32_t)>& f);
 };
 
 // The whole analysis on `model` (its precision map and lm_head setting are restored afterwards;
