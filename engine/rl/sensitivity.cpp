@@ -294,15 +294,13 @@ Json measure_json(const SensitivityMeasure& m) {
 
 Json sensitivity_json(const SensitivityResult& r) {
   Json j;
-  Json batch;
-  batch["prompts"] = r.prompts;
-  batch["group_size"] = r.group_size;
-  batch["sequences"] = r.sequences;
-  batch["response_tokens"] = r.response_tokens;
-  batch["vocab_size"] = r.vocab_size;
-  batch["temperature"] = r.temperature;
-  batch["mean_reward"] = r.mean_reward;
-  j["batch"] = batch;
+  j["batch"] = Json(Json::Object{{"prompts", r.prompts},
+                                 {"group_size", r.group_size},
+                                 {"sequences", r.sequences},
+                                 {"response_tokens", r.response_tokens},
+                                 {"vocab_size", r.vocab_size},
+                                 {"temperature", r.temperature},
+                                 {"mean_reward", r.mean_reward}});
   j["reference"] = measure_json(r.reference);
   j["all_fp8"] = measure_json(r.all_fp8);
   j["all_fp8_lm_head_fp8"] = measure_json(r.all_fp8_lm_head_fp8);
