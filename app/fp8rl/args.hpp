@@ -30,6 +30,8 @@ class Args {
        const std::set<std::string>& flags);
 
   bool flag(const std::string& name) const { return flags_.count(name) > 0; }
+  // Whether the valued option was given (even with an empty value).
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
   std::string get(const std::string& name, const std::string& fallback) const;
   int get_int(const std::string& name, int fallback) const;
   // The option's value as a number (fallback when absent); an error names the option.

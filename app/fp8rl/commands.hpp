@@ -11,6 +11,7 @@ namespace fp8rl::cli {
 int cmd_doctor(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
+int cmd_sensitivity(const std::vector<std::string>& args);
 int cmd_score(const std::vector<std::string>& args);
 int cmd_init(const std::vector<std::string>& args);
 int cmd_generate(const std::vector<std::string>& args);

@@ -23,6 +23,7 @@ commands:
   convert                a checkpoint to Hugging Face block FP8 (vLLM, SGLang) or to BF16
   train                  a GRPO run (presets, --set overrides, --json, --resume), recorded
   audit                  a run's layer audit: generator and trainer weights, linear by linear
+  sensitivity            which linear modules need BF16: per-module KL, loss and gradient change
   runs                   list, show, attach to, check and export (CSV) recorded runs
   worker                 serve one run over ZeroMQ (the studio launches these)
   --version              print the version
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     if (cmd == "doctor") return fp8rl::cli::cmd_doctor(rest);
     if (cmd == "bench") return fp8rl::cli::cmd_bench(rest);
     if (cmd == "train") return fp8rl::cli::cmd_train(rest);
+    if (cmd == "sensitivity") return fp8rl::cli::cmd_sensitivity(rest);
     if (cmd == "score") return fp8rl::cli::cmd_score(rest);
     if (cmd == "init") return fp8rl::cli::cmd_init(rest);
     if (cmd == "generate") return fp8rl::cli::cmd_generate(rest);

@@ -54,6 +54,9 @@ class Qwen3Model {
   // linears; for sensitivity measurements). An all-fp32 map runs it in fp32 whatever is set.
   void set_lm_head_precision(Precision p);
   Precision lm_head_precision() const { return lm_head_->precision(); }
+  // What set_lm_head_precision was last given (lm_head_precision() is what runs: fp32 under an
+  // all-fp32 map whatever is set); restoring it and then the map restores the head.
+  Precision lm_head_setting() const { return lm_head_wanted_; }
 
   // Every parameter once, in Hugging Face order (tied lm_head not repeated).
   std::vector<Param*> parameters();

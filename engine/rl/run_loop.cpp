@@ -11,6 +11,7 @@
 #include "core/files.hpp"
 #include "model/checkpoint.hpp"
 #include "model/weight_audit.hpp"
+#include "rl/group_rollouts.hpp"
 
 namespace fp8rl {
 namespace {
@@ -20,60 +21,10 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// The text of a generated response without its <eos>; ended = it finished with <eos>.
-std::string response_text(const Task& task, const Sequence& s, bool* ended) {
-  *ended = s.finish_reason == "eos";
-  std::vector<int32_t> body = s.response;
-  if (*ended) body.pop_back();
-  return task.tokenizer().decode(body);
-}
-
 double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
   return v.empty() ? 0.0 : s / static_cast<double>(v.size());
-}
-
-// A training sequence: prompt + response ids; the response tokens are supervised.
-struct TrainSeq {
-  std::vector<int32_t> ids;
-  int64_t prompt_len = 0;
-  std::vector<float> g;  // generation log-probs of the response tokens
-  double advantage = 0;
-};
-
-// A padded micro-batch: B sequences × T positions; position t predicts ids[t + 1].
-struct MicroBatch {
-  int64_t B = 0, T = 0;
-  std::vector<int32_t> ids, targets;
-  std::vector<std::pair<size_t, int64_t>> rows;  // (sequence index, first response row in batch)
-};
-
-MicroBatch pack(const std::vector<TrainSeq>& seqs, size_t begin, size_t end) {
-  MicroBatch mb;
-  mb.B = static_cast<int64_t>(end - begin);
-  for (size_t i = begin; i < end; ++i)
-    mb.T = std::max<int64_t>(mb.T, static_cast<int64_t>(seqs[i].ids.size()) - 1);
-  mb.ids.assign(static_cast<size_t>(mb.B * mb.T), CharTokenizer::kPad);
-  mb.targets.assign(mb.ids.size(), CharTokenizer::kPad);
-  for (size_t i = begin; i < end; ++i) {
-    const auto& s = seqs[i];
-    const int64_t b = static_cast<int64_t>(i - begin);
-    for (int64_t t = 0; t + 1 < static_cast<int64_t>(s.ids.size()); ++t) {
-      mb.ids[b * mb.T + t] = s.ids[t];
-      mb.targets[b * mb.T + t] = s.ids[t + 1];
-    }
-    // Response token k sits at ids[prompt_len + k] and is predicted by row prompt_len + k − 1.
-    mb.rows.push_back({i, b * mb.T + s.prompt_len - 1});
-  }
-  return mb;
 }
 
 }  // namespace
@@ -117,29 +68,7 @@ struct GrpoRun::Observer : QuantObserver {
 
 GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be) : cfg_(cfg), be_(be) {
   task_ = make_task(cfg_.task);
-  const ModelConfig* mc = &cfg_.model;
-  ModelConfig from_ckpt;
-  QuantOptions qopt;
-  qopt.pow2_scales = cfg_.pow2_scales;
-  if (!cfg_.init_checkpoint.empty()) {
-    from_ckpt = read_checkpoint_config(cfg_.init_checkpoint);
-    mc = &from_ckpt;
-  }
-  ModelConfig model_cfg = *mc;
-  check(model_cfg.vocab_size >= task_->tokenizer().vocab_size() || !cfg_.init_checkpoint.empty(),
-        "model vocabulary too small for the task");
-  if (cfg_.init_checkpoint.empty()) model_cfg.vocab_size = task_->tokenizer().vocab_size();
-  check(model_cfg.vocab_size >= task_->tokenizer().vocab_size(),
-        "the checkpoint's vocabulary (" + std::to_string(model_cfg.vocab_size) +
-            ") is smaller than the task tokenizer's (" +
-            std::to_string(task_->tokenizer().vocab_size()) + ")");
-  const PrecisionMap pm = cfg_.precision_map(model_cfg.num_hidden_layers);
-  if (cfg_.init_checkpoint.empty()) {
-    model_ = std::make_unique<Qwen3Model>(be_, model_cfg, pm, cfg_.seed, cfg_.init_std, qopt);
-  } else {
-    model_ = load_checkpoint(be_, cfg_.init_checkpoint, pm, qopt);
-  }
-  model_->set_lm_head_precision(cfg_.lm_head);
+  model_ = make_run_model(cfg_, be_, *task_);
   observer_ = std::make_unique<Observer>(be_);
   model_->set_quant_observer(observer_.get());
   opt_ = std::make_unique<AdamW>(be_, model_->parameters(), cfg_.optimizer);
@@ -201,7 +130,7 @@ StepRecord GrpoRun::sft_step() {
   StepRecord r;
   r.phase = "sft";
   r.step = sft_done_ - cfg_.sft_steps;  // −N … −1
-  Rng rng(mix(cfg_.seed, 0x5f7000000ull + static_cast<uint64_t>(sft_done_)));
+  Rng rng(mix_seed(cfg_.seed, 0x5f7000000ull + static_cast<uint64_t>(sft_done_)));
   std::vector<TrainSeq> seqs;
   for (int64_t i = 0; i < cfg_.sft_batch_size; ++i) {
     const Example ex = task_->sample(rng);
@@ -219,7 +148,7 @@ StepRecord GrpoRun::sft_step() {
   double loss = 0;
   const size_t mbs = static_cast<size_t>(cfg_.micro_batch_size);
   for (size_t b = 0; b < seqs.size(); b += mbs) {
-    const MicroBatch mb = pack(seqs, b, std::min(seqs.size(), b + mbs));
+    const MicroBatch mb = pack_micro_batch(seqs, b, std::min(seqs.size(), b + mbs));
     const auto res = model_->forward(mb.ids, mb.targets, mb.B, mb.T, 1.0f, true);
     std::vector<float> dlogp(res.logp.size(), 0.0f);
     for (auto [si, row] : mb.rows)
@@ -252,63 +181,40 @@ StepRecord GrpoRun::rl_step() {
   if (rl_done_ == 0 && cfg_.sft_steps == 0) r.scalars[metric::kValAccuracyInitial] = validate();
   const int64_t P = cfg_.prompts_per_step, G = cfg_.group_size, N = P * G;
 
-  // 1. Prompts (a fresh, reproducible draw per step).
-  Rng rng(mix(cfg_.seed, static_cast<uint64_t>(r.step)));
-  std::vector<Example> examples;
-  std::vector<std::vector<int32_t>> prompts;
-  for (int64_t i = 0; i < P; ++i) {
-    examples.push_back(task_->sample(rng));
-    const auto ids = task_->encode_prompt(examples.back().prompt);
-    for (int64_t g = 0; g < G; ++g) prompts.push_back(ids);
-  }
-
-  // 2. Rollout, after auditing the weights it will use (those of the last refresh).
+  // 1. Audit the weights the rollout will use (those of the last refresh).
   if (cfg_.audit_every > 0 && (r.step - 1) % cfg_.audit_every == 0) {
     r.audit = audit_weights(*model_, model_->precision(), model_->quant_options());
     int64_t bad = 0;
     for (const auto& a : r.audit) bad += !a.ok;
     r.scalars[metric::kAuditMismatches] = static_cast<double>(bad);
   }
-  SamplingParams sp = cfg_.sampling;
-  sp.max_new_tokens = task_->max_response_tokens();
-  sp.eos_token = CharTokenizer::kEos;
-  sp.seed = mix(cfg_.seed, 0x9e7000000ull + static_cast<uint64_t>(r.step));
-  const auto seqs = gen_->generate(prompts, sp);
+
+  // 2–3. Prompts, rollout, rewards and advantages.
+  GroupRollouts batch = generate_group_rollouts(cfg_, *task_, *gen_, r.step, P);
   const RolloutStats rs = gen_->last_stats();
   const double t_gen = rs.prefill_seconds + rs.decode_seconds + rs.calibration_seconds;
-
-  // 3. Rewards and advantages.
-  std::vector<double> rewards;
+  const std::vector<double>& rewards = batch.rewards;
   std::vector<int64_t> sample_rows;  // the sequences r.samples show
   double correct = 0, resp_len = 0;
   for (int64_t i = 0; i < N; ++i) {
-    const Sequence& s = seqs[static_cast<size_t>(i)];
-    bool ended = false;
-    const std::string text = response_text(*task_, s, &ended);
-    const Example& ex = examples[static_cast<size_t>(i / G)];
-    rewards.push_back(task_->reward(ex, text, ended));
-    correct += task_->correct(ex, text, ended);
+    const Sequence& s = batch.sequences[static_cast<size_t>(i)];
+    const Example& ex = batch.examples[static_cast<size_t>(i / G)];
+    const bool ended = batch.ended[static_cast<size_t>(i)];
+    const std::string& text = batch.texts[static_cast<size_t>(i)];
+    correct += batch.correct[static_cast<size_t>(i)];
     resp_len += static_cast<double>(s.response.size());
     if (static_cast<int64_t>(r.samples.size()) < cfg_.samples_per_step && i % G == 0) {
-      r.samples.push_back(
-          {ex.prompt, text + (ended ? "" : "…"), ex.answer, rewards.back(), {}, {}});
+      r.samples.push_back({ex.prompt,
+                           text + (ended ? "" : "…"),
+                           ex.answer,
+                           rewards[static_cast<size_t>(i)],
+                           {},
+                           {}});
       sample_rows.push_back(i);
     }
   }
-  const auto adv = compute_advantages(rewards, G, cfg_.advantage);
-  std::vector<TrainSeq> train(static_cast<size_t>(N));
-  int64_t train_tokens = 0, response_tokens = 0;
-  for (int64_t i = 0; i < N; ++i) {
-    const Sequence& s = seqs[static_cast<size_t>(i)];
-    TrainSeq& t = train[static_cast<size_t>(i)];
-    t.ids = s.prompt;
-    t.ids.insert(t.ids.end(), s.response.begin(), s.response.end());
-    t.prompt_len = static_cast<int64_t>(s.prompt.size());
-    t.g = s.logprobs;
-    t.advantage = adv[static_cast<size_t>(i)];
-    train_tokens += static_cast<int64_t>(t.ids.size()) - 1;
-    response_tokens += static_cast<int64_t>(s.response.size());
-  }
+  std::vector<TrainSeq>& train = batch.train;
+  const int64_t train_tokens = batch.train_tokens, response_tokens = batch.response_tokens;
 
   // 4. Trainer log-probs p and training. With one optimizer step per RL step the policy that
   // trains is the one that generated, so p comes from the training forward itself (c = p,
@@ -321,7 +227,7 @@ StepRecord GrpoRun::rl_step() {
   if (separate_logprob) {
     const auto t0 = Clock::now();
     for (size_t b = 0; b < train.size(); b += mbs) {
-      const MicroBatch mb = pack(train, b, std::min(train.size(), b + mbs));
+      const MicroBatch mb = pack_micro_batch(train, b, std::min(train.size(), b + mbs));
       const auto res = model_->forward(mb.ids, mb.targets, mb.B, mb.T, inv_t, false);
       for (auto [si, row] : mb.rows)
         p[si].assign(res.logp.begin() + row,
@@ -347,7 +253,7 @@ StepRecord GrpoRun::rl_step() {
       for (size_t b = m0; b < m1; b += mbs) {
         // FP8 telemetry from the first micro-batch of the step only (bounded cost).
         observer_->enabled = epoch == 0 && m == 0 && b == m0;
-        const MicroBatch mb = pack(train, b, std::min(m1, b + mbs));
+        const MicroBatch mb = pack_micro_batch(train, b, std::min(m1, b + mbs));
         const auto res = model_->forward(mb.ids, mb.targets, mb.B, mb.T, inv_t, true, true);
         std::vector<float> dlogp(res.logp.size(), 0.0f);
         for (auto [si, row] : mb.rows) {
@@ -429,7 +335,7 @@ StepRecord GrpoRun::rl_step() {
   // The samples' tokens and p − g per token (the studio colours them).
   for (size_t k = 0; k < r.samples.size(); ++k) {
     const size_t i = static_cast<size_t>(sample_rows[k]);
-    const Sequence& s = seqs[i];
+    const Sequence& s = batch.sequences[i];
     SampleRecord& out = r.samples[k];
     for (size_t t = 0; t < s.response.size(); ++t) {
       out.tokens.push_back(task_->tokenizer().token_text(s.response[t]));

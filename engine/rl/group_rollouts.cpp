@@ -1,0 +1,120 @@
+#include "rl/group_rollouts.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "model/checkpoint.hpp"
+
+namespace fp8rl {
+
+uint64_t mix_seed(uint64_t a, uint64_t b) {
+  uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+std::unique_ptr<Qwen3Model> make_run_model(const RunConfig& cfg, Backend& be, const Task& task) {
+  const ModelConfig* mc = &cfg.model;
+  ModelConfig from_ckpt;
+  QuantOptions qopt;
+  qopt.pow2_scales = cfg.pow2_scales;
+  if (!cfg.init_checkpoint.empty()) {
+    from_ckpt = read_checkpoint_config(cfg.init_checkpoint);
+    mc = &from_ckpt;
+  }
+  ModelConfig model_cfg = *mc;
+  check(model_cfg.vocab_size >= task.tokenizer().vocab_size() || !cfg.init_checkpoint.empty(),
+        "model vocabulary too small for the task");
+  if (cfg.init_checkpoint.empty()) model_cfg.vocab_size = task.tokenizer().vocab_size();
+  check(model_cfg.vocab_size >= task.tokenizer().vocab_size(),
+        "the checkpoint's vocabulary (" + std::to_string(model_cfg.vocab_size) +
+            ") is smaller than the task tokenizer's (" +
+            std::to_string(task.tokenizer().vocab_size()) + ")");
+  const PrecisionMap pm = cfg.precision_map(model_cfg.num_hidden_layers);
+  std::unique_ptr<Qwen3Model> model;
+  if (cfg.init_checkpoint.empty()) {
+    model = std::make_unique<Qwen3Model>(be, model_cfg, pm, cfg.seed, cfg.init_std, qopt);
+  } else {
+    model = load_checkpoint(be, cfg.init_checkpoint, pm, qopt);
+  }
+  model->set_lm_head_precision(cfg.lm_head);
+  return model;
+}
+
+std::string response_text(const Task& task, const Sequence& s, bool* ended) {
+  *ended = s.finish_reason == "eos";
+  std::vector<int32_t> body = s.response;
+  if (*ended) body.pop_back();
+  return task.tokenizer().decode(body);
+}
+
+MicroBatch pack_micro_batch(const std::vector<TrainSeq>& seqs, size_t begin, size_t end) {
+  MicroBatch mb;
+  mb.B = static_cast<int64_t>(end - begin);
+  for (size_t i = begin; i < end; ++i)
+    mb.T = std::max<int64_t>(mb.T, static_cast<int64_t>(seqs[i].ids.size()) - 1);
+  mb.ids.assign(static_cast<size_t>(mb.B * mb.T), CharTokenizer::kPad);
+  mb.targets.assign(mb.ids.size(), CharTokenizer::kPad);
+  for (size_t i = begin; i < end; ++i) {
+    const auto& s = seqs[i];
+    const int64_t b = static_cast<int64_t>(i - begin);
+    for (int64_t t = 0; t + 1 < static_cast<int64_t>(s.ids.size()); ++t) {
+      mb.ids[b * mb.T + t] = s.ids[t];
+      mb.targets[b * mb.T + t] = s.ids[t + 1];
+    }
+    // Response token k sits at ids[prompt_len + k] and is predicted by row prompt_len + k − 1.
+    mb.rows.push_back({i, b * mb.T + s.prompt_len - 1});
+  }
+  return mb;
+}
+
+GroupRollouts generate_group_rollouts(const RunConfig& cfg, const Task& task, Generator& gen,
+                                      int64_t step, int64_t prompts) {
+  check(prompts > 0, "rollouts need at least one prompt");
+  const int64_t G = cfg.group_size, N = prompts * G;
+  GroupRollouts out;
+
+  // Prompts: a fresh, reproducible draw per step.
+  Rng rng(mix_seed(cfg.seed, static_cast<uint64_t>(step)));
+  std::vector<std::vector<int32_t>> prompt_ids;
+  for (int64_t i = 0; i < prompts; ++i) {
+    out.examples.push_back(task.sample(rng));
+    const auto ids = task.encode_prompt(out.examples.back().prompt);
+    for (int64_t g = 0; g < G; ++g) prompt_ids.push_back(ids);
+  }
+
+  SamplingParams sp = cfg.sampling;
+  sp.max_new_tokens = task.max_response_tokens();
+  sp.eos_token = CharTokenizer::kEos;
+  sp.seed = mix_seed(cfg.seed, 0x9e7000000ull + static_cast<uint64_t>(step));
+  out.sequences = gen.generate(prompt_ids, sp);
+
+  // Rewards and advantages.
+  for (int64_t i = 0; i < N; ++i) {
+    const Sequence& s = out.sequences[static_cast<size_t>(i)];
+    bool ended = false;
+    out.texts.push_back(response_text(task, s, &ended));
+    out.ended.push_back(ended);
+    const Example& ex = out.examples[static_cast<size_t>(i / G)];
+    out.rewards.push_back(task.reward(ex, out.texts.back(), ended));
+    out.correct.push_back(task.correct(ex, out.texts.back(), ended));
+  }
+  out.advantages = compute_advantages(out.rewards, G, cfg.advantage);
+  out.train.resize(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) {
+    const Sequence& s = out.sequences[static_cast<size_t>(i)];
+    TrainSeq& t = out.train[static_cast<size_t>(i)];
+    t.ids = s.prompt;
+    t.ids.insert(t.ids.end(), s.response.begin(), s.response.end());
+    t.prompt_len = static_cast<int64_t>(s.prompt.size());
+    t.g = s.logprobs;
+    t.advantage = out.advantages[static_cast<size_t>(i)];
+    out.train_tokens += static_cast<int64_t>(t.ids.size()) - 1;
+    out.response_tokens += static_cast<int64_t>(s.response.size());
+  }
+  return out;
+}
+
+}  // namespace fp8rl
