@@ -59,9 +59,12 @@ void make_database(const QString& path, int runs, int steps) {
       rec.scalars[metric::kTokensTotal] = 1000.0 * s;
       if (s % 10 == 0) {
         rec.scalars[metric::kValAccuracy] = p;
-        std::vector<double> w(256);
-        for (auto& x : w) x = std::exp(noise(rng));
-        rec.histograms.push_back({"importance_weight", log_histogram(w, -2, 2, 40)});
+        std::vector<double> log_w(256);
+        for (auto& x : log_w) x = 2.0 * noise(rng);  // sd 0.1
+        const double r = histogram::kImportanceLogWeightRange;
+        rec.histograms.push_back(
+            {histogram::kImportanceLogWeight,
+             linear_histogram(log_w, -r, r, histogram::kImportanceLogWeightBins)});
       }
       if (s == steps) rec.samples.push_back({"abc=", "cba", "cba", 1.0, {}, {}});
       store.record_step(id, rec);

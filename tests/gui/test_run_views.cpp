@@ -3,6 +3,7 @@
 #include <qcustomplot.h>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QLabel>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSignalSpy>
@@ -11,9 +12,11 @@
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "contract/metrics.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/charts/heatmap_view.hpp"
 #include "ui/charts/histogram_view.hpp"
@@ -21,6 +24,8 @@
 #include "ui/data/compare.hpp"
 #include "ui/data/live_edit.hpp"
 #include "ui/data/run_data.hpp"
+#include "ui/data/run_text.hpp"
+#include "ui/run/audit_tab.hpp"
 #include "ui/run/importance_tab.hpp"
 #include "ui/run/live_settings_panel.hpp"
 #include "ui/run/overview_tab.hpp"
@@ -97,10 +102,14 @@ void addStep(RunData& run, int64_t step) {
           histogram({-8, -4, 0, 4}, {0, static_cast<int64_t>(l), 5, 3, 0});
     }
   }
-  run.histograms["importance_weight"][step] =
-      histogram({0.01, 0.1, 1, 10, 100}, {1, 2, step, 3, 0, 1});
+  run.histograms[histogram::kImportanceLogWeight][step] =
+      histogram({-0.5, -0.25, 0, 0.25, 0.5}, {1, 2, step, 3, 0, 1});
+  // Two samples: p − g of their tokens −0.02, 0 and +0.1, 0.
   for (int i = 0; i < 2; ++i)
-    run.samples.emplace_back(step, SampleRecord{"p" + std::to_string(step), "r", "a", i * 1.0, {}, {}});
+    run.samples.emplace_back(
+        step,
+        SampleRecord{
+            "p" + std::to_string(step), "r", "a", i * 1.0, {"r", "<eos>"}, {i ? 0.1 : -0.02, 0.0}});
   run.events.push_back(
       {step, s * 1.5, EventRecord{"validation", "step " + std::to_string(step), {}}});
   run.last_step = std::max(run.last_step, step);
@@ -129,10 +138,11 @@ class TestRunViews : public QObject {
  private slots:
   void tabsExist() {
     RunView view;
-    QCOMPARE(view.tabs()->count(), 6);
+    QCOMPARE(view.tabs()->count(), 7);
     const QStringList names = {"Overview",   "Throughput", "Importance weights",
-                               "FP8 scales", "Precision",  "Samples & events"};
-    for (int i = 0; i < 6; ++i) QCOMPARE(view.tabs()->tabText(i).replace("&&", "&"), names[i]);
+                               "FP8 scales", "Precision",  "Samples & events",
+                               "Audit"};
+    for (int i = 0; i < 7; ++i) QCOMPARE(view.tabs()->tabText(i).replace("&&", "&"), names[i]);
     QVERIFY(view.overview() && view.throughput() && view.importance() && view.scales() &&
             view.precision() && view.samples());
     // Each tab sits in a scroll area (the view may be narrower than two charts side by side).
@@ -251,13 +261,15 @@ class TestRunViews : public QObject {
     const HeatmapData& d = imp->heatmap()->data();
     QCOMPARE(d.steps.size(), size_t{4});
     QCOMPARE(d.rows, 4);
-    QCOMPARE(d.row_lo, -2.0);
-    QCOMPARE(d.row_hi, 2.0);
+    QCOMPARE(d.row_lo, -0.5);
+    QCOMPARE(d.row_hi, 0.5);
     QVERIFY(d.log_color);
     // Step 4: counts {1, 2, 4, 3, 0, 1} of 11 → bins 2/11, 4/11, 3/11, empty.
     QCOMPARE(d.values[3 * 4 + 0], 2.0 / 11);
     QCOMPARE(d.values[3 * 4 + 1], 4.0 / 11);
     QVERIFY(std::isnan(d.values[3 * 4 + 3]));
+    // Step 4's tokens beyond the range: 1 below, 1 above.
+    QCOMPARE(imp->rangeCounts()->text(), QString("11 tokens · below -0.5: 1 · above 0.5: 1"));
 
     addStep(run, 5);
     view.refresh();
@@ -275,6 +287,25 @@ class TestRunViews : public QObject {
     QCOMPARE(imp->shownStep(), std::optional<int64_t>(6));
     imp->showStep(100);  // nearest recorded
     QCOMPARE(imp->shownStep(), std::optional<int64_t>(6));
+  }
+
+  // A spread of log-weights fills many of the 80 fine bins around 0 (the old log bins put a
+  // healthy run's weights in one or two).
+  void importanceSpreadsOverBins() {
+    RunData run = makeRun(1, 1);
+    std::vector<double> log_w;
+    for (int i = 0; i <= 200; ++i) log_w.push_back(-0.3 + 0.003 * i);
+    const double r = histogram::kImportanceLogWeightRange;
+    run.histograms[histogram::kImportanceLogWeight][1] =
+        linear_histogram(log_w, -r, r, histogram::kImportanceLogWeightBins);
+    ImportanceTab tab;
+    tab.setRun(&run);
+    QCOMPARE(tab.histogram()->histogramCount(), 1);
+    // The outline visits each bin's two corners at its height.
+    const auto outline = tab.histogram()->plot()->graph(0)->data();
+    int filled = 0;
+    for (auto it = outline->constBegin(); it != outline->constEnd(); ++it) filled += it->value > 0;
+    QVERIFY2(filled / 2 > 10, qPrintable(QString::number(filled / 2)));
   }
 
   void scalesSelection() {
@@ -414,7 +445,8 @@ class TestRunViews : public QObject {
     LiveSettingsPanel* s = p->settings();
     QCOMPARE(s->current("is_max")->text(), QString("2"));
     QCOMPARE(s->current("lr")->text(), QString("–"));  // not in this config
-    QCOMPARE(view.importance()->histogram()->verticalLines(), std::vector<double>({0.5, 2.0}));
+    QCOMPARE(view.importance()->histogram()->verticalLines(),
+             std::vector<double>({std::log(0.5), std::log(2.0)}));
 
     s->field("lr")->setText("-1");
     QVERIFY(s->hasErrors());
@@ -449,7 +481,8 @@ class TestRunViews : public QObject {
     ++run.version;
     view.refresh();
     QCOMPARE(s->current("is_max")->text(), QString("3"));
-    QCOMPARE(view.importance()->histogram()->verticalLines(), std::vector<double>({0.5, 3.0}));
+    QCOMPARE(view.importance()->histogram()->verticalLines(),
+             std::vector<double>({std::log(0.5), std::log(3.0)}));
     QCOMPARE(run.live_setting("is_max"), std::optional<double>(3.0));
     QCOMPARE(run.live_setting("is_min"), std::optional<double>(0.5));
   }
@@ -459,37 +492,142 @@ class TestRunViews : public QObject {
     run.events.push_back({3, 70.0, EventRecord{"error", "boom", {}}});
     RunView view;
     view.setRun(&run);
-    QTableWidget* s = view.samples()->sampleTable();
+    SamplesTab* st = view.samples();
+    QTableWidget* s = st->sampleTable();
     QTableWidget* e = view.samples()->eventTable();
-    QCOMPARE(s->columnCount(), 5);
-    QCOMPARE(s->rowCount(), 6);
-    QCOMPARE(s->item(0, 0)->data(Qt::DisplayRole).toLongLong(), 3);  // newest first
-    QCOMPARE(s->item(0, 1)->text(), QString("p3"));
-    QCOMPARE(s->item(5, 0)->data(Qt::DisplayRole).toLongLong(), 1);
-    // Rewards 1 (top: the step's second sample) and 0 are coloured differently.
-    QCOMPARE(s->item(0, 4)->data(Qt::DisplayRole).toDouble(), 1.0);
-    QVERIFY(s->item(0, 4)->background().color() != s->item(1, 4)->background().color());
+    // The latest step's two samples; the slider spans the three steps.
+    QCOMPARE(s->columnCount(), 4);
+    QCOMPARE(st->stepSlider()->maximum(), 2);
+    QCOMPARE(st->shownStep(), std::optional<int64_t>(3));
+    QCOMPARE(st->stepLabel()->text(), QString("step 3 (3 of 3)"));
+    QCOMPARE(s->rowCount(), 2);
+    QCOMPARE(s->item(0, 0)->text(), QString("p3"));
+    QCOMPARE(s->item(0, 1)->text(), QString("r"));
+    // Rewards 0 and 1 are coloured differently.
+    QCOMPARE(s->item(1, 3)->data(Qt::DisplayRole).toDouble(), 1.0);
+    QVERIFY(s->item(0, 3)->background().color() != s->item(1, 3)->background().color());
+    // Tokens: p − g −0.02 (blue), 0 (white); +0.1 saturates at the red end.
+    const QList<QColor> c0 = st->tokenColors(0);
+    QCOMPARE(c0.size(), 2);
+    QVERIFY(c0[0].blue() > c0[0].red());
+    QCOMPARE(c0[1], QColor(Qt::white));
+    const QList<QColor> c1 = st->tokenColors(1);
+    QVERIFY(c1[0].red() > c1[0].blue());
+    QCOMPARE(c1[0], SamplesTab::tokenColor(kLogprobDiffScale));
     QCOMPARE(e->columnCount(), 4);
     QCOMPARE(e->rowCount(), 4);
     QCOMPARE(e->item(0, 2)->text(), QString("error"));
     QCOMPARE(e->item(0, 1)->text(), QString("0:01:10"));
     QCOMPARE(e->item(1, 1)->text(), QString("4.5 s"));
 
+    // Another step stays put while new steps arrive; back at the latest it follows again.
+    st->showStep(2);
+    QCOMPARE(st->shownStep(), std::optional<int64_t>(2));
+    QCOMPARE(s->item(0, 0)->text(), QString("p2"));
+    QVERIFY(!st->followLatest());
     addStep(run, 4);
     addStep(run, 5);
     view.refresh();
-    QCOMPARE(s->rowCount(), 10);
-    QCOMPARE(s->item(0, 0)->data(Qt::DisplayRole).toLongLong(), 5);
-    QCOMPARE(s->item(2, 0)->data(Qt::DisplayRole).toLongLong(), 4);
+    QCOMPARE(st->stepSlider()->maximum(), 4);
+    QCOMPARE(st->shownStep(), std::optional<int64_t>(2));
     QCOMPARE(e->rowCount(), 6);
     QCOMPARE(e->item(0, 3)->text(), QString("step 5"));
+    st->stepSlider()->setValue(st->stepSlider()->maximum());
+    QVERIFY(st->followLatest());
+    QCOMPARE(s->item(0, 0)->text(), QString("p5"));
+    addStep(run, 6);
+    view.refresh();
+    QCOMPARE(st->shownStep(), std::optional<int64_t>(6));
 
-    // The run keeps at most kMaxSamples: the table too.
-    for (int64_t st = 6; st <= 220; ++st) addStep(run, st);
+    // The run keeps at most kMaxSamples (two a step): the slider's range follows.
+    for (int64_t step = 7; step <= 220; ++step) addStep(run, step);
     while (run.samples.size() > RunData::kMaxSamples) run.samples.erase(run.samples.begin());
     view.refresh();
-    QCOMPARE(s->rowCount(), static_cast<int>(RunData::kMaxSamples));
-    QCOMPARE(s->item(0, 0)->data(Qt::DisplayRole).toLongLong(), 220);
+    QCOMPARE(st->stepSlider()->maximum(), static_cast<int>(RunData::kMaxSamples / 2) - 1);
+    QCOMPARE(st->shownStep(), std::optional<int64_t>(220));
+
+    // A validation sample has no tokens: plain text.
+    run.samples.emplace_back(221, SampleRecord{"v", "plain", "plain", 1.0, {}, {}});
+    ++run.version;
+    view.refresh();
+    QCOMPARE(st->shownStep(), std::optional<int64_t>(221));
+    QCOMPARE(s->item(0, 1)->text(), QString("plain"));
+    QVERIFY(st->tokenColors(0).isEmpty());
+  }
+
+  // The badge beside the tabs: red with the number of mismatches, quiet when all rows are ok,
+  // hidden without an audit; a click opens the Audit tab.
+  void auditBadge() {
+    RunData run = makeRun(1, 3);
+    RunView view;
+    view.setRun(&run);
+    QPushButton* badge = view.auditBadge();
+    QVERIFY(badge->isHidden());
+
+    run.audit_step = 3;
+    run.audit = {AuditRow{0, "q", "fp8", "fp8", 0.0, true},
+                 AuditRow{1, "down", "fp8", "bf16", 0.125, false},
+                 AuditRow{1, "up", "fp8", "fp8", 0.5, false}};
+    ++run.version;
+    view.refresh();
+    QVERIFY(!badge->isHidden());
+    QCOMPARE(badge->text(), QString("audit: 2 mismatches (step 3)"));
+    QVERIFY(badge->styleSheet().contains("#d62728"));
+    QVERIFY(badge->toolTip().contains("L1.down gen fp8 / trainer bf16, max |Δ| 0.125"));
+    badge->click();
+    QCOMPARE(view.tabs()->currentIndex(), view.tabs()->count() - 1);
+    QTableWidget* t = view.audit()->table();
+    QCOMPARE(t->rowCount(), 3);
+    QCOMPARE(t->item(0, 1)->text(), QString("down"));  // mismatches first
+    QCOMPARE(t->item(2, 5)->text(), QString("ok"));
+
+    for (AuditRow& a : run.audit) a.ok = true;
+    run.audit_step = 5;
+    ++run.version;
+    view.refresh();
+    QCOMPARE(badge->text(), QString("audit OK · step 5"));
+    QVERIFY(!badge->styleSheet().contains("#d62728"));
+
+    RunData none = makeRun(2, 1);
+    view.setRun(&none);
+    QVERIFY(badge->isHidden());
+  }
+
+  void auditAndTokenText() {
+    RunData run;
+    QCOMPARE(audit_badge_text(run), std::string());
+    run.audit_step = 7;
+    for (int l = 0; l < 12; ++l)
+      run.audit.push_back(AuditRow{l, "gate", "fp8", "bf16", 0.25, false});
+    QCOMPARE(audit_badge_text(run), std::string("audit: 12 mismatches (step 7)"));
+    const std::string list = audit_mismatch_list(run);
+    QCOMPARE(std::count(list.begin(), list.end(), '\n'), 10);
+    QVERIFY(list.find("… and 2 more") != std::string::npos);
+    QCOMPARE(audit_row_text(run.audit[3]),
+             std::string("L3.gate gen fp8 / trainer bf16, max |Δ| 0.25"));
+    QCOMPARE(logprob_diff_color(0.0), (Rgb{255, 255, 255}));
+    QCOMPARE(logprob_diff_color(1.0), logprob_diff_color(kLogprobDiffScale));  // saturates
+    QCOMPARE(logprob_diff_color(-1.0), logprob_diff_color(-kLogprobDiffScale));
+    QCOMPARE(token_text("c", 0.0123), std::string("'c' +0.0123"));
+    QVERIFY(kl_to_reference_off(Json::parse(R"({"grpo": {"kl_beta": 0}})")));
+    QVERIFY(kl_to_reference_off(Json::parse(R"({"grpo": {}})")));
+    QVERIFY(!kl_to_reference_off(Json::parse(R"({"grpo": {"kl_beta": 0.01}})")));
+    QVERIFY(!kl_to_reference_off(Json()));
+  }
+
+  // With no KL penalty the KL chart says why it stays empty.
+  void klNotComputedMessage() {
+    RunData run = makeRun(1, 2);
+    run.scalars.erase("kl_ref");
+    run.row.config = Json::parse(R"({"grpo": {"kl_beta": 0}})");
+    RunView view;
+    view.setRun(&run);
+    QCOMPARE(view.overview()->klChart()->message(),
+             QString("not computed: grpo.kl_beta is 0 — no reference policy"));
+    RunData penalized = makeRun(2, 2);
+    penalized.row.config = Json::parse(R"({"grpo": {"kl_beta": 0.05}})");
+    view.setRun(&penalized);
+    QVERIFY(view.overview()->klChart()->message().isEmpty());
   }
 
   void summarizeNumbers() {
@@ -608,7 +746,7 @@ class TestRunViews : public QObject {
     QCOMPARE(diff->verticalHeaderItem(0)->text(), QString("grpo.is_max"));
     QCOMPARE(diff->item(0, 1)->text(), QString("5"));
 
-    QCOMPARE(view.histogramBox()->currentText(), QString("importance_weight"));
+    QCOMPARE(view.histogramBox()->currentText(), QString("importance_log_weight"));
     QCOMPARE(view.histogram()->histogramCount(), 2);
     view.setHistogram("fp8_scale_log2/L0/weight", 5);
     QCOMPARE(view.histogramStep()->value(), 5);

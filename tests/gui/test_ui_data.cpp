@@ -124,13 +124,14 @@ class TestUiData : public QObject {
       r.wall_seconds = s;
       r.scalars["reward/mean"] = 0.1 * s;
       r.scalars["tokens/total"] = 10.0 * s;
-      r.histograms.push_back({"importance_weight", log_histogram({1.0, 1.1}, -2, 2, 4)});
+      r.histograms.push_back(
+          {histogram::kImportanceLogWeight, linear_histogram({0.0, 0.1}, -0.5, 0.5, 4)});
       store.record_step(id, r);
     }
     RunData d = load_run(store, id);
     QCOMPARE(d.series("reward/mean").size(), size_t(3));
     QCOMPARE(d.series("reward/mean")[2].tokens, 30.0);
-    QCOMPARE(d.histograms["importance_weight"].size(), size_t(3));
+    QCOMPARE(d.histograms[histogram::kImportanceLogWeight].size(), size_t(3));
     QCOMPARE(d.layers(), int64_t(3));
     RunData more = load_run(store, id, 2);
     QCOMPARE(more.series("reward/mean").size(), size_t(1));

@@ -81,6 +81,7 @@ struct ChartView::Impl {
   ChartHeader* header = nullptr;
   QLabel* readout = nullptr;
   QObject* leave_filter = nullptr;
+  QCPItemText* message = nullptr;  // setMessage's text, null while none
 
   std::vector<std::unique_ptr<ChartCurve>> curves;
   XAxisKind x_kind = XAxisKind::step;
@@ -580,6 +581,28 @@ void ChartView::requestReplot() {
 
 QString ChartView::title() const {
   return d_->title;
+}
+
+void ChartView::setMessage(const QString& text) {
+  if (text.isEmpty()) {
+    if (d_->message) d_->plot->removeItem(d_->message);
+    d_->message = nullptr;
+  } else {
+    if (!d_->message) {
+      d_->message = new QCPItemText(d_->plot);
+      d_->message->position->setType(QCPItemPosition::ptAxisRectRatio);
+      d_->message->position->setCoords(0.5, 0.5);
+      d_->message->setPositionAlignment(Qt::AlignCenter);
+      d_->message->setColor(QColor(0x66, 0x66, 0x66));
+      d_->message->setClipToAxisRect(false);
+    }
+    d_->message->setText(text);
+  }
+  requestReplot();
+}
+
+QString ChartView::message() const {
+  return d_->message ? d_->message->text() : QString();
 }
 
 }  // namespace fp8rl::ui

@@ -84,6 +84,9 @@ class ChartView : public PlotView {
 
   // The title given at construction.
   QString title() const;
+  // A message drawn in the middle of the plot (why the chart is empty, say); "" removes it.
+  void setMessage(const QString& text);
+  QString message() const;
 
  signals:
   // The user changed the x axis, smoothing, log-y or outlier setting from the chart's own

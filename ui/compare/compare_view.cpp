@@ -1,5 +1,7 @@
 #include "ui/compare/compare_view.hpp"
 
+#include <qcustomplot.h>
+
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -249,7 +251,7 @@ void CompareView::updateChoices() {
   }
   if (hist_name_->currentIndex() < 0 && hist_name_->count() > 0) {
     const QSignalBlocker block(hist_name_);
-    const int iw = hist_name_->findText(QStringLiteral("importance_weight"));
+    const int iw = hist_name_->findText(QString::fromLatin1(histogram::kImportanceLogWeight));
     hist_name_->setCurrentIndex(iw >= 0 ? iw : 0);
   }
 }
@@ -359,7 +361,9 @@ void CompareView::updateHistogram() {
                           .arg(static_cast<qint64>(pick->first)),
                       seriesColor(i), pick->second});
   }
-  histogram_->setLogX(name == "importance_weight");
+  // Every histogram the engine records has linear bins (log w, log2 of scales).
+  histogram_->plot()->xAxis->setLabel(
+      name == histogram::kImportanceLogWeight ? tr("log w = log π_train − log π_gen") : QString());
   histogram_->setHistograms(curves);
 }
 

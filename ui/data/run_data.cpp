@@ -143,6 +143,11 @@ void merge_into(RunData& dst, RunData&& delta) {
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     added = true;
   }
+  if (!delta.audit.empty() && (dst.audit.empty() || delta.audit_step > dst.audit_step)) {
+    dst.audit = std::move(delta.audit);
+    dst.audit_step = delta.audit_step;
+    added = true;
+  }
   if (delta.last_step > dst.last_step) {
     dst.last_step = delta.last_step;
     added = true;
@@ -156,6 +161,10 @@ void add_step_payload(RunData& delta, const Json& payload) {
     delta.scalars[k].push_back({static_cast<double>(r.step), r.wall_seconds, 0.0, v});
   for (auto& sample : r.samples) delta.samples.emplace_back(r.step, std::move(sample));
   for (auto& e : r.events) delta.events.push_back({r.step, r.wall_seconds, std::move(e)});
+  if (!r.audit.empty()) {
+    delta.audit = std::move(r.audit);
+    delta.audit_step = r.step;
+  }
   delta.last_step = std::max(delta.last_step, r.step);
 }
 
@@ -189,6 +198,12 @@ RunData load_run(RunStore& store, int64_t run, int64_t after_step) {
   auto samples = store.samples(run, static_cast<int64_t>(RunData::kMaxSamples));
   for (auto it = samples.rbegin(); it != samples.rend(); ++it)
     if (it->first > after_step) d.samples.push_back(std::move(*it));
+  // Every audit records audit/mismatches at its step: read the rows of the latest one only.
+  if (auto it = d.scalars.find(metric::kAuditMismatches);
+      it != d.scalars.end() && !it->second.empty()) {
+    d.audit_step = static_cast<int64_t>(it->second.back().step);
+    for (auto& [step, row] : store.audit(run, d.audit_step)) d.audit.push_back(std::move(row));
+  }
   d.events = store.events(run);
   d.precision = store.precision_history(run);
   // Merging fills in the token coordinates of the points.

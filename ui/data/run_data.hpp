@@ -40,8 +40,12 @@ struct RunData {
   std::vector<RunStore::EventRow> events;                 // in recorded order
   std::vector<std::pair<int64_t, SampleRecord>> samples;  // oldest first, at most kMaxSamples
   std::vector<std::pair<int64_t, Json>> precision;        // step → per-layer map, by step
-  int64_t last_step = 0;                                  // highest step seen (0: none)
-  int64_t version = 0;                                    // bumped by every merge that adds data
+  // The latest layer audit (contract/step_record.hpp): its rows, layer by layer, and the step
+  // it was taken at; no rows when the run has not been audited.
+  std::vector<AuditRow> audit;
+  int64_t audit_step = 0;
+  int64_t last_step = 0;  // highest step seen (0: none)
+  int64_t version = 0;    // bumped by every merge that adds data
 
   static constexpr size_t kMaxSamples = 400;
 
@@ -61,8 +65,8 @@ struct RunData {
 };
 
 // Appends everything in delta to dst (points with a step dst already has replace nothing:
-// they are skipped, so telemetry and store polling may overlap); bumps dst.version when
-// anything was added.
+// they are skipped, so telemetry and store polling may overlap); a later audit replaces dst's;
+// bumps dst.version when anything was added.
 void merge_into(RunData& dst, RunData&& delta);
 
 // Telemetry payloads (docs/protocol.md) → additions to a delta. Malformed payloads throw
@@ -75,8 +79,8 @@ void add_event_payload(RunData& delta, const Json& payload, double run_started_a
 
 // The recorded history of a run from the store: everything (after_step =
 // std::numeric_limits<int64_t>::min()) or what was recorded for steps after after_step (scalars,
-// histograms, samples; events and precision maps are always read whole: merge_into keeps only the
-// new ones). Throws fp8rl::Error when the store cannot be read.
+// histograms, samples, the latest audit among them; events and precision maps are always read
+// whole: merge_into keeps only the new ones). Throws fp8rl::Error when the store cannot be read.
 RunData load_run(RunStore& store, int64_t run,
                  int64_t after_step = std::numeric_limits<int64_t>::min());
 

@@ -1,11 +1,14 @@
 #include "ui/run/importance_tab.hpp"
 
+#include <qcustomplot.h>
+
 #include <QCheckBox>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSignalBlocker>
 #include <QSlider>
+#include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -24,25 +27,36 @@ namespace {
 
 const std::map<int64_t, Histogram>* importanceHistograms(const RunData* run) {
   if (!run) return nullptr;
-  auto it = run->histograms.find(ImportanceTab::kHistogram);
+  auto it = run->histograms.find(histogram::kImportanceLogWeight);
   return it == run->histograms.end() || it->second.empty() ? nullptr : &it->second;
 }
 
-// A number of the config at grpo.<key>, when there.
+// "0.5 (log −0.693)": a bound and where its line stands on the log-weight axis.
+QString boundText(const char* name, double bound) {
+  return QStringLiteral("%1 %2 (log %3)")
+      .arg(QLatin1String(name))
+      .arg(bound)
+      .arg(std::log(bound), 0, 'g', 3);
+}
+
 }  // namespace
 
 ImportanceTab::ImportanceTab(QWidget* parent)
-    : QWidget(parent),
-      hist_(new HistogramView(tr("Importance weights w = exp(p − g)"))),
-      heatmap_(new HeatmapView(tr("Distribution over steps (y: log10 w)"))),
+    : RunTab(parent),
+      hist_(new HistogramView(tr("Importance log-weights log w = p − g per token"))),
+      heatmap_(new HeatmapView(tr("Distribution over steps (y: log w)"))),
       slider_(new QSlider(Qt::Horizontal)),
       follow_box_(new QCheckBox(tr("Follow latest"))),
       step_label_(new QLabel),
+      range_counts_(new QLabel),
       oob_(new ChartView(tr("Fraction outside the bounds"))),
       ess_(new ChartView(tr("Effective sample size"))),
       mean_w_(new ChartView(tr("Mean weight"))) {
-  hist_->setLogX(true);
   hist_->setNormalized(true);
+  hist_->plot()->xAxis->setLabel(tr("log w = log π_train − log π_gen"));
+  range_counts_->setToolTip(
+      tr("Tokens whose log-weight falls outside the histogram's range (the bars beyond its "
+         "ends): far from the bounds, where truncation bites hardest"));
   oob_->addCurve(QStringLiteral("is/out_of_bounds"), QColor(0xd6, 0x27, 0x28));
   ess_->addCurve(QStringLiteral("is/effective_sample_size"), QColor(0x1f, 0x77, 0xb4));
   mean_w_->addCurve(QStringLiteral("is/mean_weight"), QColor(0x2c, 0xa0, 0x2c));
@@ -60,7 +74,10 @@ ImportanceTab::ImportanceTab(QWidget* parent)
   // Two columns (a chart's header needs ~600 px): the distributions, then the three charts.
   auto* layout = new QGridLayout(this);
   layout->addLayout(controls, 0, 0, 1, 2);
-  layout->addWidget(hist_, 1, 0, 3, 1);
+  auto* hist_box = new QVBoxLayout;
+  hist_box->addWidget(hist_, 1);
+  hist_box->addWidget(range_counts_);
+  layout->addLayout(hist_box, 1, 0, 3, 1);
   layout->addWidget(heatmap_, 4, 0, 3, 1);
   layout->addWidget(oob_, 1, 1, 2, 1);
   layout->addWidget(ess_, 3, 1, 2, 1);
@@ -80,10 +97,7 @@ ImportanceTab::ImportanceTab(QWidget* parent)
   setRun(nullptr);
 }
 
-void ImportanceTab::setRun(const RunData* run) {
-  run_ = run;
-  version_ = -1;
-  markers_ = 0;
+void ImportanceTab::clearRun() {
   shown_.reset();
   steps_.clear();
   heat_columns_ = 0;
@@ -97,14 +111,12 @@ void ImportanceTab::setRun(const RunData* run) {
     slider_->setEnabled(false);
   }
   step_label_->setText(tr("no histogram yet"));
+  range_counts_->clear();
   bounds_ = {-1, -1};  // draw the new run's lines
   setBounds();
-  refresh();
 }
 
-void ImportanceTab::refresh() {
-  if (!run_ || run_->version == version_) return;
-  version_ = run_->version;
+void ImportanceTab::showNew() {
   setBounds();  // a live edit of is_min / is_max moves the lines
   oob_->setCurveData(0, run_->series(metric::kOutOfBounds));
   ess_->setCurveData(0, run_->series(metric::kEss));
@@ -129,9 +141,7 @@ void ImportanceTab::setFollowLatest(bool on) {
 
 void ImportanceTab::showStep(int64_t step) {
   if (steps_.empty()) return;
-  auto it = std::lower_bound(steps_.begin(), steps_.end(), step);
-  if (it == steps_.end() || (it != steps_.begin() && step - *(it - 1) < *it - step)) --it;
-  const int index = static_cast<int>(it - steps_.begin());
+  const int index = nearestStepIndex(steps_, step);
   follow_ = false;
   {
     const QSignalBlocker block(follow_box_);
@@ -160,9 +170,7 @@ void ImportanceTab::updateSteps() {
     slider_->setValue(static_cast<int>(n) - 1);
   } else {
     // Keep the step shown where it is (its index may have moved if the history was rebuilt).
-    auto it = std::lower_bound(steps_.begin(), steps_.end(), *shown_);
-    if (it == steps_.end()) --it;
-    slider_->setValue(static_cast<int>(it - steps_.begin()));
+    slider_->setValue(nearestStepIndex(steps_, *shown_));
   }
   showIndex(slider_->value());
 }
@@ -171,14 +179,23 @@ void ImportanceTab::showIndex(int index) {
   const auto* hists = importanceHistograms(run_);
   if (!hists || index < 0 || static_cast<size_t>(index) >= steps_.size()) return;
   const int64_t step = steps_[static_cast<size_t>(index)];
-  step_label_->setText(tr("step %1 (%2 of %3)")
-                           .arg(static_cast<qint64>(step))
-                           .arg(index + 1)
-                           .arg(static_cast<qint64>(steps_.size())));
+  step_label_->setText(stepPosition(steps_, index));
   if (shown_ == step) return;
   shown_ = step;
-  hist_->setHistograms({HistogramCurve{tr("step %1").arg(static_cast<qint64>(step)),
-                                       QColor(0x1f, 0x77, 0xb4), hists->at(step)}});
+  const Histogram& h = hists->at(step);
+  hist_->setHistograms(
+      {HistogramCurve{tr("step %1").arg(static_cast<qint64>(step)), QColor(0x1f, 0x77, 0xb4), h}});
+  int64_t total = 0;
+  for (int64_t c : h.counts) total += c;
+  if (h.counts.size() >= 2 && h.edges.size() >= 2)
+    range_counts_->setText(tr("%1 tokens · below %2: %3 · above %4: %5")
+                               .arg(static_cast<qint64>(total))
+                               .arg(h.edges.front())
+                               .arg(static_cast<qint64>(h.counts.front()))
+                               .arg(h.edges.back())
+                               .arg(static_cast<qint64>(h.counts.back())));
+  else
+    range_counts_->clear();
 }
 
 void ImportanceTab::setBounds() {
@@ -197,9 +214,11 @@ void ImportanceTab::setBounds() {
   if (bounds == bounds_) return;
   bounds_ = bounds;
   hist_->clearVerticalLines();
-  // The x axis is logarithmic: a bound of 0 (the default is_min) has no place on it.
-  if (bounds.first > 0) hist_->addVerticalLine(bounds.first, tr("is_min %1").arg(bounds.first));
-  if (bounds.second > 0) hist_->addVerticalLine(bounds.second, tr("is_max %1").arg(bounds.second));
+  // The x axis is log w: a bound of 0 (the default is_min) lies at −∞, no line.
+  if (bounds.first > 0)
+    hist_->addVerticalLine(std::log(bounds.first), boundText("is_min", bounds.first));
+  if (bounds.second > 0)
+    hist_->addVerticalLine(std::log(bounds.second), boundText("is_max", bounds.second));
 }
 
 void ImportanceTab::updateHeatmap() {

@@ -1,15 +1,17 @@
-// The Importance weights tab of a run: the importance_weight histogram of one step (log-x, the
-// truncation bounds grpo.is_min/is_max as vertical lines; a slider picks the step, by default
-// the latest), the distribution over steps as a heatmap (columns steps, rows the histogram's
-// bins, colour the fraction of tokens, log scale), and charts of the fraction outside the
-// bounds, the effective sample size and the mean weight.
+// The Importance weights tab of a run: the importance_log_weight histogram of one step (log w =
+// p − g on a linear x axis, the truncation bounds log(is_min) and log(is_max) in force as
+// vertical lines, the tokens beyond the histogram's range counted below it; a slider picks the
+// step, by default the latest), the distribution over steps as a heatmap (columns steps, rows
+// the histogram's bins, colour the fraction of tokens, log scale), and charts of the fraction
+// outside the bounds, the effective sample size and the mean weight.
 #pragma once
 
-#include <QWidget>
 #include <cstdint>
 #include <optional>
 #include <utility>
 #include <vector>
+
+#include "ui/run/run_tab.hpp"
 
 class QCheckBox;
 class QLabel;
@@ -17,20 +19,14 @@ class QSlider;
 
 namespace fp8rl::ui {
 
-struct RunData;
 class ChartView;
 class HeatmapView;
 class HistogramView;
 
-class ImportanceTab : public QWidget {
+class ImportanceTab : public RunTab {
   Q_OBJECT
  public:
-  static constexpr const char* kHistogram = "importance_weight";
-
   explicit ImportanceTab(QWidget* parent = nullptr);
-
-  void setRun(const RunData* run);
-  void refresh();
 
   // Shows the recorded histogram nearest to step and stops following the latest.
   void showStep(int64_t step);
@@ -40,23 +36,24 @@ class ImportanceTab : public QWidget {
   // The step of the histogram shown (nullopt: none).
   std::optional<int64_t> shownStep() const { return shown_; }
 
-  HistogramView* histogram() const { return hist_; }
-  HeatmapView* heatmap() const { return heatmap_; }
   QSlider* stepSlider() const { return slider_; }
+  HistogramView* histogram() const { return hist_; }
+  // The shown step's token count and its tokens below and above the histogram's range.
+  QLabel* rangeCounts() const { return range_counts_; }
+  HeatmapView* heatmap() const { return heatmap_; }
   ChartView* outOfBoundsChart() const { return oob_; }
   ChartView* essChart() const { return ess_; }
   ChartView* meanWeightChart() const { return mean_w_; }
   std::vector<ChartView*> charts() const { return {oob_, ess_, mean_w_}; }
 
  private:
+  void clearRun() override;
+  void showNew() override;
   void updateSteps();
   void showIndex(int index);
   void updateHeatmap();
   void setBounds();
 
-  const RunData* run_ = nullptr;
-  int64_t version_ = -1;
-  size_t markers_ = 0;
   bool follow_ = true;
   std::optional<int64_t> shown_;
   std::vector<int64_t> steps_;                // steps with a histogram, ascending
@@ -68,6 +65,7 @@ class ImportanceTab : public QWidget {
   QSlider* slider_;
   QCheckBox* follow_box_;
   QLabel* step_label_;
+  QLabel* range_counts_;
   ChartView *oob_, *ess_, *mean_w_;
 };
 

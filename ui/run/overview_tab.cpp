@@ -9,6 +9,7 @@
 #include "contract/step_record.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/data/run_data.hpp"
+#include "ui/data/run_text.hpp"
 #include "ui/run/run_view.hpp"
 
 namespace fp8rl::ui {
@@ -39,7 +40,7 @@ QString latest(const RunData& run, const char* key, const QString& name, bool* a
 }  // namespace
 
 OverviewTab::OverviewTab(QWidget* parent)
-    : QWidget(parent),
+    : RunTab(parent),
       headline_(new QLabel),
       reward_(new ChartView(tr("Reward"))),
       accuracy_(new ChartView(tr("Accuracy"))),
@@ -80,25 +81,23 @@ std::vector<ChartView*> OverviewTab::charts() const {
   return {reward_, accuracy_, loss_, kl_, mult_prob_, gen_kl_};
 }
 
-void OverviewTab::setRun(const RunData* run) {
-  run_ = run;
-  version_ = -1;
-  markers_ = 0;
+void OverviewTab::clearRun() {
   clearCharts(charts());
-  if (run_) {
-    refresh();
-  } else {
-    headline_->setText(tr("No run selected."));
-  }
+  kl_->setMessage(QString());
+  if (!run_) headline_->setText(tr("No run selected."));
 }
 
-void OverviewTab::refresh() {
-  if (!run_) return;
-  updateHeadline();  // cheap, and the status may change without new data
-  if (run_->version == version_) return;
-  version_ = run_->version;
+void OverviewTab::showNew() {
   for (const Binding& b : bindings_) b.chart->setCurveData(b.curve, run_->series(b.key));
   syncPrecisionMarkers(run_, charts(), &markers_);
+  updateKlMessage();
+}
+
+void OverviewTab::updateKlMessage() {
+  // With no KL penalty the engine never computes the KL to a reference: say so rather than
+  // leave an empty chart.
+  const bool none = kl_to_reference_off(run_->row.config) && run_->series(metric::kKl).empty();
+  kl_->setMessage(none ? tr("not computed: grpo.kl_beta is 0 — no reference policy") : QString());
 }
 
 void OverviewTab::updateHeadline() {

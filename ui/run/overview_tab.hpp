@@ -4,27 +4,22 @@
 // 1.05 alert line, gen_kl_error).
 #pragma once
 
-#include <QWidget>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "ui/run/run_tab.hpp"
 
 class QLabel;
 
 namespace fp8rl::ui {
 
-struct RunData;
 class ChartView;
 
-class OverviewTab : public QWidget {
+class OverviewTab : public RunTab {
   Q_OBJECT
  public:
   explicit OverviewTab(QWidget* parent = nullptr);
-
-  // Shows this run (nullptr: nothing); the pointer stays valid until the next setRun.
-  void setRun(const RunData* run);
-  // Appends what the run recorded since the last refresh (nothing when its version is unchanged).
-  void refresh();
 
   QLabel* headline() const { return headline_; }
   ChartView* rewardChart() const { return reward_; }
@@ -41,11 +36,12 @@ class OverviewTab : public QWidget {
     int curve;
     std::string key;
   };
+  void clearRun() override;
+  void showNew() override;
+  void poll() override { updateHeadline(); }  // the status may change without new data
   void updateHeadline();
+  void updateKlMessage();
 
-  const RunData* run_ = nullptr;
-  int64_t version_ = -1;
-  size_t markers_ = 0;
   QLabel* headline_;
   ChartView *reward_, *accuracy_, *loss_, *kl_, *mult_prob_, *gen_kl_;
   std::vector<Binding> bindings_;

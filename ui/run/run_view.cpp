@@ -1,13 +1,17 @@
 #include "ui/run/run_view.hpp"
 
 #include <QLabel>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QSignalBlocker>
 #include <QTabWidget>
 #include <QVBoxLayout>
+#include <initializer_list>
 
 #include "ui/charts/chart_view.hpp"
 #include "ui/data/run_data.hpp"
+#include "ui/data/run_text.hpp"
+#include "ui/run/audit_tab.hpp"
 #include "ui/run/importance_tab.hpp"
 #include "ui/run/overview_tab.hpp"
 #include "ui/run/precision_tab.hpp"
@@ -61,14 +65,16 @@ void clearCharts(const std::vector<ChartView*>& charts) {
 }
 
 RunView::RunView(QWidget* parent)
-    : QWidget(parent),
+    : RunTab(parent),
       tabs_(new QTabWidget(this)),
+      badge_(new QPushButton),
       overview_(new OverviewTab),
       throughput_(new ThroughputTab),
       importance_(new ImportanceTab),
       scales_(new ScalesTab),
       precision_(new PrecisionTab),
-      samples_(new SamplesTab) {
+      samples_(new SamplesTab),
+      audit_(new AuditTab) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   // With no run: say how to get one instead of showing empty charts.
@@ -99,31 +105,57 @@ RunView::RunView(QWidget* parent)
   add(scales_, tr("FP8 scales"));
   add(precision_, tr("Precision"));
   add(samples_, tr("Samples && events"));  // "&&": a literal ampersand
+  add(audit_, tr("Audit"));
+  badge_->setObjectName(QStringLiteral("auditBadge"));
+  badge_->setFlat(true);
+  badge_->setCursor(Qt::PointingHandCursor);
+  tabs_->setCornerWidget(badge_, Qt::TopRightCorner);
+  connect(badge_, &QPushButton::clicked, this,
+          [this] { tabs_->setCurrentIndex(tabs_->count() - 1); });
   connect(precision_, &PrecisionTab::applyRequested, this, &RunView::liveEditRequested);
   setRun(nullptr);
 }
 
-void RunView::setRun(const RunData* run) {
-  run_ = run;
-  empty_->setVisible(run == nullptr);
-  tabs_->setVisible(run != nullptr);
-  overview_->setRun(run);
-  throughput_->setRun(run);
-  importance_->setRun(run);
-  scales_->setRun(run);
-  precision_->setRun(run);
-  samples_->setRun(run);
+void RunView::clearRun() {
+  empty_->setVisible(run_ == nullptr);
+  tabs_->setVisible(run_ != nullptr);
+  for (RunTab* tab : std::initializer_list<RunTab*>{overview_, throughput_, importance_, scales_,
+                                                    samples_, audit_})
+    tab->setRun(run_);
+  precision_->setRun(run_);
+  updateBadge();
 }
 
-void RunView::refresh() {
+void RunView::poll() {
   // Each tab compares run->version with the last version it showed, so this is cheap when
   // nothing changed (the Precision tab still re-reads the run's status for its buttons).
-  overview_->refresh();
-  throughput_->refresh();
-  importance_->refresh();
-  scales_->refresh();
+  for (RunTab* tab : std::initializer_list<RunTab*>{overview_, throughput_, importance_, scales_,
+                                                    samples_, audit_})
+    tab->refresh();
   precision_->refresh();
-  samples_->refresh();
+}
+
+void RunView::showNew() {
+  updateBadge();
+}
+
+void RunView::updateBadge() {
+  const std::string text = run_ ? audit_badge_text(*run_) : std::string();
+  badge_->setVisible(!text.empty());
+  if (text.empty()) return;
+  badge_->setText(QString::fromStdString(text));
+  const bool bad = audit_mismatches(*run_) > 0;
+  badge_->setStyleSheet(bad ? QStringLiteral("QPushButton { background: #d62728; color: white; "
+                                             "font-weight: bold; border-radius: 9px; "
+                                             "padding: 2px 10px; margin: 2px; }")
+                            : QStringLiteral("QPushButton { color: #5a7d5a; border: none; "
+                                             "padding: 2px 10px; margin: 2px; }"));
+  badge_->setToolTip(
+      bad ? tr("The generator and the trainer disagree on these linears:\n%1\n\nClick for the "
+               "audit table.")
+                .arg(QString::fromStdString(audit_mismatch_list(*run_)))
+          : tr("Every linear's precision and weights agree between the generator and the "
+               "trainer. Click for the audit table."));
 }
 
 }  // namespace fp8rl::ui

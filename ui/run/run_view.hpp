@@ -1,22 +1,24 @@
 // The view of one run: tabs by concern (Overview, Throughput, Importance weights, FP8 scales,
-// Precision, Samples & events). It reads a RunData owned by the studio session and updates
-// incrementally when told the run changed; it sends nothing itself: requests (a precision
-// edit) leave as signals.
+// Precision, Samples & events, Audit) and, beside them, a badge with the latest layer audit
+// (red with the number of mismatches, a quiet "audit OK" when there are none, hidden when the
+// run has no audit; a click opens the Audit tab). It reads a RunData owned by the studio session
+// and updates incrementally when told the run changed; it sends nothing itself: requests (a
+// precision edit) leave as signals.
 #pragma once
 
 #include <QStringList>
-#include <QWidget>
 #include <cstdint>
 #include <vector>
 
 #include "ui/data/live_edit.hpp"
+#include "ui/run/run_tab.hpp"
 
 class QLabel;
+class QPushButton;
 class QTabWidget;
 
 namespace fp8rl::ui {
 
-struct RunData;
 struct ChartMarker;
 class ChartView;
 class OverviewTab;
@@ -25,17 +27,12 @@ class ImportanceTab;
 class ScalesTab;
 class PrecisionTab;
 class SamplesTab;
+class AuditTab;
 
-class RunView : public QWidget {
+class RunView : public RunTab {
   Q_OBJECT
  public:
   explicit RunView(QWidget* parent = nullptr);
-
-  // Shows this run (nullptr: nothing). The pointer must stay valid until the next setRun.
-  void setRun(const RunData* run);
-  const RunData* run() const { return run_; }
-  // The run's data grew (new version): update charts and tables with what is new.
-  void refresh();
 
   QTabWidget* tabs() const { return tabs_; }
   OverviewTab* overview() const { return overview_; }
@@ -44,14 +41,21 @@ class RunView : public QWidget {
   ScalesTab* scales() const { return scales_; }
   PrecisionTab* precision() const { return precision_; }
   SamplesTab* samples() const { return samples_; }
+  AuditTab* audit() const { return audit_; }
+  QPushButton* auditBadge() const { return badge_; }
 
  signals:
   // The user applied a live edit (precision overrides and settings) to run `run`.
   void liveEditRequested(qint64 run, const LiveEdit& edit);
 
  private:
-  const RunData* run_ = nullptr;
+  void clearRun() override;
+  void showNew() override;
+  void poll() override;
+  void updateBadge();
+
   QTabWidget* tabs_;
+  QPushButton* badge_;
   QLabel* empty_ = nullptr;  // shown instead of the tabs when there is no run
   OverviewTab* overview_;
   ThroughputTab* throughput_;
@@ -59,6 +63,7 @@ class RunView : public QWidget {
   ScalesTab* scales_;
   PrecisionTab* precision_;
   SamplesTab* samples_;
+  AuditTab* audit_;
 };
 
 // Helpers the tabs share (defined in run_view.cpp).

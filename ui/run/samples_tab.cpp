@@ -1,15 +1,24 @@
 #include "ui/run/samples_tab.hpp"
 
+#include <QApplication>
 #include <QFontDatabase>
+#include <QHBoxLayout>
 #include <QHeaderView>
+#include <QHelpEvent>
 #include <QLabel>
+#include <QPainter>
+#include <QSignalBlocker>
+#include <QSlider>
 #include <QSplitter>
+#include <QStyledItemDelegate>
 #include <QTableWidget>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
 
 #include "ui/data/run_data.hpp"
+#include "ui/data/run_text.hpp"
 
 namespace fp8rl::ui {
 
@@ -58,21 +67,125 @@ QColor rewardColor(double reward) {
   return QColor::fromHsvF(static_cast<float>(x / 3.0), 0.35f, 1.0f);
 }
 
+// Draws a completion token by token, each on the colour of its p − g, and tells a hovered
+// token's value; cells without tokens are drawn as plain text.
+class TokenDelegate : public QStyledItemDelegate {
+ public:
+  using QStyledItemDelegate::QStyledItemDelegate;
+
+  void paint(QPainter* p, const QStyleOptionViewItem& option,
+             const QModelIndex& index) const override {
+    const QStringList tokens = index.data(SamplesTab::kTokensRole).toStringList();
+    if (tokens.isEmpty()) {
+      QStyledItemDelegate::paint(p, option, index);
+      return;
+    }
+    QStyleOptionViewItem o(option);
+    initStyleOption(&o, index);
+    o.text.clear();  // the background and selection only
+    const QWidget* w = option.widget;
+    (w ? w->style() : QApplication::style())->drawControl(QStyle::CE_ItemViewItem, &o, p, w);
+    const QVariantList diffs = index.data(SamplesTab::kDiffsRole).toList();
+    const auto boxes = tokenBoxes(o.font, option.rect, tokens);
+    p->save();
+    p->setClipRect(option.rect);
+    p->setFont(o.font);
+    for (size_t i = 0; i < boxes.size(); ++i) {
+      const int t = static_cast<int>(i);
+      p->fillRect(boxes[i], SamplesTab::tokenColor(t < diffs.size() ? diffs[t].toDouble() : 0.0));
+      p->setPen(Qt::black);
+      p->drawText(boxes[i], Qt::AlignCenter, tokens[t]);
+    }
+    p->restore();
+  }
+
+  bool helpEvent(QHelpEvent* e, QAbstractItemView* view, const QStyleOptionViewItem& option,
+                 const QModelIndex& index) override {
+    const QStringList tokens = index.data(SamplesTab::kTokensRole).toStringList();
+    if (e->type() != QEvent::ToolTip || tokens.isEmpty())
+      return QStyledItemDelegate::helpEvent(e, view, option, index);
+    const QVariantList diffs = index.data(SamplesTab::kDiffsRole).toList();
+    const auto boxes = tokenBoxes(option.font, option.rect, tokens);
+    for (size_t i = 0; i < boxes.size(); ++i) {
+      const int t = static_cast<int>(i);
+      if (!boxes[i].contains(e->pos())) continue;
+      const double diff = t < diffs.size() ? diffs[t].toDouble() : 0.0;
+      QToolTip::showText(
+          e->globalPos(),
+          QObject::tr("token %1 of %2: %3 (p − g = log π_train − log π_gen)")
+              .arg(t + 1)
+              .arg(tokens.size())
+              .arg(QString::fromStdString(token_text(tokens[t].toStdString(), diff))),
+          view);
+      return true;
+    }
+    return QStyledItemDelegate::helpEvent(e, view, option, index);
+  }
+
+ private:
+  // Where each token stands in the cell, left to right; those beyond its right edge are left
+  // out.
+  static std::vector<QRect> tokenBoxes(const QFont& font, const QRect& cell,
+                                       const QStringList& tokens) {
+    const QFontMetrics fm(font);
+    std::vector<QRect> out;
+    int x = cell.left() + 3;
+    for (const QString& t : tokens) {
+      if (x >= cell.right()) break;
+      const int w = fm.horizontalAdvance(t) + 2;
+      out.emplace_back(x, cell.top() + 1, w, cell.height() - 2);
+      x += w;
+    }
+    return out;
+  }
+};
+
 }  // namespace
 
+QColor SamplesTab::tokenColor(double diff) {
+  const Rgb c = logprob_diff_color(diff);
+  return QColor(c.r, c.g, c.b);
+}
+
+QList<QColor> SamplesTab::tokenColors(int row) const {
+  QList<QColor> out;
+  const QTableWidgetItem* item = samples_->item(row, 1);
+  if (!item) return out;
+  for (const QVariant& d : item->data(kDiffsRole).toList()) out.append(tokenColor(d.toDouble()));
+  return out;
+}
+
 SamplesTab::SamplesTab(QWidget* parent)
-    : QWidget(parent),
-      samples_(makeTable({tr("step"), tr("prompt"), tr("response"), tr("answer"), tr("reward")})),
+    : RunTab(parent),
+      slider_(new QSlider(Qt::Horizontal)),
+      step_label_(new QLabel),
+      samples_(makeTable({tr("prompt"), tr("completion"), tr("answer"), tr("reward")})),
       events_(makeTable({tr("step"), tr("wall time"), tr("kind"), tr("message")})) {
   samples_->horizontalHeader()->setStretchLastSection(false);
+  samples_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Interactive);
   samples_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
-  samples_->horizontalHeader()->setSectionResizeMode(2, QHeaderView::Stretch);
-  samples_->horizontalHeader()->setSectionResizeMode(3, QHeaderView::Interactive);
+  samples_->horizontalHeader()->setSectionResizeMode(2, QHeaderView::Interactive);
+  samples_->setItemDelegateForColumn(1, new TokenDelegate(samples_));
+  slider_->setToolTip(tr("The step whose samples are shown"));
+  slider_->setPageStep(10);
+  step_label_->setMinimumWidth(
+      step_label_->fontMetrics().horizontalAdvance(QStringLiteral("step 000000 (0000 of 0000)")));
+  auto* legend = new QLabel(
+      tr("Completion tokens coloured by p − g (log π_train − log π_gen): "
+         "<span style=\"background:%1\">&nbsp;−0.05&nbsp;</span>"
+         "<span style=\"background:#ffffff\">&nbsp;0&nbsp;</span>"
+         "<span style=\"background:%2\">&nbsp;+0.05&nbsp;</span> (hover a token for its value)")
+          .arg(tokenColor(-kLogprobDiffScale).name(), tokenColor(kLogprobDiffScale).name()));
 
   auto* top = new QWidget;
   auto* top_layout = new QVBoxLayout(top);
   top_layout->setContentsMargins(0, 0, 0, 0);
-  top_layout->addWidget(new QLabel(tr("Recent samples (newest first)")));
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("Samples of step:")));
+  controls->addWidget(slider_, 1);
+  controls->addWidget(step_label_);
+  top_layout->addLayout(controls);
+  top_layout->addWidget(legend);
   top_layout->addWidget(samples_);
   auto* bottom = new QWidget;
   auto* bottom_layout = new QVBoxLayout(bottom);
@@ -86,58 +199,103 @@ SamplesTab::SamplesTab(QWidget* parent)
   split->setStretchFactor(1, 2);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(split);
+  connect(slider_, &QSlider::valueChanged, this, [this](int index) {
+    follow_ = index == slider_->maximum();
+    showIndex(index);
+  });
   setRun(nullptr);
 }
 
-void SamplesTab::setRun(const RunData* run) {
-  run_ = run;
-  version_ = -1;
-  sample_step_.reset();
+void SamplesTab::clearRun() {
+  follow_ = true;
+  shown_.reset();
+  shown_count_ = 0;
+  steps_.clear();
   events_shown_ = 0;
   samples_->setRowCount(0);
   events_->setRowCount(0);
-  refresh();
+  const QSignalBlocker block(slider_);
+  slider_->setRange(0, 0);
+  slider_->setEnabled(false);
+  step_label_->setText(tr("no samples yet"));
 }
 
-void SamplesTab::refresh() {
-  if (!run_ || run_->version == version_) return;
-  version_ = run_->version;
-  updateSamples();
+void SamplesTab::showNew() {
+  updateSteps();
   updateEvents();
 }
 
-void SamplesTab::updateSamples() {
-  const auto& all = run_->samples;
-  // The new samples are those after the newest shown (samples arrive a step at a time).
-  size_t first_new = 0;
-  if (sample_step_) {
-    first_new = all.size();
-    while (first_new > 0 && all[first_new - 1].first > *sample_step_) --first_new;
-    const bool consistent = first_new > 0 && all[first_new - 1].first == *sample_step_;
-    if (!consistent) {  // the run's history was rebuilt: show it again
-      samples_->setRowCount(0);
-      first_new = 0;
+void SamplesTab::showStep(int64_t step) {
+  if (steps_.empty()) return;
+  slider_->setValue(nearestStepIndex(steps_, step));  // sets follow_ and shows it
+  showIndex(slider_->value());
+}
+
+void SamplesTab::updateSteps() {
+  steps_.clear();
+  for (const auto& [step, s] : run_->samples)
+    if (steps_.empty() || steps_.back() != step) steps_.push_back(step);
+  const int n = static_cast<int>(steps_.size());
+  {
+    const QSignalBlocker block(slider_);
+    slider_->setEnabled(n > 0);
+    slider_->setRange(0, std::max(0, n - 1));
+    if (n > 0 && (follow_ || !shown_)) {
+      slider_->setValue(n - 1);
+    } else if (n > 0) {
+      // Keep the step shown (its index moves as old samples are dropped).
+      slider_->setValue(nearestStepIndex(steps_, *shown_));
     }
   }
-  if (first_new == all.size()) return;
+  if (n == 0) {
+    samples_->setRowCount(0);
+    shown_.reset();
+    step_label_->setText(tr("no samples yet"));
+    return;
+  }
+  showIndex(slider_->value());
+}
+
+void SamplesTab::showIndex(int index) {
+  if (!run_ || index < 0 || static_cast<size_t>(index) >= steps_.size()) return;
+  const int64_t step = steps_[static_cast<size_t>(index)];
+  step_label_->setText(stepPosition(steps_, index));
+  const auto& all = run_->samples;
+  auto first = std::lower_bound(all.begin(), all.end(), step,
+                                [](const auto& s, int64_t st) { return s.first < st; });
+  auto last = std::upper_bound(first, all.end(), step,
+                               [](int64_t st, const auto& s) { return st < s.first; });
+  const size_t count = static_cast<size_t>(last - first);
+  if (shown_ == step && shown_count_ == count) return;
+  shown_ = step;
+  shown_count_ = count;
   const QFont mono = QFontDatabase::systemFont(QFontDatabase::FixedFont);
-  for (size_t i = first_new; i < all.size(); ++i) {
-    const auto& [step, s] = all[i];
-    samples_->insertRow(0);  // newest on top
-    samples_->setItem(0, 0, stepItem(step));
-    samples_->setItem(0, 1, textItem(QString::fromStdString(s.prompt), &mono));
-    samples_->setItem(0, 2, textItem(QString::fromStdString(s.response), &mono));
-    samples_->setItem(0, 3, textItem(QString::fromStdString(s.answer), &mono));
+  samples_->setRowCount(0);
+  samples_->setRowCount(static_cast<int>(count));
+  int row = 0;
+  for (auto it = first; it != last; ++it, ++row) {
+    const SampleRecord& s = it->second;
+    samples_->setItem(row, 0, textItem(QString::fromStdString(s.prompt), &mono));
+    auto* completion = textItem(QString::fromStdString(s.response), &mono);
+    if (!s.tokens.empty()) {
+      QStringList tokens;
+      QVariantList diffs;
+      for (size_t t = 0; t < s.tokens.size(); ++t) {
+        tokens << QString::fromStdString(s.tokens[t]);
+        diffs << (t < s.logprob_diff.size() ? s.logprob_diff[t] : 0.0);
+      }
+      completion->setData(kTokensRole, tokens);
+      completion->setData(kDiffsRole, diffs);
+    }
+    samples_->setItem(row, 1, completion);
+    samples_->setItem(row, 2, textItem(QString::fromStdString(s.answer), &mono));
     auto* reward = new QTableWidgetItem;
     reward->setData(Qt::DisplayRole, s.reward);
     reward->setBackground(rewardColor(s.reward));
     reward->setForeground(QColor(Qt::black));
     reward->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-    samples_->setItem(0, 4, reward);
+    samples_->setItem(row, 3, reward);
   }
-  if (samples_->rowCount() > static_cast<int>(RunData::kMaxSamples))
-    samples_->setRowCount(static_cast<int>(RunData::kMaxSamples));
-  sample_step_ = all.back().first;
 }
 
 void SamplesTab::updateEvents() {

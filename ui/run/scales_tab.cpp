@@ -68,7 +68,7 @@ QString valueText(double v) {
 }  // namespace
 
 ScalesTab::ScalesTab(QWidget* parent)
-    : QWidget(parent),
+    : RunTab(parent),
       layer_box_(new QComboBox),
       kind_box_(new QComboBox),
       stat_box_(new QComboBox),
@@ -167,10 +167,7 @@ QString ScalesTab::kind() const {
   return kind_box_->currentData().toString();
 }
 
-void ScalesTab::setRun(const RunData* run) {
-  run_ = run;
-  version_ = -1;
-  markers_ = 0;
+void ScalesTab::clearRun() {
   layers_ = -1;
   {
     const QSignalBlocker block(step_spin_);
@@ -200,9 +197,7 @@ void ScalesTab::setHistogramStep(std::optional<int64_t> step) {
   updateHistogram();
 }
 
-void ScalesTab::refresh() {
-  if (!run_ || run_->version == version_) return;
-  version_ = run_->version;
+void ScalesTab::showNew() {
   updateLayers();
   updateCharts();
   updateHistogram();

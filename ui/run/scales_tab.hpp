@@ -9,10 +9,11 @@
 #pragma once
 
 #include <QString>
-#include <QWidget>
 #include <cstdint>
 #include <optional>
 #include <vector>
+
+#include "ui/run/run_tab.hpp"
 
 class QCheckBox;
 class QComboBox;
@@ -23,18 +24,14 @@ class QTableWidget;
 
 namespace fp8rl::ui {
 
-struct RunData;
 class ChartView;
 class HeatmapView;
 class HistogramView;
 
-class ScalesTab : public QWidget {
+class ScalesTab : public RunTab {
   Q_OBJECT
  public:
   explicit ScalesTab(QWidget* parent = nullptr);
-
-  void setRun(const RunData* run);
-  void refresh();
 
   // Selects a layer and a kind ("weight", "activation", "gradient" or "kv").
   void setSelection(int layer, const QString& kind);
@@ -59,6 +56,8 @@ class ScalesTab : public QWidget {
   std::vector<ChartView*> charts() const { return {saturated_, flushed_, rel_error_, kv_}; }
 
  private:
+  void clearRun() override;
+  void showNew() override;
   void updateLayers();
   void selectionChanged();  // rebinds the charts to the new layer/kind
   void updateCharts();
@@ -66,9 +65,6 @@ class ScalesTab : public QWidget {
   void updateHeatmap();
   void updateKvTable();
 
-  const RunData* run_ = nullptr;
-  int64_t version_ = -1;
-  size_t markers_ = 0;
   int layers_ = 0;
   QString shown_name_;
   std::optional<int64_t> shown_step_;

@@ -34,7 +34,7 @@ const std::array<Phase, ThroughputTab::kPhases>& phases() {
 }  // namespace
 
 ThroughputTab::ThroughputTab(QWidget* parent)
-    : QWidget(parent),
+    : RunTab(parent),
       tokens_(new ChartView(tr("Throughput (tokens/s)"))),
       step_time_(new ChartView(tr("Step time (s)"))),
       phases_(new QCustomPlot) {
@@ -81,10 +81,7 @@ ThroughputTab::ThroughputTab(QWidget* parent)
   setRun(nullptr);
 }
 
-void ThroughputTab::setRun(const RunData* run) {
-  run_ = run;
-  version_ = -1;
-  markers_ = 0;
+void ThroughputTab::clearRun() {
   clearCharts(charts());
   for (QCPBars* bars : bars_) bars->data()->clear();
   added_.fill(0);
@@ -93,12 +90,9 @@ void ThroughputTab::setRun(const RunData* run) {
   phases_->xAxis->setRange(0, 1);
   phases_->yAxis->setRange(0, 1);
   phases_->replot(QCustomPlot::rpQueuedReplot);
-  refresh();
 }
 
-void ThroughputTab::refresh() {
-  if (!run_ || run_->version == version_) return;
-  version_ = run_->version;
+void ThroughputTab::showNew() {
   tokens_->setCurveData(0, run_->series(metric::kRolloutTps));
   tokens_->setCurveData(1, run_->series(metric::kTrainTps));
   step_time_->setCurveData(0, run_->series(metric::kTimeTotal));

@@ -3,10 +3,11 @@
 // and the total step time.
 #pragma once
 
-#include <QWidget>
 #include <array>
 #include <cstdint>
 #include <vector>
+
+#include "ui/run/run_tab.hpp"
 
 class QCustomPlot;
 class QCPBars;
@@ -14,18 +15,14 @@ class QCPAbstractItem;
 
 namespace fp8rl::ui {
 
-struct RunData;
 class ChartView;
 
-class ThroughputTab : public QWidget {
+class ThroughputTab : public RunTab {
   Q_OBJECT
  public:
   static constexpr int kPhases = 4;  // generation, logprob, training, recalibration
 
   explicit ThroughputTab(QWidget* parent = nullptr);
-
-  void setRun(const RunData* run);
-  void refresh();
 
   ChartView* tokensChart() const { return tokens_; }  // curves: 0 rollout, 1 training
   ChartView* stepTimeChart() const { return step_time_; }
@@ -35,12 +32,11 @@ class ThroughputTab : public QWidget {
   std::vector<ChartView*> charts() const { return {tokens_, step_time_}; }
 
  private:
+  void clearRun() override;
+  void showNew() override;
   void updateBars();
   void updatePhaseMarkers();
 
-  const RunData* run_ = nullptr;
-  int64_t version_ = -1;
-  size_t markers_ = 0;
   ChartView* tokens_;
   ChartView* step_time_;
   QCustomPlot* phases_;
