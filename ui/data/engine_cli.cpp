@@ -13,6 +13,10 @@
 
 namespace fp8rl::ui {
 
+QString EngineCli::besideApplication() {
+  return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("fp8rl"));
+}
+
 bool EngineCli::run(const QStringList& args, QByteArray* out, QString* error,
                     int timeout_ms) const {
   QProcess p;

@@ -15,6 +15,9 @@ class EngineCli {
  public:
   explicit EngineCli(QString executable) : exe_(std::move(executable)) {}
   const QString& executable() const { return exe_; }
+  // The fp8rl executable installed beside the running application (bin/fp8rl next to
+  // bin/fp8rl-studio).
+  static QString besideApplication();
 
   // Preset names (`fp8rl train --list-presets`); empty with *error set on failure.
   QStringList presets(QString* error = nullptr) const;
