@@ -5,6 +5,7 @@
 #include <limits>
 #include <regex>
 #include <sstream>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -72,14 +73,16 @@ std::vector<std::string> strings(const Json& o, const std::string& path, const s
 SensitivityMeasure measure(const Json& o, const std::string& path, const std::string& key) {
   const Json& m = need(o, path, key);
   const std::string p = join(path, key);
+  static constexpr std::pair<const char*, double SensitivityMeasure::*> kKeys[] = {
+      {"kl", &SensitivityMeasure::kl},
+      {"abs_dlogp", &SensitivityMeasure::abs_dlogp},
+      {"token_mult_prob_error", &SensitivityMeasure::token_mult_prob_error},
+      {"loss", &SensitivityMeasure::loss},
+      {"delta_loss", &SensitivityMeasure::delta_loss},
+      {"grad_norm", &SensitivityMeasure::grad_norm},
+      {"delta_grad_norm", &SensitivityMeasure::delta_grad_norm}};
   SensitivityMeasure r;
-  r.kl = number(m, p, "kl");
-  r.abs_dlogp = number(m, p, "abs_dlogp");
-  r.token_mult_prob_error = number(m, p, "token_mult_prob_error");
-  r.loss = number(m, p, "loss");
-  r.delta_loss = number(m, p, "delta_loss");
-  r.grad_norm = number(m, p, "grad_norm");
-  r.delta_grad_norm = number(m, p, "delta_grad_norm");
+  for (const auto& [name, field] : kKeys) r.*field = number(m, p, name);
   return r;
 }
 
@@ -139,11 +142,14 @@ SensitivityReport SensitivityReport::from_json(const Json& doc) {
   if (!doc.is_object()) fail(std::string("the document is ") + doc.type_name() + ", not an object");
   SensitivityReport r;
   const Json& b = need(doc, "", "batch");
-  r.batch.prompts = integer(b, "batch", "prompts");
-  r.batch.group_size = integer(b, "batch", "group_size");
-  r.batch.sequences = integer(b, "batch", "sequences");
-  r.batch.response_tokens = integer(b, "batch", "response_tokens");
-  r.batch.vocab_size = integer(b, "batch", "vocab_size");
+  using Batch = SensitivityReport::Batch;
+  static constexpr std::pair<const char*, int64_t Batch::*> kCounts[] = {
+      {"prompts", &Batch::prompts},
+      {"group_size", &Batch::group_size},
+      {"sequences", &Batch::sequences},
+      {"response_tokens", &Batch::response_tokens},
+      {"vocab_size", &Batch::vocab_size}};
+  for (const auto& [name, field] : kCounts) r.batch.*field = integer(b, "batch", name);
   r.batch.temperature = number(b, "batch", "temperature");
   r.batch.mean_reward = number(b, "batch", "mean_reward");
   r.reference = measure(doc, "", "reference");

@@ -16,13 +16,9 @@ namespace fp8rl::ui {
 
 // One measurement against the BF16 reference on the same batch.
 struct SensitivityMeasure {
-  double kl = 0;
-  double abs_dlogp = 0;
-  double token_mult_prob_error = 1;
-  double loss = 0;
-  double delta_loss = 0;
-  double grad_norm = 0;
-  double delta_grad_norm = 0;
+  double kl = 0, abs_dlogp = 0, token_mult_prob_error = 1;  // of the policy
+  double loss = 0, delta_loss = 0;                          // of the GRPO loss
+  double grad_norm = 0, delta_grad_norm = 0;                // of its gradient
 
   // "kl 1.2e-05 · |Δlogp| 0.003 · token_mult_prob_error 1.004 · …"
   std::string describe() const;

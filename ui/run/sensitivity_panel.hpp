@@ -56,14 +56,8 @@ class SensitivityPanel : public QWidget {
   QString measure();
 
   HeatmapView* heatmap() const { return heatmap_; }
-  QComboBox* valueChoice() const { return value_; }
-  QPushButton* measureButton() const { return measure_; }
-  QPushButton* cancelButton() const { return cancel_; }
-  QPushButton* loadButton() const { return load_; }
+  QComboBox* valueChoice() const { return value_; }  // which KL the colour shows
   QPushButton* applyButton() const { return apply_; }
-  QProgressBar* progress() const { return progress_; }
-  QLabel* status() const { return status_; }
-  QLabel* summary() const { return summary_; }
 
  signals:
   // Apply recommendation was confirmed: the recommended overrides for run `run`.
