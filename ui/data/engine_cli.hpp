@@ -6,6 +6,8 @@
 #include <QMap>
 #include <QString>
 #include <QStringList>
+#include <QTemporaryFile>
+#include <memory>
 
 #include "core/json.hpp"
 
@@ -26,6 +28,9 @@ class EngineCli {
   QMap<QString, QStringList> settingChoices(QString* error = nullptr) const;
   // A preset's full configuration (`--print-config`), or null with *error set.
   Json presetConfig(const QString& preset, QString* error = nullptr) const;
+  // The configuration in a temporary JSON file (what --config reads), removed when the
+  // returned object goes; nullptr with *error set when it cannot be written.
+  static std::unique_ptr<QTemporaryFile> configFile(const Json& config, QString* error);
   // "" when the configuration is valid, else the engine's message (naming the setting).
   QString validate(const Json& config) const;
 

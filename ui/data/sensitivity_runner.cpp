@@ -5,6 +5,7 @@
 #include <QTemporaryFile>
 
 #include "core/error.hpp"
+#include "ui/data/engine_cli.hpp"
 
 namespace fp8rl::ui {
 
@@ -46,14 +47,8 @@ bool SensitivityRunner::start(const RunStore::RunRow& run, QString* error) {
     *error = tr("run %1 has no recorded configuration").arg(run.id);
     return false;
   }
-  config_ = std::make_unique<QTemporaryFile>(
-      QDir::temp().filePath(QStringLiteral("fp8rl-sensitivity-run%1-XXXXXX.json").arg(run.id)));
-  if (!config_->open() || config_->write(QByteArray::fromStdString(run.config.dump(2))) < 0 ||
-      !config_->flush()) {
-    *error =
-        tr("cannot write the configuration to a temporary file: %1").arg(config_->errorString());
-    return false;
-  }
+  config_ = EngineCli::configFile(run.config, error);
+  if (!config_) return false;
   run_ = run.id;
   partial_.clear();
   tail_.clear();
