@@ -362,6 +362,14 @@ class TestSensitivity : public QObject {
     run.row.status = "finished";
     view.refresh();
     QVERIFY(!p->applyButton()->isEnabled());
+
+    // A report of a model with other layers is not applied.
+    RunData wider = makeRun(43);
+    wider.precision.back().second.as_array().push_back(wider.precision.back().second.as_array()[0]);
+    view.setRun(&wider);
+    p->setReport(SensitivityReport::parse(reportJson().dump()));
+    QVERIFY(!p->applyButton()->isEnabled());
+    QVERIFY(p->applyButton()->toolTip().contains("3"));
   }
 
   // The Precision tab with a synthetic report, as the studio shows it; written to

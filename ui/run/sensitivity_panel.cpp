@@ -103,7 +103,7 @@ SensitivityPanel::SensitivityPanel(QWidget* parent)
             updateButtons();
           });
   connect(runner_, &SensitivityRunner::failed, this, [this](qint64, const QString& message) {
-    status_->setText(tr("Sensitivity measurement failed: %1").arg(message));
+    status_->setText(tr("Sensitivity measurement: %1").arg(message));
     updateButtons();
   });
   setRun(nullptr);
@@ -171,7 +171,7 @@ void SensitivityPanel::setConfirmation(std::function<bool(const QString&)> confi
 
 void SensitivityPanel::applyRecommendation() {
   const SensitivityReport* r = report();
-  if (!r || !run_ || !is_live(run_->row.status)) return;
+  if (!r || !run_ || !apply_->isEnabled()) return;
   LiveEdit edit;
   edit.overrides = r->recommendation.override_texts();
   if (edit.empty()) return;
@@ -252,9 +252,14 @@ void SensitivityPanel::updateButtons() {
   progress_->setVisible(busy);
   cancel_->setVisible(busy);
   const bool overrides = r && !r->recommendation.overrides.empty();
-  apply_->setEnabled(live && overrides);
+  // A report of another model (a loaded file) would send overrides the run cannot take.
+  const bool fits = r && run_ && (run_->layers() == 0 || run_->layers() == r->layers);
+  apply_->setEnabled(live && overrides && fits);
   if (!r)
     apply_->setToolTip(tr("Measure or load a sensitivity report first"));
+  else if (!fits)
+    apply_->setToolTip(
+        tr("The report covers %1 layers, the run has %2").arg(r->layers).arg(run_->layers()));
   else if (!overrides)
     apply_->setToolTip(tr("The recommendation keeps every linear in FP8"));
   else if (!live)
