@@ -377,7 +377,7 @@ class TestSensitivity : public QObject {
   void screenshotShowsHeatmap() {
     RunData run = makeRun(5);
     RunView view;
-    view.resize(1500, 900);
+    view.resize(1100, 900);  // the run view beside the runs panel
     view.setRun(&run);
     for (int i = 0; i < view.tabs()->count(); ++i)  // the tab may wrap the page in a scroll area
       if (view.tabs()->tabText(i) == "Precision") view.tabs()->setCurrentIndex(i);

@@ -91,8 +91,10 @@ PrecisionTab::PrecisionTab(QWidget* parent)
   settings_layout->addWidget(settings_);
   auto* edits = new QHBoxLayout;
   edits->addWidget(grid_, 3);
-  edits->addWidget(settings_box, 2);
-  edits->addWidget(sensitivity_, 3);
+  auto* side = new QVBoxLayout;  // the settings are few: the heatmap takes the height below
+  side->addWidget(settings_box);
+  side->addWidget(sensitivity_, 1);
+  edits->addLayout(side, 2);
   layout->addLayout(edits, 1);
   layout->addWidget(new QLabel(tr("Precision history")));
   layout->addWidget(history_);

@@ -53,21 +53,24 @@ SensitivityPanel::SensitivityPanel(QWidget* parent)
   cancel_->hide();
   status_->setWordWrap(true);
   summary_->setWordWrap(true);
+  heatmap_->setMinimumHeight(240);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
   auto* buttons = new QHBoxLayout;
-  buttons->addWidget(value_);
-  buttons->addStretch(1);
   buttons->addWidget(measure_);
   buttons->addWidget(load_);
   buttons->addWidget(apply_);
-  auto* running = new QHBoxLayout;
-  running->addWidget(progress_, 1);
-  running->addWidget(cancel_);
+  buttons->addStretch(1);
+  auto* choice = new QHBoxLayout;
+  choice->addWidget(new QLabel(tr("Colour:")));
+  choice->addWidget(value_);
+  choice->addWidget(progress_, 1);
+  choice->addWidget(cancel_);
+  choice->addStretch(1);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addLayout(buttons);
-  layout->addLayout(running);
+  layout->addLayout(choice);
   layout->addWidget(status_);
   layout->addWidget(heatmap_, 1);
   layout->addWidget(summary_);
@@ -78,7 +81,7 @@ SensitivityPanel::SensitivityPanel(QWidget* parent)
   connect(value_, &QComboBox::currentIndexChanged, this, &SensitivityPanel::showReport);
   connect(measure_, &QPushButton::clicked, this, [this] {
     const QString err = measure();
-    if (!err.isEmpty()) status_->setText(err);
+    if (!err.isEmpty()) setStatus(err);
   });
   connect(cancel_, &QPushButton::clicked, runner_, &SensitivityRunner::cancel);
   connect(load_, &QPushButton::clicked, this, [this] {
@@ -86,7 +89,7 @@ SensitivityPanel::SensitivityPanel(QWidget* parent)
         this, tr("Load a sensitivity report"), QString(), tr("JSON (*.json);;All files (*)"));
     if (path.isEmpty()) return;
     const QString err = loadFile(path);
-    if (!err.isEmpty()) status_->setText(err);
+    if (!err.isEmpty()) setStatus(err);
   });
   connect(apply_, &QPushButton::clicked, this, &SensitivityPanel::applyRecommendation);
   connect(runner_, &SensitivityRunner::progress, this,
@@ -98,12 +101,12 @@ SensitivityPanel::SensitivityPanel(QWidget* parent)
   connect(runner_, &SensitivityRunner::finished, this,
           [this](qint64, const SensitivityReport& report) {
             reports_[measuring_] = report;
-            status_->setText(tr("Measured in %1 s.").arg(report.seconds, 0, 'f', 1));
+            setStatus(tr("Measured in %1 s.").arg(report.seconds, 0, 'f', 1));
             showReport();
             updateButtons();
           });
   connect(runner_, &SensitivityRunner::failed, this, [this](qint64, const QString& message) {
-    status_->setText(tr("Sensitivity measurement: %1").arg(message));
+    setStatus(tr("Sensitivity measurement: %1").arg(message));
     updateButtons();
   });
   setRun(nullptr);
@@ -121,7 +124,7 @@ SensitivityPanel::RunKey SensitivityPanel::key() const {
 
 void SensitivityPanel::setRun(const RunData* run) {
   run_ = run;
-  status_->clear();
+  setStatus({});
   showReport();
   updateButtons();
 }
@@ -149,7 +152,7 @@ QString SensitivityPanel::loadFile(const QString& path) {
   } catch (const Error& e) {
     return tr("%1: %2").arg(path, QString::fromStdString(e.message()));
   }
-  status_->setText(tr("Loaded %1.").arg(path));
+  setStatus(tr("Loaded %1.").arg(path));
   return {};
 }
 
@@ -160,7 +163,7 @@ QString SensitivityPanel::measure() {
   if (!runner_->start(run_->row, &err)) return err;
   progress_->setRange(0, 0);  // busy until the first progress line
   progress_->setFormat(tr("starting…"));
-  status_->setText(tr("Measuring the sensitivity of run %1…").arg(run_->id));
+  setStatus(tr("Measuring the sensitivity of run %1…").arg(run_->id));
   updateButtons();
   return {};
 }
@@ -181,7 +184,7 @@ void SensitivityPanel::applyRecommendation() {
           .arg(run_->id)
           .arg(QString::fromStdString(edit.describe()));
   if (!confirm_(text)) return;
-  status_->setText(tr("Sent the recommendation: %1").arg(QString::fromStdString(edit.describe())));
+  setStatus(tr("Sent the recommendation: %1").arg(QString::fromStdString(edit.describe())));
   emit applyRequested(static_cast<qint64>(run_->id), edit);
 }
 
@@ -189,6 +192,8 @@ void SensitivityPanel::showReport() {
   const SensitivityReport* r = report();
   HeatmapData d;
   d.x_label = tr("Linear");
+  heatmap_->setVisible(r != nullptr);
+  value_->setEnabled(r != nullptr);
   if (!r) {
     heatmap_->setData(d);
     summary_->setText(run_ ? tr("No sensitivity report for this run: Measure sensitivity… runs "
@@ -242,6 +247,11 @@ void SensitivityPanel::showReport() {
           .arg(r->batch.sequences)
           .arg(r->batch.response_tokens)
           .arg(r->seconds, 0, 'f', 1));
+}
+
+void SensitivityPanel::setStatus(const QString& text) {
+  status_->setText(text);
+  status_->setVisible(!text.isEmpty());  // no empty line above the map
 }
 
 void SensitivityPanel::updateButtons() {

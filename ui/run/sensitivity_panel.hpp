@@ -68,6 +68,7 @@ class SensitivityPanel : public QWidget {
   RunKey key() const;
   void showReport();
   void updateButtons();
+  void setStatus(const QString& text);
 
   const RunData* run_ = nullptr;
   std::map<RunKey, SensitivityReport> reports_;
