@@ -53,6 +53,7 @@ SensitivityPanel::SensitivityPanel(QWidget* parent)
   cancel_->hide();
   status_->setWordWrap(true);
   summary_->setWordWrap(true);
+  summary_->setAlignment(Qt::AlignLeft | Qt::AlignTop);  // under the buttons while no map shows
   heatmap_->setMinimumHeight(240);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
