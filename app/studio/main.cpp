@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
   parser.process(app);
 
   const QString dir = QApplication::applicationDirPath();
-  const QString cli = QDir(dir).filePath(QStringLiteral("fp8rl"));
+  const QString cli = fp8rl::ui::EngineCli::besideApplication();
   QApplication::setWindowIcon(
       QIcon(dir + QStringLiteral("/../share/fp8rl/icons/fp8rl-studio.svg")));
   if (parser.isSet(bench))

@@ -14,6 +14,7 @@ namespace fp8rl::ui {
 namespace {
 
 const QColor kNonFiniteColor(255, 0, 255);
+const QColor kMarkColor(230, 30, 30);
 
 // Viridis, sampled.
 QCPColorGradient viridis() {
@@ -35,10 +36,12 @@ struct HeatmapView::Impl {
   QCPColorMap* nonfinite = nullptr;  // ±inf cells, one colour, over the map
   QCPColorScale* scale = nullptr;
   QLabel* caption = nullptr;
+  QList<QCPItemRect*> marks;  // outlines of the marked cells
   HeatmapData data;
   HeatmapColumns columns;  // where data's columns are in the map
 
   void rebuild();
+  void placeMarks(double row_height);
   QString cellText(double key, double value) const;
 };
 
@@ -49,6 +52,9 @@ void HeatmapView::Impl::rebuild() {
   QCPColorMapData* md = map->data();
   QCPColorMapData* nf = nonfinite->data();
   columns = {};
+  for (QCPItemRect* m : marks) plot->removeItem(m);
+  marks.clear();
+  plot->xAxis->setLabel(d.x_label);
   if (cols == 0 || rows <= 0 || d.values.size() != cols * static_cast<size_t>(rows) ||
       !(d.row_hi > d.row_lo)) {
     md->clear();
@@ -120,8 +126,21 @@ void HeatmapView::Impl::rebuild() {
     plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
   }
 
+  // Columns: the given labels under the cells, else the steps.
+  if (d.column_labels.size() == static_cast<qsizetype>(cols)) {
+    auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+    for (size_t c = 0; c < cols; ++c) ticker->addTick(d.steps[c], d.column_labels[c]);
+    plot->xAxis->setTicker(ticker);
+  } else if (!plot->xAxis->ticker().dynamicCast<QCPAxisTickerText>().isNull()) {
+    plot->xAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+  }
+  placeMarks(h);
+
   QStringList parts;
-  parts << QStringLiteral("%1 steps × %2 rows").arg(cols).arg(rows);
+  if (d.column_labels.size() == static_cast<qsizetype>(cols))
+    parts << QStringLiteral("%1 × %2 cells").arg(cols).arg(rows);
+  else
+    parts << QStringLiteral("%1 steps × %2 rows").arg(cols).arg(rows);
   if (empty_cells > 0) parts << QStringLiteral("%1 empty cells").arg(empty_cells);
   if (nonfinite_cells > 0)
     parts << QStringLiteral("%1 non-finite cells (magenta)").arg(nonfinite_cells);
@@ -133,6 +152,40 @@ void HeatmapView::Impl::rebuild() {
   plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
+void HeatmapView::Impl::placeMarks(double row_height) {
+  const size_t rows = static_cast<size_t>(data.rows);
+  if (data.marked.size() != data.values.size() || columns.cells == 0) return;
+  const double width = (columns.extent.hi - columns.extent.lo) / columns.cells;
+  QPen pen(kMarkColor, 2.5);
+  pen.setJoinStyle(Qt::MiterJoin);
+  const size_t cols = data.steps.size();
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c) {
+      const size_t i = c * rows + r;
+      if (!data.marked[i]) continue;
+      // Neighbouring marked cells of one value are one thing spanning them (a whole-row
+      // entry): one outline.
+      size_t last = c;
+      while (last + 1 < cols && data.marked[i + (last + 1 - c) * rows] &&
+             columns.cell_of[last + 1] == columns.cell_of[last] + 1 &&
+             data.values[(last + 1) * rows + r] == data.values[i])
+        ++last;
+      const double x0 = columns.extent.lo + columns.cell_of[c] * width;
+      const double x1 = columns.extent.lo + (columns.cell_of[last] + 1) * width;
+      const double y = data.row_lo + static_cast<double>(r) * row_height;
+      // Inset a little, so neighbouring outlines stay apart.
+      const double dx = width * 0.06, dy = row_height * 0.06;
+      auto* m = new QCPItemRect(plot);
+      m->setPen(pen);
+      m->setBrush(Qt::NoBrush);
+      m->topLeft->setCoords(x0 + dx, y + row_height - dy);
+      m->bottomRight->setCoords(x1 - dx, y + dy);
+      m->setSelectable(false);
+      marks << m;
+      c = last;
+    }
+}
+
 QString HeatmapView::Impl::cellText(double key, double value) const {
   if (!map->visible() || columns.cells == 0) return {};
   int k = 0, r = 0;
@@ -141,7 +194,10 @@ QString HeatmapView::Impl::cellText(double key, double value) const {
   const auto it = std::find(columns.cell_of.begin(), columns.cell_of.end(), k);
   if (it == columns.cell_of.end()) return {};
   const size_t c = static_cast<size_t>(it - columns.cell_of.begin());
-  const double v = data.values[c * static_cast<size_t>(data.rows) + static_cast<size_t>(r)];
+  const size_t i = c * static_cast<size_t>(data.rows) + static_cast<size_t>(r);
+  if (data.cell_tips.size() == static_cast<qsizetype>(data.values.size()))
+    return data.cell_tips[static_cast<qsizetype>(i)];
+  const double v = data.values[i];
   const QString row = data.row_labels.size() == data.rows ? data.row_labels[r] : QString::number(r);
   const QString val = std::isnan(v)   ? QStringLiteral("no data")
                       : std::isinf(v) ? (v > 0 ? QStringLiteral("inf") : QStringLiteral("-inf"))

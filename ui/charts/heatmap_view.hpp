@@ -1,6 +1,7 @@
 // A heatmap (QCPColorMap): columns are steps, rows are bins or layers. Used for "histogram
-// over time" (importance weights per step) and "layers × steps" FP8 statistics. Empty cells
-// (no data) are transparent; non-finite cells are drawn in a distinct colour and counted.
+// over time" (importance weights per step), "layers × steps" FP8 statistics and, with labelled
+// columns, "layers × modules" sensitivities. Empty cells (no data) are transparent; non-finite
+// cells are drawn in a distinct colour and counted; marked cells are outlined.
 #pragma once
 
 #include <QString>
@@ -20,6 +21,12 @@ struct HeatmapData {
   std::vector<double> values;
   QString value_label;  // colour-scale caption
   bool log_color = false;
+  QString x_label = QStringLiteral("Step");
+  QStringList column_labels;  // optional: one label per column, shown instead of the steps
+  QStringList cell_tips;      // optional: one tooltip per cell (values' layout), else the value
+  // optional: cells drawn with an outline (values' layout); neighbours in a row with the same
+  // value share one outline.
+  std::vector<char> marked;
 };
 
 class HeatmapView : public PlotView {

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "contract/metrics.hpp"
 #include "contract/step_record.hpp"
@@ -61,6 +62,35 @@ void setItems(QComboBox* box, const QStringList& items) {
   box->setCurrentIndex(box->findText(current));  // -1 (none) when it is gone: caller picks
 }
 
+// A row of "label: control" pairs, left-aligned.
+QHBoxLayout* choiceRow(std::initializer_list<std::pair<QString, QWidget*>> choices) {
+  auto* row = new QHBoxLayout;
+  for (const auto& [label, control] : choices) {
+    if (row->count() > 0) row->addSpacing(16);
+    row->addWidget(new QLabel(label));
+    row->addWidget(control);
+  }
+  row->addStretch(1);
+  return row;
+}
+
+// A widget of a header row above a body that takes the height, without margins (a splitter's
+// pane).
+QWidget* stacked(QLayout* head, QWidget* body) {
+  auto* pane = new QWidget;
+  auto* layout = new QVBoxLayout(pane);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addLayout(head);
+  layout->addWidget(body, 1);
+  return pane;
+}
+
+QWidget* titled(const QString& title, QWidget* body) {
+  auto* head = new QHBoxLayout;
+  head->addWidget(new QLabel(title));
+  return stacked(head, body);
+}
+
 }  // namespace
 
 CompareView::CompareView(QWidget* parent)
@@ -92,46 +122,14 @@ CompareView::CompareView(QWidget* parent)
   }
   summary_->verticalHeader()->setVisible(false);
 
-  auto* top = new QWidget;
-  auto* top_layout = new QVBoxLayout(top);
-  top_layout->setContentsMargins(0, 0, 0, 0);
-  auto* choices = new QHBoxLayout;
-  choices->addWidget(new QLabel(tr("Metric:")));
-  choices->addWidget(metric_);
-  choices->addSpacing(16);
-  choices->addWidget(new QLabel(tr("Base run:")));
-  choices->addWidget(base_box_);
-  choices->addStretch(1);
-  top_layout->addLayout(choices);
-  top_layout->addWidget(chart_, 1);
-
+  auto* top = stacked(choiceRow({{tr("Metric:"), metric_}, {tr("Base run:"), base_box_}}), chart_);
   auto* tables = new QSplitter(Qt::Horizontal);
-  auto* summary_box = new QWidget;
-  auto* summary_layout = new QVBoxLayout(summary_box);
-  summary_layout->setContentsMargins(0, 0, 0, 0);
-  summary_layout->addWidget(new QLabel(tr("Summary (means over RL steps)")));
-  summary_layout->addWidget(summary_);
-  auto* diff_box = new QWidget;
-  auto* diff_layout = new QVBoxLayout(diff_box);
-  diff_layout->setContentsMargins(0, 0, 0, 0);
-  diff_layout->addWidget(new QLabel(tr("Config differences")));
-  diff_layout->addWidget(diff_);
-  tables->addWidget(summary_box);
-  tables->addWidget(diff_box);
+  tables->addWidget(titled(tr("Summary (means over RL steps)"), summary_));
+  tables->addWidget(titled(tr("Config differences"), diff_));
   tables->setStretchFactor(0, 3);
   tables->setStretchFactor(1, 2);
-
-  auto* bottom = new QWidget;
-  auto* bottom_layout = new QVBoxLayout(bottom);
-  bottom_layout->setContentsMargins(0, 0, 0, 0);
-  auto* hist_choices = new QHBoxLayout;
-  hist_choices->addWidget(new QLabel(tr("Histogram:")));
-  hist_choices->addWidget(hist_name_);
-  hist_choices->addWidget(new QLabel(tr("Step:")));
-  hist_choices->addWidget(hist_step_);
-  hist_choices->addStretch(1);
-  bottom_layout->addLayout(hist_choices);
-  bottom_layout->addWidget(histogram_, 1);
+  auto* bottom =
+      stacked(choiceRow({{tr("Histogram:"), hist_name_}, {tr("Step:"), hist_step_}}), histogram_);
 
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(top);

@@ -13,6 +13,10 @@
 
 namespace fp8rl::ui {
 
+QString EngineCli::besideApplication() {
+  return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("fp8rl"));
+}
+
 bool EngineCli::run(const QStringList& args, QByteArray* out, QString* error,
                     int timeout_ms) const {
   QProcess p;
@@ -86,13 +90,22 @@ Json EngineCli::presetConfig(const QString& preset, QString* error) const {
   }
 }
 
+std::unique_ptr<QTemporaryFile> EngineCli::configFile(const Json& config, QString* error) {
+  auto f = std::make_unique<QTemporaryFile>(QDir::tempPath() +
+                                            QStringLiteral("/fp8rl-config-XXXXXX.json"));
+  if (!f->open() || f->write(QByteArray::fromStdString(config.dump(2))) < 0 || !f->flush()) {
+    *error =
+        QStringLiteral("cannot write a temporary configuration file: %1").arg(f->errorString());
+    return nullptr;
+  }
+  return f;
+}
+
 QString EngineCli::validate(const Json& config) const {
-  QTemporaryFile f(QDir::tempPath() + QStringLiteral("/fp8rl-config-XXXXXX.json"));
-  if (!f.open()) return QStringLiteral("cannot write a temporary file: %1").arg(f.errorString());
-  f.write(QByteArray::fromStdString(config.dump(2)));
-  f.flush();
   QString error;
-  if (!run({QStringLiteral("train"), QStringLiteral("--config"), f.fileName(),
+  const auto f = configFile(config, &error);
+  if (!f) return error;
+  if (!run({QStringLiteral("train"), QStringLiteral("--config"), f->fileName(),
             QStringLiteral("--print-config")},
            nullptr, &error))
     return error.isEmpty() ? QStringLiteral("invalid configuration") : error;

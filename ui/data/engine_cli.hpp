@@ -6,6 +6,8 @@
 #include <QMap>
 #include <QString>
 #include <QStringList>
+#include <QTemporaryFile>
+#include <memory>
 
 #include "core/json.hpp"
 
@@ -15,6 +17,9 @@ class EngineCli {
  public:
   explicit EngineCli(QString executable) : exe_(std::move(executable)) {}
   const QString& executable() const { return exe_; }
+  // The fp8rl executable installed beside the running application (bin/fp8rl next to
+  // bin/fp8rl-studio).
+  static QString besideApplication();
 
   // Preset names (`fp8rl train --list-presets`); empty with *error set on failure.
   QStringList presets(QString* error = nullptr) const;
@@ -23,6 +28,9 @@ class EngineCli {
   QMap<QString, QStringList> settingChoices(QString* error = nullptr) const;
   // A preset's full configuration (`--print-config`), or null with *error set.
   Json presetConfig(const QString& preset, QString* error = nullptr) const;
+  // The configuration in a temporary JSON file (what --config reads), removed when the
+  // returned object goes; nullptr with *error set when it cannot be written.
+  static std::unique_ptr<QTemporaryFile> configFile(const Json& config, QString* error);
   // "" when the configuration is valid, else the engine's message (naming the setting).
   QString validate(const Json& config) const;
 

@@ -16,6 +16,7 @@
 #include "ui/data/live_edit.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/run/live_settings_panel.hpp"
+#include "ui/run/sensitivity_panel.hpp"
 #include "ui/widgets/precision_grid.hpp"
 
 namespace fp8rl::ui {
@@ -58,7 +59,8 @@ PrecisionTab::PrecisionTab(QWidget* parent)
       status_(new QLabel),
       apply_(new QPushButton(tr("Apply"))),
       revert_(new QPushButton(tr("Revert"))),
-      history_(new QTableWidget(0, 2)) {
+      history_(new QTableWidget(0, 2)),
+      sensitivity_(new SensitivityPanel) {
   caption_->setWordWrap(true);
   caption_->setText(
       tr("Click a cell to switch that linear between BF16 and FP8, or type a new value for a "
@@ -89,7 +91,10 @@ PrecisionTab::PrecisionTab(QWidget* parent)
   settings_layout->addWidget(settings_);
   auto* edits = new QHBoxLayout;
   edits->addWidget(grid_, 3);
-  edits->addWidget(settings_box, 2);
+  auto* side = new QVBoxLayout;  // the settings are few: the heatmap takes the height below
+  side->addWidget(settings_box);
+  side->addWidget(sensitivity_, 1);
+  edits->addLayout(side, 2);
   layout->addLayout(edits, 1);
   layout->addWidget(new QLabel(tr("Precision history")));
   layout->addWidget(history_);
@@ -100,6 +105,7 @@ PrecisionTab::PrecisionTab(QWidget* parent)
   connect(grid_, &PrecisionGrid::edited, this, &PrecisionTab::updateButtons);
   connect(settings_, &LiveSettingsPanel::edited, this, &PrecisionTab::updateButtons);
   connect(apply_, &QPushButton::clicked, this, &PrecisionTab::apply);
+  connect(sensitivity_, &SensitivityPanel::applyRequested, this, &PrecisionTab::applyRequested);
   connect(revert_, &QPushButton::clicked, this, [this] {
     grid_->revert();
     settings_->clear();
@@ -122,12 +128,14 @@ void PrecisionTab::setRun(const RunData* run) {
   status_->clear();
   settings_->clear();
   settings_->setRun(run_);
+  sensitivity_->setRun(run_);
   refresh();
   updateButtons();
 }
 
 void PrecisionTab::refresh() {
   updateButtons();  // the status may change without new data
+  sensitivity_->refresh();
   if (!run_ || run_->version == version_) return;
   version_ = run_->version;
   settings_->setRun(run_);  // a `set` event may have changed a value in force

@@ -2,7 +2,8 @@
 // showing the map in effect, with each layer's FP8 weight quantization error (the latest
 // fp8/L<layer>/weight/rel_error) in the row headers, and the live settings beside it; Apply
 // sends the edited cells and settings to the live run as one live edit (a signal), Revert drops
-// them; below, the history of precision changes.
+// them; beside them the layer-sensitivity heatmap (SensitivityPanel); below, the history of
+// precision changes.
 #pragma once
 
 #include <QStringList>
@@ -22,6 +23,7 @@ namespace fp8rl::ui {
 struct RunData;
 class PrecisionGrid;
 class LiveSettingsPanel;
+class SensitivityPanel;
 
 class PrecisionTab : public QWidget {
   Q_OBJECT
@@ -41,6 +43,7 @@ class PrecisionTab : public QWidget {
   QPushButton* revertButton() const { return revert_; }
   QTableWidget* history() const { return history_; }  // columns: step, change
   QLabel* status() const { return status_; }
+  SensitivityPanel* sensitivity() const { return sensitivity_; }
 
  signals:
   // Apply was pressed: the precision edits ("LAYER.MODULE=PRECISION") and setting edits for
@@ -65,6 +68,7 @@ class PrecisionTab : public QWidget {
   QPushButton* apply_;
   QPushButton* revert_;
   QTableWidget* history_;
+  SensitivityPanel* sensitivity_;
 };
 
 }  // namespace fp8rl::ui
