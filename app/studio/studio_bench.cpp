@@ -61,10 +61,10 @@ void make_database(const QString& path, int runs, int steps) {
         rec.scalars[metric::kValAccuracy] = p;
         std::vector<double> log_w(256);
         for (auto& x : log_w) x = 2.0 * noise(rng);  // sd 0.1
-        const double r = histogram::kImportanceLogWeightRange;
+        const double range = histogram::kImportanceLogWeightRange;
         rec.histograms.push_back(
             {histogram::kImportanceLogWeight,
-             linear_histogram(log_w, -r, r, histogram::kImportanceLogWeightBins)});
+             linear_histogram(log_w, -range, range, histogram::kImportanceLogWeightBins)});
       }
       if (s == steps) rec.samples.push_back({"abc=", "cba", "cba", 1.0, {}, {}});
       store.record_step(id, rec);
