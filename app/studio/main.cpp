@@ -3,7 +3,8 @@
 //   fp8rl-studio --screenshots DIR [--db PATH] [--run ID] [--compare ID,ID,…] [--scenario]
 //       save a PNG of every view once the window is ready, then quit (tools/screenshots.sh);
 //       --scenario first launches an FP8 and a BF16 demo run, flips layer 0's MLP of the FP8
-//       run to BF16 mid-run, and waits for both to finish
+//       run to BF16 mid-run, waits for both to finish, then measures the FP8 run's layer
+//       sensitivity
 //   fp8rl-studio --bench [--runs N] [--live N]
 //       the GUI performance benchmark (docs/benchmarks.md)
 #include <QApplication>
@@ -21,7 +22,9 @@
 #include "ui/data/run_data.hpp"
 #include "ui/data/studio_session.hpp"
 #include "ui/main_window.hpp"
+#include "ui/run/precision_tab.hpp"
 #include "ui/run/run_view.hpp"
+#include "ui/run/sensitivity_panel.hpp"
 #include "ui/runs/launch_dialog.hpp"
 #include "ui/runs/runs_panel.hpp"
 #include "ui/system_report_view.hpp"
@@ -131,6 +134,14 @@ std::vector<int64_t> run_scenario(MainWindow& w) {
     return true;
   };
   if (!wait_until(done, 1200000)) qWarning("scenario: runs still going after 20 min");
+  // The FP8 run's layer sensitivity, measured from its final checkpoint (Measure…).
+  w.showRun(fp8);
+  fp8rl::ui::SensitivityPanel* panel = w.runView()->precision()->sensitivity();
+  const QString e = panel->measure();
+  if (!e.isEmpty())
+    qWarning("scenario: sensitivity: %s", qPrintable(e));
+  else if (!wait_until([&] { return panel->report() != nullptr; }, t.elapsed() + 600000))
+    qWarning("scenario: the sensitivity measurement did not finish in 10 min");
   return ids;
 }
 

@@ -6,6 +6,7 @@
 
 #include <QComboBox>
 #include <QFile>
+#include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -289,6 +290,31 @@ class TestSensitivityPanel : public QObject {
     const QString msg = failed.at(0).at(1).toString();
     QVERIFY2(msg.contains("code 3") && msg.contains("no checkpoint here"), qPrintable(msg));
     QVERIFY(!msg.contains("1/4"));
+  }
+
+  // The real command on the demo preset (two prompts): its progress lines and its report are
+  // what the studio parses; the report covers every layer and recommends a reachable set.
+  void runnerWithTheRealCommand() {
+    QProcess print;
+    print.start(FP8RL_CLI, {"train", "--preset", "demo", "--print-config"});
+    QVERIFY(print.waitForFinished(60000));
+    RunData run = makeRun(9, "finished");
+    run.row.config = Json::parse(print.readAllStandardOutput().toStdString());
+    run.row.config["grpo"]["prompts_per_step"] = 2;
+    SensitivityRunner runner(FP8RL_CLI);
+    QSignalSpy progress(&runner, &SensitivityRunner::progress);
+    QSignalSpy finished(&runner, &SensitivityRunner::finished);
+    QSignalSpy failed(&runner, &SensitivityRunner::failed);
+    QString err;
+    QVERIFY2(runner.start(run.row, &err), qPrintable(err));
+    QVERIFY(finished.wait(240000) || !failed.isEmpty());
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.at(0).at(1).toString()));
+    QVERIFY(progress.count() > 10);
+    const auto last = progress.back();
+    QCOMPARE(last.at(0).toLongLong(), last.at(1).toLongLong());
+    const auto report = finished.at(0).at(1).value<SensitivityReport>();
+    QCOMPARE(report.layers, run.row.config["model"]["num_hidden_layers"].as_int());
+    QVERIFY(report.recommendation.meets_budget);
   }
 
   void panelShowsHeatmap() {
