@@ -1,7 +1,7 @@
 // The names of what a run records (docs/telemetry.md has their meaning): step scalars, the
-// per-layer FP8 and KV-scale scalars, histogram names and event kinds. Producers (the run loop,
-// the run session) and readers (the store's tools, the command line, the studio) take names
-// from here only.
+// per-layer FP8 and KV-scale scalars, histogram names, event kinds and run statuses. Producers (the
+// run loop, the run session) and readers (the store's tools, the command line, the studio) take
+// names from here only.
 #pragma once
 
 #include <cstdint>
@@ -91,5 +91,19 @@ inline constexpr const char* kStop = "stop";
 inline constexpr const char* kFinish = "finish";
 inline constexpr const char* kError = "error";
 }  // namespace event
+
+// Run statuses as the store keeps them.
+namespace run_status {
+inline constexpr const char* kRunning = "running";
+inline constexpr const char* kPaused = "paused";
+inline constexpr const char* kFinished = "finished";
+inline constexpr const char* kFailed = "failed";
+inline constexpr const char* kCrashed = "crashed";  // set by readers: the process is gone
+inline constexpr const char* kStopped = "stopped";
+// Whether a worker may still be serving a run with this status (running or paused).
+inline bool is_live(const std::string& status) {
+  return status == kRunning || status == kPaused;
+}
+}  // namespace run_status
 
 }  // namespace fp8rl

@@ -6,31 +6,18 @@
 #include <cstdint>
 #include <string>
 
+#include "contract/metrics.hpp"  // run_status
 #include "contract/step_record.hpp"
 #include "core/json.hpp"
 
 namespace fp8rl {
 
-// Run statuses as the store keeps them.
-namespace run_status {
-inline constexpr const char* kRunning = "running";
-inline constexpr const char* kPaused = "paused";
-inline constexpr const char* kFinished = "finished";
-inline constexpr const char* kFailed = "failed";
-inline constexpr const char* kCrashed = "crashed";  // set by readers: the process is gone
-inline constexpr const char* kStopped = "stopped";
-// Whether a worker may still be serving a run with this status (running or paused).
-inline bool is_live(const std::string& status) {
-  return status == kRunning || status == kPaused;
-}
-}  // namespace run_status
-
 class RunRecorder {
  public:
   virtual ~RunRecorder() = default;
   // Registers a new run (status running); returns its id.
-  virtual int64_t create_run(const std::string& name, const std::string& preset,
-                             const Json& config, const std::string& precision_summary) = 0;
+  virtual int64_t create_run(const std::string& name, const std::string& preset, const Json& config,
+                             const std::string& precision_summary) = 0;
   virtual void set_status(int64_t run, const std::string& status) = 0;
   virtual void record_step(int64_t run, const StepRecord& r) = 0;
   virtual void record_event(int64_t run, int64_t step, const EventRecord& e) = 0;

@@ -41,9 +41,7 @@ class ImportanceTab : public RunTab {
   // The shown step's token count and its tokens below and above the histogram's range.
   QLabel* rangeCounts() const { return range_counts_; }
   HeatmapView* heatmap() const { return heatmap_; }
-  ChartView* outOfBoundsChart() const { return oob_; }
-  ChartView* essChart() const { return ess_; }
-  ChartView* meanWeightChart() const { return mean_w_; }
+  // Out-of-bounds fraction, effective sample size, mean weight: one curve each.
   std::vector<ChartView*> charts() const { return {oob_, ess_, mean_w_}; }
 
  private:
