@@ -52,7 +52,7 @@ bool sameValues(const std::vector<double>& a, const std::vector<double>& b) {
 }  // namespace
 
 PrecisionTab::PrecisionTab(QWidget* parent)
-    : QWidget(parent),
+    : RunTab(parent),
       grid_(new PrecisionGrid),
       settings_(new LiveSettingsPanel),
       caption_(new QLabel),
@@ -117,9 +117,7 @@ bool PrecisionTab::runIsLive() const {
   return run_ && is_live(run_->row.status);
 }
 
-void PrecisionTab::setRun(const RunData* run) {
-  run_ = run;
-  version_ = -1;
+void PrecisionTab::clearRun() {
   maps_ = 0;
   last_map_step_ = 0;
   errors_.clear();
@@ -129,15 +127,15 @@ void PrecisionTab::setRun(const RunData* run) {
   settings_->clear();
   settings_->setRun(run_);
   sensitivity_->setRun(run_);
-  refresh();
   updateButtons();
 }
 
-void PrecisionTab::refresh() {
+void PrecisionTab::poll() {
   updateButtons();  // the status may change without new data
   sensitivity_->refresh();
-  if (!run_ || run_->version == version_) return;
-  version_ = run_->version;
+}
+
+void PrecisionTab::showNew() {
   settings_->setRun(run_);  // a `set` event may have changed a value in force
   const auto& maps = run_->precision;
   if (!maps.empty() && (maps.size() != maps_ || maps.back().first != last_map_step_)) {

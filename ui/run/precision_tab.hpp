@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ui/data/live_edit.hpp"
+#include "ui/run/run_tab.hpp"
 
 class QLabel;
 class QGroupBox;
@@ -25,15 +26,13 @@ class PrecisionGrid;
 class LiveSettingsPanel;
 class SensitivityPanel;
 
-class PrecisionTab : public QWidget {
+// refresh() shows a new precision map when one arrived (dropping edits), updates the layer
+// errors and the history, and re-reads the run's status for Apply every time.
+class PrecisionTab : public RunTab {
   Q_OBJECT
  public:
   explicit PrecisionTab(QWidget* parent = nullptr);
 
-  void setRun(const RunData* run);
-  // Shows a new precision map when one arrived (dropping edits), updates the layer errors and
-  // the history; re-reads the run's status for Apply every time.
-  void refresh();
   // Whether the run accepts precision edits (status running or paused).
   bool runIsLive() const;
 
@@ -51,13 +50,14 @@ class PrecisionTab : public QWidget {
   void applyRequested(qint64 run, const LiveEdit& edit);
 
  private:
+  void clearRun() override;
+  void poll() override;
+  void showNew() override;
   void updateButtons();
   void updateErrors();
   void updateHistory();
   void apply();
 
-  const RunData* run_ = nullptr;
-  int64_t version_ = -1;
   size_t maps_ = 0;             // precision maps seen
   int64_t last_map_step_ = 0;   // step of the newest map shown
   std::vector<double> errors_;  // shown in the grid's row headers
