@@ -42,6 +42,14 @@ HostFp8 download(Backend& be, const Fp8Matrix& q) {
   return h;
 }
 
+// The FP32 values [rows, cols] of FP8 tiles.
+std::vector<float> dequantize(const HostFp8& h) {
+  std::vector<float> v(static_cast<size_t>(h.rows * h.cols));
+  for (int64_t r = 0; r < h.rows; ++r)
+    for (int64_t c = 0; c < h.cols; ++c) v[static_cast<size_t>(r * h.cols + c)] = h.value(r, c);
+  return v;
+}
+
 // The weights one side computes with, as FP32 values [out, in], plus the raw form that must
 // match bit for bit (FP8 tiles of W and Wᵀ, or BF16 bits).
 struct Side {
@@ -54,17 +62,17 @@ struct Side {
 Side generator_side(Backend& be, const Linear& lin) {
   Side s{lin.precision(), {}, {}, {}};
   const int64_t N = lin.out_features(), K = lin.in_features();
-  s.values.resize(static_cast<size_t>(N * K));
   if (s.precision == Precision::fp8) {
     s.tiles.push_back(download(be, lin.fp8_weight()->q));
     s.tiles.push_back(download(be, lin.fp8_weight_transposed()->q));
-    for (int64_t r = 0; r < N; ++r)
-      for (int64_t c = 0; c < K; ++c) s.values[static_cast<size_t>(r * K + c)] = s.tiles[0].value(r, c);
-  } else if (s.precision == Precision::bf16) {
+    s.values = dequantize(s.tiles[0]);
+    return s;
+  }
+  s.values.resize(static_cast<size_t>(N * K));
+  if (s.precision == Precision::bf16) {
     s.bf16_bits.resize(s.values.size());
     be.download(s.bf16_bits.data(), lin.bf16_weight()->buf.data(), s.bf16_bits.size() * 2);
-    for (size_t i = 0; i < s.values.size(); ++i)
-      s.values[i] = bf16_to_float(bf16{s.bf16_bits[i]});
+    for (size_t i = 0; i < s.values.size(); ++i) s.values[i] = bf16_to_float(bf16{s.bf16_bits[i]});
   } else {
     be.download(s.values.data(), lin.weight().master.buf.data(), s.values.size() * 4);
   }
@@ -74,8 +82,6 @@ Side generator_side(Backend& be, const Linear& lin) {
 Side trainer_side(Backend& be, const Linear& lin, Precision p, const QuantOptions& qopt) {
   Side s{p, {}, {}, {}};
   const int64_t N = lin.out_features(), K = lin.in_features();
-  s.values.resize(static_cast<size_t>(N * K));
-  be.download(s.values.data(), lin.weight().master.buf.data(), s.values.size() * 4);
   if (p == Precision::fp8) {
     Fp8Tensor w = Fp8Tensor::make(be, N, K, ScaleBlock::tile128x128, qopt.format);
     const Fp8Tensor* given = lin.given_fp8_weight();
@@ -90,9 +96,13 @@ Side trainer_side(Backend& be, const Linear& lin, Precision p, const QuantOption
     be.transpose_fp8(w.q, wt.q);
     s.tiles.push_back(download(be, w.q));
     s.tiles.push_back(download(be, wt.q));
-    for (int64_t r = 0; r < N; ++r)
-      for (int64_t c = 0; c < K; ++c) s.values[static_cast<size_t>(r * K + c)] = s.tiles[0].value(r, c);
-  } else if (p == Precision::bf16) {
+    s.values = dequantize(s.tiles[0]);
+    return s;
+  }
+  // BF16 and FP32 start from the master (only FP8 does not need it on the host).
+  s.values.resize(static_cast<size_t>(N * K));
+  be.download(s.values.data(), lin.weight().master.buf.data(), s.values.size() * 4);
+  if (p == Precision::bf16) {
     s.bf16_bits.resize(s.values.size());
     for (size_t i = 0; i < s.values.size(); ++i) {
       s.bf16_bits[i] = float_to_bf16(s.values[i]).bits;
@@ -122,8 +132,11 @@ std::vector<AuditRow> audit_weights(Qwen3Model& model, const PrecisionMap& train
       double diff = 0;
       for (size_t i = 0; i < g.values.size(); ++i) {
         const double d = std::fabs(double(g.values[i]) - double(t.values[i]));
-        diff = std::isnan(d) ? d : std::max(diff, d);
-        if (std::isnan(diff)) break;
+        if (std::isnan(d)) {  // NaN is the largest difference there is: it must show
+          diff = d;
+          break;
+        }
+        diff = std::max(diff, d);
       }
       row.max_abs_diff = diff;
       row.ok = g.precision == t.precision && g.tiles == t.tiles && g.bf16_bits == t.bf16_bits &&

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/yaml.hpp"
+#include "error_of.hpp"
 #include "rl/grpo.hpp"
 #include "rl/run_config.hpp"
 #include "rl/tasks.hpp"
@@ -18,15 +19,6 @@ bool near(double a, double b, double tol = 1e-9) {
   return std::fabs(a - b) <= tol;
 }
 
-template <class F>
-QString error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return QString::fromStdString(e.message());
-  }
-  return {};
-}
 }  // namespace
 
 class TestRl : public QObject {

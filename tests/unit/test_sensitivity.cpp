@@ -13,6 +13,7 @@
 
 #include "backend/backend_registry.hpp"
 #include "core/error.hpp"
+#include "error_of.hpp"
 #include "model/tensor.hpp"
 #include "rl/group_rollouts.hpp"
 #include "rl/sensitivity.hpp"
@@ -47,16 +48,6 @@ void plant_outliers(Qwen3Model& model, double init_std) {
     upload_floats(be, p.master, v);
   }
   model.refresh();
-}
-
-template <class F>
-QString error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return QString::fromStdString(e.message());
-  }
-  return {};
 }
 
 }  // namespace
