@@ -16,17 +16,14 @@
 namespace fp8rl {
 namespace {
 
-using cuda::In;
-using cuda::Out;
+using cuda::In, cuda::Out;
 
 constexpr int kThreads = 256;
 constexpr int kTransposeTile = 32;  // 32x32 tile, block of 32x8 threads
 
 // out[i] = x[i] converted (bf16 → f32 exact, f32 → bf16 rounded to nearest even).
 __global__ void __launch_bounds__(kThreads) convert_kernel(In x, Out out, int64_t n) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step)
-    out.store(i, x[i]);
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) { out.store(i, x[i]); });
 }
 
 // out [cols, rows] = in [rows, cols]ᵀ, element bits copied (T = uint32_t for f32, uint16_t for
@@ -59,15 +56,11 @@ __global__ void __launch_bounds__(kThreads)
 
 // out[i] = a[i] + b[i]; each thread reads its element before writing it, so out may alias a or b.
 __global__ void __launch_bounds__(kThreads) add_kernel(In a, In b, Out out, int64_t n) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step)
-    out.store(i, a[i] + b[i]);
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) { out.store(i, a[i] + b[i]); });
 }
 
 __global__ void __launch_bounds__(kThreads) scale_vector_kernel(float* x, int64_t n, float s) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step)
-    x[i] = x[i] * s;
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) { x[i] = x[i] * s; });
 }
 
 // First pass of sum_squares: partial[blockIdx.x] = Σ x² over the block's grid-stride share, in
@@ -76,12 +69,11 @@ __global__ void __launch_bounds__(kThreads)
     sum_squares_partial_kernel(const float* __restrict__ x, int64_t n,
                                double* __restrict__ partial) {
   __shared__ double warp_sums[kThreads / 32];
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
   double acc = 0.0;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) {
     const double v = x[i];
     acc += v * v;
-  }
+  });
   acc = cuda::block_sum(acc, warp_sums);
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
@@ -102,8 +94,7 @@ __global__ void __launch_bounds__(kThreads)
     adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                  float beta2, float eps, float weight_decay, float bc1, float bc2) {
   const float one_minus_b1 = 1.0f - beta1, one_minus_b2 = 1.0f - beta2;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) {
     const float gi = g[i];
     const float mi = __fadd_rn(__fmul_rn(beta1, m[i]), __fmul_rn(one_minus_b1, gi));
     const float vi = __fadd_rn(__fmul_rn(beta2, v[i]), __fmul_rn(__fmul_rn(one_minus_b2, gi), gi));
@@ -114,7 +105,7 @@ __global__ void __launch_bounds__(kThreads)
     const float update =
         __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), eps)), __fmul_rn(weight_decay, pi));
     p[i] = __fsub_rn(pi, __fmul_rn(lr, update));
-  }
+  });
 }
 
 // Blocks for a grid-stride element-wise kernel: at most 32 per SM (several waves of work each).

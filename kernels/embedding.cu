@@ -16,8 +16,7 @@
 namespace fp8rl {
 namespace {
 
-using cuda::In;
-using cuda::Out;
+using cuda::In, cuda::Out;
 
 constexpr int kThreads = 256;
 

@@ -19,6 +19,7 @@
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
 #include "fp8/format.hpp"
+#include "grid_stride.cuh"
 
 namespace fp8rl {
 namespace {
@@ -94,26 +95,22 @@ __global__ void __launch_bounds__(kThreads)
     relayout_vec128_scales_kernel(const float* __restrict__ in, int64_t rows, int64_t kb,
                                   float* __restrict__ out, int64_t prows) {
   const int64_t n = kb * prows;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) {
     const int64_t cb = i / prows, r = i % prows;
     out[i] = r < rows ? in[cb * rows + r] : 1.0f;
-  }
+  });
 }
 
 // bf16 (raw bits) = round-to-nearest-even(f32).
 __global__ void __launch_bounds__(kThreads)
     f32_to_bf16_kernel(const float* __restrict__ in, uint16_t* __restrict__ out, int64_t n) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step)
-    out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(in[i]));
+  cuda::for_each_index<kThreads>(
+      n, [&](int64_t i) { out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(in[i])); });
 }
 
 __global__ void __launch_bounds__(kThreads)
     scale_kernel(float* __restrict__ c, int64_t n, float beta) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step)
-    c[i] = __fmul_rn(c[i], beta);
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) { c[i] = __fmul_rn(c[i], beta); });
 }
 
 unsigned stride_grid(int64_t n) {

@@ -42,8 +42,7 @@
 namespace fp8rl {
 namespace {
 
-using cuda::In;
-using cuda::Out;
+using cuda::In, cuda::Out;
 
 constexpr int kThreads = 256;      // amax and kv_write blocks
 constexpr int kMaxWarps = 8;       // attention_cached CTAs: 4 or 8 warps
@@ -69,12 +68,11 @@ __global__ void __launch_bounds__(kThreads)
     amax_kernel(const void* __restrict__ x, int64_t n, unsigned* __restrict__ out) {
   __shared__ unsigned partial[kThreads / 32];
   unsigned m = 0;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) {
     const unsigned bits = kBf16 ? static_cast<unsigned>(static_cast<const uint16_t*>(x)[i]) << 16
                                 : __float_as_uint(static_cast<const float*>(x)[i]);
     m = max(m, bits & 0x7fffffffu);
-  }
+  });
   m = warp_max_bits(m);
   if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = m;
   __syncthreads();

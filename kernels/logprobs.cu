@@ -23,8 +23,7 @@
 namespace fp8rl {
 namespace {
 
-using cuda::In;
-using cuda::Out;
+using cuda::In, cuda::Out;
 using cuda::SoftmaxStats;
 
 constexpr int kThreads = cuda::kSoftmaxRowThreads;  // token_logprobs' lse = sample_tokens' lse

@@ -18,6 +18,7 @@
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
+#include "grid_stride.cuh"
 
 namespace fp8rl::cuda {
 

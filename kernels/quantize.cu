@@ -16,6 +16,7 @@
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
 #include "fp8/format.hpp"
+#include "grid_stride.cuh"
 
 namespace fp8rl {
 namespace {
@@ -376,15 +377,14 @@ __global__ void __launch_bounds__(kThreads)
                                  float* __restrict__ st) {
   const int64_t cbs = blocks_of(cols);
   const int64_t n = blocks_of(rows) * cbs;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) {
     const int64_t r = (i / cbs) * kBlock, c = (i % cbs) * kBlock;
     st[scale_index(ScaleBlock::tile128x128, cols, rows, c, r)] =
         s[scale_index(ScaleBlock::tile128x128, rows, cols, r, c)];
     if (r + kBlock >= rows)  // wt's tile row c / 128 ends here
       for (int64_t cb = blocks_of(rows); cb < tile_scale_stride(rows); ++cb)
         st[(c / kBlock) * tile_scale_stride(rows) + cb] = 1.0f;
-  }
+  });
 }
 
 // --- launch helpers

@@ -19,8 +19,7 @@
 namespace fp8rl {
 namespace {
 
-using cuda::In;
-using cuda::Out;
+using cuda::In, cuda::Out;
 
 constexpr int kThreads = 256;
 constexpr int64_t kWarpRowMax = 1024;  // rows up to this width are reduced by one warp

@@ -17,31 +17,28 @@
 namespace fp8rl {
 namespace {
 
-using cuda::In;
-using cuda::Out;
+using cuda::In, cuda::Out;
 
 constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads)
     swiglu_forward_kernel(In gate, In up, Out h, int64_t n) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) {
     const float g = gate[i];
     h.store(i, g / (1.0f + expf(-g)) * up[i]);
-  }
+  });
 }
 
 // Every input element is read before the thread writes its outputs, so an output may alias an
 // input of the same dtype (e.g. dgate over gate).
 __global__ void __launch_bounds__(kThreads)
     swiglu_backward_kernel(In dh, In gate, In up, Out dgate, Out dup, int64_t n) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) {
     const float g = gate[i], u = up[i], d = dh[i];
     const float sig = 1.0f / (1.0f + expf(-g));
     dgate.store(i, d * u * sig * __fadd_rn(1.0f, __fmul_rn(g, 1.0f - sig)));
     dup.store(i, d * (g * sig));
-  }
+  });
 }
 
 unsigned swiglu_grid(int64_t n, int sm_count) {

@@ -116,6 +116,8 @@ struct ChartView::Impl {
   void doRescale();
   void updateYPrecision(const QCPRange& r);
   void optionChangedRescale();
+  // Shows `on` in the header (through show) and sets option to it; false when it was already.
+  bool changeOption(bool& option, bool on, void (ChartHeader::*show)(bool));
   void positionMarkers();
   bool markerX(double step, double* x) const;
   void showReadout(const QPoint& pos);
@@ -150,22 +152,17 @@ void ChartView::Impl::buildUi() {
   readout->hide();
 
   // Controls → options (the setters update the controls without emitting).
-  QObject::connect(header, &ChartHeader::xAxisChosen, q, [this](XAxisKind kind) {
-    q->setXAxis(kind);
-    userOptionsChanged();
-  });
-  QObject::connect(header, &ChartHeader::smoothingChosen, q, [this](double weight) {
-    q->setSmoothing(weight);
-    userOptionsChanged();
-  });
-  QObject::connect(header, &ChartHeader::logYChosen, q, [this](bool on) {
-    q->setLogY(on);
-    userOptionsChanged();
-  });
-  QObject::connect(header, &ChartHeader::ignoreOutliersChosen, q, [this](bool on) {
-    q->setIgnoreOutliers(on);
-    userOptionsChanged();
-  });
+  auto byUser = [this](auto set) {
+    return [this, set](auto value) {
+      (q->*set)(value);
+      userOptionsChanged();
+    };
+  };
+  QObject::connect(header, &ChartHeader::xAxisChosen, q, byUser(&ChartView::setXAxis));
+  QObject::connect(header, &ChartHeader::smoothingChosen, q, byUser(&ChartView::setSmoothing));
+  QObject::connect(header, &ChartHeader::logYChosen, q, byUser(&ChartView::setLogY));
+  QObject::connect(header, &ChartHeader::ignoreOutliersChosen, q,
+                   byUser(&ChartView::setIgnoreOutliers));
   QObject::connect(header, &ChartHeader::exportPngChosen, q, [this] {
     exportWithDialog(
         QStringLiteral("Export PNG"), QStringLiteral(".png"), QStringLiteral("PNG images (*.png)"),
@@ -305,6 +302,13 @@ void ChartView::Impl::doRescale() {
 void ChartView::Impl::optionChangedRescale() {
   if (follow) doRescale();
   q->requestReplot();
+}
+
+bool ChartView::Impl::changeOption(bool& option, bool on, void (ChartHeader::*show)(bool)) {
+  (header->*show)(on);
+  if (on == option) return false;
+  option = on;
+  return true;
 }
 
 bool ChartView::Impl::markerX(double step, double* x) const {
@@ -447,9 +451,7 @@ double ChartView::smoothing() const {
 }
 
 void ChartView::setLogY(bool on) {
-  d_->header->showLogY(on);
-  if (on == d_->log_y) return;
-  d_->log_y = on;
+  if (!d_->changeOption(d_->log_y, on, &ChartHeader::showLogY)) return;
   QCPAxis* y = d_->plot->yAxis;
   setLogScale(y, on);
   if (on) {
@@ -468,10 +470,8 @@ bool ChartView::logY() const {
 }
 
 void ChartView::setIgnoreOutliers(bool on) {
-  d_->header->showIgnoreOutliers(on);
-  if (on == d_->ignore_outliers) return;
-  d_->ignore_outliers = on;
-  d_->optionChangedRescale();
+  if (d_->changeOption(d_->ignore_outliers, on, &ChartHeader::showIgnoreOutliers))
+    d_->optionChangedRescale();
 }
 
 bool ChartView::ignoreOutliers() const {
