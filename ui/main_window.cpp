@@ -19,13 +19,14 @@
 #include <QToolBar>
 #include <algorithm>
 
+#include "ui/about_dialog.hpp"
 #include "ui/compare/compare_view.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/studio_session.hpp"
+#include "ui/engine_report_view.hpp"
 #include "ui/run/run_view.hpp"
 #include "ui/runs/launch_dialog.hpp"
 #include "ui/runs/runs_panel.hpp"
-#include "ui/system_report_view.hpp"
 
 namespace fp8rl::ui {
 
@@ -35,7 +36,7 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
       runs_(new RunsPanel(this)),
       run_view_(new RunView(this)),
       compare_(new CompareView(this)),
-      report_(new SystemReportView(cli, this)),
+      report_(new EngineReportView(cli, {QStringLiteral("doctor")}, this)),
       tabs_(new QTabWidget(this)) {
   setWindowTitle(tr("FP8 RL Studio"));
   resize(1440, 900);
@@ -186,15 +187,7 @@ void MainWindow::buildActions() {
   run->addAction(compare_action_);
   auto* help = menuBar()->addMenu(tr("&Help"));
   auto* about = help->addAction(tr("&About"));
-  connect(about, &QAction::triggered, this, [this] {
-    QMessageBox::about(
-        this, tr("About FP8 RL Studio"),
-        tr("<b>FP8 RL Studio</b><p>End-to-end FP8 reinforcement learning (GRPO) of language "
-           "models: block-wise E4M3 linear layers in generation and training, FP8 KV cache, "
-           "truncated importance sampling — and a place to watch and steer the runs.</p>"
-           "<p>Each run is an <code>fp8rl worker</code> process that records itself in the run "
-           "database; closing the studio does not stop it.</p>"));
-  });
+  connect(about, &QAction::triggered, this, [this] { openAboutDialog(); });
 
   auto* toolbar = addToolBar(tr("Runs"));
   toolbar->setObjectName(QStringLiteral("runs_toolbar"));
@@ -257,6 +250,13 @@ void MainWindow::updateStatus() {
   }
   health_label_->setText(text);
   updateActions();
+}
+
+AboutDialog* MainWindow::openAboutDialog() {
+  auto* about = new AboutDialog(session_->cli().executable(), this);
+  about->setAttribute(Qt::WA_DeleteOnClose);
+  about->show();
+  return about;
 }
 
 LaunchDialog* MainWindow::openLaunchDialog() {

@@ -18,7 +18,8 @@ class LaunchDialog;
 class RunView;
 class RunsPanel;
 class StudioSession;
-class SystemReportView;
+class AboutDialog;
+class EngineReportView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -32,7 +33,7 @@ class MainWindow : public QMainWindow {
   RunsPanel* runsPanel() const { return runs_; }
   RunView* runView() const { return run_view_; }
   CompareView* compareView() const { return compare_; }
-  SystemReportView* system_report() const { return report_; }
+  EngineReportView* system_report() const { return report_; }
   QTabWidget* centralTabs() const { return tabs_; }
   QAction* launch_action() const { return launch_; }
   QAction* pauseAction() const { return pause_; }
@@ -44,6 +45,8 @@ class MainWindow : public QMainWindow {
 
   // Opens the launch dialog (modeless; returned so tests can fill it in).
   LaunchDialog* openLaunchDialog();
+  // Opens Help › About (modeless, deleted when closed): versions and the engine's backends.
+  AboutDialog* openAboutDialog();
   // Shows the run in the run view (and selects it in the panel).
   void showRun(qint64 run);
   // Compares these runs in the compare view.
@@ -65,7 +68,7 @@ class MainWindow : public QMainWindow {
   RunsPanel* runs_;
   RunView* run_view_;
   CompareView* compare_;
-  SystemReportView* report_;
+  EngineReportView* report_;
   QTabWidget* tabs_;
   QAction *launch_, *pause_, *resume_, *stop_, *checkpoint_, *compare_action_, *open_db_,
       *export_csv_;

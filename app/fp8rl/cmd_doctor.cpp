@@ -26,6 +26,28 @@ std::string triple(long long v, long long major_div, long long minor_div) {
 
 }  // namespace
 
+int print_version() {
+  std::printf("fp8rl %s (%s)\nbackends:\n", FP8RL_VERSION, FP8RL_GIT_DESCRIBE);
+  std::printf("  cpu   available: %d threads, %s\n", cpu_threads(), cpu_gemm_description().c_str());
+  const auto& st = cuda_module_status();
+  const auto& i = st.info;
+  if (!st.loaded) {
+    std::printf("  cuda  not available: %s\n", st.load_error.c_str());
+  } else if (!st.usable) {
+    std::printf("  cuda  not usable: %s (driver %s, runtime %s; %s)\n", st.why_not().c_str(),
+                cuda_version(i.driver_version).c_str(), cuda_version(i.runtime_version).c_str(),
+                st.path.c_str());
+  } else {
+    std::printf(
+        "  cuda  available: %s, compute capability %d.%d (driver %s, runtime %s, "
+        "cuBLASLt %s; %s)\n",
+        i.device_name, i.cc_major, i.cc_minor, cuda_version(i.driver_version).c_str(),
+        cuda_version(i.runtime_version).c_str(),
+        triple(static_cast<long long>(i.cublaslt_version), 10000, 100).c_str(), st.path.c_str());
+  }
+  return 0;
+}
+
 int cmd_doctor(const std::vector<std::string>& args) {
   const Args a(args, {}, {"help"});
   if (a.flag("help")) {

@@ -9,6 +9,9 @@
 namespace fp8rl::cli {
 
 int cmd_doctor(const std::vector<std::string>& args);
+// `fp8rl --version`: the version, the git revision and each backend (CPU; CUDA with its
+// driver and runtime versions, or why it is not usable).
+int print_version();
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
 int cmd_sensitivity(const std::vector<std::string>& args);

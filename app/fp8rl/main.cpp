@@ -6,7 +6,6 @@
 
 #include "commands.hpp"
 #include "core/error.hpp"
-#include "core/version.hpp"
 
 namespace {
 
@@ -26,7 +25,7 @@ commands:
   sensitivity            which linear modules need BF16: per-module KL, loss and gradient change
   runs                   list, show, attach to, check and export (CSV) recorded runs
   worker                 serve one run over ZeroMQ (the studio launches these)
-  --version              print the version
+  --version              print the version, the git revision and the backends available
   --help                 this text
 
 Run `fp8rl <command> --help` for a command's options.
@@ -40,10 +39,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
-  if (args[0] == "--version") {
-    std::printf("fp8rl %s (%s)\n", FP8RL_VERSION, FP8RL_GIT_DESCRIBE);
-    return 0;
-  }
+  if (args[0] == "--version") return fp8rl::cli::print_version();
   const std::string cmd = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   try {

@@ -18,16 +18,17 @@
 #include <algorithm>
 
 #include "studio_bench.hpp"
+#include "ui/about_dialog.hpp"
 #include "ui/compare/compare_view.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/studio_session.hpp"
+#include "ui/engine_report_view.hpp"
 #include "ui/main_window.hpp"
 #include "ui/run/precision_tab.hpp"
 #include "ui/run/run_view.hpp"
 #include "ui/run/sensitivity_panel.hpp"
 #include "ui/runs/launch_dialog.hpp"
 #include "ui/runs/runs_panel.hpp"
-#include "ui/system_report_view.hpp"
 
 namespace {
 
@@ -47,8 +48,8 @@ QString slug(QString s) {
   return s.toLower().remove('&').simplified().replace(' ', '-');
 }
 
-// Saves the run view's tabs, the compare view, the system report and the launch dialog as
-// DIR/studio-*.png.
+// Saves the run view's tabs, the compare view, the system report, the launch dialog and the
+// About dialog as DIR/studio-*.png.
 void save_screenshots(MainWindow& w, const QString& dir, qint64 run,
                       const std::vector<int64_t>& compare) {
   QDir().mkpath(dir);
@@ -83,6 +84,15 @@ void save_screenshots(MainWindow& w, const QString& dir, qint64 run,
     d->grab().save(QDir(dir).filePath(QStringLiteral("studio-launch.png")));
     d->close();
   }
+  fp8rl::ui::AboutDialog* about = w.openAboutDialog();
+  QEventLoop wait;
+  QObject::connect(about->engine(), &fp8rl::ui::EngineReportView::finished, &wait,
+                   &QEventLoop::quit);
+  QTimer::singleShot(30000, &wait, &QEventLoop::quit);
+  wait.exec();
+  settle(200);
+  about->grab().save(QDir(dir).filePath(QStringLiteral("studio-about.png")));
+  about->close();
 }
 
 // The screenshot scenario: what a user does in the studio, driven through the real session.
@@ -196,7 +206,7 @@ int main(int argc, char** argv) {
   if (parser.isSet(shots)) {
     const QString out = parser.value(shots);
     const bool with_scenario = parser.isSet(scenario);
-    QObject::connect(window.system_report(), &fp8rl::ui::SystemReportView::finished, &app,
+    QObject::connect(window.system_report(), &fp8rl::ui::EngineReportView::finished, &app,
                      [&window, out, run_id, ids, with_scenario] {
                        QTimer::singleShot(300, [&window, out, run_id, ids, with_scenario] {
                          auto shown = ids;

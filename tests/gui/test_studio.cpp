@@ -8,20 +8,23 @@
 
 #include <QAction>
 #include <QComboBox>
+#include <QLabel>
 #include <QPushButton>
 #include <QSettings>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QTemporaryDir>
 
+#include "core/version.hpp"
+#include "ui/about_dialog.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/compare/compare_view.hpp"
 #include "ui/data/studio_session.hpp"
+#include "ui/engine_report_view.hpp"
 #include "ui/main_window.hpp"
 #include "ui/run/run_view.hpp"
 #include "ui/runs/launch_dialog.hpp"
 #include "ui/runs/runs_panel.hpp"
-#include "ui/system_report_view.hpp"
 #include "ui/widgets/precision_grid.hpp"
 #include "worker_test_support.hpp"
 
@@ -74,7 +77,7 @@ class TestStudio : public QObject {
   void mainWindowShowsSystemReport() {
     QTemporaryDir dir;
     MainWindow w(QStringLiteral(FP8RL_CLI), dir.filePath("runs.sqlite"));
-    QSignalSpy done(w.system_report(), &SystemReportView::finished);
+    QSignalSpy done(w.system_report(), &EngineReportView::finished);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     QVERIFY(done.count() > 0 || done.wait(60000));
@@ -86,9 +89,31 @@ class TestStudio : public QObject {
     QVERIFY(!w.pauseAction()->isEnabled());  // no run selected
   }
 
+  // Help › About names the studio's version and revision and shows the engine's backends as
+  // `fp8rl --version` reports them.
+  void aboutShowsVersionsAndBackends() {
+    QTemporaryDir dir;
+    MainWindow w(QStringLiteral(FP8RL_CLI), dir.filePath("runs.sqlite"));
+    AboutDialog* about = w.openAboutDialog();
+    QVERIFY(about);
+    QSignalSpy done(about->engine(), &EngineReportView::finished);
+    QVERIFY(done.count() > 0 || done.wait(60000));
+    QCOMPARE(done.first().first().toInt(), 0);
+    const QString engine = about->engine()->text();
+    QVERIFY2(engine.startsWith(QStringLiteral("fp8rl " FP8RL_VERSION " (" FP8RL_GIT_DESCRIBE ")")),
+             qPrintable(engine));
+    QVERIFY2(engine.contains(QStringLiteral("  cpu   available: ")), qPrintable(engine));
+    QVERIFY2(engine.contains(QStringLiteral("  cuda  ")), qPrintable(engine));
+    bool names_studio_version = false;
+    for (auto* label : about->findChildren<QLabel*>())
+      names_studio_version |= label->text().contains(QStringLiteral(FP8RL_VERSION " (revision "));
+    QVERIFY(names_studio_version);
+    about->close();
+  }
+
   void missingCliIsReportedNotCrashed() {
-    SystemReportView v(QStringLiteral("/nonexistent/fp8rl"));
-    QSignalSpy done(&v, &SystemReportView::finished);
+    EngineReportView v(QStringLiteral("/nonexistent/fp8rl"));
+    QSignalSpy done(&v, &EngineReportView::finished);
     v.refresh();
     QCOMPARE(done.count(), 1);
     QCOMPARE(done.first().first().toInt(), -1);
