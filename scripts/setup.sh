@@ -4,7 +4,7 @@
 # Debian 12 packages the build and tests need. The CUDA toolkit is optional (not a package:
 # when nvcc is present the CUDA backend module is compiled too).
 FP8RL_PACKAGES=(
-  g++ cmake ninja-build pkg-config
+  g++ cmake ninja-build pkg-config dpkg-dev
   libsqlite3-dev libzmq3-dev python3-zmq
   qt6-base-dev qt6-base-dev-tools libqcustomplot-dev libqcustomplot2.1-qt6
   fonts-dejavu-core

@@ -31,6 +31,7 @@ AboutDialog::AboutDialog(const QString& cli, QWidget* parent)
   layout->addWidget(text);
   layout->addWidget(engine_, 1);
   layout->addWidget(buttons);
+  engine_->setWrapped(true);
   resize(760, 420);
   engine_->refresh();
 }

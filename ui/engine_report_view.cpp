@@ -43,6 +43,10 @@ QString EngineReportView::command() const {
   return (QStringList{QStringLiteral("fp8rl")} + args_).join(QLatin1Char(' '));
 }
 
+void EngineReportView::setWrapped(bool on) {
+  output_->setLineWrapMode(on ? QPlainTextEdit::WidgetWidth : QPlainTextEdit::NoWrap);
+}
+
 QString EngineReportView::text() const {
   return output_->toPlainText();
 }

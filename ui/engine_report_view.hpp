@@ -22,6 +22,8 @@ class EngineReportView : public QWidget {
   ~EngineReportView() override;
 
   QString text() const;
+  // Long lines wrap (the About dialog) instead of scrolling sideways (the doctor's tables).
+  void setWrapped(bool on);
 
  public slots:
   // Runs the command again (one run at a time); finished() follows.

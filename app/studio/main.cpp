@@ -17,6 +17,7 @@
 #include <QTimer>
 #include <algorithm>
 
+#include "core/version.hpp"
 #include "studio_bench.hpp"
 #include "ui/about_dialog.hpp"
 #include "ui/compare/compare_view.hpp"
@@ -161,9 +162,11 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("FP8 RL Studio"));
   QApplication::setOrganizationName(QStringLiteral("fp8rl"));
+  QApplication::setApplicationVersion(QStringLiteral(FP8RL_VERSION " (" FP8RL_GIT_DESCRIBE ")"));
   QCommandLineParser parser;
   parser.setApplicationDescription(QStringLiteral("Launch, watch, steer and compare FP8 RL runs."));
   parser.addHelpOption();
+  parser.addVersionOption();
   const QCommandLineOption db(QStringLiteral("db"), QStringLiteral("Run database to open."),
                               QStringLiteral("PATH"));
   const QCommandLineOption run(QStringLiteral("run"), QStringLiteral("Show this run."),
