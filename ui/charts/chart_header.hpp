@@ -1,7 +1,8 @@
-// The row above a line chart: its title (which yields its width first, so two charts fit side
-// by side on a laptop screen), the x-axis choice, the EMA weight, the log-y and robust-y
-// switches and the export menu. The show…() setters update the controls without emitting; the
-// signals report what the user chose.
+// The header above a line chart: its title, the x-axis choice, the EMA weight, the log-y and
+// robust-y switches and the export menu. One row when the title and the controls fit side by
+// side; otherwise the title gets a row of its own above the controls, so it is never cut (two
+// charts side by side on a laptop screen are narrower than both). The show…() setters update
+// the controls without emitting; the signals report what the user chose.
 #pragma once
 
 #include <QString>
@@ -11,6 +12,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QHBoxLayout;
 class QLabel;
 class QSlider;
 
@@ -26,6 +28,10 @@ class ChartHeader : public QWidget {
   void showSmoothing(double weight);
   void showLogY(bool on);
   void showIgnoreOutliers(bool on);
+  // Whether the title and the controls share one row (else the title is above them).
+  bool oneRow() const { return one_row_; }
+  // The narrowest the header can be: its controls' width (the title may then be elided).
+  QSize minimumSizeHint() const override;
 
  signals:
   void xAxisChosen(XAxisKind kind);
@@ -35,7 +41,17 @@ class ChartHeader : public QWidget {
   void exportPngChosen();
   void exportCsvChosen();
 
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
+
  private:
+  void placeControls(int width);
+
+  QLabel* title_ = nullptr;
+  QWidget* controls_ = nullptr;
+  QHBoxLayout* title_row_ = nullptr;
+  QHBoxLayout* controls_row_ = nullptr;
+  bool one_row_ = true;
   QComboBox* x_combo_ = nullptr;
   QSlider* smooth_slider_ = nullptr;
   QLabel* smooth_value_ = nullptr;

@@ -2,6 +2,7 @@
 
 #include <qcustomplot.h>
 
+#include <QFontMetrics>
 #include <QLabel>
 #include <QSaveFile>
 #include <charconv>
@@ -58,6 +59,16 @@ RuleLine addRuleLine(QCustomPlot* plot, Qt::Orientation orientation, double at, 
   if (orientation == Qt::Vertical) {
     r.label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
     r.label->setPadding(QMargins(3, 1, 2, 1));
+    // The label reads to the right of its line, or to the left where it would run past the
+    // plot's right edge (a bound near the end of the range).
+    QCPItemText* label = r.label;
+    QObject::connect(plot, &QCustomPlot::beforeReplot, label, [label] {
+      const QRect rect = label->clipAxisRect()->rect();
+      const double x = label->position->pixelPosition().x();
+      const int width = QFontMetrics(label->font()).horizontalAdvance(label->text()) + 6;
+      label->setPositionAlignment((x + width > rect.right() ? Qt::AlignRight : Qt::AlignLeft) |
+                                  Qt::AlignTop);
+    });
   } else {
     r.label->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
     r.label->setPadding(QMargins(2, 0, 4, 1));
