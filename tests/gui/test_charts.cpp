@@ -16,6 +16,7 @@
 #include <limits>
 #include <random>
 
+#include "ui/charts/chart_header.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/charts/heatmap_view.hpp"
 #include "ui/charts/histogram_view.hpp"
@@ -95,6 +96,7 @@ class TestCharts : public QObject {
   void readout();
   void exports();
   void optionsSignal();
+  void headerWrapsInsteadOfCuttingTheTitle();
   void bigCurves();
   void histogram();
   void histogramOverlayAndLog();
@@ -463,6 +465,31 @@ void TestCharts::exports() {
   QVERIFY(!chart->exportPng(QStringLiteral("/nonexistent-dir/x/chart.png"), &error));
   QVERIFY(!error.isEmpty());
   QVERIFY(!chart->exportCsv(QStringLiteral("/nonexistent-dir/chart.csv")));  // no message: fine
+}
+
+// A chart too narrow for its title beside the controls puts the title on a row of its own (the
+// whole title visible), and goes back to one row when widened.
+void TestCharts::headerWrapsInsteadOfCuttingTheTitle() {
+  auto chart = make_chart(QStringLiteral("token_mult_prob_error of the generator and trainer"));
+  auto* header = chart->findChild<ChartHeader*>();
+  auto* title = chart->findChild<QLabel*>(QStringLiteral("title"));
+  QVERIFY(header && title);
+  const int one_row = title->sizeHint().width() + header->minimumSizeHint().width() + 40;
+  chart->resize(one_row, 300);
+  QCoreApplication::processEvents();
+  QVERIFY(header->oneRow());
+  const int tall = header->height();
+  chart->resize(header->minimumSizeHint().width() + 20, 300);
+  QCoreApplication::processEvents();
+  QVERIFY(!header->oneRow());
+  QVERIFY2(
+      title->width() >= title->sizeHint().width(),
+      qPrintable(
+          QStringLiteral("title %1 px of %2").arg(title->width()).arg(title->sizeHint().width())));
+  QVERIFY(header->height() > tall);  // two rows
+  chart->resize(one_row, 300);
+  QCoreApplication::processEvents();
+  QVERIFY(header->oneRow());
 }
 
 void TestCharts::optionsSignal() {
