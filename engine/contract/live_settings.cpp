@@ -1,19 +1,36 @@
 #include "contract/live_settings.hpp"
 
 #include <cmath>
+#include <cstdio>
 
 namespace fp8rl {
+namespace {
+
+// 1e+300, 0.001, 2: what a user typed, not 17 digits of it.
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+}  // namespace
 
 const std::vector<LiveSetting>& live_settings() {
+  // Ranges: what a run can take. The learning rate of AdamW beyond 1 moves every weight by its
+  // own size per step; a temperature beyond 100 samples uniformly for any logits the model
+  // makes; the truncation bounds must keep the on-policy weight w = 1 inside [is_min, is_max]
+  // (else every token is reweighted away from it); a validation interval is a step count.
   static const std::vector<LiveSetting> s = {
-      {"lr", "optimizer.lr", "learning rate of the policy optimizer (> 0)", false, true},
-      {"temperature", "grpo.temperature", "sampling temperature of the rollouts (> 0)", false,
-       true},
-      {"is_min", "grpo.is_min", "lower importance-weight bound C_min (0 ≤ is_min < is_max)", false,
-       false},
-      {"is_max", "grpo.is_max", "upper importance-weight bound C (is_min < is_max)", false, false},
-      {"validation_every", "validation.every", "steps between validations (0: only at the end)",
-       true, false},
+      {"lr", "optimizer.lr", "learning rate of the policy optimizer, in (0, 1]", false, 0, 1, true},
+      {"temperature", "grpo.temperature", "sampling temperature of the rollouts, in (0, 100]",
+       false, 0, 100, true},
+      {"is_min", "grpo.is_min",
+       "lower importance-weight bound C_min, in [0, 1] and below is_max", false, 0, 1, false},
+      {"is_max", "grpo.is_max", "upper importance-weight bound C, in [1, 1e6] and above is_min",
+       false, 1, 1e6, false},
+      {"validation_every", "validation.every",
+       "steps between validations, a whole number in [0, 1e9] (0: only at start and end)", true,
+       0, 1e9, false},
   };
   return s;
 }
@@ -33,8 +50,9 @@ std::string live_setting_keys() {
 std::optional<std::string> live_setting_error(const std::string& key, double value) {
   const LiveSetting* s = find_live_setting(key);
   if (!s) return "unknown setting \"" + key + "\" (allowed: " + live_setting_keys() + ")";
-  const std::string shown = std::isfinite(value) ? Json(value).dump() : "a non-finite number";
-  if (!std::isfinite(value) || (s->positive ? value <= 0 : value < 0))
+  const std::string shown = std::isfinite(value) ? number_text(value) : "a non-finite number";
+  const bool below = s->lo_open ? value <= s->lo : value < s->lo;
+  if (!std::isfinite(value) || below || value > s->hi)
     return "bad value for " + key + ": " + shown + " (" + s->meaning + ")";
   if (s->integer && value != std::floor(value))
     return "bad value for " + key + ": " + shown + " is not a whole number";
@@ -42,9 +60,11 @@ std::optional<std::string> live_setting_error(const std::string& key, double val
 }
 
 std::optional<std::string> importance_bounds_error(double is_min, double is_max) {
-  if (!(is_min >= 0 && is_min < is_max))
-    return "importance-weight bounds need 0 ≤ is_min < is_max (got is_min " + Json(is_min).dump() +
-           ", is_max " + Json(is_max).dump() + ")";
+  if (auto e = live_setting_error("is_min", is_min)) return e;
+  if (auto e = live_setting_error("is_max", is_max)) return e;
+  if (!(is_min < is_max))
+    return "importance-weight bounds need is_min < is_max (got is_min " + number_text(is_min) +
+           ", is_max " + number_text(is_max) + ")";
   return std::nullopt;
 }
 

@@ -14,9 +14,10 @@ namespace fp8rl {
 struct LiveSetting {
   const char* key;          // "lr", "temperature", "is_min", "is_max", "validation_every"
   const char* config_path;  // the configuration key it overrides ("grpo.is_max", …)
-  const char* meaning;      // one line for help texts and errors
+  const char* meaning;      // one line for help texts and errors, with the valid range
   bool integer;             // validation_every: a whole number of steps
-  bool positive;            // > 0 (else ≥ 0)
+  double lo, hi;            // valid values: lo < v ≤ hi when lo_open, else lo ≤ v ≤ hi
+  bool lo_open;
 };
 
 // Every live setting, in display order.
@@ -26,9 +27,10 @@ const LiveSetting* find_live_setting(const std::string& key);
 // "lr, temperature, is_min, is_max, validation_every".
 std::string live_setting_keys();
 // Why value is not valid for key (unknown key, not finite, out of range, not whole), or nullopt.
+// The same ranges hold for the run configuration (RunConfig checks them) and for live edits.
 std::optional<std::string> live_setting_error(const std::string& key, double value);
-// Why [is_min, is_max] is not a valid pair of importance-weight bounds (0 ≤ min < max), or
-// nullopt.
+// Why [is_min, is_max] is not a valid pair of importance-weight bounds (is_min < is_max, each in
+// its own range), or nullopt.
 std::optional<std::string> importance_bounds_error(double is_min, double is_max);
 // The setting's value in a run configuration document (RunConfig::doc), or nullopt when the
 // document lacks it.

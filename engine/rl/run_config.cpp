@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 
+#include "contract/live_settings.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/yaml.hpp"
@@ -236,7 +237,6 @@ RunConfig RunConfig::from_json(const Json& in) {
   check((c.prompts_per_step * c.group_size) % c.mini_batches == 0,
         "grpo.mini_batches must divide prompts_per_step × group_size");
   c.sampling.temperature = num("grpo", "temperature");
-  check(c.sampling.temperature > 0, "setting 'grpo.temperature' must be positive");
   c.sampling.top_p = num("grpo", "top_p");
   c.decode_graphs = str("grpo", "decode_graphs") == "auto";
   c.advantage = parse_advantage_mode(str("grpo", "advantage"));
@@ -247,8 +247,6 @@ RunConfig RunConfig::from_json(const Json& in) {
   c.loss.importance = parse_importance_mode(str("grpo", "importance"));
   c.loss.is_min = num("grpo", "is_min");
   c.loss.is_max = num("grpo", "is_max");
-  check(c.loss.is_min >= 0 && c.loss.is_max > c.loss.is_min,
-        "grpo.is_min/is_max must satisfy 0 ≤ is_min < is_max");
   c.loss.kl_beta = num("grpo", "kl_beta");
   check(c.loss.kl_beta >= 0, "setting 'grpo.kl_beta' must be ≥ 0");
 
@@ -267,13 +265,17 @@ RunConfig RunConfig::from_json(const Json& in) {
   c.sft_batch_size = positive("sft", "batch_size");
   c.sft_lr = num("sft", "lr");
   c.validation_every = integer("validation", "every");
-  check(c.validation_every >= 0,
-        "setting 'validation.every' must be ≥ 0 (0: only at start and end)");
   c.samples_per_step = integer("samples", "per_step");
   c.checkpoint_every = integer("checkpoint", "every");
   c.audit_every = integer("audit", "every");
   check(c.audit_every >= 0, "setting 'audit.every' must be ≥ 0 (0: no layer audit)");
   c.checkpoint_dir = str("checkpoint", "dir");
+  // The settings that may also change live: the same ranges either way (run contract).
+  for (const auto& s : live_settings())
+    if (auto e = live_setting_error(s.key, *live_setting_in_config(doc, s.key)))
+      throw Error("setting '" + std::string(s.config_path) + "': " + *e);
+  if (auto e = importance_bounds_error(c.loss.is_min, c.loss.is_max))
+    throw Error("settings 'grpo.is_min' and 'grpo.is_max': " + *e);
   c.precision_map(c.model.num_hidden_layers);  // validates the overrides
   return c;
 }

@@ -94,7 +94,7 @@ void GrpoRun::set_lr(double lr) {
   cfg_.optimizer.lr = lr;
 }
 void GrpoRun::set_importance_bounds(double lo, double hi) {
-  check(lo >= 0 && hi > lo, "importance bounds must satisfy 0 ≤ min < max");
+  if (auto e = importance_bounds_error(lo, hi)) throw Error(*e);
   cfg_.loss.is_min = lo;
   cfg_.loss.is_max = hi;
 }

@@ -123,6 +123,14 @@ def drive(db):
         fail("set lr refused")
     if c.request("set", key="learning_rate", value=1)["ok"]:
         fail("unknown setting accepted")
+    # Values the run cannot take are refused when they arrive; the run goes on (these two were
+    # once accepted and failed the whole run at the next step).
+    for key, value, says in (("lr", 1e300, "bad value for lr"), ("is_min", 1e300, "bad value for is_min"),
+                             ("is_max", 0.5, "bad value for is_max"), ("temperature", -1, "temperature"),
+                             ("validation_every", 2.5, "whole number"), ("lr", "fast", "number")):
+        r = c.request("set", key=key, value=value)
+        if r["ok"] or says not in r.get("error", ""):
+            fail("set %s=%r not refused with '%s': %r" % (key, value, says, r))
     if not c.request("resume")["ok"]:
         fail("resume refused")
     _, step = c.wait_for(lambda t, m: t == "step" and m["phase"] == "rl")

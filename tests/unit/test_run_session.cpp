@@ -6,6 +6,8 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <chrono>
+#include <functional>
+#include <limits>
 #include <thread>
 
 #include "backend/backend_registry.hpp"
@@ -216,27 +218,85 @@ class TestRunSession : public QObject {
     QCOMPARE(session.loop()->config().optimizer.lr, 1e-4);
   }
 
+  // Every live key with values out of its range, non-finite and inconsistent with the run as it
+  // stands: each refused when it arrives, naming the problem; nothing queued; the run then goes
+  // on and finishes with its settings as configured.
   void badRequestsAreRefusedNamingTheProblem() {
-    RunConfig cfg = RunConfig::load("demo", "", {"grpo.steps=1"});
+    RunConfig cfg = RunConfig::load("demo", "", {"grpo.steps=2", "sft.steps=1"});
     auto be = make_cpu_backend();
-    RunSession session(cfg, *be, nullptr, {}, nullptr);
-    auto refused = [](auto&& f, const char* text) {
-      try {
-        f();
-      } catch (const Error& e) {
-        return QString(e.what()).contains(text);
+    struct Driver : SessionListener {
+      RunSession* s = nullptr;
+      int refused = 0, rl_steps = 0;
+      QStringList misses;
+      void expect_refused(const std::function<void()>& f, const char* text) {
+        try {
+          f();
+          misses << QStringLiteral("accepted (wanted '%1')").arg(text);
+        } catch (const Error& e) {
+          if (QString(e.what()).contains(text))
+            ++refused;
+          else
+            misses << QStringLiteral("'%1' does not say '%2'").arg(e.what(), text);
+        }
       }
-      return false;
-    };
-    QVERIFY(refused([&] { session.request_precision({"2.gate=bf16"}); }, "layer '2'"));
-    QVERIFY(refused([&] { session.request_precision({"0.gates=bf16"}); }, "module 'gates'"));
-    QVERIFY(refused([&] { session.request_precision({"0.gate=fp16"}); }, "fp16"));
-    QVERIFY(refused([&] { session.request_setting("learning_rate", 1); }, "allowed: lr,"));
-    QVERIFY(refused([&] { session.request_setting("lr", -1); }, "bad value for lr"));
-    QVERIFY(refused([&] { session.request_setting("validation_every", 2.5); }, "whole number"));
-    QVERIFY(refused([&] { session.request_setting("is_min", 5); }, "is_min < is_max"));
-    session.request_setting("is_max", 10);
-    session.request_setting("is_min", 5);  // checked against the queued is_max
+      void on_step(StepRecord& r, int64_t) override {
+        if (r.phase != "rl") return;
+        if (++rl_steps != 1) return;
+        const double inf = std::numeric_limits<double>::infinity();
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        struct Bad {
+          const char* key;
+          double value;
+          const char* says;
+        };
+        const Bad bad[] = {
+            {"lr", 1e300, "bad value for lr: 1e+300"},  // found by trying it: it broke the run
+            {"lr", 0, "bad value for lr: 0"},
+            {"lr", -1, "bad value for lr"},
+            {"lr", 2, "in (0, 1]"},
+            {"lr", nan, "non-finite"},
+            {"lr", inf, "non-finite"},
+            {"temperature", 0, "bad value for temperature"},
+            {"temperature", 1e6, "in (0, 100]"},
+            {"temperature", -inf, "non-finite"},
+            {"is_min", 1e300, "bad value for is_min"},  // above is_max: broke the run
+            {"is_min", -0.5, "bad value for is_min"},
+            {"is_min", nan, "non-finite"},
+            {"is_max", 0.5, "in [1, 1e6]"},
+            {"is_max", 1e300, "bad value for is_max"},
+            {"is_max", inf, "non-finite"},
+            {"validation_every", -1, "bad value for validation_every"},
+            {"validation_every", 2.5, "whole number"},
+            {"validation_every", 1e300, "in [0, 1e9]"},
+            {"validation_every", nan, "non-finite"},
+            {"learning_rate", 1e-4, "allowed: lr,"},
+            {"", 1, "unknown setting"},
+        };
+        for (const Bad& b : bad)
+          expect_refused([&] { s->request_setting(b.key, b.value); }, b.says);
+        // Inconsistent with the run as it stands or with a queued edit: the ranges meet only at
+        // 1, so is_max 1 is refused once is_min 1 is queued.
+        s->request_setting("is_min", 1);
+        expect_refused([&] { s->request_setting("is_max", 1); }, "is_min < is_max");
+        s->request_setting("is_max", 10);
+        s->request_setting("is_min", 0.9);
+        for (const char* o : {"2.gate=bf16", "0.gates=bf16", "0.gate=fp16", "0.gate", "x.q=fp8",
+                              "=bf16", "0.gate=bf16=fp8"})
+          expect_refused([&] { s->request_precision({o}); }, "");
+        expect_refused([&] { s->request_precision({}); }, "no precision overrides");
+      }
+    } driver;
+    RunSession session(cfg, *be, nullptr, {}, &driver);
+    driver.s = &session;
+    QCOMPARE(QString::fromStdString(session.run()), QString("finished"));
+    QVERIFY2(driver.misses.isEmpty(), qPrintable(driver.misses.join(QStringLiteral("\n"))));
+    QCOMPARE(driver.refused, 30);
+    QCOMPARE(driver.rl_steps, 2);
+    // Only the two valid edits took effect.
+    QCOMPARE(session.loop()->config().loss.is_max, 10.0);
+    QCOMPARE(session.loop()->config().loss.is_min, 0.9);
+    QCOMPARE(session.loop()->config().optimizer.lr, cfg.optimizer.lr);
+    QCOMPARE(session.loop()->config().sampling.temperature, cfg.sampling.temperature);
   }
 };
 
