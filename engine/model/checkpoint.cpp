@@ -1,9 +1,15 @@
 #include "model/checkpoint.hpp"
 
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "model/fp8_checkpoint.hpp"
@@ -35,7 +41,99 @@ Json read_config_json(const std::string& dir) {
   return read_json_file(dir + "/config.json");
 }
 
+constexpr const char* kChecksums = "checksums.json";
+
+// "00c0ffee"
+std::string hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+void write_checksums(const std::string& dir) {
+  Json files = Json::Object{};
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const FileChecksum c = file_checksum(e.path().string());
+    Json f;
+    f["bytes"] = static_cast<int64_t>(c.bytes);
+    f["crc32c"] = hex32(c.crc32c);
+    files[e.path().filename().string()] = f;
+  }
+  Json doc;
+  doc["algorithm"] = "crc32c";
+  doc["files"] = files;
+  write_text(dir + "/" + kChecksums, doc.dump(2) + "\n");
+}
+
 }  // namespace
+
+void write_checkpoint_dir(const std::string& dir,
+                          const std::function<void(const std::string& tmp)>& fill) {
+  namespace fs = std::filesystem;
+  const fs::path target = fs::path(dir).lexically_normal();
+  check(!target.filename().empty(), "checkpoint folder '" + dir + "' names no folder");
+  const std::string tmp = target.string() + ".partial", previous = target.string() + ".previous";
+  // The folder is replaced as a whole: never one that holds something else.
+  if (fs::exists(target) && !fs::is_empty(target))
+    check(fs::exists(target / kChecksums) || fs::exists(target / "trainer_state.json"),
+          "will not replace " + target.string() +
+              ": it holds files but no checkpoint (choose another folder)");
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  try {
+    fill(tmp);
+    write_checksums(tmp);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  if (!fs::exists(target)) {
+    fs::rename(tmp, target);
+  } else if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(tmp);  // now the previous checkpoint
+  } else {
+    check(errno == EINVAL || errno == ENOSYS || errno == ENOTSUP,
+          "checkpoint: cannot replace " + target.string() + ": " + std::strerror(errno));
+    fs::remove_all(previous);
+    fs::rename(target, previous);
+    fs::rename(tmp, target);
+    fs::remove_all(previous);
+  }
+  fs::remove_all(previous);  // a fallback's leftover from a killed writer
+}
+
+std::string checkpoint_dir_to_read(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(dir)) return dir;
+  const std::string previous = fs::path(dir).lexically_normal().string() + ".previous";
+  if (fs::exists(previous)) return previous;
+  throw Error("checkpoint folder " + dir + " does not exist");
+}
+
+void verify_checkpoint(const std::string& dir) {
+  const std::string listing = dir + "/" + kChecksums;
+  if (!std::filesystem::exists(listing)) return;
+  const Json doc = read_json_file(listing);
+  check(doc.contains("algorithm") && doc.at("algorithm").as_string("algorithm") == "crc32c",
+        listing + ": unknown checksum algorithm");
+  for (const auto& [name, want] : doc.at("files").as_object(listing + " files")) {
+    const std::string path = dir + "/" + name;
+    check(std::filesystem::exists(path),
+          "checkpoint " + dir + ": " + name + " is missing (listed in " + kChecksums + ")");
+    const FileChecksum got = file_checksum(path);
+    const int64_t bytes = want.at("bytes").as_int(listing + " " + name + ".bytes");
+    const std::string crc = want.at("crc32c").as_string(listing + " " + name + ".crc32c");
+    check(static_cast<int64_t>(got.bytes) == bytes,
+          "checkpoint " + dir + ": " + name + " has " + std::to_string(got.bytes) +
+              " bytes, " + kChecksums + " records " + std::to_string(bytes) +
+              " (written incompletely or changed since)");
+    check(hex32(got.crc32c) == crc, "checkpoint " + dir + ": " + name + " has CRC-32C " +
+                                        hex32(got.crc32c) + ", " + kChecksums + " records " +
+                                        crc + " (damaged or changed since it was written)");
+  }
+}
 
 void save_checkpoint(const std::string& dir, Qwen3Model& model, const AdamW* optimizer,
                      const Json& trainer_state) {
@@ -76,8 +174,10 @@ std::optional<BlockFp8Config> read_checkpoint_quantization(const std::string& di
   return parse_block_fp8_config(read_config_json(dir), dir + "/config.json");
 }
 
-std::unique_ptr<Qwen3Model> load_checkpoint(Backend& be, const std::string& dir,
+std::unique_ptr<Qwen3Model> load_checkpoint(Backend& be, const std::string& folder,
                                             const PrecisionMap& precision, QuantOptions qopt) {
+  const std::string dir = checkpoint_dir_to_read(folder);
+  verify_checkpoint(dir);
   const ModelConfig cfg = read_checkpoint_config(dir);
   const std::optional<BlockFp8Config> block_fp8 = read_checkpoint_quantization(dir);
   SafeTensorsFile f = SafeTensorsFile::read_dir(dir);

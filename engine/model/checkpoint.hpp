@@ -5,6 +5,7 @@
 // format (fp8_checkpoint.hpp).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,25 @@ namespace fp8rl {
 void save_checkpoint(const std::string& dir, Qwen3Model& model, const AdamW* optimizer = nullptr,
                      const Json& trainer_state = Json());
 
+// Writes a checkpoint directory so that whoever reads it — or a process killed meanwhile — sees
+// the previous checkpoint complete or the new one complete, never a mix of the two: fill(tmp)
+// writes the files into a fresh sibling folder (DIR.partial, removed first if a killed writer
+// left one), checksums.json (the size and CRC-32C of every file) is added, and the folder then
+// takes dir's place in one atomic exchange (renameat2 RENAME_EXCHANGE). On file systems without
+// it, two renames: dir → DIR.previous, DIR.partial → dir; a kill between them leaves
+// DIR.previous, which checkpoint_dir_to_read finds.
+void write_checkpoint_dir(const std::string& dir,
+                          const std::function<void(const std::string& tmp)>& fill);
+
+// The folder to read for checkpoint dir: dir, or DIR.previous when a writer was killed between
+// the two renames of write_checkpoint_dir's fallback. Throws an Error when neither exists.
+std::string checkpoint_dir_to_read(const std::string& dir);
+
+// Checks every file listed in dir/checksums.json against its recorded size and CRC-32C and
+// throws an Error naming the first that differs (written incompletely, or changed since).
+// Folders without checksums.json (checkpoints from elsewhere) pass unchecked.
+void verify_checkpoint(const std::string& dir);
+
 // Reads config.json of a checkpoint directory.
 ModelConfig read_checkpoint_config(const std::string& dir);
 
@@ -27,7 +47,8 @@ ModelConfig read_checkpoint_config(const std::string& dir);
 // unsupported one is an error naming the field (see parse_block_fp8_config).
 std::optional<BlockFp8Config> read_checkpoint_quantization(const std::string& dir);
 
-// Loads a checkpoint (single file or sharded) into a new model. Every tensor must be present
+// Loads a checkpoint (single file or sharded) into a new model, from checkpoint_dir_to_read(dir)
+// after verify_checkpoint. Every tensor must be present
 // with its shape; a missing, unexpected or wrongly shaped tensor, or an unsupported dtype, is an
 // error naming it. Accepted dtypes: F32, BF16, F16 (converted to the FP32 masters) and, in a
 // block-FP8 checkpoint, F8_E4M3 (or F8_E5M2) weights with their weight_scale_inv: the masters

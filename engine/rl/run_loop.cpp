@@ -401,12 +401,16 @@ void GrpoRun::save(const std::string& dir) {
   for (auto [k, v] : gen_->kv_scales())
     kv.push_back(Json(Json::Array{Json(double(k)), Json(double(v))}));
   st["kv_scales"] = Json(std::move(kv));
-  save_checkpoint(dir, *model_, opt_.get(), st);
-  if (sft_opt_) sft_opt_->state().write(dir + "/sft_optimizer.safetensors");
-  task_->tokenizer().save(dir);
+  // All files or none: a run killed while saving keeps its previous checkpoint.
+  write_checkpoint_dir(dir, [&](const std::string& tmp) {
+    save_checkpoint(tmp, *model_, opt_.get(), st);
+    if (sft_opt_) sft_opt_->state().write(tmp + "/sft_optimizer.safetensors");
+    task_->tokenizer().save(tmp);
+  });
 }
 
-void GrpoRun::restore(const std::string& dir) {
+void GrpoRun::restore(const std::string& folder) {
+  const std::string dir = checkpoint_dir_to_read(folder);
   auto loaded = load_checkpoint(be_, dir, model_->precision(),
                                 QuantOptions{Fp8Format::e4m3, cfg_.pow2_scales});
   // Copy the weights into this run's model (keeps optimizer bindings).

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -14,6 +15,7 @@
 #include <QThread>
 #include <cmath>
 #include <csignal>
+#include <random>
 
 namespace {
 
@@ -44,6 +46,8 @@ class TestCli : public QObject {
     const auto r = run(kCli, {"--version"});
     QCOMPARE(r.code, 0);
     QVERIFY2(r.out.startsWith("fp8rl 0."), qPrintable(r.out));
+    QVERIFY2(r.out.contains("\nbackends:\n  cpu   available: ") && r.out.contains("\n  cuda  "),
+             qPrintable(r.out));
   }
 
   void doctorIsHonestAndExitsZero() {
@@ -185,6 +189,72 @@ class TestCli : public QObject {
     // The CSV export has one row per recorded step (2 warm-up + 30 RL), no duplicates.
     const auto csv = run(kCli, {"runs", "export", "1", "--csv"}, env);
     QCOMPARE(csv.out.split('\n', Qt::SkipEmptyParts).size(), 1 + 32);
+  }
+
+  // kill -9 at random moments of a run that checkpoints every step (so some kills fall inside
+  // a checkpoint's writes): after each, the checkpoint folder holds one complete checkpoint
+  // (its checksums verify and it loads) and the run resumes from it. A damaged file is then
+  // refused, naming it.
+  void killedWhileCheckpointingKeepsACompleteCheckpoint() {
+    QTemporaryDir tmp;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("FP8RL_DB", tmp.filePath("runs.sqlite"));
+    const QStringList first = {"train",
+                               "--preset",
+                               "demo",
+                               "--backend",
+                               "cpu",
+                               "--set",
+                               "sft.steps=1",
+                               "--set",
+                               "grpo.steps=500",
+                               "--set",
+                               "grpo.prompts_per_step=2",
+                               "--set",
+                               "validation.every=0",
+                               "--set",
+                               "checkpoint.every=1"};
+    const QStringList resume = {"train", "--resume", "1"};
+    QString dir;
+    std::mt19937 rng(20261125);
+    for (int kill = 0; kill < 6; ++kill) {
+      QProcess p;
+      p.setProcessEnvironment(env);
+      p.start(kCli, kill == 0 ? first : resume);
+      QVERIFY(p.waitForStarted());
+      QElapsedTimer t;
+      t.start();
+      while (dir.isEmpty() && t.elapsed() < 60000 && p.state() == QProcess::Running) {
+        QThread::msleep(50);
+        const auto show = run(kCli, {"runs", "show", "1"}, env);
+        const auto m =
+            QRegularExpression(QStringLiteral("checkpoint (\\S+) \\(step")).match(show.out);
+        if (m.hasMatch()) dir = m.captured(1);
+      }
+      QVERIFY2(!dir.isEmpty(), "no checkpoint recorded in time");
+      QThread::msleep(400 + std::uniform_int_distribution<int>(0, 600)(rng));
+      QVERIFY2(p.state() == QProcess::Running, "the run ended before the kill");
+      ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
+      p.waitForFinished();
+      const auto score = run(kCli, {"score", "--checkpoint", dir, "--token-ids", "1,2,3"}, env);
+      QVERIFY2(score.code == 0,
+               qPrintable(QStringLiteral("after kill %1: %2").arg(kill).arg(score.out)));
+      QVERIFY2(!QFileInfo::exists(dir + ".previous") || !QFileInfo::exists(dir),
+               "a leftover .previous beside a complete checkpoint");
+    }
+    QCOMPARE(run(kCli, {"runs", "check"}, env).out.trimmed(), QStringLiteral("ok"));
+    // One changed byte in the optimizer state: refused, naming the file.
+    QFile f(dir + "/optimizer.safetensors");
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    f.seek(f.size() / 2);
+    char c = 0;
+    QVERIFY(f.getChar(&c));
+    f.seek(f.size() / 2);
+    QVERIFY(f.putChar(static_cast<char>(c ^ 0x40)));
+    f.close();
+    const auto bad = run(kCli, {"train", "--resume", "1"}, env);
+    QCOMPARE(bad.code, 1);
+    QVERIFY2(bad.out.contains("optimizer.safetensors has CRC-32C"), qPrintable(bad.out));
   }
 
   void trainConfigErrors() {
