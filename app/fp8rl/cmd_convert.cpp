@@ -128,8 +128,9 @@ int64_t copy_side_files(const std::string& in, const std::string& out) {
   for (const auto& e : std::filesystem::directory_iterator(in)) {
     if (!e.is_regular_file()) continue;
     const std::string name = e.path().filename().string();
-    // Weights, the index, the config (rewritten) and training state (not carried over).
-    if (name == "config.json" || name == "trainer_state.json" ||
+    // Weights, the index, the config (rewritten), training state (not carried over) and the
+    // source's checksums (they describe its files, not these).
+    if (name == "config.json" || name == "trainer_state.json" || name == "checksums.json" ||
         name == "model.safetensors.index.json" || name.ends_with(".safetensors") ||
         name.ends_with(".tmp"))
       continue;

@@ -68,7 +68,14 @@ int cmd_init(const std::vector<std::string>& args) {
         "usage: fp8rl init --config config.json --output DIR [--seed N] [--init-std S]\n\n"
         "Writes a randomly initialised Qwen3 checkpoint (config.json + model.safetensors) with\n"
         "the sizes of a Hugging Face config.json.\n");
-  const ModelConfig cfg = ModelConfig::from_json(Json::parse(read_text_file(a.get("config", ""))));
+  const std::string config_path = a.get("config", "");
+  const Json config = read_json_file(config_path);
+  ModelConfig cfg;
+  try {
+    cfg = ModelConfig::from_json(config);
+  } catch (const Error& e) {
+    throw Error(config_path + ": " + e.message());
+  }
   auto cpu = make_cpu_backend();
   Qwen3Model model(*cpu, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32),
                    static_cast<uint64_t>(a.get_int("seed", 0)), a.get_number("init-std", 0.02));

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -242,6 +244,16 @@ std::unique_ptr<Qwen3Model> load_checkpoint(Backend& be, const std::string& fold
         given.emplace_back(lin->second, std::move(tiles));
     } else {
       v = safetensor_floats(t, where(p->name));
+    }
+    // No silent NaN: a weight that is not finite would poison every output it touches.
+    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != v.end()) {
+      const int64_t i = bad - v.begin();
+      throw Error(where(p->name) + " holds " + (std::isnan(*bad) ? "NaN" : "an infinity") +
+                  " at " + (rows == 1 ? "[" + std::to_string(i) + "]"
+                                      : "[" + std::to_string(i / cols) + ", " +
+                                            std::to_string(i % cols) + "]") +
+                  "; weights must be finite");
     }
     upload_floats(be, p->master, v);
     loaded_dtype[p->name] = t.dtype;

@@ -51,17 +51,17 @@ Json ModelConfig::to_json() const {
 }
 
 ModelConfig ModelConfig::from_json(const Json& j) {
-  check(j.is_object(), "config.json must hold a JSON object");
+  check(j.is_object(), "expected a JSON object");
   if (j.contains("model_type")) {
     const auto& t = j.at("model_type").as_string("model_type");
-    check(t == "qwen3", "config.json: model_type \"" + t + "\" is not supported (only qwen3)");
+    check(t == "qwen3", "model_type \"" + t + "\" is not supported (only qwen3)");
   }
   if (j.contains("attention_bias"))
     check(!j.at("attention_bias").as_bool("attention_bias"),
-          "config.json: attention_bias = true is not supported");
+          "attention_bias = true is not supported");
   ModelConfig c;
   auto integer = [&](const char* key) {
-    return j.at(key).as_int(std::string("config.json ") + key);
+    return j.at(key).as_int(std::string(key));
   };
   c.hidden_size = integer("hidden_size");
   c.num_hidden_layers = integer("num_hidden_layers");
@@ -74,11 +74,11 @@ ModelConfig ModelConfig::from_json(const Json& j) {
   if (j.contains("max_position_embeddings"))
     c.max_position_embeddings = integer("max_position_embeddings");
   if (j.contains("rope_theta"))
-    c.rope_theta = j.at("rope_theta").as_number("config.json rope_theta");
+    c.rope_theta = j.at("rope_theta").as_number("rope_theta");
   if (j.contains("rms_norm_eps"))
-    c.rms_norm_eps = j.at("rms_norm_eps").as_number("config.json rms_norm_eps");
+    c.rms_norm_eps = j.at("rms_norm_eps").as_number("rms_norm_eps");
   if (j.contains("tie_word_embeddings"))
-    c.tie_word_embeddings = j.at("tie_word_embeddings").as_bool("config.json tie_word_embeddings");
+    c.tie_word_embeddings = j.at("tie_word_embeddings").as_bool("tie_word_embeddings");
   c.validate();
   return c;
 }

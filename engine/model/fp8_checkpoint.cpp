@@ -1,6 +1,8 @@
 #include "model/fp8_checkpoint.hpp"
 
 #include <array>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,6 +13,13 @@
 
 namespace fp8rl {
 namespace {
+
+// -1, nan, 0.0078125: a value as the file holds it.
+std::string number_text(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
+}
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
@@ -194,7 +203,16 @@ Fp8WeightTiles read_fp8_weight(const SafeTensor& weight, const SafeTensor& scale
   t.format = weight.dtype == "F8_E4M3" ? Fp8Format::e4m3 : Fp8Format::e5m2;
   t.scale_dtype = scale.dtype == "BF16" ? DType::bf16 : DType::f32;
   t.codes = weight.data;
-  t.scale_inv = tile_scales_from_hf(safetensor_floats(scale, scale_name), rows, cols);
+  const std::vector<float> scales = safetensor_floats(scale, scale_name);
+  // A scale multiplies every value of its tile: one that is not a finite positive number
+  // (a corrupt file) would turn the tile into NaNs or flip its signs.
+  for (size_t i = 0; i < scales.size(); ++i)
+    check(std::isfinite(scales[i]) && scales[i] > 0,
+          where + ": tensor " + scale_name + " holds " + number_text(scales[i]) + " at [" +
+              std::to_string(static_cast<int64_t>(i) / want[1]) + ", " +
+              std::to_string(static_cast<int64_t>(i) % want[1]) +
+              "]; scales must be finite and positive");
+  t.scale_inv = tile_scales_from_hf(scales, rows, cols);
   return t;
 }
 

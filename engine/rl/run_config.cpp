@@ -110,7 +110,8 @@ audit:
 }
 
 void overlay(Json& base, const Json& over, const std::string& where) {
-  check(over.is_object(), where + ": expected a mapping of settings");
+  check(over.is_object(), where.empty() ? std::string("expected a mapping of settings")
+                                         : "setting '" + where + "' must be a mapping of settings");
   for (const auto& [key, value] : over.as_object()) {
     const std::string path = where.empty() ? key : where + "." + key;
     if (!base.contains(key)) {
@@ -138,6 +139,19 @@ void overlay(Json& base, const Json& over, const std::string& where) {
     slot = value.is_number() && slot.is_string() ? Json(value.dump()) : value;
   }
 }
+
+namespace {
+
+// overlay() of a configuration file's settings; errors name the file.
+void overlay_file(Json& doc, const Json& settings, const std::string& path) {
+  try {
+    overlay(doc, settings, "");
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.message());
+  }
+}
+
+}  // namespace
 
 void apply_override(Json& doc, const std::string& assignment) {
   const size_t eq = assignment.find('=');
@@ -332,9 +346,9 @@ RunConfig RunConfig::load(const std::string& preset, const std::string& file,
       } catch (const Error& e) {
         throw Error(path + ": " + e.message());
       }
-      overlay(doc, j, "");
+      overlay_file(doc, j, path);
     } else {
-      overlay(doc, parse_yaml(text, path), "");
+      overlay_file(doc, parse_yaml(text, path), path);
     }
   }
   for (const auto& s : sets) apply_override(doc, s);
