@@ -1,6 +1,7 @@
 #include "model/safetensors.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -81,8 +82,9 @@ void write_tensors(const std::string& path, const TensorList& list,
   while ((8 + text.size()) % 8) text += ' ';  // keep the data 8-byte aligned
   const std::string tmp = path + ".tmp";
   {
+    errno = 0;
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), "safetensors: cannot write " + tmp);
+    check(out.good(), "safetensors: cannot write " + tmp + ": " + std::strerror(errno));
     uint8_t len[8];
     uint64_t n = text.size();
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
@@ -91,7 +93,9 @@ void write_tensors(const std::string& path, const TensorList& list,
     for (const auto& [name, t] : list)
       out.write(reinterpret_cast<const char*>(t->data.data()),
                 static_cast<std::streamsize>(t->data.size()));
-    check(out.good(), "safetensors: write failed for " + tmp);
+    out.flush();
+    // errno: what the failing write(2) said (no space left, file too large, ...).
+    check(out.good(), "safetensors: write failed for " + tmp + ": " + std::strerror(errno));
   }
   std::filesystem::rename(tmp, path);
 }
