@@ -239,6 +239,7 @@ void MainWindow::updateStatus() {
       text += tr(" · heartbeat %1 s ago").arg(h.heartbeat_age, 0, 'f', 1);
     if (!h.backend.isEmpty()) text += tr(" · %1 (%2)").arg(h.backend, h.device);
     if (h.dropped > 0) text += tr(" · %1 bad messages dropped").arg(h.dropped);
+    if (h.reconnects > 0) text += tr(" · telemetry reconnected %n time(s)", "", h.reconnects);
   } else if (is_live(row->status)) {
     text += tr(" · not steerable here (no reachable worker; following the database)");
   }

@@ -17,15 +17,20 @@
 namespace fp8rl::cli {
 
 int cmd_worker(const std::vector<std::string>& args) {
-  const Args a(args, {"control", "telemetry", "db", "backend"}, {"help", "allow-remote", "no-db"});
+  const Args a(args, {"control", "telemetry", "db", "backend", "keys"},
+               {"help", "allow-remote", "no-db"});
   if (a.flag("help")) {
     std::puts(
         "usage: fp8rl worker [--control ENDPOINT] [--telemetry ENDPOINT] [--db PATH | --no-db]\n"
-        "                    [--backend auto|cpu|cuda] [--allow-remote]\n\n"
+        "                    [--backend auto|cpu|cuda] [--allow-remote [--keys DIR]]\n\n"
         "Binds a ROUTER control socket and a PUB telemetry socket (default: abstract\n"
         "ipc://@fp8rl-<pid>-… endpoints; tcp://127.0.0.1:* picks a free port), prints one JSON\n"
         "line {\"control\", \"telemetry\", \"pid\"} and serves until its run stops or finishes.\n"
-        "Binding beyond loopback needs --allow-remote. Protocol: docs/protocol.md.");
+        "Binding beyond loopback needs --allow-remote, and then both sockets use ZeroMQ CURVE:\n"
+        "encrypted, and only clients whose key this install authorized (fp8rl keys authorize)\n"
+        "get an answer; the JSON line adds \"server_key\", the worker's public key, which\n"
+        "clients need. Keys: --keys DIR, $FP8RL_KEYS or ~/.config/fp8rl/keys. Protocol:\n"
+        "docs/protocol.md.");
     return 0;
   }
   // A client going away must never kill the worker (no SIGPIPE on broken connections).
@@ -35,11 +40,13 @@ int cmd_worker(const std::vector<std::string>& args) {
   opt.telemetry = a.get("telemetry", "");
   opt.db_path = a.flag("no-db") ? "" : a.get("db", default_db_path());
   opt.allow_remote = a.flag("allow-remote");
+  opt.keys_dir = a.get("keys", "");
   opt.backend = a.get("backend", "auto");
   ipc::Worker worker(opt);
   Json hello;
   hello["control"] = worker.control_endpoint();
   hello["telemetry"] = worker.telemetry_endpoint();
+  if (!worker.server_key().empty()) hello["server_key"] = worker.server_key();
   hello["pid"] = static_cast<int64_t>(getpid());
   hello["protocol"] = ipc::kProtocolVersion;
   std::printf("%s\n", hello.dump().c_str());
@@ -48,7 +55,7 @@ int cmd_worker(const std::vector<std::string>& args) {
 }
 
 int cmd_attach(int64_t run_id, const std::string& db_path) {
-  std::string control, telemetry;
+  std::string control, telemetry, server_key;
   {
     RunStore db(db_path, /*read_only=*/true);
     const auto row = db.find_run(run_id);
@@ -59,8 +66,9 @@ int cmd_attach(int64_t run_id, const std::string& db_path) {
           "run " + std::to_string(run_id) + " has no worker endpoints");
     control = row->control_endpoint;
     telemetry = row->telemetry_endpoint;
+    server_key = row->server_key;
   }
-  ipc::Client client(control, telemetry);
+  ipc::Client client(control, telemetry, server_key);
   const Json hello = client.request("hello", Json(Json::Object{}), 3000);
   check(hello.contains("ok") && hello.at("ok").as_bool(), "worker refused hello: " + hello.dump());
   std::printf("attached to run %lld (%s on %s); Ctrl-C to detach\n", static_cast<long long>(run_id),

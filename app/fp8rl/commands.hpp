@@ -22,6 +22,7 @@ int cmd_convert(const std::vector<std::string>& args);
 int cmd_audit(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);
 int cmd_worker(const std::vector<std::string>& args);
+int cmd_keys(const std::vector<std::string>& args);
 // Follows a live run's telemetry in the terminal.
 int cmd_attach(int64_t run_id, const std::string& db_path);
 

@@ -25,6 +25,7 @@ commands:
   sensitivity            which linear modules need BF16: per-module KL, loss and gradient change
   runs                   list, show, attach to, check and export (CSV) recorded runs
   worker                 serve one run over ZeroMQ (the studio launches these)
+  keys                   CURVE keys of workers served beyond this machine (show, authorize)
   --version              print the version, the git revision and the backends available
   --help                 this text
 
@@ -53,7 +54,9 @@ int main(int argc, char** argv) {
     if (cmd == "convert") return fp8rl::cli::cmd_convert(rest);
 #if defined(FP8RL_HAVE_IPC)
     if (cmd == "worker") return fp8rl::cli::cmd_worker(rest);
+    if (cmd == "keys") return fp8rl::cli::cmd_keys(rest);
 #else
+    if (cmd == "keys") throw fp8rl::Error("this build has no ZeroMQ: workers are not available");
     if (cmd == "worker") throw fp8rl::Error("this build has no ZeroMQ: workers are not available");
 #endif
 #if defined(FP8RL_HAVE_STORE)

@@ -24,8 +24,8 @@ class RunRecorder {
   // The precision map (PrecisionMap::to_json) in effect from step on.
   virtual void record_precision(int64_t run, int64_t step, const Json& map) = 0;
   virtual void set_precision_summary(int64_t run, const std::string& summary) = 0;
-  virtual void set_endpoints(int64_t run, const std::string& control,
-                             const std::string& telemetry) = 0;
+  virtual void set_endpoints(int64_t run, const std::string& control, const std::string& telemetry,
+                             const std::string& server_key) = 0;
   virtual void set_checkpoint(int64_t run, const std::string& dir, int64_t step) = 0;
   // Deletes what the run recorded after step (a resumed run records those steps again).
   virtual void truncate_after(int64_t run, int64_t step) = 0;

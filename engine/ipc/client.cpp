@@ -6,21 +6,27 @@
 
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <vector>
 
 #include "core/error.hpp"
+#include "ipc/curve.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/zmq_frames.hpp"
 #include "store/run_store.hpp"
 
 namespace fp8rl::ipc {
 
-Client::Client(const std::string& control, const std::string& telemetry) {
+Client::Client(const std::string& control, const std::string& telemetry,
+               const std::string& server_key, const std::string& keys) {
+  std::optional<CurveKeyPair> curve;
+  if (!server_key.empty()) curve = load_or_create_keys(keys.empty() ? keys_dir() : keys).client;
   ctx_ = zmq_ctx_new();
   const int linger = 0;
   if (!control.empty()) {
     dealer_ = zmq_socket(ctx_, ZMQ_DEALER);
     zmq_setsockopt(dealer_, ZMQ_LINGER, &linger, sizeof linger);
+    if (curve) make_curve_client(dealer_, server_key, *curve);
     if (zmq_connect(dealer_, control.c_str()) != 0)
       throw Error("cannot connect to " + control + ": " + zmq_strerror(zmq_errno()));
   }
@@ -28,6 +34,9 @@ Client::Client(const std::string& control, const std::string& telemetry) {
     sub_ = zmq_socket(ctx_, ZMQ_SUB);
     zmq_setsockopt(sub_, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(sub_, ZMQ_SUBSCRIBE, "", 0);
+    const int64_t max_size = static_cast<int64_t>(kMaxTelemetryBytes);
+    zmq_setsockopt(sub_, ZMQ_MAXMSGSIZE, &max_size, sizeof max_size);
+    if (curve) make_curve_client(sub_, server_key, *curve);
     if (zmq_connect(sub_, telemetry.c_str()) != 0)
       throw Error("cannot connect to " + telemetry + ": " + zmq_strerror(zmq_errno()));
   }

@@ -12,8 +12,12 @@ namespace fp8rl::ipc {
 
 class Client {
  public:
-  // Connects to a worker's endpoints (either may be empty to skip that socket).
-  Client(const std::string& control, const std::string& telemetry);
+  // Connects to a worker's endpoints (either may be empty to skip that socket). server_key: the
+  // worker's public CURVE key when it serves beyond loopback (its run row's server_key); the
+  // client then authenticates with this install's client key (from keys_dir, default
+  // ipc::keys_dir()), and a worker whose install has not authorized it never answers.
+  Client(const std::string& control, const std::string& telemetry,
+         const std::string& server_key = "", const std::string& keys_dir = "");
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

@@ -14,6 +14,9 @@ namespace fp8rl::ipc {
 // {"key", "value"}).
 inline constexpr int kProtocolVersion = 2;
 inline constexpr size_t kMaxMessageBytes = 1 << 20;  // larger requests are refused
+// Telemetry messages larger than this are dropped by a client's transport (a step with its
+// samples and audit is tens of kilobytes): a hostile publisher cannot make it hold gigabytes.
+inline constexpr size_t kMaxTelemetryBytes = 16 << 20;
 
 // Telemetry topics (the first frame of every PUB message).
 inline constexpr const char* kTopicStep = "step";            // a StepRecord (scalars, samples)

@@ -118,7 +118,7 @@ void RunSession::Impl::start() {
     st.run_id = new_id;
   }
   if (rec && (!opt.control_endpoint.empty() || !opt.telemetry_endpoint.empty()))
-    rec->set_endpoints(id(), opt.control_endpoint, opt.telemetry_endpoint);
+    rec->set_endpoints(id(), opt.control_endpoint, opt.telemetry_endpoint, opt.server_key);
   if (opt.checkpoint_dir) ckpt_dir = opt.checkpoint_dir(id());
   publish_precision(step, run->model().precision(), "", false);
   set_state("running");

@@ -33,6 +33,8 @@ struct SessionOptions {
   bool checkpoint_at_end = false;  // also write one when the run finishes
   // The control and telemetry endpoints serving the run (recorded when not empty).
   std::string control_endpoint, telemetry_endpoint;
+  // The worker's public CURVE key when it serves beyond loopback (recorded with the endpoints).
+  std::string server_key;
   // Continue this recorded run from its checkpoint in resume_dir instead of creating one.
   std::optional<int64_t> resume_run;
   std::string resume_dir;

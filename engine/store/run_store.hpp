@@ -44,6 +44,7 @@ class RunStore final : public RunRecorder {
     std::optional<double> last_heartbeat;
     std::string control_endpoint;
     std::string telemetry_endpoint;
+    std::string server_key;  // the worker's public CURVE key when it serves beyond loopback
     std::string checkpoint_dir;
     std::optional<int64_t> checkpoint_step;
     std::string tags;
@@ -106,9 +107,10 @@ class RunStore final : public RunRecorder {
   void record_precision(int64_t run, int64_t step, const Json& map) override;
   // Sets last_heartbeat to now (a reader takes a stale heartbeat of a running run as a crash).
   void heartbeat(int64_t run) override;
-  // Sets the addresses of the run's control and telemetry sockets ("" when none).
-  void set_endpoints(int64_t run, const std::string& control,
-                     const std::string& telemetry) override;
+  // Sets the addresses of the run's control and telemetry sockets ("" when none) and the
+  // worker's public CURVE key ("" when it serves loopback or IPC only).
+  void set_endpoints(int64_t run, const std::string& control, const std::string& telemetry,
+                     const std::string& server_key) override;
   // Records the run's latest checkpoint (its directory and step).
   void set_checkpoint(int64_t run, const std::string& dir, int64_t step) override;
   // The precision summary shown in run lists (after a live precision edit).

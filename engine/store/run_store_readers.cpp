@@ -22,6 +22,7 @@ std::string runs_select(int version, const char* where_clause) {
       "started_at, ended_at, last_step, last_heartbeat, control_endpoint, telemetry_endpoint, "
       "checkpoint_dir, checkpoint_step, ";
   sql += version >= 2 ? "tags, notes" : "'' AS tags, '' AS notes";
+  sql += version >= 4 ? ", server_key" : ", '' AS server_key";
   sql += " FROM runs ";
   sql += where_clause;
   return sql;
@@ -49,6 +50,7 @@ RunStore::RunRow run_row(const Row& s) {
   r.checkpoint_step = s.opt_integer(16);
   r.tags = s.text(17);
   r.notes = s.text(18);
+  r.server_key = s.text(19);
   return r;
 }
 

@@ -92,6 +92,10 @@ CREATE TABLE layer_audit (
 );
 CREATE INDEX layer_audit_run_step ON layer_audit(run_id, step);
 )sql",
+      // 4: the public CURVE key of a worker that serves beyond this machine ('' for none).
+      R"sql(
+ALTER TABLE runs ADD COLUMN server_key TEXT NOT NULL DEFAULT '';
+)sql",
   };
   return scripts;
 }

@@ -134,10 +134,11 @@ void RunStore::heartbeat(int64_t run) {
 }
 
 void RunStore::set_endpoints(int64_t run, const std::string& control,
-                             const std::string& telemetry) {
+                             const std::string& telemetry, const std::string& server_key) {
   impl_->write_run(run_what("set_endpoints", run), run,
-                   "UPDATE runs SET control_endpoint = ?2, telemetry_endpoint = ?3 WHERE id = ?1",
-                   control, telemetry);
+                   "UPDATE runs SET control_endpoint = ?2, telemetry_endpoint = ?3, "
+                   "server_key = ?4 WHERE id = ?1",
+                   control, telemetry, server_key);
 }
 
 void RunStore::set_checkpoint(int64_t run, const std::string& dir, int64_t step) {

@@ -8,12 +8,14 @@
 #include <cmath>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "backend/backend_registry.hpp"
 #include "contract/metrics.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
+#include "ipc/curve.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/telemetry_publisher.hpp"
 #include "ipc/zmq_frames.hpp"
@@ -31,17 +33,23 @@ double now_seconds() {
   throw Error(what + ": " + zmq_strerror(zmq_errno()), "zmq errno " + std::to_string(zmq_errno()));
 }
 
-// Refuses tcp binds beyond loopback unless allowed.
-void check_bind_address(const std::string& ep, bool allow_remote) {
-  if (ep.rfind("tcp://", 0) != 0 || allow_remote) return;
+// Whether ep can be reached from other machines: any tcp address but loopback.
+bool beyond_loopback(const std::string& ep) {
+  if (ep.rfind("tcp://", 0) != 0) return false;  // ipc, inproc
   const std::string host = ep.substr(6, ep.rfind(':') - 6);
-  check(host == "127.0.0.1" || host == "localhost" || host == "[::1]",
+  return !(host == "127.0.0.1" || host == "localhost" || host == "[::1]");
+}
+
+// Refuses binds beyond loopback unless allowed.
+void check_bind_address(const std::string& ep, bool allow_remote) {
+  check(allow_remote || !beyond_loopback(ep),
         "refusing to bind " + ep + " beyond loopback (pass --allow-remote to do so)");
 }
 
-// A bound socket of the given type; returns the resolved endpoint.
+// A bound socket of the given type (a CURVE server when keys are given); returns the resolved
+// endpoint.
 void* bind_socket(void* ctx, int type, const std::string& ep, bool allow_remote,
-                  std::string* bound) {
+                  const CurveKeys* curve, std::string* bound) {
   check_bind_address(ep, allow_remote);
   void* s = zmq_socket(ctx, type);
   if (!s) zmq_fail("zmq_socket");
@@ -50,6 +58,7 @@ void* bind_socket(void* ctx, int type, const std::string& ep, bool allow_remote,
   // The transport drops anything far beyond the protocol limit before it reaches us.
   const int64_t max_size = static_cast<int64_t>(4 * kMaxMessageBytes);
   if (type == ZMQ_ROUTER) zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_size, sizeof max_size);
+  if (curve) make_curve_server(s, *curve);
   if (zmq_bind(s, ep.c_str()) != 0) zmq_fail("cannot bind " + ep);
   char buf[512];
   size_t len = sizeof buf;
@@ -72,6 +81,8 @@ struct Worker::Impl : SessionListener {
   void* control = nullptr;
   void* pub = nullptr;
   std::string control_ep, telemetry_ep;
+  std::unique_ptr<ZapAuthenticator> zap;  // admits authorized CURVE clients (remote workers)
+  std::string server_key;
   std::unique_ptr<Backend> backend;
   std::string fallback_reason;
 
@@ -124,8 +135,20 @@ Worker::Worker(WorkerOptions opt) : impl_(std::make_unique<Impl>()) {
   m.backend = std::move(sel.backend);
   m.fallback_reason = sel.fallback_reason;
   m.ctx = zmq_ctx_new();
-  m.control = bind_socket(m.ctx, ZMQ_ROUTER, m.opt.control, m.opt.allow_remote, &m.control_ep);
-  m.pub = bind_socket(m.ctx, ZMQ_PUB, m.opt.telemetry, m.opt.allow_remote, &m.telemetry_ep);
+  // Reachable from other machines: encrypted and authenticated (CURVE with a ZAP handler bound
+  // before the sockets), never plain.
+  std::optional<CurveKeys> curve;
+  if (beyond_loopback(m.opt.control) || beyond_loopback(m.opt.telemetry)) {
+    check_bind_address(beyond_loopback(m.opt.control) ? m.opt.control : m.opt.telemetry,
+                       m.opt.allow_remote);
+    curve = load_or_create_keys(m.opt.keys_dir.empty() ? keys_dir() : m.opt.keys_dir);
+    m.zap = std::make_unique<ZapAuthenticator>(m.ctx, curve->authorized);
+    m.server_key = curve->server.public_key;
+  }
+  const CurveKeys* keys = curve ? &*curve : nullptr;
+  m.control =
+      bind_socket(m.ctx, ZMQ_ROUTER, m.opt.control, m.opt.allow_remote, keys, &m.control_ep);
+  m.pub = bind_socket(m.ctx, ZMQ_PUB, m.opt.telemetry, m.opt.allow_remote, keys, &m.telemetry_ep);
 }
 
 Worker::~Worker() {
@@ -134,6 +157,7 @@ Worker::~Worker() {
   if (m.trainer.joinable()) m.trainer.join();
   if (m.control) zmq_close(m.control);
   if (m.pub) zmq_close(m.pub);
+  m.zap.reset();
   if (m.ctx) zmq_ctx_term(m.ctx);
 }
 
@@ -142,6 +166,9 @@ const std::string& Worker::control_endpoint() const {
 }
 const std::string& Worker::telemetry_endpoint() const {
   return impl_->telemetry_ep;
+}
+const std::string& Worker::server_key() const {
+  return impl_->server_key;
 }
 
 std::string Worker::Impl::start(const Request& r) {
@@ -154,7 +181,8 @@ std::string Worker::Impl::start(const Request& r) {
     preset = r.args.contains("preset") ? r.args.at("preset").as_string("preset") : "";
     std::vector<std::string> sets;
     if (r.args.contains("set"))
-      for (const auto& s : r.args.at("set").as_array("set")) sets.push_back(s.as_string("set item"));
+      for (const auto& s : r.args.at("set").as_array("set"))
+        sets.push_back(s.as_string("set item"));
     if (r.args.contains("config")) {
       Json doc = preset.empty() ? RunConfig::defaults() : RunConfig::load(preset, "", {}).doc;
       overlay(doc, r.args.at("config"), "");
@@ -171,6 +199,7 @@ std::string Worker::Impl::start(const Request& r) {
   so.preset = preset;
   so.control_endpoint = control_ep;
   so.telemetry_endpoint = telemetry_ep;
+  so.server_key = server_key;
   const std::string db = opt.db_path;
   so.checkpoint_dir = [db](int64_t id) {
     return (std::filesystem::path(db.empty() ? "." : db).parent_path() / "checkpoints" /
@@ -310,8 +339,10 @@ int Worker::serve() {
   auto last_db_beat = last_beat;
   std::optional<std::chrono::steady_clock::time_point> done_since;
   while (true) {
-    zmq_pollitem_t items[] = {{m.control, 0, ZMQ_POLLIN, 0}};
-    zmq_poll(items, 1, 50);
+    zmq_pollitem_t items[] = {{m.control, 0, ZMQ_POLLIN, 0},
+                              {m.zap ? m.zap->socket() : nullptr, 0, ZMQ_POLLIN, 0}};
+    zmq_poll(items, m.zap ? 2 : 1, 50);
+    if (m.zap && (items[1].revents & ZMQ_POLLIN)) m.zap->handle();
     if (items[0].revents & ZMQ_POLLIN) {
       for (int budget = 0; budget < 256; ++budget) {
         auto frames = recv_frames(m.control);
@@ -375,8 +406,8 @@ int Worker::serve() {
       }
       last_db_beat = now;
     }
-    const bool done = state == "finished" || state == "stopped" || state == "failed" ||
-                      m.stopped_before_start();
+    const bool done =
+        state == "finished" || state == "stopped" || state == "failed" || m.stopped_before_start();
     if (done) {
       // Linger briefly so subscribers receive the last events.
       if (!done_since) done_since = now;

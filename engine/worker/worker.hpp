@@ -12,10 +12,13 @@
 namespace fp8rl::ipc {
 
 struct WorkerOptions {
-  std::string control;        // bind address; empty: ipc://@fp8rl-<pid>-control (abstract socket)
-  std::string telemetry;      // bind address; empty: ipc://@fp8rl-<pid>-telemetry
-  std::string db_path;        // run store; empty: the run is not recorded
-  bool allow_remote = false;  // permit tcp binds beyond loopback
+  std::string control;    // bind address; empty: ipc://@fp8rl-<pid>-control (abstract socket)
+  std::string telemetry;  // bind address; empty: ipc://@fp8rl-<pid>-telemetry
+  std::string db_path;    // run store; empty: the run is not recorded
+  // Permit tcp binds beyond loopback. Such a worker is a CURVE server on both sockets (see
+  // ipc/curve.hpp): only clients holding a key its install authorized get through.
+  bool allow_remote = false;
+  std::string keys_dir;  // CURVE keys; empty: ipc::keys_dir()
   std::string backend = "auto";
   double heartbeat_seconds = 0.5;
 };
@@ -27,6 +30,8 @@ class Worker {
   // The bound endpoints (after ZMQ resolved wildcards such as tcp://127.0.0.1:*).
   const std::string& control_endpoint() const;
   const std::string& telemetry_endpoint() const;
+  // The worker's public CURVE key when it serves beyond loopback, else "".
+  const std::string& server_key() const;
   // Serves until the run stops or finishes (or a stop request before any run). Returns the
   // process exit code.
   int serve();

@@ -4,11 +4,13 @@
 Launches a real `fp8rl worker`, says hello, starts a short demo run, reads telemetry, pauses,
 changes a layer's precision, resumes, and stops; then checks the database shows the precision
 event and the changed precision. Usage: test_worker_protocol.py FP8RL_BINARY SCENARIO
-SCENARIO: drive | fuzz | crash | multi (three workers on one database at once).
+SCENARIO: drive | fuzz | crash | multi (three workers on one database at once) | sockets (what
+a worker listens on) | remote (a worker bound beyond loopback: CURVE, keys, refused clients).
 """
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -33,9 +35,9 @@ def fail(msg):
     sys.exit(1)
 
 
-def start_worker(db, extra=()):
+def start_worker(db, extra=(), env=None):
     w = subprocess.Popen([FP8RL, "worker", "--db", db, "--backend", "cpu", *extra],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     WORKERS.append(w)
     line = w.stdout.readline()
     if not line:
@@ -44,16 +46,24 @@ def start_worker(db, extra=()):
 
 
 class Client:
-    def __init__(self, ep):
+    def __init__(self, ep, curve=None):
+        """curve: (server public key, client public key, client secret key), Z85 text."""
         self.ctx = zmq.Context()
         self.ctl = self.ctx.socket(zmq.DEALER)
-        self.ctl.setsockopt(zmq.LINGER, 0)
-        self.ctl.connect(ep["control"])
         self.sub = self.ctx.socket(zmq.SUB)
-        self.sub.setsockopt(zmq.LINGER, 0)
+        for s in (self.ctl, self.sub):
+            s.setsockopt(zmq.LINGER, 0)
+            if curve:
+                s.curve_serverkey, s.curve_publickey, s.curve_secretkey = (k.encode() for k in curve)
+        self.ctl.connect(ep["control"])
         self.sub.setsockopt(zmq.SUBSCRIBE, b"")
         self.sub.connect(ep["telemetry"])
         self.n = 0
+
+    def answers(self, timeout=2.0):
+        """Whether the worker answers a hello at all (a refused handshake: never)."""
+        self.ctl.send_string(json.dumps({"id": "probe", "command": "hello", "protocol": 2}))
+        return bool(self.ctl.poll(int(timeout * 1000)))
 
     def request(self, command, timeout=10.0, **fields):
         self.n += 1
@@ -340,6 +350,151 @@ def multi(db):
     print("multi: ok (%s RL steps recorded)" % "/".join(str(len(s)) for s in steps))
 
 
+def listening(pid):
+    """The TCP addresses ('host:port') process pid listens on, from /proc (what `ss -ltnp`
+    shows): the sockets among its file descriptors in state LISTEN."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    found = []
+    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        if not os.path.exists(table):
+            continue
+        for line in open(table).read().splitlines()[1:]:
+            parts = line.split()
+            if parts[3] != "0A" or parts[9] not in inodes:  # 0A: LISTEN
+                continue
+            addr, port = parts[1].split(":")
+            raw = bytes.fromhex(addr)
+            # Each 32-bit word is in host (little-endian) order.
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            if v6:
+                host = "[" + ":".join(raw[i:i + 2].hex() for i in range(0, 16, 2)) + "]"
+            else:
+                host = ".".join(str(b) for b in raw)
+            found.append("%s:%d" % (host, int(port, 16)))
+    return found
+
+
+def sockets(db):
+    """By default a worker listens on no TCP port at all (abstract IPC); asked for a free tcp
+    port it binds loopback only; asked for another address without --allow-remote it refuses."""
+    w, ep = start_worker(db)
+    if listening(w.pid):
+        fail("a default worker listens on TCP: %r" % listening(w.pid))
+    if not ep["control"].startswith("ipc://@") or "server_key" in ep:
+        fail("default endpoints: %r" % ep)
+    w2, ep2 = start_worker(db, ("--control", "tcp://127.0.0.1:*", "--telemetry", "tcp://127.0.0.1:*"))
+    heard = listening(w2.pid)
+    if len(heard) != 2 or any(not h.startswith("127.0.0.1:") for h in heard):
+        fail("a loopback worker listens on %r" % heard)
+    if shutil.which("ss"):  # the same seen by ss, where iproute2 is installed
+        out = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout
+        mine = [l for l in out.splitlines() if "pid=%d," % w2.pid in l]
+        if len(mine) != 2 or any("127.0.0.1:" not in l for l in mine):
+            fail("ss -ltnp shows %r" % mine)
+    for bad in ("tcp://0.0.0.0:*", "tcp://*:*", "tcp://10.1.2.3:5555"):
+        p = subprocess.run([FP8RL, "worker", "--no-db", "--control", bad], capture_output=True,
+                           text=True, timeout=60)
+        if p.returncode == 0 or "beyond loopback (pass --allow-remote" not in p.stderr:
+            fail("bind to %s not refused: %r" % (bad, p.stderr))
+    for x in (w, w2):
+        Client(ep if x is w else ep2).request("stop")
+        x.wait(timeout=30)
+    print("sockets: ok (default: no TCP; loopback: %s)" % ", ".join(heard))
+
+
+def read_pair(path):
+    pair = {}
+    for line in open(path):
+        if "=" in line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            pair[k.strip()] = v.strip()
+    return pair["public-key"], pair["secret-key"]
+
+
+def remote(db):
+    """A worker bound beyond loopback speaks CURVE: it answers only a client that knows its key
+    and holds a key its install authorized; traffic and telemetry flow for that client only."""
+    keys = tempfile.mkdtemp()
+    env = dict(os.environ, FP8RL_KEYS=os.path.join(keys, "k"))
+    w, ep = start_worker(db, ("--control", "tcp://0.0.0.0:*", "--telemetry", "tcp://0.0.0.0:*",
+                              "--allow-remote"), env=env)
+    server_key = ep.get("server_key", "")
+    if len(server_key) != 40:
+        fail("no server key in %r" % ep)
+    kdir = env["FP8RL_KEYS"]
+    if os.stat(kdir).st_mode & 0o777 != 0o700:
+        fail("keys folder mode %o" % (os.stat(kdir).st_mode & 0o777))
+    for f in ("server.key", "client.key"):
+        if os.stat(os.path.join(kdir, f)).st_mode & 0o777 != 0o600:
+            fail("%s mode %o" % (f, os.stat(os.path.join(kdir, f)).st_mode & 0o777))
+    if read_pair(os.path.join(kdir, "server.key"))[0] != server_key:
+        fail("the printed key is not the install's worker key")
+    heard = listening(w.pid)
+    if len(heard) != 2 or any(not h.startswith("0.0.0.0:") for h in heard):
+        fail("listening on %r" % heard)
+    local = {k: v.replace("0.0.0.0", "127.0.0.1") for k, v in ep.items() if isinstance(v, str)}
+
+    # Refused: a plain client, a CURVE client with a key nobody authorized, one with the wrong
+    # server key. None gets an answer.
+    stranger_pub, stranger_sec = (k.decode() for k in zmq.curve_keypair())
+    other_pub, _ = (k.decode() for k in zmq.curve_keypair())
+    for who, curve in (("a plain client", None),
+                       ("an unauthorized key", (server_key, stranger_pub, stranger_sec)),
+                       ("a wrong server key", (other_pub,) + read_pair(os.path.join(kdir, "client.key")))):
+        c = Client(local, curve)
+        if c.answers(2.0):
+            fail("%s was answered" % who)
+        c.ctx.destroy(linger=0)
+
+    # Admitted: this install's client key; the run goes and telemetry arrives encrypted.
+    c = Client(local, (server_key,) + read_pair(os.path.join(kdir, "client.key")))
+    hello = c.request("hello")
+    if not hello["ok"]:
+        fail("hello: %r" % hello)
+    if not c.request("start", preset="demo", set=["sft.steps=0", "grpo.steps=100000", "grpo.prompts_per_step=2"])["ok"]:
+        fail("start refused")
+    _, m = c.wait_for(lambda t, m: t == "step" and m["step"] >= 2)
+    # The stranger, once authorized (fp8rl keys authorize), is admitted by the next worker; this
+    # one keeps the list it started with.
+    r = subprocess.run([FP8RL, "keys", "authorize", stranger_pub, "--comment", "test"], env=env,
+                       capture_output=True, text=True)
+    if r.returncode != 0 or "authorized" not in r.stdout:
+        fail("keys authorize: %r %r" % (r.stdout, r.stderr))
+    if os.stat(os.path.join(kdir, "authorized_clients")).st_mode & 0o777 != 0o600:
+        fail("authorized_clients is not 0600")
+    if not c.request("stop")["ok"]:
+        fail("stop refused")
+    if w.wait(timeout=30) != 0:
+        fail("worker exit %d" % w.returncode)
+    con = sqlite3.connect(db)
+    row = con.execute("SELECT server_key, control_endpoint FROM runs WHERE id=?", (m["run_id"],)).fetchone()
+    if row[0] != server_key:
+        fail("the run row's server_key is %r" % row[0])
+    w2, ep2 = start_worker(db, ("--control", "tcp://0.0.0.0:*", "--telemetry", "tcp://0.0.0.0:*",
+                                "--allow-remote"), env=env)
+    c2 = Client({k: v.replace("0.0.0.0", "127.0.0.1") for k, v in ep2.items() if isinstance(v, str)},
+                (ep2["server_key"], stranger_pub, stranger_sec))
+    if not c2.request("hello")["ok"]:
+        fail("the authorized stranger was refused")
+    c2.request("stop")
+    w2.wait(timeout=30)
+    # A key file others can read is refused, naming it.
+    os.chmod(os.path.join(kdir, "client.key"), 0o644)
+    p = subprocess.run([FP8RL, "worker", "--no-db", "--control", "tcp://0.0.0.0:*", "--allow-remote"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    if p.returncode == 0 or "client.key is open to other users" not in p.stderr:
+        fail("a readable key file was accepted: %r" % p.stderr)
+    print("remote: ok (3 refused clients, 2 admitted; run %d recorded with its server key)" % m["run_id"])
+
+
 with tempfile.TemporaryDirectory() as d:
-    {"drive": drive, "fuzz": fuzz, "crash": crash, "multi": multi}[SCENARIO](os.path.join(d, "runs.sqlite"))
+    {"drive": drive, "fuzz": fuzz, "crash": crash, "multi": multi, "sockets": sockets,
+     "remote": remote}[SCENARIO](os.path.join(d, "runs.sqlite"))
 print("1 passed, 0 failed")

@@ -375,12 +375,14 @@ class TestStore : public QObject {
     const double hb = *store.find_run(id)->last_heartbeat;
     store.heartbeat(id);
     QVERIFY(*store.find_run(id)->last_heartbeat >= hb);
-    store.set_endpoints(id, "ipc:///tmp/fp8rl-1.ctl", "ipc:///tmp/fp8rl-1.tel");
+    store.set_endpoints(id, "tcp://10.0.0.2:5555", "tcp://10.0.0.2:5556",
+                        "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7");
     store.set_checkpoint(id, "/runs/r/ckpt-40", 40);
     store.set_tags_notes(id, "baseline,fp8", "first try\nwith notes");
     const auto row = store.find_run(id);
-    QCOMPARE(row->control_endpoint, std::string("ipc:///tmp/fp8rl-1.ctl"));
-    QCOMPARE(row->telemetry_endpoint, std::string("ipc:///tmp/fp8rl-1.tel"));
+    QCOMPARE(row->control_endpoint, std::string("tcp://10.0.0.2:5555"));
+    QCOMPARE(row->telemetry_endpoint, std::string("tcp://10.0.0.2:5556"));
+    QCOMPARE(row->server_key, std::string("rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"));
     QCOMPARE(row->checkpoint_dir, std::string("/runs/r/ckpt-40"));
     QCOMPARE(row->checkpoint_step, std::optional<int64_t>(40));
     QCOMPARE(row->tags, std::string("baseline,fp8"));

@@ -270,7 +270,7 @@ const RunData* StudioSession::data(int64_t run) {
 
 void StudioSession::attach(const RunStore::RunRow& r) {
   auto link = std::make_unique<WorkerLink>(r.id, q(r.control_endpoint), q(r.telemetry_endpoint),
-                                           r.started_at.value_or(r.created_at));
+                                           q(r.server_key), r.started_at.value_or(r.created_at));
   WorkerLink* l = link.get();
   const int64_t id = r.id;
   connect(l, &WorkerLink::replied, this, [this, id](const QString& c, bool ok, const QString& m) {
@@ -320,7 +320,8 @@ QString StudioSession::launch(const Json& config, const QString& name, const QSt
   if (!name.isEmpty()) start["name"] = name.toStdString();
   // The configuration is complete; the preset only names where it came from.
   if (!preset.isEmpty()) start["preset"] = preset.toStdString();
-  auto link = std::make_unique<WorkerLink>(-1, w.control, w.telemetry,
+  // Spawned here on IPC endpoints: plain ZeroMQ, no server key.
+  auto link = std::make_unique<WorkerLink>(-1, w.control, w.telemetry, QString(),
                                            QDateTime::currentMSecsSinceEpoch() / 1000.0, start);
   connect(link.get(), &WorkerLink::replied, this,
           [this](const QString& c, bool ok, const QString& m) {

@@ -16,12 +16,13 @@ double steady_seconds() {
 
 }  // namespace
 
-WorkerLink::WorkerLink(int64_t run, QString control, QString telemetry, double run_started_at,
-                       Json start, QObject* parent)
+WorkerLink::WorkerLink(int64_t run, QString control, QString telemetry, QString server_key,
+                       double run_started_at, Json start, QObject* parent)
     : QObject(parent),
       run_(run),
       control_(std::move(control)),
       telemetry_(std::move(telemetry)),
+      server_key_(std::move(server_key)),
       started_at_(run_started_at),
       start_(std::move(start)) {
   pending_.id = run;
@@ -95,13 +96,20 @@ void WorkerLink::handle(const std::string& topic, const Json& payload) {
 
 void WorkerLink::loop() {
   std::unique_ptr<ipc::Client> client;
-  try {
-    client = std::make_unique<ipc::Client>(control_.toStdString(), telemetry_.toStdString());
-  } catch (const Error& e) {
-    std::lock_guard lock(mu_);
-    health_.error = QString::fromStdString(e.message());
-    return;
-  }
+  auto connect = [&] {
+    try {
+      client = std::make_unique<ipc::Client>(control_.toStdString(), telemetry_.toStdString(),
+                                             server_key_.toStdString());
+      return true;
+    } catch (const Error& e) {
+      std::lock_guard lock(mu_);
+      health_.error = QString::fromStdString(e.message());
+      return false;
+    }
+  };
+  if (!connect()) return;
+  double last_message = steady_seconds();
+  int64_t dropped_earlier = 0;  // by clients replaced on reconnecting
   // hello: the worker's backend and device, and a protocol check. A freshly spawned worker
   // may take a moment to bind, so keep asking for a while.
   const double t0 = steady_seconds();
@@ -159,7 +167,20 @@ void WorkerLink::loop() {
     }
     try {
       auto m = client->receive(50);
-      if (!m) continue;
+      if (!m) {
+        // A worker heartbeats twice a second: silence this long means the telemetry connection
+        // may be gone (ZeroMQ closes one that brings a message beyond kMaxTelemetryBytes and
+        // does not reopen it). Connect afresh; the steps missed meanwhile are in the store.
+        if (steady_seconds() - last_message > kReconnectSeconds) {
+          dropped_earlier += client->dropped();
+          if (!connect()) return;
+          last_message = steady_seconds();
+          std::lock_guard lock(mu_);
+          ++health_.reconnects;
+        }
+        continue;
+      }
+      last_message = steady_seconds();
       handle(m->topic, m->payload);
     } catch (const Error& e) {
       // A payload that parsed as JSON but does not follow the protocol: count and go on.
@@ -167,7 +188,7 @@ void WorkerLink::loop() {
       ++bad_payloads_;
     }
     std::lock_guard lock(mu_);
-    health_.dropped = bad_payloads_ + client->dropped();
+    health_.dropped = bad_payloads_ + dropped_earlier + client->dropped();
   }
 }
 

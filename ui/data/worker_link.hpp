@@ -22,11 +22,13 @@ namespace fp8rl::ui {
 class WorkerLink : public QObject {
   Q_OBJECT
  public:
-  // Follows the run `run` served at these endpoints. run_started_at: unix seconds (event
-  // times are made relative to it); start: when not null, the `start` request (fields) this
-  // link sends after the worker answers hello (run is then -1 until the worker reports it).
-  WorkerLink(int64_t run, QString control, QString telemetry, double run_started_at,
-             Json start = Json(), QObject* parent = nullptr);
+  // Follows the run `run` served at these endpoints. server_key: the worker's public CURVE key
+  // when it serves beyond loopback ("" otherwise; see ipc::Client). run_started_at: unix
+  // seconds (event times are made relative to it); start: when not null, the `start` request
+  // (fields) this link sends after the worker answers hello (run is then -1 until the worker
+  // reports it).
+  WorkerLink(int64_t run, QString control, QString telemetry, QString server_key,
+             double run_started_at, Json start = Json(), QObject* parent = nullptr);
   ~WorkerLink() override;  // stops and joins the thread
 
   int64_t run() const { return run_.load(); }
@@ -43,7 +45,10 @@ class WorkerLink : public QObject {
     QString backend, device;    // from hello
     QString error;              // why the worker is unreachable or refused, "" when fine
     int64_t dropped = 0;        // malformed telemetry messages dropped
+    int64_t reconnects = 0;     // telemetry connections opened afresh after a silence
   };
+  // Seconds without any telemetry after which the link reconnects.
+  static constexpr double kReconnectSeconds = 5.0;
   Health health() const;
 
  signals:
@@ -58,7 +63,7 @@ class WorkerLink : public QObject {
   void handle(const std::string& topic, const Json& payload);
 
   std::atomic<int64_t> run_;
-  QString control_, telemetry_;
+  QString control_, telemetry_, server_key_;
   double started_at_;
   Json start_;
   std::atomic<bool> stop_{false};
