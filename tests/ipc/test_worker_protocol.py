@@ -167,6 +167,13 @@ def drive(db):
     print("drive: ok (%d events)" % len(kinds))
 
 
+def rss_kb(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
 def fuzz(db):
     w, ep = start_worker(db)
     c = Client(ep)
@@ -181,10 +188,23 @@ def fuzz(db):
     samples = [b"", b"{", b"[]", b"null", b'{"id": {}}', b'{"id": 1}', b'{"id": 1, "command": 5}',
                b'{"id": 1, "command": "nope"}', b'{"id": 1, "command": "set", "key": 3}',
                b'{"id": 1, "command": "set_precision", "overrides": "x"}', b"\xff\xfe" * 10,
-               b"x" * (2 << 20)]
+               b"x" * (2 << 20),
+               # Well-formed JSON, wrong types and values, and commands out of order.
+               b'{"id": 2, "command": "set", "key": "lr", "value": "fast"}',
+               b'{"id": 2, "command": "set", "key": "lr", "value": 1e300}',
+               b'{"id": 2, "command": "set", "key": "is_min", "value": -1}',
+               b'{"id": 2, "command": "set_precision", "overrides": [1, 2]}',
+               b'{"id": 2, "command": "set_precision", "overrides": ["99.q=bf16"]}',
+               b'{"id": 2, "command": "start", "preset": "demo"}',
+               b'{"id": 2, "command": "resume"}', b'{"id": 2, "command": "hello", "protocol": "2"}',
+               b'{"id": 2, "command": "status", "protocol": 1}',
+               b'{"id": 2, "command": "start", "config": {"grpo": {"steps": -1}}}',
+               b'{"id": [1, 2], "command": "status"}', b'{"command": "status"}',
+               b'[' * 300 + b']' * 300]
     sent = 0
+    rss_before = rss_kb(w.pid)
     deadline = time.time() + 8
-    while time.time() < deadline:
+    while time.time() < deadline or sent < 12000:
         kind = rng.random()
         if kind < 0.4:
             msg = rng.choice(samples)
@@ -201,7 +221,10 @@ def fuzz(db):
         while raw.poll(0):
             raw.recv_multipart()
     # Afterwards every well-formed request is answered, and no step was lost.
+    if sent < 10000:
+        fail("only %d messages sent" % sent)
     st = c.request("status")
+    grown = (rss_kb(w.pid) - rss_before) / 1024.0
     if not st["ok"] or st["state"] not in ("running", "paused"):
         fail("status after fuzz: %r" % st)
     before = st["step"]
@@ -214,15 +237,20 @@ def fuzz(db):
         "SELECT DISTINCT step FROM scalars WHERE run_id=? ORDER BY step", (st["run_id"],))]
     if steps != list(range(1, len(steps) + 1)):
         fail("steps missing in the database: %r" % steps[:20])
-    print("fuzz: ok (%d messages, %d steps recorded, %d dropped)" % (sent, len(steps), st["dropped_requests"]))
+    # Bounded: the run's own growth over these seconds, not one copy per message kept.
+    if grown > 100:
+        fail("the worker's resident memory grew by %.0f MB during the fuzz" % grown)
+    print("fuzz: ok (%d messages, %d steps recorded, %d dropped, resident memory %+.1f MB)"
+          % (sent, len(steps), st["dropped_requests"], grown))
 
 
 def crash(db):
     w, ep = start_worker(db)
     c = Client(ep)
-    if not c.request("start", preset="demo", set=["sft.steps=0", "grpo.steps=100000", "grpo.prompts_per_step=2"])["ok"]:
+    if not c.request("start", preset="demo", set=["sft.steps=0", "grpo.steps=100000", "grpo.prompts_per_step=2",
+                                                  "checkpoint.every=2"])["ok"]:
         fail("start refused")
-    _, m = c.wait_for(lambda t, m: t == "step" and m["step"] >= 3)
+    _, m = c.wait_for(lambda t, m: t == "step" and m["step"] >= 5)
     run_id = m["run_id"]
     c.ctx.destroy(linger=0)  # the client goes away: the worker must not mind
     time.sleep(0.5)
@@ -239,9 +267,24 @@ def crash(db):
     con = sqlite3.connect(db)
     last = con.execute("SELECT last_step FROM runs WHERE id=?", (run_id,)).fetchone()[0]
     steps = [s for (s,) in con.execute("SELECT DISTINCT step FROM scalars WHERE run_id=? ORDER BY step", (run_id,))]
-    if steps != list(range(1, last + 1)) or last < 3:
+    if steps != list(range(1, last + 1)) or last < 5:
         fail("completed steps lost: last %r steps %r" % (last, steps))
-    print("crash: ok (last completed step %d kept)" % last)
+    # On request the run resumes from its last checkpoint: the steps after it run again, once.
+    ckpt = con.execute("SELECT checkpoint_step FROM runs WHERE id=?", (run_id,)).fetchone()[0]
+    con.close()
+    if not ckpt or ckpt < 2:
+        fail("no checkpoint recorded before the kill")
+    end = ckpt + 3
+    r = subprocess.run([FP8RL, "train", "--resume", str(run_id), "--db", db, "--backend", "cpu",
+                        "--json", "--set", "grpo.steps=%d" % end], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        fail("resume failed: %s" % r.stderr)
+    con = sqlite3.connect(db)
+    status, last2 = con.execute("SELECT status, last_step FROM runs WHERE id=?", (run_id,)).fetchone()
+    steps = [s for (s,) in con.execute("SELECT step FROM scalars WHERE run_id=? AND key='reward/mean' ORDER BY step", (run_id,))]
+    if status != "finished" or last2 != end or steps != list(range(1, end + 1)):
+        fail("after resume: %s at %r, steps %r" % (status, last2, steps))
+    print("crash: ok (last completed step %d kept; resumed from the step-%d checkpoint to %d)" % (last, ckpt, end))
 
 
 def multi(db):
