@@ -5,7 +5,7 @@
 //       --scenario first launches an FP8 and a BF16 demo run, flips layer 0's MLP of the FP8
 //       run to BF16 mid-run, waits for both to finish, then measures the FP8 run's layer
 //       sensitivity
-//   fp8rl-studio --bench [--runs N] [--live N]
+//   fp8rl-studio --bench [--db PATH] [--runs N] [--steps N] [--live N] [--seconds S]
 //       the GUI performance benchmark (docs/benchmarks.md)
 #include <QApplication>
 #include <QCommandLineParser>
@@ -185,10 +185,18 @@ int main(int argc, char** argv) {
   const QCommandLineOption bench_runs(QStringLiteral("runs"),
                                       QStringLiteral("Benchmark: finished runs in the database."),
                                       QStringLiteral("N"), QStringLiteral("1000"));
+  const QCommandLineOption bench_steps(QStringLiteral("steps"),
+                                       QStringLiteral("Benchmark: steps of each finished run."),
+                                       QStringLiteral("N"), QStringLiteral("40"));
   const QCommandLineOption bench_live(QStringLiteral("live"),
                                       QStringLiteral("Benchmark: live workers streaming."),
                                       QStringLiteral("N"), QStringLiteral("4"));
-  parser.addOptions({db, run, compare, shots, scenario, bench, bench_runs, bench_live});
+  const QCommandLineOption bench_seconds(
+      QStringLiteral("seconds"),
+      QStringLiteral("Benchmark: how long the latency is measured with the live workers."),
+      QStringLiteral("S"), QStringLiteral("10"));
+  parser.addOptions({db, run, compare, shots, scenario, bench, bench_runs, bench_steps, bench_live,
+                     bench_seconds});
   parser.process(app);
 
   const QString dir = QApplication::applicationDirPath();
@@ -196,8 +204,9 @@ int main(int argc, char** argv) {
   QApplication::setWindowIcon(
       QIcon(dir + QStringLiteral("/../share/fp8rl/icons/fp8rl-studio.svg")));
   if (parser.isSet(bench))
-    return fp8rl::studio::run_bench(cli, parser.value(bench_runs).toInt(),
-                                    parser.value(bench_live).toInt());
+    return fp8rl::studio::run_bench(
+        cli, {parser.value(db), parser.value(bench_runs).toInt(), parser.value(bench_steps).toInt(),
+              parser.value(bench_live).toInt(), parser.value(bench_seconds).toInt()});
 
   MainWindow window(cli, parser.value(db));
   if (parser.isSet(shots)) window.resize(1600, 1000);  // the Xvfb screen of tools/screenshots.sh

@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,6 +102,8 @@ class RunStore final : public RunRecorder {
   // last_step to r.step and last_heartbeat to now, all in one transaction (nothing of it is
   // written when any of it fails). Events get r.wall_seconds as their wall time.
   void record_step(int64_t run, const StepRecord& r) override;
+  // Several steps in one transaction (all or none): imports and generated stores.
+  void record_steps(int64_t run, std::span<const StepRecord> steps);
   // Writes one event outside a step record; its wall time is now − the run's start.
   void record_event(int64_t run, int64_t step, const EventRecord& e) override;
   // Writes the run's precision map (layer → format, as JSON) in effect from step on.

@@ -40,6 +40,10 @@ struct RunStore::Impl {
     write(what, [&] { require_run(what, run, db.query(what, sql, run, args...).run()); });
   }
 
+  // The rows of one step (scalars, histograms, samples, audit, events) and the run's last_step,
+  // inside the caller's write transaction.
+  void insert_step(int64_t run, const StepRecord& r);
+
   // Throws "<what>: no run with id <run>" when a statement on the run's row changed none.
   static void require_run(const sqlite::What& what, int64_t run, int64_t changed) {
     if (changed == 0)

@@ -69,9 +69,23 @@ void RunStore::set_status(int64_t run, const std::string& status) {
 }
 
 void RunStore::record_step(int64_t run, const StepRecord& r) {
+  record_steps(run, std::span(&r, 1));
+}
+
+void RunStore::record_steps(int64_t run, std::span<const StepRecord> steps) {
+  if (steps.empty()) return;
   Impl& m = *impl_;
+  m.write(run_what("record_step", run) + " steps " + std::to_string(steps.front().step) + "–" +
+              std::to_string(steps.back().step),
+          [&] {
+            for (const StepRecord& r : steps) m.insert_step(run, r);
+          });
+}
+
+void RunStore::Impl::insert_step(int64_t run, const StepRecord& r) {
+  Impl& m = *this;
   const std::string what = run_what("record_step", run) + " step " + std::to_string(r.step);
-  m.write(what, [&] {
+  {
     Impl::require_run(
         what, run,
         m.db.query(what, "UPDATE runs SET last_step = ?2, last_heartbeat = ?3 WHERE id = ?1", run,
@@ -108,7 +122,7 @@ void RunStore::record_step(int64_t run, const StepRecord& r) {
              "INSERT INTO events(run_id, step, wall, kind, message, data) "
              "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
              r.wall_seconds, e.kind, e.message, stored::json_text_or_null(e.data));
-  });
+  }
 }
 
 void RunStore::record_event(int64_t run, int64_t step, const EventRecord& e) {
@@ -133,8 +147,8 @@ void RunStore::heartbeat(int64_t run) {
                    "UPDATE runs SET last_heartbeat = ?2 WHERE id = ?1", now_unix());
 }
 
-void RunStore::set_endpoints(int64_t run, const std::string& control,
-                             const std::string& telemetry, const std::string& server_key) {
+void RunStore::set_endpoints(int64_t run, const std::string& control, const std::string& telemetry,
+                             const std::string& server_key) {
   impl_->write_run(run_what("set_endpoints", run), run,
                    "UPDATE runs SET control_endpoint = ?2, telemetry_endpoint = ?3, "
                    "server_key = ?4 WHERE id = ?1",
