@@ -167,21 +167,19 @@ void WorkerLink::loop() {
     }
     try {
       auto m = client->receive(50);
-      if (!m) {
+      if (m) {
+        last_message = steady_seconds();
+        handle(m->topic, m->payload);
+      } else if (steady_seconds() - last_message > kReconnectSeconds) {
         // A worker heartbeats twice a second: silence this long means the telemetry connection
         // may be gone (ZeroMQ closes one that brings a message beyond kMaxTelemetryBytes and
         // does not reopen it). Connect afresh; the steps missed meanwhile are in the store.
-        if (steady_seconds() - last_message > kReconnectSeconds) {
-          dropped_earlier += client->dropped();
-          if (!connect()) return;
-          last_message = steady_seconds();
-          std::lock_guard lock(mu_);
-          ++health_.reconnects;
-        }
-        continue;
+        dropped_earlier += client->dropped();
+        if (!connect()) return;
+        last_message = steady_seconds();
+        std::lock_guard lock(mu_);
+        ++health_.reconnects;
       }
-      last_message = steady_seconds();
-      handle(m->topic, m->payload);
     } catch (const Error& e) {
       // A payload that parsed as JSON but does not follow the protocol: count and go on.
       std::lock_guard lock(mu_);

@@ -155,9 +155,9 @@ void RunsPanel::updateCount() {
   count_->setText(tr("%1 of %2 runs").arg(proxy_->rowCount()).arg(model_->rowCount()));
 }
 
-void RunsPanel::setRuns(std::vector<RunStore::RunRow> rows, double now) {
+void RunsPanel::setRuns(const std::vector<RunStore::RunRow>& rows, double now) {
   const bool was_empty = model_->rowCount() == 0;
-  model_->setRuns(std::move(rows), now);
+  model_->setRuns(rows, now);
   if (was_empty && model_->rowCount() > 0) {
     // Interactive columns get a first width from their contents.
     view_->resizeColumnToContents(RunsTableModel::kTags);

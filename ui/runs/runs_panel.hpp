@@ -24,7 +24,7 @@ class RunsPanel : public QWidget {
  public:
   explicit RunsPanel(QWidget* parent = nullptr);
 
-  void setRuns(std::vector<RunStore::RunRow> rows, double now);
+  void setRuns(const std::vector<RunStore::RunRow>& rows, double now);
   // Selected run ids, in table order.
   std::vector<int64_t> selectedRuns() const;
   // The current run (the one a run view shows), -1 when none.

@@ -32,11 +32,22 @@ QString dateText(double unix_seconds) {
       .toString("yyyy-MM-dd HH:mm:ss");
 }
 
-bool sameRow(const RunStore::RunRow& a, const RunStore::RunRow& b) {
+// The fields a row shows or filters on.
+bool sameShown(const RunStore::RunRow& a, const RunStore::RunRow& b) {
   return a.name == b.name && a.status == b.status && a.preset == b.preset &&
          a.precision_summary == b.precision_summary && a.last_step == b.last_step &&
          a.created_at == b.created_at && a.tags == b.tags && a.notes == b.notes &&
          a.host == b.host && a.pid == b.pid && a.ended_at == b.ended_at;
+}
+
+// Every field but the configuration (stored once, never changed): a row equal in these is not
+// copied again — with ten thousand runs, copying their configurations every refresh was most
+// of the GUI thread's refresh.
+bool sameStored(const RunStore::RunRow& a, const RunStore::RunRow& b) {
+  return sameShown(a, b) && a.started_at == b.started_at && a.last_heartbeat == b.last_heartbeat &&
+         a.control_endpoint == b.control_endpoint && a.telemetry_endpoint == b.telemetry_endpoint &&
+         a.server_key == b.server_key && a.checkpoint_dir == b.checkpoint_dir &&
+         a.checkpoint_step == b.checkpoint_step;
 }
 
 }  // namespace
@@ -69,7 +80,7 @@ QIcon runStatusIcon(const QString& status) {
 
 RunsTableModel::RunsTableModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void RunsTableModel::setRuns(std::vector<RunStore::RunRow> rows, double now) {
+void RunsTableModel::setRuns(const std::vector<RunStore::RunRow>& rows, double now) {
   const double before = now_;
   now_ = now;
 
@@ -112,28 +123,31 @@ void RunsTableModel::removeVanished(const QHash<int64_t, size_t>& incoming) {
   }
 }
 
-std::vector<bool> RunsTableModel::updateShown(std::vector<RunStore::RunRow>& rows) {
+std::vector<bool> RunsTableModel::updateShown(const std::vector<RunStore::RunRow>& rows) {
   std::vector<bool> is_new(rows.size(), true);
   std::vector<int> changed;
   for (size_t i = 0; i < rows.size(); ++i) {
     auto it = index_.find(rows[i].id);
     if (it == index_.end()) continue;
     is_new[i] = false;
-    RunStore::RunRow& incoming = rows[i];
-    if (auto p = pending_.find(incoming.id); p != pending_.end()) {
-      if (incoming.tags == p->tags && incoming.notes == p->notes) {
-        pending_.erase(p);
-      } else {
-        incoming.tags = p->tags;
-        incoming.notes = p->notes;
-      }
-    }
+    const RunStore::RunRow& incoming = rows[i];
     RunStore::RunRow& old = rows_[static_cast<size_t>(*it)];
-    const bool same = sameRow(old, incoming);
+    // A tag or note edit not yet in the store wins over the store's older text.
+    const auto p = pending_.find(incoming.id);
+    const bool caught_up =
+        p != pending_.end() && incoming.tags == p->tags && incoming.notes == p->notes;
+    if (caught_up) pending_.erase(p);
+    const bool edited = p != pending_.end() && !caught_up;
+    if (!edited && sameStored(old, incoming)) continue;
+    const bool shown_same = sameShown(old, incoming);
     Json config = std::move(old.config);  // configurations never change once stored
-    old = std::move(incoming);
+    old = incoming;
     old.config = std::move(config);
-    if (!same) changed.push_back(*it);
+    if (edited) {
+      old.tags = p->tags;
+      old.notes = p->notes;
+    }
+    if (!shown_same || edited) changed.push_back(*it);
   }
   signalRows(std::move(changed), 0, kColumns - 1);
   return is_new;
@@ -159,7 +173,7 @@ void RunsTableModel::signalRows(std::vector<int> rows, int first, int last) {
   }
 }
 
-void RunsTableModel::insertNew(std::vector<RunStore::RunRow>& rows,
+void RunsTableModel::insertNew(const std::vector<RunStore::RunRow>& rows,
                                const std::vector<bool>& is_new) {
   const size_t count = static_cast<size_t>(std::count(is_new.begin(), is_new.end(), true));
   if (count == 0) return;
@@ -171,7 +185,7 @@ void RunsTableModel::insertNew(std::vector<RunStore::RunRow>& rows,
     if (!is_new[i]) continue;
     index_.insert(rows[i].id, static_cast<int>(rows_.size()));
     configs_.push_back(flattenConfig(rows[i].config));
-    rows_.push_back(std::move(rows[i]));
+    rows_.push_back(rows[i]);
   }
   endInsertRows();
 }

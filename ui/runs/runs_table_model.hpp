@@ -30,7 +30,7 @@ class RunsTableModel : public QAbstractTableModel {
   explicit RunsTableModel(QObject* parent = nullptr);
   // Replaces the rows; rows of runs already shown are updated in place (selection kept),
   // new runs are inserted, vanished ones removed. now: unix seconds, for the age column.
-  void setRuns(std::vector<RunStore::RunRow> rows, double now);
+  void setRuns(const std::vector<RunStore::RunRow>& rows, double now);
   const RunStore::RunRow* runAt(int row) const;
   // The run's configuration as flattenConfig() writes it ("" for no such row).
   const std::string& configText(int row) const;
@@ -49,9 +49,9 @@ class RunsTableModel : public QAbstractTableModel {
  private:
   // Steps of setRuns.
   void removeVanished(const QHash<int64_t, size_t>& incoming);
-  std::vector<bool> updateShown(std::vector<RunStore::RunRow>& rows);
+  std::vector<bool> updateShown(const std::vector<RunStore::RunRow>& rows);
   void signalAgeChanges(double before);
-  void insertNew(std::vector<RunStore::RunRow>& rows, const std::vector<bool>& is_new);
+  void insertNew(const std::vector<RunStore::RunRow>& rows, const std::vector<bool>& is_new);
   // One dataChanged per contiguous range of rows, over columns first…last.
   void signalRows(std::vector<int> rows, int first, int last);
   QVariant displayData(const RunStore::RunRow& r, int column, int role) const;
