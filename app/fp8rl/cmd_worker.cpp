@@ -1,9 +1,12 @@
 // fp8rl worker: serve one run over ZeroMQ (docs/protocol.md).
 // fp8rl runs attach ID: follow a live run in the terminal.
 #include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include "args.hpp"
 #include "commands.hpp"
@@ -17,21 +20,28 @@
 namespace fp8rl::cli {
 
 int cmd_worker(const std::vector<std::string>& args) {
-  const Args a(args, {"control", "telemetry", "db", "backend", "keys"},
+  const Args a(args, {"control", "telemetry", "db", "backend", "keys", "nice"},
                {"help", "allow-remote", "no-db"});
   if (a.flag("help")) {
     std::puts(
         "usage: fp8rl worker [--control ENDPOINT] [--telemetry ENDPOINT] [--db PATH | --no-db]\n"
-        "                    [--backend auto|cpu|cuda] [--allow-remote [--keys DIR]]\n\n"
+        "                    [--backend auto|cpu|cuda] [--allow-remote [--keys DIR]] [--nice N]\n\n"
         "Binds a ROUTER control socket and a PUB telemetry socket (default: abstract\n"
         "ipc://@fp8rl-<pid>-… endpoints; tcp://127.0.0.1:* picks a free port), prints one JSON\n"
         "line {\"control\", \"telemetry\", \"pid\"} and serves until its run stops or finishes.\n"
         "Binding beyond loopback needs --allow-remote, and then both sockets use ZeroMQ CURVE:\n"
         "encrypted, and only clients whose key this install authorized (fp8rl keys authorize)\n"
         "get an answer; the JSON line adds \"server_key\", the worker's public key, which\n"
-        "clients need. Keys: --keys DIR, $FP8RL_KEYS or ~/.config/fp8rl/keys. Protocol:\n"
-        "docs/protocol.md.");
+        "clients need. Keys: --keys DIR, $FP8RL_KEYS or ~/.config/fp8rl/keys. --nice N lowers\n"
+        "the worker's CPU priority by N (0-19; the studio starts its workers at 10).\n"
+        "Protocol: docs/protocol.md.");
     return 0;
+  }
+  if (a.has("nice")) {
+    const int n = a.get_int("nice", 0);
+    check(n >= 0 && n <= 19, "--nice " + std::to_string(n) + " is not in 0..19");
+    errno = 0;
+    check(::nice(n) != -1 || errno == 0, std::string("--nice: ") + std::strerror(errno));
   }
   // A client going away must never kill the worker (no SIGPIPE on broken connections).
   std::signal(SIGPIPE, SIG_IGN);

@@ -125,8 +125,10 @@ class RunStore final : public RunRecorder {
 
   // --- Readers (each sees the latest committed state)
 
-  // Every run, by id.
-  std::vector<RunRow> list_runs();
+  // Every run, by id. The configuration (never changed once stored) is read for runs with an id
+  // above configs_known only, the others' is null: a reader that keeps the configurations it has
+  // (the studio, every 2 s) need not read and parse ten thousand of them again.
+  std::vector<RunRow> list_runs(int64_t configs_known = -1);
   // The run with this id, or nullopt.
   std::optional<RunRow> find_run(int64_t id);
   // The scalar keys the run has recorded, sorted.

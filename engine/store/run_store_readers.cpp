@@ -14,11 +14,13 @@ namespace {
 
 using sqlite::Row;
 
-// The runs table's SELECT for a store at schema version `version`, then where_clause.
-std::string runs_select(int version, const char* where_clause) {
+// The runs table's SELECT for a store at schema version `version`, then where_clause; config:
+// the expression read as the configuration.
+std::string runs_select(int version, const char* where_clause, const char* config = "config") {
   // A read-only store may be older than this build: version 1 has no tags or notes.
   std::string sql =
-      "SELECT id, name, status, preset, config, precision_summary, host, pid, created_at, "
+      std::string("SELECT id, name, status, preset, ") + config +
+      ", precision_summary, host, pid, created_at, "
       "started_at, ended_at, last_step, last_heartbeat, control_endpoint, telemetry_endpoint, "
       "checkpoint_dir, checkpoint_step, ";
   sql += version >= 2 ? "tags, notes" : "'' AS tags, '' AS notes";
@@ -88,8 +90,13 @@ std::string csv_field(const std::string& s) {
 
 }  // namespace
 
-std::vector<RunStore::RunRow> RunStore::list_runs() {
-  return impl_->db.query("list_runs", runs_select(impl_->version, "ORDER BY id")).rows(run_row);
+std::vector<RunStore::RunRow> RunStore::list_runs(int64_t configs_known) {
+  return impl_->db
+      .query("list_runs",
+             runs_select(impl_->version, "ORDER BY id",
+                         "CASE WHEN id > ?1 THEN config ELSE 'null' END"),
+             configs_known)
+      .rows(run_row);
 }
 
 std::optional<RunStore::RunRow> RunStore::find_run(int64_t id) {

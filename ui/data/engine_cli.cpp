@@ -128,8 +128,11 @@ bool EngineCli::spawnWorker(const QString& db, Spawned* out, QString* error) con
   out->log = logs.filePath(tag + QStringLiteral(".log"));
   QProcess p;
   p.setProgram(exe_);
+  // Workers are batch jobs: below the studio's priority, so that training on every core never
+  // makes the window it is watched in stutter (an idle studio costs them nothing).
   p.setArguments({QStringLiteral("worker"), QStringLiteral("--db"), db, QStringLiteral("--control"),
-                  out->control, QStringLiteral("--telemetry"), out->telemetry});
+                  out->control, QStringLiteral("--telemetry"), out->telemetry,
+                  QStringLiteral("--nice"), QString::number(kWorkerNice)});
   p.setStandardOutputFile(out->log, QIODevice::Append);
   p.setStandardErrorFile(out->log, QIODevice::Append);
   p.setStandardInputFile(QProcess::nullDevice());

@@ -34,6 +34,9 @@ class EngineCli {
   // "" when the configuration is valid, else the engine's message (naming the setting).
   QString validate(const Json& config) const;
 
+  // The niceness of the workers the studio starts (fp8rl worker --nice).
+  static constexpr int kWorkerNice = 10;
+
   struct Spawned {
     qint64 pid = 0;
     QString control, telemetry, log;

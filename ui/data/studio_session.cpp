@@ -95,10 +95,11 @@ struct StudioSession::Snapshot {
 namespace {
 
 StudioSession::Snapshot read_snapshot(RunStore& store, const std::string& db_path,
-                                      const std::vector<PollRequest>& polls) {
+                                      const std::vector<PollRequest>& polls,
+                                      int64_t configs_known) {
   StudioSession::Snapshot snap;
   try {
-    snap.runs = store.list_runs();
+    snap.runs = store.list_runs(configs_known);
     // Workers of this host that are gone: mark their runs crashed (nothing recorded is lost).
     const std::string host = QSysInfo::machineHostName().toStdString();
     bool dead = false;
@@ -106,7 +107,7 @@ StudioSession::Snapshot read_snapshot(RunStore& store, const std::string& db_pat
       if (is_live(r.status) && r.host == host && r.pid > 0 &&
           ::kill(static_cast<pid_t>(r.pid), 0) != 0 && errno != EPERM)
         dead = true;
-    if (dead && ipc::mark_crashed_runs(db_path) > 0) snap.runs = store.list_runs();
+    if (dead && ipc::mark_crashed_runs(db_path) > 0) snap.runs = store.list_runs(configs_known);
     for (const auto& p : polls)
       for (const auto& r : snap.runs)
         if (r.id == p.id && (is_live(r.status) || r.status != p.status ||
@@ -136,11 +137,13 @@ class StudioSession::Reader {
     thread_.join();
   }
   // Starts a read unless one is under way; done(snapshot) runs on the reader thread.
-  bool post(std::vector<PollRequest> polls, std::function<void(Snapshot)> done) {
+  bool post(std::vector<PollRequest> polls, int64_t configs_known,
+            std::function<void(Snapshot)> done) {
     std::lock_guard lock(mu_);
     if (busy_) return false;
     busy_ = true;
     polls_ = std::move(polls);
+    configs_known_ = configs_known;
     done_ = std::move(done);
     cv_.notify_all();
     return true;
@@ -151,18 +154,20 @@ class StudioSession::Reader {
     std::unique_ptr<RunStore> store;
     for (;;) {
       std::vector<PollRequest> polls;
+      int64_t configs_known = -1;
       std::function<void(Snapshot)> done;
       {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [this] { return stop_ || done_; });
         if (stop_) return;
         polls = std::move(polls_);
+        configs_known = configs_known_;
         done = std::exchange(done_, nullptr);
       }
       Snapshot snap;
       try {
         if (!store) store = std::make_unique<RunStore>(db_, /*read_only=*/true);
-        snap = read_snapshot(*store, db_, polls);
+        snap = read_snapshot(*store, db_, polls, configs_known);
       } catch (const Error& e) {
         snap.error = QStringLiteral("cannot read run database %1: %2")
                          .arg(QString::fromStdString(db_), q(e.message()));
@@ -179,9 +184,15 @@ class StudioSession::Reader {
   std::condition_variable cv_;
   bool stop_ = false, busy_ = false;
   std::vector<PollRequest> polls_;
+  int64_t configs_known_ = -1;
   std::function<void(Snapshot)> done_;
   std::thread thread_;
 };
+
+int64_t StudioSession::configsKnown() const {
+  // Ids grow: every run up to the last one held has its configuration.
+  return runs_.empty() ? -1 : runs_.back().id;
+}
 
 std::vector<PollRequest> StudioSession::pollRequests() const {
   std::vector<PollRequest> out;
@@ -193,13 +204,13 @@ std::vector<PollRequest> StudioSession::pollRequests() const {
 
 void StudioSession::refresh() {
   if (!store_) return;
-  apply(read_snapshot(*store_, db_path_.toStdString(), pollRequests()));
+  apply(read_snapshot(*store_, db_path_.toStdString(), pollRequests(), configsKnown()));
 }
 
 void StudioSession::refreshInBackground() {
   if (!reader_) return;
   const int generation = generation_;
-  reader_->post(pollRequests(), [this, generation](Snapshot snap) {
+  reader_->post(pollRequests(), configsKnown(), [this, generation](Snapshot snap) {
     auto s = std::make_shared<Snapshot>(std::move(snap));
     QMetaObject::invokeMethod(
         this,
@@ -217,6 +228,12 @@ void StudioSession::apply(Snapshot snap) {
     return;
   }
   last_problem_.clear();
+  // Rows read without their configuration keep the one already held (never changed once
+  // stored): moved over, so the previous list goes without freeing them.
+  for (auto& r : snap.runs)
+    if (r.config.is_null())
+      if (const auto it = run_index_.find(r.id); it != run_index_.end())
+        r.config = std::move(runs_[it->second].config);
   runs_ = std::move(snap.runs);
   run_index_.clear();
   for (size_t i = 0; i < runs_.size(); ++i) run_index_[runs_[i].id] = i;

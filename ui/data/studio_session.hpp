@@ -96,6 +96,8 @@ class StudioSession : public QObject {
   void send(int64_t run, const QString& command, Json fields = Json(Json::Object{}));
   class Reader;
   std::vector<PollRequest> pollRequests() const;
+  // The largest run id whose configuration runs_ holds (the reader reads only newer ones).
+  int64_t configsKnown() const;
   void apply(Snapshot snap);
 
   EngineCli cli_;
