@@ -7,6 +7,7 @@ cd "$(dirname "$0")"
 source scripts/setup.sh
 fp8rl_install_packages
 fp8rl_build
+fp8rl_fetch_test_data
 
 args=()
 for a in "$@"; do

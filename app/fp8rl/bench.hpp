@@ -53,6 +53,9 @@ void write_json(const std::string& path, const std::string& bench, const Json::A
 
 // --- The families. Each prints its table to stdout and returns the run's JSON object.
 
+// Encode and decode MB/s of the tokenizer in dir on about `megabytes` of mixed text (one core).
+Json bench_tokenize(const std::string& dir, double megabytes);
+
 struct GemmShape {
   std::string name;
   int64_t M, N, K;

@@ -17,7 +17,7 @@ namespace fp8rl::cli {
 namespace {
 
 constexpr const char* kUsage =
-    R"(usage: fp8rl bench gemm|quant|rollout|train|step|telemetry [options]
+    R"(usage: fp8rl bench gemm|quant|rollout|train|step|telemetry|tokenize [options]
 
 common options:
   --backend all|cpu|cuda|auto   where to measure (default: all; train and step: auto)
@@ -57,6 +57,11 @@ telemetry [--steps N] [--warmup W]
     encoding, sending on a PUB socket to a draining subscriber) against the step itself;
     W warm-up steps (default 2), then N timed (default 20). Target: below 1% of the step time.
 
+tokenize --tokenizer DIR [--megabytes M]
+    encode and decode MB/s of a Hugging Face tokenizer (DIR holds tokenizer.json) on about M
+    MB of mixed text (default 4), one core; the first pass (word cache cold) against the
+    target of 1 MB/s.
+
 --model: small | qwen3-0.6b | qwen3-1.7b (random initialisation, the real models' shapes).
 )";
 
@@ -69,6 +74,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
       {"train", {"model", "batch", "seq-len", "steps", "warmup", "seeds", "preset", "set"}},
       {"step", {"preset", "set", "model", "steps", "warmup"}},
       {"telemetry", {"steps", "warmup"}},
+      {"tokenize", {"tokenizer", "megabytes"}},
   };
   return m;
 }
@@ -79,9 +85,9 @@ int cmd_bench(const std::vector<std::string>& args) {
   // --set may repeat (as for fp8rl train): collect it before the parser sees the rest.
   std::vector<std::string> rest = args;
   const std::vector<std::string> sets = take_repeated(rest, "set");
-  const std::set<std::string> valued = {"backend", "json",       "shapes",     "seconds", "batch",
-                                        "model",   "prompt-len", "new-tokens", "seq-len", "steps",
-                                        "warmup",  "preset",     "seeds"};
+  const std::set<std::string> valued = {
+      "backend", "json",  "shapes", "seconds", "batch", "model",     "prompt-len", "new-tokens",
+      "seq-len", "steps", "warmup", "preset",  "seeds", "tokenizer", "megabytes"};
   const Args a(rest, valued, {"help"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -103,6 +109,16 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (!sets.empty() && !accepted.count("set"))
     throw Error("option --set does not apply to bench " + what +
                 " (only to bench step and bench train --seeds)");
+  if (what == "tokenize") {
+    check(given("tokenizer"),
+          "bench tokenize needs --tokenizer DIR (a folder with tokenizer.json)");
+    const double mb =
+        given("megabytes") ? bench::seconds_option(a.get("megabytes", ""), "megabytes") : 4;
+    check(mb > 0, "--megabytes must be positive");
+    const Json run = bench::bench_tokenize(a.get("tokenizer", ""), mb);
+    if (given("json")) bench::write_json(a.get("json", ""), what, Json::Array{run});
+    return 0;
+  }
   if (what == "train") {
     const bool seeds = given("seeds");
     for (const char* name : {"model", "batch", "seq-len", "steps", "warmup"})

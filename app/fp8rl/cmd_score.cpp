@@ -13,14 +13,14 @@
 #include "model/checkpoint.hpp"
 
 namespace fp8rl::cli {
-std::vector<int32_t> parse_token_ids(const std::string& s) {
+std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& option) {
   std::vector<int32_t> ids;
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
     long long v = -1;
     check(parse_integer(item, &v) && v >= 0 && v < (1LL << 31),
-          "--token-ids: '" + item + "' is not a non-negative integer");
+          option + ": '" + item + "' is not a non-negative integer");
     ids.push_back(static_cast<int32_t>(v));
   }
   return ids;

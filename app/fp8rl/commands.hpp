@@ -23,10 +23,12 @@ int cmd_audit(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);
 int cmd_worker(const std::vector<std::string>& args);
 int cmd_keys(const std::vector<std::string>& args);
+int cmd_tokenize(const std::vector<std::string>& args);
 // Follows a live run's telemetry in the terminal.
 int cmd_attach(int64_t run_id, const std::string& db_path);
 
-// Parses "1,2,3" into token ids; errors name the bad item.
-std::vector<int32_t> parse_token_ids(const std::string& s);
+// Parses "1,2,3" into token ids; errors name the option and the bad item.
+std::vector<int32_t> parse_token_ids(const std::string& s,
+                                     const std::string& option = "--token-ids");
 
 }  // namespace fp8rl::cli

@@ -20,6 +20,7 @@ commands:
   init                   write a randomly initialised checkpoint from a config.json
   generate               sample from a checkpoint; tokens and log-probs as JSON
   convert                a checkpoint to Hugging Face block FP8 (vLLM, SGLang) or to BF16
+  tokenize               token ids of text (or text of ids) with a model folder's tokenizer
   train                  a GRPO run (presets, --set overrides, --json, --resume), recorded
   audit                  a run's layer audit: generator and trainer weights, linear by linear
   sensitivity            which linear modules need BF16: per-module KL, loss and gradient change
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
     if (cmd == "init") return fp8rl::cli::cmd_init(rest);
     if (cmd == "generate") return fp8rl::cli::cmd_generate(rest);
     if (cmd == "convert") return fp8rl::cli::cmd_convert(rest);
+    if (cmd == "tokenize") return fp8rl::cli::cmd_tokenize(rest);
 #if defined(FP8RL_HAVE_IPC)
     if (cmd == "worker") return fp8rl::cli::cmd_worker(rest);
     if (cmd == "keys") return fp8rl::cli::cmd_keys(rest);

