@@ -42,6 +42,13 @@ int cmd_worker(const std::vector<std::string>& args) {
     check(n >= 0 && n <= 19, "--nice " + std::to_string(n) + " is not in 0..19");
     errno = 0;
     check(::nice(n) != -1 || errno == 0, std::string("--nice: ") + std::strerror(errno));
+    // With autogrouping (Linux' default for desktops) a process started in a session of its own
+    // — as the studio starts workers — competes as a group, whatever its nice value: lower the
+    // group's too. Where there is no autogroup file, the process nice above is what counts.
+    if (std::FILE* g = std::fopen("/proc/self/autogroup", "w")) {
+      std::fprintf(g, "%d", n);
+      std::fclose(g);
+    }
   }
   // A client going away must never kill the worker (no SIGPIPE on broken connections).
   std::signal(SIGPIPE, SIG_IGN);
