@@ -7,36 +7,40 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "model/checkpoint.hpp"
-#include "model/tokenizer.hpp"
 #include "rollout/generator.hpp"
+#include "text/tokenizer.hpp"
 
 namespace fp8rl::cli {
 
 int cmd_generate(const std::vector<std::string>& args) {
   const Args a(args,
-               {"checkpoint", "prompt", "token-ids", "max-new-tokens", "temperature", "top-p",
-                "top-k", "seed", "precision", "kv-cache", "backend", "eos", "graphs"},
+               {"checkpoint", "model", "prompt", "token-ids", "max-new-tokens", "temperature",
+                "top-p", "top-k", "seed", "precision", "kv-cache", "backend", "eos", "graphs"},
                {"help"});
   const bool has_input = !a.get("prompt", "").empty() || !a.get("token-ids", "").empty();
-  if (a.flag("help") || a.get("checkpoint", "").empty() || !has_input)
+  const std::string dir = a.get("checkpoint", a.get("model", ""));
+  if (a.flag("help") || dir.empty() || !has_input)
     return a.usage(
-        "usage: fp8rl generate --checkpoint DIR (--prompt TEXT | --token-ids 1,2,...)\n"
+        "usage: fp8rl generate (--checkpoint DIR | --model DIR) (--prompt TEXT | --token-ids "
+        "1,2,...)\n"
         "         [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
         "         [--precision fp32|bf16|fp8] [--kv-cache fp32|bf16|fp8] [--eos ID]\n"
         "         [--backend auto|cpu|cuda] [--graphs auto|off]\n\n"
         "Prints one JSON object with the generated token ids, their log-probabilities under\n"
-        "softmax(logits / T) (the g of importance sampling) and, when the checkpoint has a\n"
-        "tokenizer (fp8rl_tokenizer.json), the text. Temperature 0 is greedy. --graphs off\n"
+        "softmax(logits / T) (the g of importance sampling) and, when the folder has a tokenizer\n"
+        "(a Hugging Face tokenizer.json, or fp8rl_tokenizer.json), the text. --prompt goes\n"
+        "through the tokenizer as a task's prompt does (a Hugging Face model's chat template;\n"
+        "<bos> + characters); generation stops at its eos token. Temperature 0 is greedy. --graphs "
+        "off\n"
         "launches every op of every decode step instead of replaying recorded CUDA graphs\n"
         "(decode_graphs in the output says how many steps replayed one, or why none did).\n");
-  const std::string dir = a.get("checkpoint", "");
-  const auto tokenizer = CharTokenizer::load(dir);
+  const auto tokenizer = load_tokenizer(dir);
   std::vector<int32_t> prompt;
   if (!a.get("prompt", "").empty()) {
     check(a.get("token-ids", "").empty(), "give --prompt or --token-ids, not both");
-    check(tokenizer.has_value(), dir + " has no tokenizer (fp8rl_tokenizer.json): use --token-ids");
-    prompt = tokenizer->encode(a.get("prompt", ""));
-    prompt.insert(prompt.begin(), CharTokenizer::kBos);
+    check(tokenizer != nullptr,
+          dir + " has no tokenizer (tokenizer.json or fp8rl_tokenizer.json): use --token-ids");
+    prompt = tokenizer->encode_prompt(a.get("prompt", ""));
   } else {
     prompt = parse_token_ids(a.get("token-ids", ""));
   }
@@ -52,7 +56,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   sp.top_p = a.get_number("top-p", 1);
   sp.top_k = a.get_int("top-k", 0);
   sp.seed = static_cast<uint64_t>(a.get_int("seed", 0));
-  sp.eos_token = a.get_int("eos", tokenizer ? CharTokenizer::kEos : -1);
+  sp.eos_token = a.get_int("eos", tokenizer ? tokenizer->eos() : -1);
   const std::string graphs = a.get("graphs", "auto");
   check(graphs == "auto" || graphs == "off", "--graphs must be auto or off, got '" + graphs + "'");
   Generator gen(*model, {kv, 0, SamplingSite::automatic,

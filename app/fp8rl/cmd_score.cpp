@@ -27,10 +27,13 @@ std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& op
 }
 
 int cmd_score(const std::vector<std::string>& args) {
-  const Args a(args, {"checkpoint", "token-ids", "precision", "backend", "temperature"}, {"help"});
-  if (a.flag("help") || a.get("checkpoint", "").empty() || a.get("token-ids", "").empty())
+  const Args a(args, {"checkpoint", "model", "token-ids", "precision", "backend", "temperature"},
+               {"help"});
+  const std::string dir = a.get("checkpoint", a.get("model", ""));
+  if (a.flag("help") || dir.empty() || a.get("token-ids", "").empty())
     return a.usage(
-        "usage: fp8rl score --checkpoint DIR --token-ids 1,2,3,... [--precision fp32|bf16|fp8]\n"
+        "usage: fp8rl score (--checkpoint DIR | --model DIR) --token-ids 1,2,3,...\n"
+        "                   [--precision fp32|bf16|fp8]\n"
         "                   [--backend auto|cpu|cuda] [--temperature T]\n\n"
         "Prints one JSON object: {\"token_ids\": [...], \"logprobs\": [...], ...} where\n"
         "logprobs[i] = log p(token_ids[i+1] | token_ids[0..i]) (so one fewer than the ids).\n"
@@ -42,7 +45,6 @@ int cmd_score(const std::vector<std::string>& args) {
   auto sel = make_backend(parse_backend_choice(a.get("backend", "auto")));
   const Precision p =
       parse_precision(a.get("precision", sel.backend->name() == "cpu" ? "fp32" : "bf16"));
-  const std::string dir = a.get("checkpoint", "");
   const ModelConfig cfg = read_checkpoint_config(dir);
   auto model = load_checkpoint(*sel.backend, dir, PrecisionMap(cfg.num_hidden_layers, p));
   const int64_t T = static_cast<int64_t>(ids.size()) - 1;

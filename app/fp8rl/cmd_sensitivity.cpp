@@ -182,7 +182,7 @@ int cmd_sensitivity(const std::vector<std::string>& args) {
   if (!sel.fallback_reason.empty())
     std::fprintf(stderr, "fp8rl sensitivity: using the CPU (%s)\n", sel.fallback_reason.c_str());
 
-  const auto task = make_task(cfg.task);
+  const auto task = make_run_task(cfg);
   std::unique_ptr<Qwen3Model> model;
   try {
     model = make_run_model(cfg, *sel.backend, *task);

@@ -91,8 +91,8 @@ struct TrainPrinter : SessionListener {
 
 int cmd_train(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
-  const std::vector<std::string> sets = take_repeated(rest, "set");
-  const Args a(rest, {"preset", "config", "backend", "output", "db", "name", "resume"},
+  std::vector<std::string> sets = take_repeated(rest, "set");
+  const Args a(rest, {"preset", "config", "backend", "output", "db", "name", "resume", "model"},
                {"json", "help", "print-config", "no-db", "list-presets", "list-choices"});
   if (a.flag("list-presets")) {
     for (const auto& n : RunConfig::preset_names()) std::printf("%s\n", n.c_str());
@@ -111,14 +111,18 @@ int cmd_train(const std::vector<std::string>& args) {
         "usage: fp8rl train (--preset NAME | --config FILE | --resume RUN_ID) [--set key=value "
         "...]\n"
         "                   [--json] [--db PATH] [--name NAME] [--backend auto|cpu|cuda]\n"
-        "                   [--output DIR] [--print-config] [--no-db]\n"
+        "                   [--output DIR] [--print-config] [--no-db] [--model DIR]\n"
         "       fp8rl train --list-presets | --list-choices\n\n"
         "Runs GRPO (with optional supervised warm-up), recording every step in the run database\n"
         "(default: $FP8RL_DB or ~/.local/share/fp8rl/runs.sqlite). Prints a progress line per\n"
         "step, or with --json one JSON object per step and a final summary. Ctrl-C stops at\n"
         "the next step boundary and writes a checkpoint; --resume RUN_ID continues from the\n"
         "run's last checkpoint. Presets: resources/presets/*.yaml; --config takes a YAML file\n"
-        "or a JSON object (as --print-config prints it).\n");
+        "or a JSON object (as --print-config prints it). --model DIR starts from a Hugging Face\n"
+        "model folder (model.checkpoint: config.json, safetensors, BF16 or block-FP8; a JSONL\n"
+        "task then uses its tokenizer.json and chat template).\n");
+  // --model is model.checkpoint, before the --set overrides (which may still change it).
+  if (a.has("model")) sets.insert(sets.begin(), "model.checkpoint=" + a.get("model", ""));
   const bool use_db = !a.flag("no-db");
   const std::string db_path = a.get("db", default_db_path());
 #if defined(FP8RL_HAVE_STORE)

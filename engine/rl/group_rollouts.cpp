@@ -1,10 +1,12 @@
 #include "rl/group_rollouts.hpp"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/checkpoint.hpp"
+#include "text/model_tokenizer.hpp"
 
 namespace fp8rl {
 
@@ -13,6 +15,27 @@ uint64_t mix_seed(uint64_t a, uint64_t b) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+std::unique_ptr<Task> make_run_task(const RunConfig& cfg) {
+  TaskConfig tc = cfg.task;
+  // A dataset of text for a model that comes with its tokenizer: the model's, with its chat
+  // template. A checkpoint of this project's character tokenizer (fp8rl_tokenizer.json) keeps
+  // it (the dataset's characters make the same one); a model folder with neither is an error:
+  // its ids would mean nothing to the model. The built-in tasks keep their tokenizers.
+  const std::string& dir = cfg.init_checkpoint;
+  if (tc.name == "jsonl" && !dir.empty()) {
+    namespace fs = std::filesystem;
+    if (fs::exists(dir + "/tokenizer.json"))
+      tc.tokenizer = std::make_shared<ModelTokenizer>(
+          dir, ChatOptions{cfg.chat_system_prompt, cfg.chat_thinking});
+    else
+      check(fs::exists(dir + "/fp8rl_tokenizer.json"),
+            dir +
+                "/tokenizer.json does not exist: a model folder for a dataset needs its "
+                "tokenizer (tokenizer.json and tokenizer_config.json)");
+  }
+  return make_task(tc);
 }
 
 std::unique_ptr<Qwen3Model> make_run_model(const RunConfig& cfg, Backend& be, const Task& task) {
@@ -55,8 +78,9 @@ MicroBatch pack_micro_batch(const std::vector<TrainSeq>& seqs, size_t begin, siz
   mb.B = static_cast<int64_t>(end - begin);
   for (size_t i = begin; i < end; ++i)
     mb.T = std::max<int64_t>(mb.T, static_cast<int64_t>(seqs[i].ids.size()) - 1);
-  mb.ids.assign(static_cast<size_t>(mb.B * mb.T), CharTokenizer::kPad);
-  mb.targets.assign(mb.ids.size(), CharTokenizer::kPad);
+  // Padding: id 0, valid in every vocabulary; padded positions are never read (rows).
+  mb.ids.assign(static_cast<size_t>(mb.B * mb.T), 0);
+  mb.targets.assign(mb.ids.size(), 0);
   for (size_t i = begin; i < end; ++i) {
     const auto& s = seqs[i];
     const int64_t b = static_cast<int64_t>(i - begin);
@@ -87,7 +111,7 @@ GroupRollouts generate_group_rollouts(const RunConfig& cfg, const Task& task, Ge
 
   SamplingParams sp = cfg.sampling;
   sp.max_new_tokens = task.max_response_tokens();
-  sp.eos_token = CharTokenizer::kEos;
+  sp.eos_token = task.tokenizer().eos();
   sp.seed = mix_seed(cfg.seed, 0x9e7000000ull + static_cast<uint64_t>(step));
   out.sequences = gen.generate(prompt_ids, sp);
 

@@ -19,6 +19,11 @@ namespace fp8rl {
 // (run seed, step) so that a resumed run draws the same prompts and samples.
 uint64_t mix_seed(uint64_t a, uint64_t b);
 
+// The run's task: with a JSONL dataset and a model folder that has a tokenizer.json
+// (model.checkpoint), that tokenizer and its chat template (task.system_prompt,
+// task.thinking); otherwise the task's own character tokenizer.
+std::unique_ptr<Task> make_run_task(const RunConfig& cfg);
+
 // The run's model: random (seeded by cfg.seed) with the config's sizes and the task's
 // vocabulary, or loaded from cfg.init_checkpoint; the config's precision map and lm_head
 // precision. Throws when the vocabulary is too small for the task.

@@ -25,7 +25,8 @@ const std::map<std::string, std::vector<std::string>>& RunConfig::choices() {
   static const std::map<std::string, std::vector<std::string>> c = {
       {"backend", {"auto", "cpu", "cuda"}},
       {"task.name", {"reverse", "addition", "sort", "jsonl"}},
-      {"task.reward", {"auto", "shaped", "partial", "exact", "numeric"}},
+      {"task.reward", {"auto", "shaped", "partial", "exact", "numeric", "math"}},
+      {"task.thinking", {"on", "off"}},
       {"precision.default", precision_names()},
       {"precision.kv_cache", precision_names()},
       {"precision.lm_head", precision_names()},
@@ -50,6 +51,12 @@ task:
   validation_size: 64
   path: ""
   reward: auto
+  prompt_key: prompt
+  answer_key: answer
+  instruction: ""
+  max_response_tokens: 0
+  system_prompt: ""
+  thinking: "on"
 model:
   hidden_size: 128
   num_hidden_layers: 2
@@ -111,7 +118,7 @@ audit:
 
 void overlay(Json& base, const Json& over, const std::string& where) {
   check(over.is_object(), where.empty() ? std::string("expected a mapping of settings")
-                                         : "setting '" + where + "' must be a mapping of settings");
+                                        : "setting '" + where + "' must be a mapping of settings");
   for (const auto& [key, value] : over.as_object()) {
     const std::string path = where.empty() ? key : where + "." + key;
     if (!base.contains(key)) {
@@ -218,6 +225,14 @@ RunConfig RunConfig::from_json(const Json& in) {
   c.task.validation_size = integer("task", "validation_size");
   c.task.path = str("task", "path");
   c.task.reward = str("task", "reward");
+  c.task.prompt_key = str("task", "prompt_key");
+  c.task.answer_key = str("task", "answer_key");
+  c.task.instruction = str("task", "instruction");
+  c.task.max_response_tokens = integer("task", "max_response_tokens");
+  check(c.task.max_response_tokens >= 0,
+        "setting 'task.max_response_tokens' must be ≥ 0 (0: the longest answer + 1)");
+  c.chat_system_prompt = str("task", "system_prompt");
+  c.chat_thinking = str("task", "thinking") == "on";
   c.task.seed = c.seed;
 
   c.model.hidden_size = positive("model", "hidden_size");

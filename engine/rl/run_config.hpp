@@ -26,6 +26,10 @@ struct RunConfig {
   ModelConfig model;
   double init_std = 0.02;
   std::string init_checkpoint;  // model.checkpoint: start from it instead of random init
+  // The chat template's system message and thinking switch (task.system_prompt, task.thinking)
+  // for prompts in a model's tokenizer.
+  std::string chat_system_prompt;
+  bool chat_thinking = true;
   Precision default_precision = Precision::fp8;
   std::vector<std::string> precision_overrides;  // "LAYER.MODULE=PRECISION", * wildcards
   KvDType kv_cache = KvDType::bf16;

@@ -67,7 +67,7 @@ struct GrpoRun::Observer : QuantObserver {
 };
 
 GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be) : cfg_(cfg), be_(be) {
-  task_ = make_task(cfg_.task);
+  task_ = make_run_task(cfg_);
   model_ = make_run_model(cfg_, be_, *task_);
   observer_ = std::make_unique<Observer>(be_);
   model_->set_quant_observer(observer_.get());
@@ -138,7 +138,7 @@ StepRecord GrpoRun::sft_step() {
     s.ids = task_->encode_prompt(ex.prompt);
     s.prompt_len = static_cast<int64_t>(s.ids.size());
     for (int32_t t : task_->tokenizer().encode(ex.answer)) s.ids.push_back(t);
-    s.ids.push_back(CharTokenizer::kEos);
+    s.ids.push_back(task_->tokenizer().eos());
     seqs.push_back(std::move(s));
   }
   const auto t0 = Clock::now();
@@ -376,7 +376,7 @@ double GrpoRun::validate(std::vector<SampleRecord>* samples) {
   SamplingParams sp;
   sp.temperature = 0;  // greedy
   sp.max_new_tokens = task_->max_response_tokens();
-  sp.eos_token = CharTokenizer::kEos;
+  sp.eos_token = task_->tokenizer().eos();
   const auto seqs = gen_->generate(prompts, sp);
   int64_t right = 0;
   for (size_t i = 0; i < val.size(); ++i) {

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "rl/math_answer.hpp"
+#include "text/char_tokenizer.hpp"
 
 namespace fp8rl {
 
@@ -34,10 +36,7 @@ double Task::reward(const Example& ex, const std::string& response, bool ended) 
 }
 
 std::vector<int32_t> Task::encode_prompt(const std::string& prompt) const {
-  std::vector<int32_t> ids = {CharTokenizer::kBos};
-  const auto body = tokenizer_.encode(prompt);
-  ids.insert(ids.end(), body.begin(), body.end());
-  return ids;
+  return tokenizer_->encode_prompt(prompt);
 }
 
 namespace {
@@ -50,8 +49,10 @@ class GeneratedTask : public Task {
       : Task(cfg), name_(std::move(name)), cfg_(cfg) {
     check(cfg.reward != "numeric", "task.reward 'numeric' is for the jsonl task; " + name_ +
                                        " takes one of: auto, shaped, partial, exact");
+    check(cfg.reward != "math", "task.reward 'math' is for the jsonl task; " + name_ +
+                                    " takes one of: auto, shaped, partial, exact");
     if (reward_ == "auto") reward_ = "shaped";
-    tokenizer_ = CharTokenizer(symbols);
+    tokenizer_ = std::make_shared<CharTokenizer>(symbols);
   }
   std::string name() const override { return name_; }
 
@@ -152,12 +153,16 @@ class AdditionTask : public GeneratedTask {
   }
 };
 
-// Prompts and answers from a JSON-lines file: {"prompt": "...", "answer": "..."} per line
-// (optional "split": "train" | "validation"; without it the last 10% validate).
+// Prompts and answers from a JSON-lines file: {"prompt": "...", "answer": "..."} per line, or
+// the keys task.prompt_key and task.answer_key name (optional "split": "train" | "validation";
+// without it the last 10% validate). With task.reward math the stored answer is the
+// reference's final answer (its last \boxed{…}, else what follows "####", else all of it).
 class JsonlTask : public Task {
  public:
   explicit JsonlTask(const TaskConfig& c) : Task(c), cfg_(c) {
     check(!c.path.empty(), "task.path is required for the jsonl task");
+    check(c.max_response_tokens > 0 || !c.tokenizer,
+          "task.max_response_tokens must be set with a model's tokenizer (the response budget)");
     if (reward_ == "auto") reward_ = "exact";
     std::ifstream in(c.path);
     check(in.good(), "task.path: cannot open " + c.path);
@@ -186,8 +191,15 @@ class JsonlTask : public Task {
                       "\" must be a string or number");
         return v.as_string();
       };
-      Example ex{field("prompt"), field("answer")};
+      Example ex{field(c.prompt_key.c_str()), field(c.answer_key.c_str())};
       if (ex.prompt.empty()) throw Error(c.path + ":" + std::to_string(n) + ": empty prompt");
+      if (!c.instruction.empty()) ex.prompt += "\n" + c.instruction;
+      if (reward_ == "math") {
+        ex.answer = final_answer(ex.answer).value_or(ex.answer);
+        if (normalize_answer(ex.answer).empty())
+          throw Error(c.path + ":" + std::to_string(n) + ": \"" + c.answer_key +
+                      "\" has no final answer (task.reward math)");
+      }
       if (reward_ == "numeric") {
         char* end = nullptr;
         std::strtod(ex.answer.c_str(), &end);
@@ -207,8 +219,12 @@ class JsonlTask : public Task {
       all.resize(all.size() - n_val);
     }
     check(!all.empty(), c.path + ": no training examples left after the validation split");
-    for (char ch : chars) symbols += ch;
-    tokenizer_ = CharTokenizer(symbols);
+    if (c.tokenizer) {
+      tokenizer_ = c.tokenizer;
+    } else {
+      for (char ch : chars) symbols += ch;
+      tokenizer_ = std::make_shared<CharTokenizer>(symbols);
+    }
     train_ = std::move(all);
     validation_ = std::move(val);
     for (const auto& e : train_)
@@ -218,8 +234,12 @@ class JsonlTask : public Task {
   }
   std::string name() const override { return "jsonl"; }
   Example sample(Rng& rng) const override { return train_[rng.next() % train_.size()]; }
-  int64_t max_response_tokens() const override { return longest_ + 1; }
+  int64_t max_response_tokens() const override {
+    return cfg_.max_response_tokens > 0 ? cfg_.max_response_tokens : longest_ + 1;
+  }
   double reward(const Example& ex, const std::string& response, bool ended) const override {
+    if (reward_ == "math")
+      return ended && answers_match(final_answer(response).value_or(""), ex.answer) ? 1.0 : 0.0;
     if (reward_ != "numeric") return Task::reward(ex, response, ended);
     if (!ended) return 0.0;
     char* end = nullptr;
@@ -229,7 +249,7 @@ class JsonlTask : public Task {
                                                                                               : 0.0;
   }
   bool correct(const Example& ex, const std::string& response, bool ended) const override {
-    if (reward_ != "numeric") return Task::correct(ex, response, ended);
+    if (reward_ != "numeric" && reward_ != "math") return Task::correct(ex, response, ended);
     return reward(ex, response, ended) >= 1.0;
   }
 

@@ -1,6 +1,8 @@
-// Tasks with verifiable rewards. Each has a character-level tokenizer, a seeded generator of
-// training prompts, a held-out validation set and a reward function. Prompts are encoded as
-// <bos> + characters; a response is characters ending with <eos>.
+// Tasks with verifiable rewards. Each has a tokenizer, a source of training prompts, a held-out
+// validation set and a reward function. The built-in tasks use a character-level tokenizer
+// (prompts <bos> + characters, responses characters ending with <eos>); a JSONL dataset uses the
+// model's tokenizer when the run has one (prompts through its chat template, responses ending
+// with its eos token), else characters.
 #pragma once
 
 #include <memory>
@@ -9,7 +11,7 @@
 
 #include "core/json.hpp"
 #include "core/rng.hpp"
-#include "model/tokenizer.hpp"
+#include "text/tokenizer.hpp"
 
 namespace fp8rl {
 
@@ -18,9 +20,21 @@ struct TaskConfig {
   int64_t min_len = 3, max_len = 6;  // letters (reverse), digits (addition, sort)
   int64_t validation_size = 64;
   std::string path;  // jsonl: the file
+  // jsonl: the keys of a record's prompt and answer (GSM8K: question, answer; MATH: problem,
+  // solution).
+  std::string prompt_key = "prompt", answer_key = "answer";
+  // jsonl: appended to every prompt on a line of its own (e.g. how to give the final answer);
+  // "" for none.
+  std::string instruction;
   // auto (shaped for the built-in tasks, exact for jsonl) | exact | partial | shaped |
-  // numeric (jsonl only: the response parsed as a number, within numeric_tolerance)
+  // numeric (jsonl only: the response parsed as a number, within numeric_tolerance) |
+  // math (jsonl only: the final answers of response and reference — \boxed{…} or "#### …" —
+  // compared by rl/math_answer.hpp)
   std::string reward = "auto";
+  // jsonl: the response budget in tokens; 0: the longest answer + 1 (character tokenizer only).
+  int64_t max_response_tokens = 0;
+  // jsonl: the model's tokenizer; null: a character tokenizer over the file's characters.
+  std::shared_ptr<const Tokenizer> tokenizer;
   double numeric_tolerance = 1e-6;
   uint64_t seed = 0;  // validation set seed
 };
@@ -35,7 +49,7 @@ class Task {
   explicit Task(const TaskConfig& cfg);
   virtual ~Task() = default;
   virtual std::string name() const = 0;
-  const CharTokenizer& tokenizer() const { return tokenizer_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
   // A training example; never one of the validation prompts.
   virtual Example sample(Rng& rng) const = 0;
   const std::vector<Example>& validation() const { return validation_; }
@@ -51,7 +65,7 @@ class Task {
   std::vector<int32_t> encode_prompt(const std::string& prompt) const;
 
  protected:
-  CharTokenizer tokenizer_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
   std::vector<Example> validation_;
   std::string reward_;  // task.reward with auto resolved by the task
 };

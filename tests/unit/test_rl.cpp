@@ -11,6 +11,7 @@
 #include "rl/grpo.hpp"
 #include "rl/run_config.hpp"
 #include "rl/tasks.hpp"
+#include "text/char_tokenizer.hpp"
 
 using namespace fp8rl;
 

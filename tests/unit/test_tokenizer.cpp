@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "small_tokenizer.hpp"
 #include "text/bpe_tokenizer.hpp"
 #include "text/chat_template.hpp"
 
@@ -51,50 +52,6 @@ QString error_of(F&& f) {
   return {};
 }
 
-// A byte-level BPE small enough to reason about: the 256 byte tokens, the merges
-// ("l","o") < ("lo","w") < ("e","r") < ("Ġ","lo"), and an added special <|end|> and a plain <x>.
-Json small_tokenizer_json() {
-  Json vocab = Json::Object{};
-  // The byte-level alphabet: printable Latin-1 as itself, the rest from U+0100 on.
-  int next = 256, id = 0;
-  auto utf8 = [](int cp) {
-    std::string s;
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    return s;
-  };
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-    vocab[utf8(printable ? b : next++)] = id++;
-  }
-  for (const char* t : {"lo", "low", "er", "\xc4\xa0lo"}) vocab[t] = id++;
-  Json merges = Json::Array{Json("l o"), Json("lo w"), Json("e r"), Json("\xc4\xa0 lo")};
-  Json model;
-  model["type"] = "BPE";
-  model["vocab"] = vocab;
-  model["merges"] = merges;
-  Json t;
-  t["model"] = model;
-  Json pre;
-  pre["type"] = "ByteLevel";
-  pre["add_prefix_space"] = false;
-  pre["use_regex"] = true;
-  t["pre_tokenizer"] = pre;
-  Json end, x;
-  end["id"] = id++;
-  end["content"] = "<|end|>";
-  end["special"] = true;
-  x["id"] = id++;
-  x["content"] = "<x>";
-  x["special"] = false;
-  t["added_tokens"] = Json::Array{end, x};
-  return t;
-}
-
 }  // namespace
 
 class TestTokenizer : public QObject {
@@ -109,7 +66,8 @@ class TestTokenizer : public QObject {
   }
 
   void smallTokenizerMergesByRank() {
-    const BpeTokenizer t = BpeTokenizer::from_json(small_tokenizer_json(), Json(), "small");
+    const BpeTokenizer t = BpeTokenizer::from_json(
+        small_tokenizer_json({{"<|end|>", true}, {"<x>", false}}), Json(), "small");
     auto id = [&](const char* tok) { return *t.token_id(tok); };
     QCOMPARE(t.encode("low"), (std::vector<int32_t>{id("low")}));
     QCOMPARE(t.encode("lower"), (std::vector<int32_t>{id("low"), id("er")}));
@@ -230,19 +188,20 @@ class TestTokenizer : public QObject {
   }
 
   void badInputIsNamed() {
-    const BpeTokenizer t = BpeTokenizer::from_json(small_tokenizer_json(), Json(), "small");
+    const BpeTokenizer t = BpeTokenizer::from_json(
+        small_tokenizer_json({{"<|end|>", true}, {"<x>", false}}), Json(), "small");
     QVERIFY(error_of([&] { t.encode("ok \xff bad"); }).contains("not valid UTF-8 at byte 3"));
     QVERIFY(error_of([&] { t.decode(std::vector<int32_t>{99999}); }).contains("id 99999"));
     QTemporaryDir dir;
     QVERIFY(error_of([&] {
               BpeTokenizer::load(dir.path().toStdString());
             }).contains("tokenizer.json does not exist"));
-    Json j = small_tokenizer_json();
+    Json j = small_tokenizer_json({{"<|end|>", true}, {"<x>", false}});
     j["model"]["type"] = "WordPiece";
     QVERIFY(error_of([&] {
               BpeTokenizer::from_json(j, Json(), "x/tokenizer.json");
             }).contains("x/tokenizer.json: model.type \"WordPiece\" is not supported"));
-    j = small_tokenizer_json();
+    j = small_tokenizer_json({{"<|end|>", true}, {"<x>", false}});
     j["model"]["merges"] = Json::Array{Json("q z")};
     QVERIFY(error_of([&] {
               BpeTokenizer::from_json(j, Json(), "t");
@@ -250,7 +209,8 @@ class TestTokenizer : public QObject {
     Json config;
     config["eos_token"] = "<|nope|>";
     QVERIFY(error_of([&] {
-              BpeTokenizer::from_json(small_tokenizer_json(), config, "t");
+              BpeTokenizer::from_json(small_tokenizer_json({{"<|end|>", true}, {"<x>", false}}),
+                                      config, "t");
             }).contains("eos_token \"<|nope|>\" is not a token"));
   }
 };

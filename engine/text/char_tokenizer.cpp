@@ -1,4 +1,4 @@
-#include "model/tokenizer.hpp"
+#include "text/char_tokenizer.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -25,6 +25,13 @@ std::vector<int32_t> CharTokenizer::encode(const std::string& text) const {
                        std::to_string(i) + " is not in the vocabulary \"" + symbols_ + "\"");
     ids.push_back(id);
   }
+  return ids;
+}
+
+std::vector<int32_t> CharTokenizer::encode_prompt(const std::string& prompt) const {
+  std::vector<int32_t> ids = {kBos};
+  const auto body = encode(prompt);
+  ids.insert(ids.end(), body.begin(), body.end());
   return ids;
 }
 

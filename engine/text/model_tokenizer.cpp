@@ -1,0 +1,57 @@
+#include "text/model_tokenizer.hpp"
+
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "text/char_tokenizer.hpp"
+
+namespace fp8rl {
+
+ModelTokenizer::ModelTokenizer(const std::string& dir, ChatOptions chat)
+    : dir_(dir), bpe_(BpeTokenizer::load(dir)), chat_(std::move(chat)) {
+  check(bpe_.eos_id().has_value(),
+        dir + "/tokenizer_config.json: no eos_token (a response must have a token that ends it)");
+  eos_ = *bpe_.eos_id();
+  pad_ = bpe_.pad_id().value_or(eos_);
+}
+
+std::vector<int32_t> ModelTokenizer::encode(const std::string& text) const {
+  return bpe_.encode(text, /*special=*/false);
+}
+
+std::vector<int32_t> ModelTokenizer::encode_prompt(const std::string& prompt) const {
+  return bpe_.encode(qwen3_chat_prompt(prompt, chat_), /*special=*/true);
+}
+
+std::string ModelTokenizer::decode(const std::vector<int32_t>& ids) const {
+  // A model's embedding usually has more rows than its tokenizer has tokens (Qwen3: 151,936
+  // and 151,669); a sampled id beyond the tokenizer is no text, as in Hugging Face's decode.
+  std::vector<int32_t> known;
+  known.reserve(ids.size());
+  for (int32_t id : ids)
+    if (id >= 0 && id < bpe_.size()) known.push_back(id);
+  return bpe_.decode(known, /*skip_special=*/true);
+}
+
+std::string ModelTokenizer::token_text(int32_t id) const {
+  if (id < 0 || id >= bpe_.size()) return "<unused " + std::to_string(id) + ">";
+  return bpe_.token_text(id);
+}
+
+void ModelTokenizer::save(const std::string& dir) const {
+  namespace fs = std::filesystem;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    const fs::path from = fs::path(dir_) / f;
+    if (fs::exists(from))
+      fs::copy_file(from, fs::path(dir) / f, fs::copy_options::overwrite_existing);
+  }
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
+  if (std::filesystem::exists(dir + "/tokenizer.json"))
+    return std::make_unique<ModelTokenizer>(dir);
+  if (auto c = CharTokenizer::load(dir)) return std::make_unique<CharTokenizer>(std::move(*c));
+  return nullptr;
+}
+
+}  // namespace fp8rl

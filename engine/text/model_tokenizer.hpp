@@ -1,0 +1,40 @@
+// A model folder's Hugging Face tokenizer as a Tokenizer: prompts through the chat template
+// (Qwen3's), answers as plain text, responses ending at the eos token of tokenizer_config.json
+// (Qwen3: <|im_end|>).
+#pragma once
+
+#include <string>
+
+#include "text/bpe_tokenizer.hpp"
+#include "text/chat_template.hpp"
+#include "text/tokenizer.hpp"
+
+namespace fp8rl {
+
+class ModelTokenizer : public Tokenizer {
+ public:
+  // dir holds tokenizer.json (and tokenizer_config.json, which must name an eos_token).
+  explicit ModelTokenizer(const std::string& dir, ChatOptions chat = {});
+
+  int32_t vocab_size() const override { return bpe_.size(); }
+  std::vector<int32_t> encode(const std::string& text) const override;
+  std::vector<int32_t> encode_prompt(const std::string& prompt) const override;
+  // Ids the tokenizer does not have (the embedding's padding rows) decode to nothing.
+  std::string decode(const std::vector<int32_t>& ids) const override;
+  std::string token_text(int32_t id) const override;
+  int32_t eos() const override { return eos_; }
+  int32_t pad() const override { return pad_; }
+  // Copies tokenizer.json and tokenizer_config.json into dir.
+  void save(const std::string& dir) const override;
+
+  const BpeTokenizer& bpe() const { return bpe_; }
+  void set_chat(ChatOptions chat) { chat_ = std::move(chat); }
+
+ private:
+  std::string dir_;
+  BpeTokenizer bpe_;
+  ChatOptions chat_;
+  int32_t eos_ = 0, pad_ = 0;
+};
+
+}  // namespace fp8rl

@@ -1,0 +1,215 @@
+// A Hugging Face model folder end to end, as a user brings one: a tiny random Qwen3 (config.json,
+// BF16 weights in shards with model.safetensors.index.json, generation_config.json) with a
+// byte-level BPE tokenizer and its tokenizer_config.json — a small one written here, and the real
+// Qwen3 tokenizer when ./test.sh could fetch it — and a GSM8K-style JSONL dataset. `fp8rl train
+// --model DIR` runs two GRPO steps on it (prompts through the chat template, the maths reward) and
+// its checkpoint carries the tokenizer on; `generate` and `score` take the same folder; and a
+// malformed JSONL line, a missing tokenizer and an unsupported architecture are named.
+#include <QtTest>
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include "small_tokenizer.hpp"
+
+namespace {
+
+struct Run {
+  int code = -1;
+  QString out;
+};
+
+Run run_cli(const QStringList& args) {
+  QProcess p;
+  p.setProcessChannelMode(QProcess::SeparateChannels);
+  p.start(QStringLiteral(FP8RL_CLI), args);
+  if (!p.waitForFinished(300000)) return {};
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardOutput() + p.readAllStandardError())};
+}
+
+void write_file(const QString& path, const QByteArray& text) {
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(text);
+}
+
+QJsonObject last_json_line(const QString& out) {
+  QJsonObject o;
+  for (const QString& l : out.split('\n', Qt::SkipEmptyParts)) {
+    const auto d = QJsonDocument::fromJson(l.toUtf8());
+    if (d.isObject()) o = d.object();
+  }
+  return o;
+}
+
+// GSM8K's shape: a question, a worked answer ending in "#### N".
+QByteArray dataset() {
+  QByteArray d;
+  for (int i = 1; i <= 12; ++i)
+    d += QStringLiteral(
+             "{\"question\": \"Tom has %1 apples and buys %2 more. How many apples does he "
+             "have?\", \"answer\": \"%1 + %2 = %3\\n#### %3\"}\n")
+             .arg(i)
+             .arg(2 * i)
+             .arg(3 * i)
+             .toUtf8();
+  return d;
+}
+
+}  // namespace
+
+class TestModelFolder : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir root_;
+
+  // A tiny Qwen3 folder with the tokenizer files in `tokenizer` (vocab_size: the model's
+  // embedding rows): random weights written by `fp8rl init`, converted to sharded BF16.
+  QString makeModel(const QString& name, const QString& tokenizer, int vocab_size) {
+    const QString dir = root_.filePath(name), fp32 = root_.filePath(name + "-fp32");
+    const QJsonObject cfg{{"hidden_size", 32},
+                          {"num_hidden_layers", 2},
+                          {"num_attention_heads", 2},
+                          {"num_key_value_heads", 1},
+                          {"head_dim", 16},
+                          {"intermediate_size", 64},
+                          {"vocab_size", vocab_size},
+                          {"max_position_embeddings", 512},
+                          {"tie_word_embeddings", true},
+                          {"model_type", "qwen3"}};
+    write_file(root_.filePath(name + ".json"), QJsonDocument(cfg).toJson());
+    Run r = run_cli({"init", "--config", root_.filePath(name + ".json"), "--output", fp32});
+    if (r.code != 0) return "init: " + r.out;
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+      QFile::copy(tokenizer + "/" + f, fp32 + "/" + f);
+    write_file(fp32 + "/generation_config.json", R"({"eos_token_id": 0})");
+    r = run_cli({"convert", "--checkpoint", fp32, "--to", "bf16", "--output", dir,
+                 "--max-shard-size", "20000"});
+    if (r.code != 0) return "convert: " + r.out;
+    return dir;
+  }
+
+  // train, generate, score and tokenize on the folder; the tokenizer's ids of the chat prompt.
+  void endToEnd(const QString& model) {
+    QVERIFY2(QFile::exists(model + "/model.safetensors.index.json"), qPrintable(model));
+    QVERIFY(QFile::exists(model + "/tokenizer.json"));
+    const QString data = root_.filePath("gsm8k.jsonl");
+    write_file(data, dataset());
+    const QString out = model + "-trained";
+    Run r = run_cli({"train",
+                     "--preset",
+                     "math",
+                     "--model",
+                     model,
+                     "--no-db",
+                     "--json",
+                     "--backend",
+                     "cpu",
+                     "--output",
+                     out,
+                     "--set",
+                     "task.path=" + data,
+                     "--set",
+                     "grpo.steps=2",
+                     "--set",
+                     "grpo.prompts_per_step=2",
+                     "--set",
+                     "grpo.group_size=2",
+                     "--set",
+                     "task.max_response_tokens=6",
+                     "--set",
+                     "validation.every=0",
+                     "--set",
+                     "grpo.micro_batch_size=4"});
+    QVERIFY2(r.code == 0, qPrintable(r.out));
+    QCOMPARE(last_json_line(r.out)["rl_steps"].toInt(), 2);
+    // The checkpoint carries the model's tokenizer on (a later run or generate reads it).
+    QVERIFY(QFile::exists(out + "/tokenizer.json") &&
+            QFile::exists(out + "/tokenizer_config.json"));
+
+    const QString prompt = QStringLiteral("Tom has 5 apples and buys 3 more. How many?");
+    r = run_cli({"generate", "--model", model, "--prompt", prompt, "--max-new-tokens", "4",
+                 "--temperature", "0", "--backend", "cpu"});
+    QVERIFY2(r.code == 0, qPrintable(r.out));
+    const QJsonObject gen = last_json_line(r.out);
+    QVERIFY(gen.contains("text"));
+    // Its prompt is the chat template's, as `tokenize` encodes it.
+    const QString chat = "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n";
+    r = run_cli({"tokenize", "--model", model, "--text", chat});
+    QVERIFY2(r.code == 0, qPrintable(r.out));
+    const QJsonArray ids = QJsonDocument::fromJson(r.out.trimmed().toUtf8()).array();
+    QCOMPARE(gen["prompt_ids"].toArray(), ids);
+    QStringList id_list;
+    for (const auto& v : ids) id_list << QString::number(v.toInt());
+    r = run_cli({"score", "--model", model, "--token-ids", id_list.join(','), "--backend", "cpu"});
+    QVERIFY2(r.code == 0, qPrintable(r.out));
+    const QJsonArray lp = last_json_line(r.out)["logprobs"].toArray();
+    QCOMPARE(lp.size(), ids.size() - 1);
+    for (const auto& v : lp) QVERIFY(v.isDouble() && v.toDouble() <= 0);
+  }
+
+ private slots:
+  void smallTokenizer() {
+    const QString tok = root_.filePath("small-tokenizer");
+    QDir().mkpath(tok);
+    const fp8rl::Json t = small_tokenizer_json({{"<|endoftext|>", true},
+                                                {"<|im_start|>", true},
+                                                {"<|im_end|>", true},
+                                                {"<think>", false},
+                                                {"</think>", false}});
+    write_file(tok + "/tokenizer.json", QByteArray::fromStdString(t.dump()));
+    write_file(tok + "/tokenizer_config.json",
+               R"({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})");
+    const QString model = makeModel("small", tok, 272);
+    endToEnd(model);
+  }
+
+  void realQwen3Tokenizer() {
+    const QString tok = QStringLiteral(FP8RL_QWEN3_TOKENIZER);
+    if (!QFile::exists(tok + "/tokenizer.json"))
+      QSKIP(qPrintable("no Qwen3 tokenizer files in " + tok +
+                       " (./test.sh fetches them with npm; npm missing or offline)"));
+    endToEnd(makeModel("qwen3-tiny", tok, 151936));
+  }
+
+  void problemsAreNamed() {
+    const QString data = root_.filePath("bad.jsonl");
+    write_file(data, dataset().left(200) + "\n{\"question\": \"no answer\"}\n");
+    // A model folder without its tokenizer.
+    const QString bare = root_.filePath("bare");
+    QVERIFY(run_cli({"init", "--config", root_.filePath("small.json"), "--output", bare}).code ==
+            0);
+    Run r = run_cli({"train", "--preset", "math", "--model", bare, "--no-db", "--set",
+                     "task.path=" + root_.filePath("gsm8k.jsonl")});
+    QVERIFY2(r.code == 1 && r.out.contains(bare + "/tokenizer.json does not exist"),
+             qPrintable(r.out));
+    // A malformed record, named by file and line.
+    r = run_cli({"train", "--preset", "math", "--model", root_.filePath("small"), "--no-db",
+                 "--set", "task.path=" + data});
+    QVERIFY2(r.code == 1 && r.out.contains("bad.jsonl:"), qPrintable(r.out));
+    // An architecture this engine does not run.
+    const QString llama = root_.filePath("llama");
+    QDir().mkpath(llama);
+    for (const QString& f : QDir(root_.filePath("small")).entryList(QDir::Files))
+      QFile::copy(root_.filePath("small") + "/" + f, llama + "/" + f);
+    QFile cfg(llama + "/config.json");
+    QVERIFY(cfg.open(QIODevice::ReadOnly));
+    QByteArray text = cfg.readAll();
+    cfg.close();
+    write_file(llama + "/config.json", text.replace("\"qwen3\"", "\"llama\""));
+    r = run_cli({"train", "--preset", "math", "--model", llama, "--no-db", "--set",
+                 "task.path=" + root_.filePath("gsm8k.jsonl")});
+    QVERIFY2(r.code == 1 && r.out.contains("llama/config.json") &&
+                 r.out.contains("model_type \"llama\" is not supported"),
+             qPrintable(r.out));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestModelFolder)
+#include "test_model_folder.moc"
