@@ -13,6 +13,7 @@
 #include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "error_of.hpp"
 #include "model/checkpoint.hpp"
 
 using namespace fp8rl;
@@ -22,17 +23,6 @@ namespace {
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
-// The error thrown by f, or "" when it throws none.
-template <class F>
-QString error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return QString::fromStdString(e.what());
-  }
-  return {};
 }
 
 }  // namespace
@@ -79,9 +69,8 @@ class TestCheckpointFiles : public QObject {
   void aWriterThatFailsLeavesThePreviousCheckpoint() {
     QTemporaryDir tmp;
     const std::string dir = tmp.filePath("ckpt").toStdString();
-    write_checkpoint_dir(dir, [](const std::string& d) {
-      write_file(d + "/trainer_state.json", "{\"step\": 1}");
-    });
+    write_checkpoint_dir(
+        dir, [](const std::string& d) { write_file(d + "/trainer_state.json", "{\"step\": 1}"); });
     const QString e = error_of([&] {
       write_checkpoint_dir(dir, [](const std::string& d) {
         write_file(d + "/trainer_state.json", "{\"step\": 2}");
@@ -96,9 +85,8 @@ class TestCheckpointFiles : public QObject {
     // A killed writer's .partial is thrown away by the next write.
     fs::create_directories(dir + ".partial");
     write_file(dir + ".partial/junk", "x");
-    write_checkpoint_dir(dir, [](const std::string& d) {
-      write_file(d + "/trainer_state.json", "{\"step\": 3}");
-    });
+    write_checkpoint_dir(
+        dir, [](const std::string& d) { write_file(d + "/trainer_state.json", "{\"step\": 3}"); });
     QVERIFY(!fs::exists(dir + "/junk") && !fs::exists(dir + ".partial"));
   }
 
@@ -106,9 +94,8 @@ class TestCheckpointFiles : public QObject {
   void readersFindThePreviousFolder() {
     QTemporaryDir tmp;
     const std::string dir = tmp.filePath("ckpt").toStdString();
-    write_checkpoint_dir(dir, [](const std::string& d) {
-      write_file(d + "/trainer_state.json", "{}");
-    });
+    write_checkpoint_dir(dir,
+                         [](const std::string& d) { write_file(d + "/trainer_state.json", "{}"); });
     QCOMPARE(QString::fromStdString(checkpoint_dir_to_read(dir)), QString::fromStdString(dir));
     fs::rename(dir, dir + ".previous");
     QCOMPARE(QString::fromStdString(checkpoint_dir_to_read(dir)),

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "error_of.hpp"
 #include "small_tokenizer.hpp"
 #include "text/bpe_tokenizer.hpp"
 #include "text/chat_template.hpp"
@@ -40,16 +41,6 @@ QString show(const std::vector<int32_t>& ids) {
   QStringList s;
   for (int32_t i : ids) s << QString::number(i);
   return s.join(',');
-}
-
-template <class F>
-QString error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return QString::fromStdString(e.what());
-  }
-  return {};
 }
 
 }  // namespace
