@@ -8,24 +8,29 @@
 
 namespace fp8rl::cli {
 
+// This machine and measurements: doctor, --version, bench, sensitivity.
 int cmd_doctor(const std::vector<std::string>& args);
 // `fp8rl --version`: the version, the git revision and each backend (CPU; CUDA with its
 // driver and runtime versions, or why it is not usable).
 int print_version();
 int cmd_bench(const std::vector<std::string>& args);
-int cmd_train(const std::vector<std::string>& args);
 int cmd_sensitivity(const std::vector<std::string>& args);
-int cmd_score(const std::vector<std::string>& args);
-int cmd_init(const std::vector<std::string>& args);
-int cmd_generate(const std::vector<std::string>& args);
-int cmd_convert(const std::vector<std::string>& args);
-int cmd_audit(const std::vector<std::string>& args);
+
+// Runs: train, the run store, workers and their keys.
+int cmd_train(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);
-int cmd_worker(const std::vector<std::string>& args);
-int cmd_keys(const std::vector<std::string>& args);
-int cmd_tokenize(const std::vector<std::string>& args);
+int cmd_audit(const std::vector<std::string>& args);
 // Follows a live run's telemetry in the terminal.
 int cmd_attach(int64_t run_id, const std::string& db_path);
+int cmd_worker(const std::vector<std::string>& args);
+int cmd_keys(const std::vector<std::string>& args);
+
+// Models and text: checkpoints, generation, scoring, tokenizers.
+int cmd_init(const std::vector<std::string>& args);
+int cmd_convert(const std::vector<std::string>& args);
+int cmd_generate(const std::vector<std::string>& args);
+int cmd_score(const std::vector<std::string>& args);
+int cmd_tokenize(const std::vector<std::string>& args);
 
 // Parses "1,2,3" into token ids; errors name the option and the bad item.
 std::vector<int32_t> parse_token_ids(const std::string& s,

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 
 namespace fp8rl {
 namespace {
@@ -123,24 +124,6 @@ class Parser {
     return v;
   }
 
-  static void utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xc0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xe0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  }
-
   uint32_t hex4() {
     if (i_ + 4 > s_.size()) fail("truncated \\u escape");
     uint32_t v = 0;
@@ -206,7 +189,7 @@ class Parser {
             if (lo < 0xdc00 || lo >= 0xe000) fail("bad low surrogate");
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
           }
-          utf8(out, cp);
+          append_utf8(out, cp);
           break;
         }
         default:

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/utf8.hpp"
 
 #if defined(FP8RL_HAVE_ICU)
 #include <unicode/normalizer2.h>
@@ -35,10 +36,7 @@ struct ByteAlphabet {
     for (int b = 0; b < 256; ++b) {
       const uint32_t cp = printable(b) ? static_cast<uint32_t>(b) : next++;
       byte[cp] = static_cast<uint8_t>(b);
-      // Code points below 0x800: one or two UTF-8 bytes.
-      of_byte[b] = cp < 0x80 ? std::string(1, static_cast<char>(cp))
-                             : std::string{static_cast<char>(0xC0 | (cp >> 6)),
-                                           static_cast<char>(0x80 | (cp & 0x3F))};
+      append_utf8(of_byte[b], cp);
     }
   }
 };
@@ -48,28 +46,12 @@ const ByteAlphabet& alphabet() {
   return a;
 }
 
-// Length of the valid UTF-8 sequence at s[i], or 0 when it is not one.
-size_t utf8_length(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  uint32_t cp = n == 1 ? c : c & (0x7F >> n);
-  for (size_t k = 1; k < n; ++k) {
-    const auto d = static_cast<unsigned char>(s[i + k]);
-    if ((d & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (d & 0x3F);
-  }
-  const bool overlong = (n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
-  if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
 // The byte-level characters of a token string back to the bytes they stand for.
 std::string token_bytes(const std::string& token) {
   std::string out;
   const auto& a = alphabet();
   for (size_t i = 0; i < token.size();) {
-    const size_t n = utf8_length(token, i);
+    const size_t n = utf8_sequence_length(token, i);
     uint32_t cp = static_cast<unsigned char>(token[i]);
     if (n == 2) cp = ((cp & 0x1F) << 6) | (static_cast<unsigned char>(token[i + 1]) & 0x3F);
     const auto it = a.byte.find(cp);
@@ -380,7 +362,7 @@ BpeTokenizer BpeTokenizer::from_json(const Json& t, const Json& config, const st
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool special) const {
   const Impl& m = *impl_;
   for (size_t i = 0; i < text.size();) {
-    const size_t n = utf8_length(text, i);
+    const size_t n = utf8_sequence_length(text, i);
     check(n > 0, "tokenizer: the text is not valid UTF-8 at byte " + std::to_string(i));
     i += n;
   }
@@ -427,7 +409,7 @@ std::string BpeTokenizer::token_text(int32_t id) const {
   const std::string bytes = decode(std::span(&id, 1));
   std::string out;
   for (size_t i = 0; i < bytes.size();) {
-    const size_t n = utf8_length(bytes, i);
+    const size_t n = utf8_sequence_length(bytes, i);
     if (n == 0) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "<0x%02X>", static_cast<unsigned char>(bytes[i]));

@@ -16,14 +16,16 @@ class ModelTokenizer : public Tokenizer {
   // dir holds tokenizer.json (and tokenizer_config.json, which must name an eos_token).
   explicit ModelTokenizer(const std::string& dir, ChatOptions chat = {});
 
+  // Responses end at tokenizer_config.json's eos_token; batches pad with its pad_token (else
+  // eos).
+  int32_t eos() const override { return eos_; }
+  int32_t pad() const override { return pad_; }
   int32_t vocab_size() const override { return bpe_.size(); }
   std::vector<int32_t> encode(const std::string& text) const override;
   std::vector<int32_t> encode_prompt(const std::string& prompt) const override;
   // Ids the tokenizer does not have (the embedding's padding rows) decode to nothing.
   std::string decode(const std::vector<int32_t>& ids) const override;
   std::string token_text(int32_t id) const override;
-  int32_t eos() const override { return eos_; }
-  int32_t pad() const override { return pad_; }
   // Copies tokenizer.json and tokenizer_config.json into dir.
   void save(const std::string& dir) const override;
 

@@ -8,25 +8,18 @@
 #include <vector>
 
 #include "core/json.hpp"
+#include "core/utf8.hpp"
 
 inline fp8rl::Json small_tokenizer_json(const std::vector<std::pair<std::string, bool>>& added) {
   using fp8rl::Json;
   Json vocab = Json::Object{};
   // The byte-level alphabet: printable Latin-1 as itself, the rest from U+0100 on.
   int next = 256, id = 0;
-  auto utf8 = [](int cp) {
-    std::string s;
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    return s;
-  };
   for (int b = 0; b < 256; ++b) {
     const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-    vocab[utf8(printable ? b : next++)] = id++;
+    std::string c;
+    fp8rl::append_utf8(c, static_cast<uint32_t>(printable ? b : next++));
+    vocab[c] = id++;
   }
   for (const char* t : {"lo", "low", "er", "\xc4\xa0lo"}) vocab[t] = id++;
   Json model;

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/utf8.hpp"
 #include "error_of.hpp"
 #include "small_tokenizer.hpp"
 #include "text/bpe_tokenizer.hpp"
@@ -111,31 +112,12 @@ class TestTokenizer : public QObject {
         {0x01, 0x7F},       {0xA0, 0xFF},     {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3},
         {0x1F300, 0x1F5FF}, {0x2002, 0x200A}, {0xE000, 0xE0FF}, {0x20000, 0x2A6DF}};
     std::mt19937 rng(20261125);
-    auto utf8 = [](uint32_t cp) {
-      std::string s;
-      if (cp < 0x80) {
-        s += static_cast<char>(cp);
-      } else if (cp < 0x800) {
-        s += static_cast<char>(0xC0 | (cp >> 6));
-        s += static_cast<char>(0x80 | (cp & 0x3F));
-      } else if (cp < 0x10000) {
-        s += static_cast<char>(0xE0 | (cp >> 12));
-        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        s += static_cast<char>(0x80 | (cp & 0x3F));
-      } else {
-        s += static_cast<char>(0xF0 | (cp >> 18));
-        s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        s += static_cast<char>(0x80 | (cp & 0x3F));
-      }
-      return s;
-    };
     for (int n = 0; n < 300; ++n) {
       std::string s;
       const int len = static_cast<int>(rng() % 80);
       for (int i = 0; i < len; ++i) {
         const auto& [lo, hi] = ranges[rng() % ranges.size()];
-        s += utf8(lo + rng() % (hi - lo + 1));
+        append_utf8(s, lo + rng() % (hi - lo + 1));
         if (rng() % 5 == 0) s += " ";
       }
       const auto ids = qwen3_->encode(s);
