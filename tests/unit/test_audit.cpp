@@ -9,6 +9,7 @@
 #include "contract/metrics.hpp"
 #include "model/weight_audit.hpp"
 #include "rl/run_loop.hpp"
+#include "run_process.hpp"
 #include "store/run_store.hpp"
 
 using namespace fp8rl;
@@ -16,16 +17,8 @@ using namespace fp8rl;
 namespace {
 
 // What `fp8rl ARGS` printed and its exit status.
-struct Cli {
-  int status = -1;
-  QString out;
-};
-Cli run_cli(const QStringList& args) {
-  QProcess p;
-  p.start(FP8RL_CLI, args);
-  p.waitForFinished(120000);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput() + p.readAllStandardError())};
+ProcessResult run_cli(const QStringList& args) {
+  return run_process(QStringLiteral(FP8RL_CLI), args);
 }
 
 int64_t mismatches(const std::vector<AuditRow>& rows) {
@@ -143,22 +136,22 @@ class TestAudit : public QObject {
       r.audit[1].max_abs_diff = 0;
       store.record_step(run_bad, r);
     }
-    Cli c = run_cli({"audit", "--run", QString::number(run_ok), "--db", db});
-    QCOMPARE(c.status, 0);
+    ProcessResult c = run_cli({"audit", "--run", QString::number(run_ok), "--db", db});
+    QCOMPARE(c.code, 0);
     QVERIFY2(c.out.contains("2 linears, 0 mismatches"), qPrintable(c.out));
 
     c = run_cli({"audit", "--run", QString::number(run_bad), "--db", db, "--step", "2"});
-    QCOMPARE(c.status, 1);
+    QCOMPARE(c.code, 1);
     QVERIFY2(c.out.contains("MISMATCH") && c.out.contains("1 mismatch\n"), qPrintable(c.out));
     c = run_cli({"audit", "--run", QString::number(run_bad), "--db", db, "--all"});
-    QCOMPARE(c.status, 0);  // the latest audit (step 3) is clean
+    QCOMPARE(c.code, 0);  // the latest audit (step 3) is clean
     QVERIFY2(c.out.contains("before step 3"), qPrintable(c.out));
 
     c = run_cli({"audit", "--run", "99", "--db", db});
-    QCOMPARE(c.status, 1);
+    QCOMPARE(c.code, 1);
     QVERIFY2(c.out.contains("no run 99"), qPrintable(c.out));
     c = run_cli({"audit", "--run", QString::number(run_ok), "--db", db, "--step", "7"});
-    QCOMPARE(c.status, 1);
+    QCOMPARE(c.code, 1);
     QVERIFY2(c.out.contains("no audit at step 7"), qPrintable(c.out));
   }
 };

@@ -17,30 +17,23 @@
 #include <cstring>
 #include <functional>
 
-namespace {
+#include "run_process.hpp"
 
-struct Run {
-  int code = -1;
-  QString out;
-};
+namespace {
 
 const QString kCli = QStringLiteral(FP8RL_CLI);
 
 // Runs fp8rl; limit_bytes > 0: with writes beyond that file size failing (as on a full disk).
-Run fp8rl(const QStringList& args, const QProcessEnvironment& env, qint64 limit_bytes = 0) {
-  QProcess p;
-  p.setProcessEnvironment(env);
-  p.setProcessChannelMode(QProcess::MergedChannels);
+ProcessResult fp8rl(const QStringList& args, const QProcessEnvironment& env,
+                    qint64 limit_bytes = 0) {
+  std::function<void()> limit;
   if (limit_bytes > 0)
-    p.setChildProcessModifier([limit_bytes] {
+    limit = [limit_bytes] {
       std::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
       const rlimit r{static_cast<rlim_t>(limit_bytes), static_cast<rlim_t>(limit_bytes)};
       setrlimit(RLIMIT_FSIZE, &r);
-    });
-  p.start(kCli, args);
-  if (!p.waitForFinished(120000)) return {};
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAll())};
+    };
+  return run_process(kCli, args, env, limit);
 }
 
 QByteArray read_all(const QString& path) {
@@ -115,7 +108,7 @@ class TestBadInputs : public QObject {
                                  {"runs", "export", "1", "--csv"},
                                  {"runs", "check"},
                                  {"score", "--checkpoint", good_, "--token-ids", "1,2,3"}}) {
-      const Run r = fp8rl(a, env_);
+      const ProcessResult r = fp8rl(a, env_);
       s += QString::number(r.code) + ": " + r.out;
     }
     s += read_all(good_ + "/checksums.json");
@@ -132,12 +125,13 @@ class TestBadInputs : public QObject {
     env_.remove("FP8RL_PRESETS");
     good_ = root_.filePath("good");
     fp8_ = root_.filePath("good-fp8");
-    const Run t = fp8rl({"train", "--preset", "demo", "--backend", "cpu", "--output", good_,
-                         "--set", "sft.steps=1", "--set", "grpo.steps=2", "--set",
-                         "grpo.prompts_per_step=2", "--set", "task.validation_size=8"},
-                        env_);
+    const ProcessResult t = fp8rl({"train", "--preset", "demo", "--backend", "cpu", "--output",
+                                   good_, "--set", "sft.steps=1", "--set", "grpo.steps=2", "--set",
+                                   "grpo.prompts_per_step=2", "--set", "task.validation_size=8"},
+                                  env_);
     QVERIFY2(t.code == 0, qPrintable(t.out));
-    const Run c = fp8rl({"convert", "--checkpoint", good_, "--to", "fp8", "--output", fp8_}, env_);
+    const ProcessResult c =
+        fp8rl({"convert", "--checkpoint", good_, "--to", "fp8", "--output", fp8_}, env_);
     QVERIFY2(c.code == 0, qPrintable(c.out));
   }
 
@@ -385,7 +379,7 @@ class TestBadInputs : public QObject {
     for (const Case& c : cases) {
       QTemporaryDir dir;
       const QStringList args = c.setup(dir.path());
-      const Run r = fp8rl(args, env_, c.limit_bytes);
+      const ProcessResult r = fp8rl(args, env_, c.limit_bytes);
       const QStringList errors = r.out.split('\n').filter(QStringLiteral(": error: "));
       const bool ok = r.code != 0 && errors.size() == 1 && errors[0].contains(c.says) &&
                       !errors[0].contains(QStringLiteral(" error: : "));

@@ -15,22 +15,13 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include "run_process.hpp"
 #include "small_tokenizer.hpp"
 
 namespace {
 
-struct Run {
-  int code = -1;
-  QString out;
-};
-
-Run run_cli(const QStringList& args) {
-  QProcess p;
-  p.setProcessChannelMode(QProcess::SeparateChannels);
-  p.start(QStringLiteral(FP8RL_CLI), args);
-  if (!p.waitForFinished(300000)) return {};
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput() + p.readAllStandardError())};
+ProcessResult run_cli(const QStringList& args) {
+  return run_process(QStringLiteral(FP8RL_CLI), args);
 }
 
 void write_file(const QString& path, const QByteArray& text) {
@@ -84,7 +75,8 @@ class TestModelFolder : public QObject {
                           {"tie_word_embeddings", true},
                           {"model_type", "qwen3"}};
     write_file(root_.filePath(name + ".json"), QJsonDocument(cfg).toJson());
-    Run r = run_cli({"init", "--config", root_.filePath(name + ".json"), "--output", fp32});
+    ProcessResult r =
+        run_cli({"init", "--config", root_.filePath(name + ".json"), "--output", fp32});
     if (r.code != 0) return "init: " + r.out;
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
       QFile::copy(tokenizer + "/" + f, fp32 + "/" + f);
@@ -102,31 +94,31 @@ class TestModelFolder : public QObject {
     const QString data = root_.filePath("gsm8k.jsonl");
     write_file(data, dataset());
     const QString out = model + "-trained";
-    Run r = run_cli({"train",
-                     "--preset",
-                     "math",
-                     "--model",
-                     model,
-                     "--no-db",
-                     "--json",
-                     "--backend",
-                     "cpu",
-                     "--output",
-                     out,
-                     "--set",
-                     "task.path=" + data,
-                     "--set",
-                     "grpo.steps=2",
-                     "--set",
-                     "grpo.prompts_per_step=2",
-                     "--set",
-                     "grpo.group_size=2",
-                     "--set",
-                     "task.max_response_tokens=6",
-                     "--set",
-                     "validation.every=0",
-                     "--set",
-                     "grpo.micro_batch_size=4"});
+    ProcessResult r = run_cli({"train",
+                               "--preset",
+                               "math",
+                               "--model",
+                               model,
+                               "--no-db",
+                               "--json",
+                               "--backend",
+                               "cpu",
+                               "--output",
+                               out,
+                               "--set",
+                               "task.path=" + data,
+                               "--set",
+                               "grpo.steps=2",
+                               "--set",
+                               "grpo.prompts_per_step=2",
+                               "--set",
+                               "grpo.group_size=2",
+                               "--set",
+                               "task.max_response_tokens=6",
+                               "--set",
+                               "validation.every=0",
+                               "--set",
+                               "grpo.micro_batch_size=4"});
     QVERIFY2(r.code == 0, qPrintable(r.out));
     QCOMPARE(last_json_line(r.out)["rl_steps"].toInt(), 2);
     // The checkpoint carries the model's tokenizer on (a later run or generate reads it).
@@ -185,8 +177,8 @@ class TestModelFolder : public QObject {
     const QString bare = root_.filePath("bare");
     QVERIFY(run_cli({"init", "--config", root_.filePath("small.json"), "--output", bare}).code ==
             0);
-    Run r = run_cli({"train", "--preset", "math", "--model", bare, "--no-db", "--set",
-                     "task.path=" + root_.filePath("gsm8k.jsonl")});
+    ProcessResult r = run_cli({"train", "--preset", "math", "--model", bare, "--no-db", "--set",
+                               "task.path=" + root_.filePath("gsm8k.jsonl")});
     QVERIFY2(r.code == 1 && r.out.contains(bare + "/tokenizer.json does not exist"),
              qPrintable(r.out));
     // A malformed record, named by file and line.
