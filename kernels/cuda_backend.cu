@@ -10,6 +10,10 @@
 
 #include "cuda_check.hpp"
 
+#if FP8RL_HAVE_NCCL
+#include "nccl_communicator.hpp"
+#endif
+
 namespace fp8rl {
 
 namespace cuda {
@@ -105,6 +109,18 @@ void CudaBackend::release() noexcept {
   pool_ = nullptr;
   stream_ = nullptr;
   (void)cudaGetLastError();
+}
+
+std::unique_ptr<Communicator> CudaBackend::device_communicator(Communicator& host) {
+#if FP8RL_HAVE_NCCL
+  // One rank needs no collectives (and every rank sees the same size, so all return here). The
+  // constructor makes the device current itself: a failure there is reported to every rank.
+  if (host.size() <= 1) return nullptr;
+  return std::make_unique<NcclCommunicator>(host, device_, stream_);
+#else
+  (void)host;
+  return nullptr;
+#endif
 }
 
 void CudaBackend::make_current() const {

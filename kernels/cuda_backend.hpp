@@ -6,14 +6,16 @@
 // statistics, which synchronise it. Numerics match the CPU reference (engine/backend/cpu/) bit for
 // bit for quantize/dequantize/transpose; GEMMs agree up to FP32 summation order.
 //
-// Files: cuda_backend.cu (life cycle, memory), quantize.cu (quantize, quantize_with_transpose,
-// dequantize, transpose_fp8), gemm.cu (gemm, gemm_fp8, gemm_fp8_unsupported), and the model ops
-// with the CPU reference's stems: elementwise.cu (convert, transpose, add, scale, sum_squares,
-// adamw), embedding.cu, rmsnorm.cu, rope.cu, attention.cu, swiglu.cu, logprobs.cu, sampling.cu
-// (sample_tokens), kv_cache.cu (amax, kv_write, attention_cached); shared device helpers in
-// ops_common.cuh. The model ops compute in FP32 and round each output once to its dtype, like the
-// CPU; they agree with it up to FP32 summation order and the device's exp/log/pow/sin/cos (a few
-// ulp), except AdamW, scale, convert, transpose and add, which are bit-exact.
+// Files: cuda_backend.cu (life cycle, memory, device_communicator), nccl_communicator.cpp (the
+// NCCL communicator of data-parallel runs; built with NCCL only), quantize.cu (quantize,
+// quantize_with_transpose, dequantize, transpose_fp8), gemm.cu (gemm, gemm_fp8,
+// gemm_fp8_unsupported), and the model ops with the CPU reference's stems: elementwise.cu
+// (convert, transpose, add, scale, sum_squares, adamw), embedding.cu, rmsnorm.cu, rope.cu,
+// attention.cu, swiglu.cu, logprobs.cu, sampling.cu (sample_tokens), kv_cache.cu (amax, kv_write,
+// attention_cached); shared device helpers in ops_common.cuh. The model ops compute in FP32 and
+// round each output once to its dtype, like the CPU; they agree with it up to FP32 summation order
+// and the device's exp/log/pow/sin/cos (a few ulp), except AdamW, scale, convert, transpose and
+// add, which are bit-exact.
 //
 // Device-side index checks: ids and targets are in device memory, so they are not checked
 // before launch (that would cost a synchronisation). An id outside the table gives a NaN
@@ -219,6 +221,12 @@ class CudaBackend final : public Backend {
   // which is then reported in why_not. Replays run on the backend's stream.
   std::unique_ptr<BackendGraph> capture(const std::function<void()>& work,
                                         std::string& why_not) override;
+
+  // cuda_backend.cu: an NcclCommunicator (nccl_communicator.hpp) on this device and stream when
+  // the module was built with NCCL and host has more than one rank, else null (the caller then
+  // stages through host memory). Collective over host; throws Error on every rank when NCCL
+  // cannot join them (e.g. two ranks on one GPU). It must be destroyed before the backend.
+  std::unique_ptr<Communicator> device_communicator(Communicator& host) override;
 
   // quantize.cu: "" when this build's kernels can run on the current device, else why not
   // (e.g. no kernel image for the device's architecture). Used by the module's probe.

@@ -62,8 +62,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # fp8rl_VERSION_ARCH.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)  # computed by the project config file instead
-# The window icon is SVG: drawn by Qt's SVG image plugin when it is installed.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS libqt6svg6)
+# The window icon is SVG: drawn by Qt's SVG image plugin when it is installed. Runs over
+# several ranks are started by Open MPI's mpirun (docs/distributed.md).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libqt6svg6, openmpi-bin")
 file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/packaging/CPackProjectConfig.cmake
      INPUT ${PROJECT_SOURCE_DIR}/packaging/CPackProjectConfig.cmake.in)
 set(CPACK_PROJECT_CONFIG_FILE ${PROJECT_BINARY_DIR}/packaging/CPackProjectConfig.cmake)

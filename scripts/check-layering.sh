@@ -13,21 +13,22 @@ cd "$root" || exit 2
 # lower layers first; none lists a layer above it.
 layers='
 engine/core      core/
+engine/dist      (core|dist)/
 engine/contract  (core|contract)/
 engine/fp8       (core|fp8)/
 engine/text      (core|text)/
-engine/backend   (core|fp8|backend)/
-kernels          ((core|fp8)/|backend/(backend|cuda_module_api|sampling_rules)\.hpp)
+engine/backend   (core|fp8|backend)/|dist/communicator\.hpp
+kernels          ((core|fp8)/|backend/(backend|cuda_module_api|sampling_rules)\.hpp|dist/communicator\.hpp)
 engine/model     ((core|fp8|contract|model)/|backend/(backend|backend_registry|sampling_rules)\.hpp)
 engine/rollout   ((core|fp8|contract|model|rollout)/|backend/(backend|sampling_rules)\.hpp)
-engine/rl        ((core|fp8|contract|model|rollout|text|rl)/|backend/backend\.hpp)
-engine/session   ((core|contract|rl|session)/|backend/backend\.hpp)
+engine/rl        ((core|fp8|contract|model|rollout|text|rl|dist)/|backend/backend\.hpp)
+engine/session   ((core|contract|rl|session|dist)/|backend/backend\.hpp)
 engine/store     (core|contract|store)/
 engine/ipc       (core|contract|store|ipc)/
-engine/worker    ((core|contract|store|ipc|session|rl|worker)/|backend/backend_registry\.hpp)
+engine/worker    ((core|contract|store|ipc|session|rl|worker|dist)/|backend/backend_registry\.hpp)
 ui               (core|contract|store|ipc|ui)/
 app/studio       (core|contract|store|ipc|ui)/
-app/fp8rl        (core|contract|fp8|backend|model|rollout|text|rl|session|store|ipc|worker)/
+app/fp8rl        (core|contract|fp8|backend|model|rollout|text|rl|session|store|ipc|worker|dist)/
 '
 
 bad=0
@@ -41,7 +42,7 @@ while read -r dir allowed; do
       [[ "$header" == */* ]] || continue
       top=${header%%/*}
       case "$top" in
-        core|contract|fp8|text|backend|model|rollout|rl|session|store|ipc|worker|ui|kernels) ;;
+        core|contract|fp8|text|backend|model|rollout|rl|session|store|ipc|worker|ui|kernels|dist) ;;
         *) continue ;;
       esac
       if ! [[ "$header" =~ ^$allowed ]]; then

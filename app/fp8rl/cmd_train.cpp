@@ -12,6 +12,7 @@
 #include "backend/backend_registry.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "dist/communicator.hpp"
 #include "rl/run_loop.hpp"
 #include "run_db.hpp"
 #include "session/run_session.hpp"
@@ -121,6 +122,14 @@ int cmd_train(const std::vector<std::string>& args) {
         "or a JSON object (as --print-config prints it). --model DIR starts from a Hugging Face\n"
         "model folder (model.checkpoint: config.json, safetensors, BF16 or block-FP8; a JSONL\n"
         "task then uses its tokenizer.json and chat template).\n");
+  // Under mpirun (docs/distributed.md): the other ranks follow rank 0's run.
+  Communicator& comm = world();
+  if (comm.rank() > 0) {
+    follow_run(comm, [](const std::string& name) {
+      return make_backend(parse_backend_choice(name)).backend;
+    });
+    return 0;
+  }
   // --model is model.checkpoint, before the --set overrides (which may still change it).
   if (a.has("model")) sets.insert(sets.begin(), "model.checkpoint=" + a.get("model", ""));
   const bool use_db = !a.flag("no-db");
@@ -161,6 +170,7 @@ int cmd_train(const std::vector<std::string>& args) {
 
   RunRecorder* recorder = nullptr;
   SessionOptions opt;
+  opt.comm = &comm;
   opt.name = a.get("name", cfg.name);
   opt.preset = a.get("preset", a.get("config", ""));
   const std::string output = a.get("output", "");
@@ -192,8 +202,12 @@ int cmd_train(const std::vector<std::string>& args) {
   RunSession session(cfg, *sel.backend, recorder, opt, &printer);
   printer.session = &session;
   if (recorder) printer.db_path = db_path;
+  // Under mpirun, SIGTERM means the job is ending (the communicator handles it) and Ctrl-C
+  // reaches mpirun, which ends the job: SIGUSR1, which mpirun forwards, stops at a boundary.
   std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  std::signal(SIGUSR1, on_signal);
+  if (comm.size() == 1) std::signal(SIGTERM, on_signal);
+  send_run(comm, &cfg, sel.backend->name(), opt.resume_dir);
   const std::string final_state = session.run();
   printer.end_line();
   const bool stopped = final_state == "stopped";

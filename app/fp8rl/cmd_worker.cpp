@@ -9,11 +9,14 @@
 #include <cstring>
 
 #include "args.hpp"
+#include "backend/backend_registry.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "dist/communicator.hpp"
 #include "ipc/client.hpp"
 #include "ipc/protocol.hpp"
 #include "run_db.hpp"
+#include "session/run_session.hpp"
 #include "store/run_store.hpp"
 #include "worker/worker.hpp"
 
@@ -52,7 +55,17 @@ int cmd_worker(const std::vector<std::string>& args) {
   }
   // A client going away must never kill the worker (no SIGPIPE on broken connections).
   std::signal(SIGPIPE, SIG_IGN);
+  // Under mpirun (docs/distributed.md) rank 0 is the worker; the others follow its run and
+  // bind nothing.
+  Communicator& comm = world();
+  if (comm.rank() > 0) {
+    follow_run(comm, [](const std::string& name) {
+      return make_backend(parse_backend_choice(name)).backend;
+    });
+    return 0;
+  }
   ipc::WorkerOptions opt;
+  opt.comm = &comm;
   opt.control = a.get("control", "");
   opt.telemetry = a.get("telemetry", "");
   opt.db_path = a.flag("no-db") ? "" : a.get("db", default_db_path());

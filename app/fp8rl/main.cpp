@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "dist/communicator.hpp"
 
 namespace {
 
@@ -35,15 +36,9 @@ Run `fp8rl <command> --help` for a command's options.
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::fputs(kUsage, args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
-  }
-  if (args[0] == "--version") return fp8rl::cli::print_version();
-  const std::string cmd = args[0];
-  const std::vector<std::string> rest(args.begin() + 1, args.end());
+namespace {
+
+int dispatch(const std::string& cmd, const std::vector<std::string>& rest) {
   try {
     if (cmd == "doctor") return fp8rl::cli::cmd_doctor(rest);
     if (cmd == "bench") return fp8rl::cli::cmd_bench(rest);
@@ -74,9 +69,29 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const fp8rl::Error& e) {
     std::fprintf(stderr, "fp8rl %s: error: %s\n", cmd.c_str(), e.what());
+    fp8rl::end_world(false);
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fp8rl %s: unexpected error: %s\n", cmd.c_str(), e.what());
+    fp8rl::end_world(false);
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") return fp8rl::cli::print_version();
+  const std::string cmd = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  const int rc = dispatch(cmd, rest);
+  // A data-parallel rank leaves its MPI job: finalised after success, aborted after a failure
+  // (so that mpirun ends the other ranks rather than leave them waiting).
+  fp8rl::end_world(rc == 0 || rc == 130);  // 130: stopped on request, on every rank
+  return rc;
 }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "dist/communicator.hpp"
 #include "fp8/format.hpp"
 
 namespace fp8rl {
@@ -275,6 +276,16 @@ class Backend {
   // p −= lr · (m̂ / (sqrt(v̂) + eps) + wd · p) with m̂ = m/(1−β1^t), v̂ = v/(1−β2^t).
   virtual void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                      float beta2, float eps, float weight_decay, int64_t t) = 0;
+
+  // --- Data parallelism
+  // A communicator over this backend's memory joining the same ranks as `host` (NCCL on the
+  // CUDA backend, bootstrapped with host's broadcast), or null when the backend has none: the
+  // caller then stages gradients through host memory and reduces them with `host`. The CPU
+  // backend's memory is host memory, so it needs none.
+  virtual std::unique_ptr<Communicator> device_communicator(Communicator& host) {
+    (void)host;
+    return nullptr;
+  }
 
  protected:
   friend class Buffer;

@@ -10,7 +10,7 @@ namespace fp8rl {
 class Backend;
 }
 
-inline constexpr int kFp8rlCudaAbi = 5;
+inline constexpr int kFp8rlCudaAbi = 6;
 
 extern "C" {
 

@@ -43,6 +43,21 @@ inline constexpr const char* kMemory = "memory/rss_mb";
 // Linears whose generator and trainer weights or precisions differ in the step's layer audit
 // (0 when every one is bit-identical; absent when the step was not audited).
 inline constexpr const char* kAuditMismatches = "audit/mismatches";
+// Data-parallel runs (docs/distributed.md): the number of ranks (absent for one), the seconds
+// rank 0 spent in collectives during the step and the bytes it passed to them, and each rank's
+// own throughput,
+// "throughput/rank{r}/rollout_tokens_per_s" and "throughput/rank{r}/training_tokens_per_s"
+// (the run's throughput/… scalars are the sums).
+inline constexpr const char* kRanks = "dist/ranks";
+inline constexpr const char* kTimeCommunication = "time/communication";
+inline constexpr const char* kCommBytes = "dist/bytes";  // payload rank 0 passed to collectives
+inline constexpr const char* kRankThroughputPrefix = "throughput/rank";
+inline std::string rank_rollout_tps(int64_t rank) {
+  return kRankThroughputPrefix + std::to_string(rank) + "/rollout_tokens_per_s";
+}
+inline std::string rank_train_tps(int64_t rank) {
+  return kRankThroughputPrefix + std::to_string(rank) + "/training_tokens_per_s";
+}
 
 // Per-layer FP8 quantization scalars: "fp8/L{layer}/{kind}/{stat}", kind one of kFp8Kinds,
 // stat one of kFp8Stats.

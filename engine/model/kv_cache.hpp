@@ -56,6 +56,8 @@ class KvScaleCalibrator {
   void add(const std::vector<std::array<float, 3>>& amax_per_layer);
   bool empty() const { return samples_.empty(); }
   void clear() { samples_.clear(); }
+  // The recorded amax, [micro-batch][layer] (q, k, v): what data-parallel ranks exchange.
+  const std::vector<std::vector<std::array<float, 3>>>& samples() const { return samples_; }
   // Per layer (k_scale_inv, v_scale_inv); an amax of 0 or non-finite gives scale 1 (counted).
   std::vector<std::pair<float, float>> scales(int64_t* degenerate = nullptr) const;
 

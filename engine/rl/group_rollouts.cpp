@@ -95,21 +95,46 @@ MicroBatch pack_micro_batch(const std::vector<TrainSeq>& seqs, size_t begin, siz
 }
 
 GroupRollouts generate_group_rollouts(const RunConfig& cfg, const Task& task, Generator& gen,
-                                      int64_t step, int64_t prompts) {
+                                      int64_t step, int64_t prompts,
+                                      const std::vector<int64_t>* keep) {
   check(prompts > 0, "rollouts need at least one prompt");
-  const int64_t G = cfg.group_size, N = prompts * G;
+  const int64_t G = cfg.group_size;
   GroupRollouts out;
 
-  // Prompts: a fresh, reproducible draw per step.
+  // Prompts: a fresh, reproducible draw per step (all of them, so that the draws of a share
+  // are those of the whole batch).
   Rng rng(mix_seed(cfg.seed, static_cast<uint64_t>(step)));
   std::vector<std::vector<int32_t>> prompt_ids;
+  std::vector<int64_t> sequence_ids;
+  std::vector<std::vector<int32_t>> every_prompt;  // a share's first FP8 KV calibration
+  const bool calibrate_all = keep && cfg.kv_cache == KvDType::fp8 && gen.kv_scales().empty();
+  size_t next_kept = 0;
   for (int64_t i = 0; i < prompts; ++i) {
-    out.examples.push_back(task.sample(rng));
+    Example ex = task.sample(rng);
+    if (calibrate_all)
+      for (int64_t g = 0; g < G; ++g) every_prompt.push_back(task.encode_prompt(ex.prompt));
+    if (keep) {
+      if (next_kept >= keep->size() || (*keep)[next_kept] != i) continue;
+      ++next_kept;
+    }
+    out.examples.push_back(std::move(ex));
     const auto ids = task.encode_prompt(out.examples.back().prompt);
-    for (int64_t g = 0; g < G; ++g) prompt_ids.push_back(ids);
+    for (int64_t g = 0; g < G; ++g) {
+      prompt_ids.push_back(ids);
+      sequence_ids.push_back(i * G + g);
+    }
   }
+  check(!keep || next_kept == keep->size(),
+        "rollouts: the prompts to keep must be increasing "
+        "indices below the number drawn");
+  check(!out.examples.empty(), "rollouts need at least one prompt");
+  const int64_t N = static_cast<int64_t>(prompt_ids.size());
 
+  // The generator calibrates its first FP8 KV scales on the prompts it is given: a share
+  // calibrates on the whole batch's, as one rank generating everything would.
+  if (calibrate_all) gen.calibrate(every_prompt);
   SamplingParams sp = cfg.sampling;
+  if (keep) sp.sequence_ids = std::move(sequence_ids);
   sp.max_new_tokens = task.max_response_tokens();
   sp.eos_token = task.tokenizer().eos();
   sp.seed = mix_seed(cfg.seed, 0x9e7000000ull + static_cast<uint64_t>(step));

@@ -70,8 +70,11 @@ struct GroupRollouts {
 };
 
 // Draws the prompts of `step` (1-based), generates, scores and computes advantages. The
-// generator's last_stats() describe the rollout afterwards.
+// generator's last_stats() describe the rollout afterwards. With `keep` (increasing prompt
+// indices < prompts), only those prompts' groups are generated — a data-parallel rank's share —
+// and each response samples as it would in the whole batch.
 GroupRollouts generate_group_rollouts(const RunConfig& cfg, const Task& task, Generator& gen,
-                                      int64_t step, int64_t prompts);
+                                      int64_t step, int64_t prompts,
+                                      const std::vector<int64_t>* keep = nullptr);
 
 }  // namespace fp8rl

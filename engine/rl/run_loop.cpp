@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "contract/live_settings.hpp"
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "model/checkpoint.hpp"
@@ -19,12 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
 }
 
 }  // namespace
@@ -66,7 +61,28 @@ struct GrpoRun::Observer : QuantObserver {
   }
 };
 
-GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be) : cfg_(cfg), be_(be) {
+GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be, Communicator* comm) : cfg_(cfg), be_(be) {
+  if (!comm) {
+    own_comm_ = std::make_unique<SingleProcess>();
+    comm = own_comm_.get();
+  }
+  comm_ = comm;
+  const int64_t R = comm_->size();
+  if (R > 1) {
+    // Whole groups, the same share of every mini-batch on every rank.
+    check(cfg_.prompts_per_step % cfg_.mini_batches == 0,
+          "grpo.mini_batches (" + std::to_string(cfg_.mini_batches) +
+              ") must divide grpo.prompts_per_step (" + std::to_string(cfg_.prompts_per_step) +
+              ") in a run over several ranks: a mini-batch may not split a group");
+    check(cfg_.prompts_per_step / cfg_.mini_batches >= R,
+          "grpo.prompts_per_step (" + std::to_string(cfg_.prompts_per_step) +
+              ") must be at least ranks × mini_batches (" + std::to_string(R) + " × " +
+              std::to_string(cfg_.mini_batches) +
+              "): every rank needs a prompt of each mini-batch");
+    check(cfg_.sft_steps == 0 || cfg_.sft_batch_size >= R,
+          "sft.batch_size (" + std::to_string(cfg_.sft_batch_size) +
+              ") must be at least the number of ranks (" + std::to_string(R) + ")");
+  }
   task_ = make_run_task(cfg_);
   model_ = make_run_model(cfg_, be_, *task_);
   observer_ = std::make_unique<Observer>(be_);
@@ -82,6 +98,107 @@ GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be) : cfg_(cfg), be_(be) {
   gen_ = std::make_unique<Generator>(
       *model_, GeneratorOptions{cfg_.kv_cache, 0, SamplingSite::automatic,
                                 cfg_.decode_graphs ? DecodeGraphs::automatic : DecodeGraphs::off});
+  if (R > 1) {
+    try {
+      device_comm_ = be_.device_communicator(*comm_);
+    } catch (const PeerLost&) {
+      throw;
+    } catch (const Error& e) {
+      // E.g. two ranks on one GPU, which NCCL refuses: the gradients go through host memory.
+      if (comm_->rank() == 0)
+        std::fprintf(stderr, "fp8rl: no device communicator (%s): reducing through host memory\n",
+                     e.what());
+    }
+  }
+}
+
+std::vector<int64_t> GrpoRun::my_prompts() const {
+  const int64_t per_mini = cfg_.prompts_per_step / cfg_.mini_batches;
+  const auto [b, e] = share_of(per_mini, comm_->rank(), comm_->size());
+  std::vector<int64_t> out;
+  for (int64_t m = 0; m < cfg_.mini_batches; ++m)
+    for (int64_t i = b; i < e; ++i) out.push_back(m * per_mini + i);
+  return out;
+}
+
+void GrpoRun::all_reduce_gradients() {
+  if (comm_->size() == 1) return;
+  const auto t0 = Clock::now();
+  const auto params = model_->parameters();
+  if (device_comm_) {
+    for (Param* p : params)
+      device_comm_->all_reduce_sum(static_cast<float*>(p->grad.buf.data()),
+                                   static_cast<size_t>(p->grad.size()));
+  } else {
+    // One message for all of them: the latency of a collective counts more than its bytes.
+    size_t total = 0;
+    for (const Param* p : params) total += static_cast<size_t>(p->grad.size());
+    grad_stage_.resize(total);
+    size_t at = 0;
+    for (Param* p : params) {
+      be_.download(grad_stage_.data() + at, p->grad.buf.data(), p->grad.buf.bytes());
+      at += static_cast<size_t>(p->grad.size());
+    }
+    comm_->all_reduce_sum(grad_stage_.data(), total);
+    at = 0;
+    for (Param* p : params) {
+      be_.upload(p->grad.buf.data(), grad_stage_.data() + at, p->grad.buf.bytes());
+      at += static_cast<size_t>(p->grad.size());
+    }
+  }
+  comm_seconds_ += since(t0);
+}
+
+void GrpoRun::check_ranks_agree(const StepRecord& r) {
+  const auto t0 = Clock::now();
+  Json state;
+  state["precision"] = model_->precision().to_json();
+  state["lr"] = cfg_.optimizer.lr;
+  state["temperature"] = cfg_.sampling.temperature;
+  state["is_min"] = cfg_.loss.is_min;
+  state["is_max"] = cfg_.loss.is_max;
+  state["validation_every"] = cfg_.validation_every;
+  if (r.scalars.count(metric::kValAccuracy)) {
+    uint32_t crc = 0;
+    std::vector<float> host;
+    for (const Param* p : model_->parameters()) {
+      host.resize(static_cast<size_t>(p->master.size()));
+      be_.download(host.data(), p->master.buf.data(), p->master.buf.bytes());
+      crc = crc32c(host.data(), host.size() * sizeof(float), crc);
+    }
+    state["weights_crc32c"] = static_cast<int64_t>(crc);
+  }
+  const std::string mine = state.dump();
+  const auto all = all_gather_strings(*comm_, mine);
+  comm_seconds_ += since(t0);
+  for (size_t k = 1; k < all.size(); ++k)
+    check(all[k] == all[0], "rank " + std::to_string(k) + " differs from rank 0 after step " +
+                                std::to_string(r.step) + ": " + all[k] + " vs " + all[0]);
+}
+
+void GrpoRun::reduce_sum(double* v, size_t n) {
+  if (comm_->size() == 1) return;
+  const auto t0 = Clock::now();
+  comm_->all_reduce_sum(v, n);
+  comm_seconds_ += since(t0);
+}
+
+void GrpoRun::gather_kv_amax(KvScaleCalibrator& calibrator) {
+  if (comm_->size() == 1) return;
+  const auto t0 = Clock::now();
+  const size_t layers = static_cast<size_t>(model_->config().num_hidden_layers);
+  std::vector<float> mine;
+  for (const auto& mb : calibrator.samples())
+    for (const auto& l : mb) mine.insert(mine.end(), l.begin(), l.end());
+  const std::vector<float> all = all_gather_floats(*comm_, mine);
+  calibrator.clear();
+  for (size_t at = 0; at + 3 * layers <= all.size(); at += 3 * layers) {
+    std::vector<std::array<float, 3>> mb(layers);
+    for (size_t l = 0; l < layers; ++l)
+      mb[l] = {all[at + 3 * l], all[at + 3 * l + 1], all[at + 3 * l + 2]};
+    calibrator.add(mb);
+  }
+  comm_seconds_ += since(t0);
 }
 
 GrpoRun::~GrpoRun() = default;
@@ -118,10 +235,21 @@ void GrpoRun::apply_live_setting(const std::string& key, double value) {
 StepRecord GrpoRun::next() {
   check(!finished(), "the run has finished");
   const auto t0 = Clock::now();
+  comm_seconds_ = 0;
+  auto bytes = [&] {
+    return comm_->bytes_communicated() + (device_comm_ ? device_comm_->bytes_communicated() : 0);
+  };
+  const uint64_t bytes0 = bytes();
   StepRecord r = sft_done_ < cfg_.sft_steps ? sft_step() : rl_step();
   elapsed_ += since(t0);
   r.wall_seconds = elapsed_;
   r.scalars[metric::kMemory] = resident_memory_mb();
+  if (comm_->size() > 1) {
+    check_ranks_agree(r);
+    r.scalars[metric::kRanks] = comm_->size();
+    r.scalars[metric::kTimeCommunication] = comm_seconds_;
+    r.scalars[metric::kCommBytes] = static_cast<double>(bytes() - bytes0);
+  }
   return r;
 }
 
@@ -132,8 +260,11 @@ StepRecord GrpoRun::sft_step() {
   r.step = sft_done_ - cfg_.sft_steps;  // −N … −1
   Rng rng(mix_seed(cfg_.seed, 0x5f7000000ull + static_cast<uint64_t>(sft_done_)));
   std::vector<TrainSeq> seqs;
+  // This rank's share of the batch (all of it on one rank); every rank draws every example.
+  const auto [first, end] = share_of(cfg_.sft_batch_size, comm_->rank(), comm_->size());
   for (int64_t i = 0; i < cfg_.sft_batch_size; ++i) {
     const Example ex = task_->sample(rng);
+    if (i < first || i >= end) continue;
     TrainSeq s;
     s.ids = task_->encode_prompt(ex.prompt);
     s.prompt_len = static_cast<int64_t>(s.ids.size());
@@ -142,8 +273,10 @@ StepRecord GrpoRun::sft_step() {
     seqs.push_back(std::move(s));
   }
   const auto t0 = Clock::now();
-  int64_t tokens = 0;
-  for (const auto& s : seqs) tokens += static_cast<int64_t>(s.ids.size()) - s.prompt_len;
+  // The token-level mean is over the whole batch: every rank divides by the global count.
+  double tokens = 0;
+  for (const auto& s : seqs) tokens += static_cast<double>(s.ids.size()) - s.prompt_len;
+  reduce_sum(&tokens, 1);
   model_->zero_grad();
   double loss = 0;
   const size_t mbs = static_cast<size_t>(cfg_.micro_batch_size);
@@ -154,11 +287,13 @@ StepRecord GrpoRun::sft_step() {
     for (auto [si, row] : mb.rows)
       for (int64_t k = 0; k < static_cast<int64_t>(seqs[si].ids.size()) - seqs[si].prompt_len;
            ++k) {
-        loss -= res.logp[static_cast<size_t>(row + k)] / static_cast<double>(tokens);
+        loss -= res.logp[static_cast<size_t>(row + k)] / tokens;
         dlogp[static_cast<size_t>(row + k)] = -1.0f / static_cast<float>(tokens);
       }
     model_->backward(dlogp);
   }
+  all_reduce_gradients();
+  reduce_sum(&loss, 1);
   const OptimizerStep os = sft_opt_->step();
   model_->refresh();
   ++sft_done_;
@@ -179,18 +314,23 @@ StepRecord GrpoRun::rl_step() {
   r.phase = "rl";
   r.step = rl_done_ + 1;
   if (rl_done_ == 0 && cfg_.sft_steps == 0) r.scalars[metric::kValAccuracyInitial] = validate();
-  const int64_t P = cfg_.prompts_per_step, G = cfg_.group_size, N = P * G;
+  const int64_t G = cfg_.group_size;
+  const int rank = comm_->rank(), ranks = comm_->size();
 
-  // 1. Audit the weights the rollout will use (those of the last refresh).
-  if (cfg_.audit_every > 0 && (r.step - 1) % cfg_.audit_every == 0) {
+  // 1. Audit the weights the rollout will use (those of the last refresh; the same on every
+  // rank, so rank 0 audits).
+  if (rank == 0 && cfg_.audit_every > 0 && (r.step - 1) % cfg_.audit_every == 0) {
     r.audit = audit_weights(*model_, model_->precision(), model_->quant_options());
     int64_t bad = 0;
     for (const auto& a : r.audit) bad += !a.ok;
     r.scalars[metric::kAuditMismatches] = static_cast<double>(bad);
   }
 
-  // 2–3. Prompts, rollout, rewards and advantages.
-  GroupRollouts batch = generate_group_rollouts(cfg_, *task_, *gen_, r.step, P);
+  // 2–3. Prompts, rollout, rewards and advantages (this rank's share of the prompts).
+  const std::vector<int64_t> mine = my_prompts();
+  GroupRollouts batch = generate_group_rollouts(cfg_, *task_, *gen_, r.step, cfg_.prompts_per_step,
+                                                ranks > 1 ? &mine : nullptr);
+  const int64_t N = static_cast<int64_t>(batch.sequences.size());  // this rank's responses
   const RolloutStats rs = gen_->last_stats();
   const double t_gen = rs.prefill_seconds + rs.decode_seconds + rs.calibration_seconds;
   const std::vector<double>& rewards = batch.rewards;
@@ -244,11 +384,16 @@ StepRecord GrpoRun::rl_step() {
   int64_t entropy_n = 0;
   std::vector<float> all_p, all_g;
   const size_t per_mini = train.size() / static_cast<size_t>(cfg_.mini_batches);
+  // Each mini-batch's response tokens over all ranks: the token-level mean's denominator.
+  std::vector<double> global_mini_tokens(static_cast<size_t>(cfg_.mini_batches), 0.0);
+  for (size_t m = 0; m < global_mini_tokens.size(); ++m)
+    for (size_t i = m * per_mini; i < (m + 1) * per_mini; ++i)
+      global_mini_tokens[m] += static_cast<double>(train[i].g.size());
+  reduce_sum(global_mini_tokens.data(), global_mini_tokens.size());
   for (int64_t epoch = 0; epoch < cfg_.epochs; ++epoch)
     for (int64_t m = 0; m < cfg_.mini_batches; ++m) {
       const size_t m0 = static_cast<size_t>(m) * per_mini, m1 = m0 + per_mini;
-      int64_t mini_tokens = 0;
-      for (size_t i = m0; i < m1; ++i) mini_tokens += static_cast<int64_t>(train[i].g.size());
+      const double mini_tokens = global_mini_tokens[static_cast<size_t>(m)];
       model_->zero_grad();
       for (size_t b = m0; b < m1; b += mbs) {
         // FP8 telemetry from the first micro-batch of the step only (bounded cost).
@@ -277,12 +422,14 @@ StepRecord GrpoRun::rl_step() {
         model_->backward(dlogp);
         observer_->enabled = false;
       }
+      all_reduce_gradients();
       const OptimizerStep os = opt_->step();
       grad_norm = os.grad_norm;
       lr = os.lr;
       if (!(epoch == cfg_.epochs - 1 && m == cfg_.mini_batches - 1)) model_->refresh();
     }
   model_->set_kv_calibrator(nullptr);
+  if (cfg_.kv_cache == KvDType::fp8) gather_kv_amax(calibrator);
   const double t_train = since(t_train0);
 
   // 5. Recalibration: re-quantize the FP8 weights for the next rollout; new KV scales.
@@ -295,35 +442,72 @@ StepRecord GrpoRun::rl_step() {
   const double t_cal = since(t_cal0);
   ++rl_done_;
 
-  // 6. Telemetry.
+  // 6. Telemetry, merged over ranks: sums of counts, then the statistics of the whole batch.
+  double reward_sum = 0;
+  for (double x : rewards) reward_sum += x;
+  double tot[] = {reward_sum,
+                  correct,
+                  resp_len,
+                  static_cast<double>(N),
+                  sums.loss,
+                  static_cast<double>(sums.tokens),
+                  static_cast<double>(sums.clipped),
+                  entropy_sum,
+                  static_cast<double>(entropy_n),
+                  static_cast<double>(response_tokens)};
+  reduce_sum(tot, std::size(tot));
+  const double all_n = tot[3], loss_tokens = tot[5], all_entropy_n = tot[8];
+  const double reward_mean = tot[0] / all_n;
+  double var = 0;
+  for (double x : rewards) var += (x - reward_mean) * (x - reward_mean);
+  reduce_sum(&var, 1);
+  if (ranks > 1) {
+    const auto t0 = Clock::now();
+    all_p = all_gather_floats(*comm_, all_p);
+    all_g = all_gather_floats(*comm_, all_g);
+    comm_seconds_ += since(t0);
+  }
   const MismatchStats ms = mismatch_stats(all_p, all_g, cfg_.loss);
   auto& S = r.scalars;
-  S[metric::kReward] = mean(rewards);
-  double var = 0;
-  for (double x : rewards) var += (x - S[metric::kReward]) * (x - S[metric::kReward]);
-  S[metric::kRewardStd] = std::sqrt(var / static_cast<double>(rewards.size()));
-  S[metric::kTrainAccuracy] = correct / static_cast<double>(N);
-  S[metric::kLoss] = sums.tokens ? sums.loss / static_cast<double>(sums.tokens) : 0.0;
+  S[metric::kReward] = reward_mean;
+  S[metric::kRewardStd] = std::sqrt(var / all_n);
+  S[metric::kTrainAccuracy] = tot[1] / all_n;
+  S[metric::kLoss] = loss_tokens > 0 ? tot[4] / loss_tokens : 0.0;
   S[metric::kGradNorm] = grad_norm;
   S[metric::kLr] = lr;
-  S[metric::kEntropy] = entropy_n ? entropy_sum / static_cast<double>(entropy_n) : 0.0;
-  S[metric::kClipFraction] =
-      sums.tokens ? static_cast<double>(sums.clipped) / static_cast<double>(sums.tokens) : 0.0;
+  S[metric::kEntropy] = all_entropy_n > 0 ? tot[7] / all_entropy_n : 0.0;
+  S[metric::kClipFraction] = loss_tokens > 0 ? tot[6] / loss_tokens : 0.0;
   S[metric::kTokenMultProbError] = ms.token_mult_prob_error;
   S[metric::kGenKlError] = ms.gen_kl_error;
   S[metric::kMeanWeight] = ms.mean_weight;
   S[metric::kOutOfBounds] = ms.out_of_bounds;
   S[metric::kEss] = ms.effective_sample_size;
-  S[metric::kResponseLength] = resp_len / static_cast<double>(N);
+  S[metric::kResponseLength] = tot[2] / all_n;
   S[metric::kTimeGeneration] = t_gen;
   S[metric::kTimeLogprob] = t_logprob;
   S[metric::kTimeTraining] = t_train;
   S[metric::kTimeRecalibration] = t_cal;
-  tokens_total_ += response_tokens;
+  tokens_total_ += static_cast<int64_t>(tot[9]);
   S[metric::kTokensTotal] = static_cast<double>(tokens_total_);
-  S[metric::kRolloutTps] = t_gen > 0 ? static_cast<double>(response_tokens) / t_gen : 0.0;
-  S[metric::kTrainTps] =
-      t_train > 0 ? static_cast<double>(train_tokens * cfg_.epochs) / t_train : 0.0;
+  // Throughput: each rank's, and their sum (the ranks work at the same time).
+  const double my_tps[] = {
+      t_gen > 0 ? static_cast<double>(response_tokens) / t_gen : 0.0,
+      t_train > 0 ? static_cast<double>(train_tokens * cfg_.epochs) / t_train : 0.0};
+  std::vector<double> tps(2 * static_cast<size_t>(ranks));
+  {
+    const auto t0 = Clock::now();
+    comm_->all_gather(my_tps, sizeof my_tps, tps.data());
+    comm_seconds_ += since(t0);
+  }
+  S[metric::kRolloutTps] = S[metric::kTrainTps] = 0;
+  for (int k = 0; k < ranks; ++k) {
+    S[metric::kRolloutTps] += tps[2 * static_cast<size_t>(k)];
+    S[metric::kTrainTps] += tps[2 * static_cast<size_t>(k) + 1];
+    if (ranks > 1) {
+      S[metric::rank_rollout_tps(k)] = tps[2 * static_cast<size_t>(k)];
+      S[metric::rank_train_tps(k)] = tps[2 * static_cast<size_t>(k) + 1];
+    }
+  }
   {
     std::vector<double> log_w(all_p.size());
     for (size_t i = 0; i < all_p.size(); ++i) log_w[i] = double(all_p[i]) - double(all_g[i]);
@@ -370,15 +554,26 @@ void GrpoRun::add_fp8_telemetry(StepRecord& r) {
 }
 
 double GrpoRun::validate(std::vector<SampleRecord>* samples) {
-  const auto& val = task_->validation();
+  // Each rank scores its share of the validation set; the counts are summed.
+  const auto& all_val = task_->validation();
+  const auto [first, end] =
+      share_of(static_cast<int64_t>(all_val.size()), comm_->rank(), comm_->size());
+  const std::vector<Example> val(all_val.begin() + first, all_val.begin() + end);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& ex : val) prompts.push_back(task_->encode_prompt(ex.prompt));
+  if (comm_->size() > 1 && cfg_.kv_cache == KvDType::fp8 && gen_->kv_scales().empty()) {
+    // The first FP8 KV scales come from the prompts of the first generation: all of them.
+    std::vector<std::vector<int32_t>> every;
+    for (const auto& ex : all_val) every.push_back(task_->encode_prompt(ex.prompt));
+    gen_->calibrate(every);
+  }
   SamplingParams sp;
   sp.temperature = 0;  // greedy
   sp.max_new_tokens = task_->max_response_tokens();
   sp.eos_token = task_->tokenizer().eos();
-  const auto seqs = gen_->generate(prompts, sp);
-  int64_t right = 0;
+  std::vector<Sequence> seqs;
+  if (!prompts.empty()) seqs = gen_->generate(prompts, sp);
+  double right = 0;
   for (size_t i = 0; i < val.size(); ++i) {
     bool ended = false;
     const std::string text = response_text(*task_, seqs[i], &ended);
@@ -387,7 +582,8 @@ double GrpoRun::validate(std::vector<SampleRecord>* samples) {
       samples->push_back(
           {val[i].prompt, text, val[i].answer, task_->reward(val[i], text, ended), {}, {}});
   }
-  return val.empty() ? 0.0 : static_cast<double>(right) / static_cast<double>(val.size());
+  reduce_sum(&right, 1);
+  return all_val.empty() ? 0.0 : right / static_cast<double>(all_val.size());
 }
 
 void GrpoRun::save(const std::string& dir) {

@@ -3,6 +3,15 @@
 // → optimizer step(s) → re-quantize FP8 weights and recalibrate the KV scales. Optional
 // supervised warm-up steps first. Deterministic for a seed on the CPU; resumable from a
 // checkpoint.
+//
+// Data-parallel (docs/distributed.md): given a Communicator of several ranks, every rank holds
+// the whole model; each generates and trains on its share of the step's prompts (whole groups,
+// the same share of every mini-batch), the gradients are summed over ranks — each rank's loss
+// is already divided by the global token count — and every rank applies the same optimizer
+// step, re-quantization and KV calibration. The result is the one-rank run's with the same
+// global batch, up to the order of float sums. Every rank must call next(), validate() and the
+// live edits in the same order; the returned records are complete on rank 0 (the step's
+// telemetry merged over ranks), and checkpoints are written by rank 0.
 #pragma once
 
 #include <memory>
@@ -10,6 +19,8 @@
 
 #include "contract/metrics.hpp"
 #include "contract/step_record.hpp"
+#include "dist/communicator.hpp"
+#include "model/kv_cache.hpp"
 #include "model/optimizer.hpp"
 #include "model/qwen3.hpp"
 #include "rl/run_config.hpp"
@@ -20,13 +31,16 @@ namespace fp8rl {
 
 class GrpoRun {
  public:
-  GrpoRun(const RunConfig& cfg, Backend& be);
+  // comm: the ranks sharing the run (null: this process alone). Throws when the batch cannot
+  // be shared (fewer prompts per mini-batch than ranks, or groups split by mini-batches).
+  GrpoRun(const RunConfig& cfg, Backend& be, Communicator* comm = nullptr);
   ~GrpoRun();
 
   const RunConfig& config() const { return cfg_; }
   Qwen3Model& model() { return *model_; }
   const Task& task() const { return *task_; }
   Backend& backend() { return be_; }
+  Communicator& communicator() { return *comm_; }
 
   int64_t sft_done() const { return sft_done_; }
   int64_t rl_done() const { return rl_done_; }
@@ -58,6 +72,20 @@ class GrpoRun {
   StepRecord sft_step();
   StepRecord rl_step();
   void add_fp8_telemetry(StepRecord& r);
+  // This rank's prompts of an RL step: its share of every mini-batch's prompts.
+  std::vector<int64_t> my_prompts() const;
+  // Sums the gradients over ranks (through device memory when the backend has a device
+  // communicator, else staged through host memory).
+  void all_reduce_gradients();
+  // v[0, n) ← the sum over ranks (timed as communication).
+  void reduce_sum(double* v, size_t n);
+  // Checks that every rank holds what rank 0 holds after a step: the precision map and live
+  // settings, and at validation steps a checksum of the master weights. Throws naming the
+  // first rank that differs (a control message lost, or a reduction that is not the same
+  // everywhere, would otherwise go unnoticed while the ranks drift apart).
+  void check_ranks_agree(const StepRecord& r);
+  // The KV amax every rank recorded, in rank order, into calibrator.
+  void gather_kv_amax(KvScaleCalibrator& calibrator);
 
   RunConfig cfg_;
   Backend& be_;
@@ -70,6 +98,11 @@ class GrpoRun {
   double elapsed_ = 0;        // seconds of completed steps (restored on resume)
   struct Observer;
   std::unique_ptr<Observer> observer_;
+  std::unique_ptr<Communicator> own_comm_;  // SingleProcess when none was given
+  Communicator* comm_ = nullptr;
+  std::unique_ptr<Communicator> device_comm_;  // NCCL, when the backend has one
+  std::vector<float> grad_stage_;              // host staging of the gradients
+  double comm_seconds_ = 0;                    // in collectives during the current step
 };
 
 // Resident memory of this process in MiB (0 where unknown).

@@ -269,11 +269,15 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
   stats_.cache_bytes = bytes;
   stats_.sequences = n;
 
+  check(params.sequence_ids.empty() || static_cast<int64_t>(params.sequence_ids.size()) == n,
+        "generate: sequence_ids must have one index per prompt");
   std::vector<Sequence> out(static_cast<size_t>(n));
   std::vector<Rng> rngs;
   for (int64_t i = 0; i < n; ++i) {
     out[i].prompt = prompts[i];
-    rngs.emplace_back(params.seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i) + 1);
+    const int64_t id =
+        params.sequence_ids.empty() ? i : params.sequence_ids[static_cast<size_t>(i)];
+    rngs.emplace_back(params.seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(id) + 1);
   }
   auto finished = [&](int64_t i, int32_t tok) -> bool {
     Sequence& s = out[i];

@@ -68,7 +68,8 @@ class Generator {
   Generator(Qwen3Model& model, GeneratorOptions opt);
 
   // Generates a response for every prompt. Each sequence samples with its own generator
-  // seeded from (params.seed, its index), so results do not depend on batch composition.
+  // seeded from (params.seed, its index or params.sequence_ids[i]), so results do not depend
+  // on batch composition.
   std::vector<Sequence> generate(const std::vector<std::vector<int32_t>>& prompts,
                                  const SamplingParams& params);
 

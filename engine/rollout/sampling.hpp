@@ -18,6 +18,10 @@ struct SamplingParams {
   int32_t eos_token = -1;  // −1: none
   std::vector<int32_t> stop_tokens;
   uint64_t seed = 0;
+  // Generator::generate: the index each prompt's sequence seeds its sampler with, one per
+  // prompt (empty: its position). A data-parallel rank passes the sequences' indices in the
+  // whole step's batch, so that it samples what one rank generating everything would.
+  std::vector<int64_t> sequence_ids;
 
   void validate() const;  // throws naming the bad field
   bool greedy() const { return temperature <= 0; }

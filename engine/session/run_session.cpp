@@ -30,6 +30,9 @@ struct RunSession::Impl {
   SessionListener* listener;
   std::unique_ptr<GrpoRun> run;
   std::string ckpt_dir;
+  std::unique_ptr<Communicator> own_comm;  // SingleProcess when opt.comm is null
+  Communicator* comm = nullptr;
+  bool leader() const { return comm->rank() == 0; }
 
   // Requests and status, shared with the controlling thread.
   mutable std::mutex mu;
@@ -46,6 +49,11 @@ struct RunSession::Impl {
     st.state = "starting";
     is_min = cfg.loss.is_min;
     is_max = cfg.loss.is_max;
+    comm = opt.comm;
+    if (!comm) {
+      own_comm = std::make_unique<SingleProcess>();
+      comm = own_comm.get();
+    }
   }
 
   int64_t id() const { return st.run_id; }
@@ -81,6 +89,7 @@ struct RunSession::Impl {
   }
 
   void checkpoint(int64_t step) {
+    if (!leader()) return;  // one copy, written by rank 0
     if (ckpt_dir.empty()) {
       event(step, {event::kCheckpoint, "not written: the run has no checkpoint directory", Json()});
       return;
@@ -91,12 +100,15 @@ struct RunSession::Impl {
   }
 
   void start();
-  // Applies what was asked at a step boundary; returns false when the run must stop.
+  // Applies what was asked at a step boundary; returns false when the run must stop. Rank 0
+  // decides (lead_boundary) and sends the other ranks what it applied (follow_boundary).
   bool boundary(int64_t step);
+  bool lead_boundary(int64_t step, Json& applied);
+  bool follow_boundary();
 };
 
 void RunSession::Impl::start() {
-  run = std::make_unique<GrpoRun>(cfg, be);
+  run = std::make_unique<GrpoRun>(cfg, be, comm);
   int64_t step = 0;
   if (opt.resume_run) {
     run->restore(opt.resume_dir);
@@ -129,6 +141,32 @@ void RunSession::Impl::start() {
 }
 
 bool RunSession::Impl::boundary(int64_t step) {
+  if (!leader()) return follow_boundary();
+  Json applied{Json::Object{{"precision", Json(Json::Array{})}, {"settings", Json(Json::Array{})}}};
+  const bool go_on = lead_boundary(step, applied);
+  if (comm->size() > 1) {
+    applied["stop"] = !go_on;
+    broadcast_string(*comm, applied.dump(), 0);
+  }
+  return go_on;
+}
+
+bool RunSession::Impl::follow_boundary() {
+  const Json msg = Json::parse(broadcast_string(*comm, "", 0));
+  std::vector<std::string> prec;
+  for (const auto& o : msg.at("precision").as_array("precision")) prec.push_back(o.as_string());
+  if (!prec.empty()) {
+    PrecisionMap pm = run->model().precision();
+    for (const auto& o : prec) apply_precision_override(pm, o);
+    pm.validate();
+    run->set_precision(pm);
+  }
+  for (const auto& kv : msg.at("settings").as_array("settings"))
+    run->apply_live_setting(kv.as_array()[0].as_string(), kv.as_array()[1].as_number());
+  return !msg.at("stop").as_bool("stop");
+}
+
+bool RunSession::Impl::lead_boundary(int64_t step, Json& applied) {
   while (true) {
     std::vector<std::string> prec;
     std::vector<std::pair<std::string, double>> settings;
@@ -149,11 +187,13 @@ bool RunSession::Impl::boundary(int64_t step) {
       std::string text;
       for (const auto& o : prec) text += (text.empty() ? "" : ", ") + o;
       publish_precision(step, pm, text, true);
+      for (const auto& o : prec) applied["precision"].as_array().push_back(Json(o));
     }
     for (const auto& [key, value] : settings) {
       run->apply_live_setting(key, value);
-      event(step, {event::kSet, key + " = " + Json(value).dump(),
-                   live_setting_event_data(key, value)});
+      applied["settings"].as_array().push_back(Json(Json::Array{Json(key), Json(value)}));
+      event(step,
+            {event::kSet, key + " = " + Json(value).dump(), live_setting_event_data(key, value)});
     }
     if (want_checkpoint) checkpoint(step);
     if (want_stop) return false;
@@ -173,8 +213,7 @@ bool RunSession::Impl::boundary(int64_t step) {
     // Wait for anything to do; then go round again (edits while paused apply now).
     std::unique_lock lock(mu);
     wake.wait(lock, [&] {
-      return !pause || stop || checkpoint_now || !precision_edits.empty() ||
-             !setting_edits.empty();
+      return !pause || stop || checkpoint_now || !precision_edits.empty() || !setting_edits.empty();
     });
   }
 }
@@ -236,8 +275,12 @@ std::string RunSession::run() {
       m.st.state = run_status::kFailed;
       m.st.error = e.what();
     }
+    // A lost rank: the run did not fail on its own account, its job broke (as when its
+    // process dies).
+    const bool crashed = dynamic_cast<const PeerLost*>(&e) != nullptr;
     try {
-      if (m.rec && m.id() >= 0) m.rec->set_status(m.id(), run_status::kFailed);
+      if (m.rec && m.id() >= 0)
+        m.rec->set_status(m.id(), crashed ? run_status::kCrashed : run_status::kFailed);
       m.event(step, {event::kError, e.what(), Json()});
     } catch (...) {
       // The recorder failing too must not hide the first error.
@@ -284,8 +327,7 @@ void RunSession::request_precision(const std::vector<std::string>& overrides) {
   for (const auto& o : overrides) apply_precision_override(check_map, o);
   {
     std::lock_guard lock(impl_->mu);
-    impl_->precision_edits.insert(impl_->precision_edits.end(), overrides.begin(),
-                                  overrides.end());
+    impl_->precision_edits.insert(impl_->precision_edits.end(), overrides.begin(), overrides.end());
   }
   impl_->wake.notify_all();
 }
@@ -313,6 +355,36 @@ RunSession::Status RunSession::status() const {
 
 GrpoRun* RunSession::loop() {
   return impl_->run.get();
+}
+
+void send_run(Communicator& comm, const RunConfig* cfg, const std::string& backend,
+              const std::string& resume_dir) {
+  if (comm.size() == 1) return;
+  Json msg;
+  if (cfg) {
+    msg["config"] = cfg->doc;
+    msg["backend"] = backend;
+    msg["resume_dir"] = resume_dir;
+  }
+  broadcast_string(comm, msg.dump(), 0);
+}
+
+std::string follow_run(
+    Communicator& comm,
+    const std::function<std::unique_ptr<Backend>(const std::string&)>& make_backend) {
+  check(comm.rank() != 0, "follow_run: rank 0 leads the run");
+  const Json msg = Json::parse(broadcast_string(comm, "", 0));
+  if (msg.is_null()) return "";
+  SessionOptions opt;
+  opt.comm = &comm;
+  const std::string resume_dir = msg.at("resume_dir").as_string("resume_dir");
+  if (!resume_dir.empty()) {
+    opt.resume_run = -1;
+    opt.resume_dir = resume_dir;
+  }
+  const auto be = make_backend(msg.at("backend").as_string("backend"));
+  RunSession session(RunConfig::from_json(msg.at("config")), *be, nullptr, std::move(opt));
+  return session.run();
 }
 
 }  // namespace fp8rl

@@ -4,6 +4,13 @@
 // resume, stop, checkpoint, live precision and setting edits — at step boundaries. A run
 // started either way therefore writes the same rows.
 //
+// Data-parallel runs (docs/distributed.md): every rank runs a session over the same
+// Communicator. Rank 0's session is the run as the world sees it — it records, hears the
+// controller and writes checkpoints; at each step boundary it sends what it applied (precision
+// and setting edits, stop) to the other ranks, whose sessions apply the same before the same
+// step. Those sessions have no recorder and no listener; follow_run() starts one from what
+// rank 0 sends with send_run().
+//
 // Threads: run() runs the loop on the calling thread; the request_* methods and status() may
 // be called from any thread (a worker's serving thread) while it runs.
 #pragma once
@@ -17,6 +24,7 @@
 
 #include "contract/run_recorder.hpp"
 #include "contract/step_record.hpp"
+#include "dist/communicator.hpp"
 #include "rl/run_config.hpp"
 
 namespace fp8rl {
@@ -38,6 +46,8 @@ struct SessionOptions {
   // Continue this recorded run from its checkpoint in resume_dir instead of creating one.
   std::optional<int64_t> resume_run;
   std::string resume_dir;
+  // The ranks sharing the run (null: this process alone).
+  Communicator* comm = nullptr;
 };
 
 // What the owner of a session hears, on the session's thread.
@@ -71,8 +81,8 @@ class RunSession {
   RunSession& operator=(const RunSession&) = delete;
 
   // Runs to the end, a stop, or an error. Returns the final state: "finished" or "stopped".
-  // On an error the run is recorded as failed (status and an error event) and the exception
-  // propagates.
+  // On an error the run is recorded as failed (status and an error event) — as crashed when
+  // another rank was lost (PeerLost) — and the exception propagates.
   std::string run();
 
   // --- Requests (any thread), applied at the next step boundary; a paused run wakes for them.
@@ -103,5 +113,18 @@ class RunSession {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Rank 0 of a data-parallel run: sends the other ranks the run to follow — its configuration,
+// the backend rank 0 runs on ("cpu", "cuda") and the checkpoint folder it resumes from, which
+// every rank must be able to read — or, with cfg null, that there is none. A no-op for one rank.
+void send_run(Communicator& comm, const RunConfig* cfg, const std::string& backend,
+              const std::string& resume_dir = "");
+
+// Ranks other than 0: receives what send_run sent and runs it as a following session (no
+// recorder; controlled by rank 0 at step boundaries) on make_backend(backend name). Returns its
+// final state, or "" when rank 0 sent no run. Throws like RunSession::run.
+std::string follow_run(
+    Communicator& comm,
+    const std::function<std::unique_ptr<Backend>(const std::string&)>& make_backend);
 
 }  // namespace fp8rl

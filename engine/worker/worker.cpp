@@ -211,9 +211,11 @@ std::string Worker::Impl::start(const Request& r) {
   } catch (const Error& e) {
     return error_reply(r.id, "cannot open the run database: " + e.message());
   }
+  so.comm = opt.comm;
   session = std::make_unique<RunSession>(cfg, *backend, store.get(), so, this);
-  trainer = std::thread([this] {
+  trainer = std::thread([this, cfg] {
     try {
+      if (opt.comm) send_run(*opt.comm, &cfg, backend->name());
       session->run();
     } catch (const std::exception& e) {
       std::lock_guard lock(mu);
@@ -415,6 +417,8 @@ int Worker::serve() {
     }
   }
   if (m.trainer.joinable()) m.trainer.join();
+  // The other ranks wait for a run until told there is none.
+  if (!m.session && m.opt.comm) send_run(*m.opt.comm, nullptr, "");
   m.flush_outbox();
   return m.state() == "failed" ? 1 : 0;
 }

@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "dist/communicator.hpp"
+
 namespace fp8rl::ipc {
 
 struct WorkerOptions {
@@ -21,6 +23,9 @@ struct WorkerOptions {
   std::string keys_dir;  // CURVE keys; empty: ipc::keys_dir()
   std::string backend = "auto";
   double heartbeat_seconds = 0.5;
+  // The ranks of a data-parallel run (null: one process). The worker is rank 0: it serves and
+  // records the run and sends it to the other ranks (session/run_session.hpp, send_run).
+  Communicator* comm = nullptr;
 };
 
 class Worker {
