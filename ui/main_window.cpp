@@ -278,9 +278,14 @@ LaunchDialog* MainWindow::openLaunchDialog() {
       presets, [&cli](const QString& p, QString* err) { return cli.presetConfig(p, err); },
       [&cli](const Json& c) { return cli.validate(c); }, choices, this);
   connect(dialog_, &QDialog::accepted, this, [this] {
-    const QString err = session_->launch(dialog_->config(), dialog_->runName(), dialog_->preset());
+    const RankLaunch ranks{dialog_->ranks(), dialog_->hostfile()};
+    const QString err =
+        session_->launch(dialog_->config(), dialog_->runName(), dialog_->preset(), ranks);
     if (!err.isEmpty())
       QMessageBox::warning(this, tr("Launch failed"), err);
+    else if (ranks.count > 1)
+      statusBar()->showMessage(
+          tr("Starting %1 ranks for %2 (mpirun)…").arg(ranks.count).arg(dialog_->runName()), 5000);
     else
       statusBar()->showMessage(tr("Starting a worker for %1…").arg(dialog_->runName()), 5000);
   });

@@ -3,6 +3,7 @@
 #include <qcustomplot.h>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QLabel>
 #include <QPushButton>
 #include <QScrollArea>
@@ -114,6 +115,24 @@ void addStep(RunData& run, int64_t step) {
       {step, s * 1.5, EventRecord{"validation", "step " + std::to_string(step), {}}});
   run.last_step = std::max(run.last_step, step);
   ++run.version;
+}
+
+// What a data-parallel step adds: the number of ranks, rank 0's collective time and each rank's
+// tokens/s (rank r: rollout 100 (r + 1) + step, training 10 (r + 1) + step).
+void addRankScalars(RunData& run, int64_t step, int ranks) {
+  addScalar(run, metric::kRanks, step, ranks);
+  addScalar(run, metric::kTimeCommunication, step, 0.25);
+  for (int r = 0; r < ranks; ++r) {
+    addScalar(run, metric::rank_rollout_tps(r), step, 100.0 * (r + 1) + step);
+    addScalar(run, metric::rank_train_tps(r), step, 10.0 * (r + 1) + step);
+  }
+  ++run.version;
+}
+
+std::vector<double> graphValues(QCPGraph* g) {
+  std::vector<double> v;
+  for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) v.push_back(it->value);
+  return v;
 }
 
 RunData makeRun(int64_t id, int64_t steps, const std::string& status = "running") {
@@ -245,6 +264,63 @@ class TestRunViews : public QObject {
     QCOMPARE(t->phaseBars(3)->data()->size(), 5);
     QCOMPARE((t->phaseBars(2)->data()->constEnd() - 1)->key, 5.0);
     QCOMPARE((t->phaseBars(2)->data()->constEnd() - 1)->value, 2.0);
+  }
+
+  void throughputPerRank() {
+    RunData run = makeRun(1, 3);
+    for (int64_t s = 1; s <= 3; ++s) addRankScalars(run, s, 2);
+    RunView view;
+    view.resize(1100, 900);
+    view.setRun(&run);
+    ThroughputTab* t = view.throughput();
+    QVERIFY(!t->perRankRow()->isHidden());
+    QCOMPARE(t->ranksShown(), 2);
+    for (ChartView* c : {t->rankRolloutChart(), t->rankTrainingChart()}) {
+      QCOMPARE(c->curveCount(), 2);
+      c->replotNow();  // graph(3 r): rank r's raw points
+    }
+    QCOMPARE(t->rankRolloutChart()->plot()->graph(0)->name(), QString("rank 0"));
+    QCOMPARE(t->rankRolloutChart()->plot()->graph(3)->name(), QString("rank 1"));
+    QVERIFY(t->rankRolloutChart()->plot()->legend->visible());
+    QCOMPARE(graphValues(t->rankRolloutChart()->plot()->graph(0)),
+             (std::vector<double>{101, 102, 103}));
+    QCOMPARE(graphValues(t->rankRolloutChart()->plot()->graph(3)),
+             (std::vector<double>{201, 202, 203}));
+    QCOMPARE(graphValues(t->rankTrainingChart()->plot()->graph(0)),
+             (std::vector<double>{11, 12, 13}));
+    QCOMPARE(graphValues(t->rankTrainingChart()->plot()->graph(3)),
+             (std::vector<double>{21, 22, 23}));
+    // Collective time over the phase bars, in their legend.
+    QCOMPARE(graphValues(t->communicationGraph()), (std::vector<double>{0.25, 0.25, 0.25}));
+    QVERIFY(t->phasePlot()->legend->hasItemWithPlottable(t->communicationGraph()));
+    QVERIFY(view.overview()->headline()->text().contains("2 ranks"));
+
+    // New steps append.
+    addStep(run, 4);
+    addRankScalars(run, 4, 2);
+    view.refresh();
+    QCOMPARE(t->rankRolloutChart()->pointCount(1), 4);
+    QCOMPARE(t->rankTrainingChart()->pointCount(0), 4);
+    QCOMPARE(t->communicationGraph()->dataCount(), 4);
+
+    // The studio's screenshot of the tab, when asked for.
+    if (const QString dir = qEnvironmentVariable("FP8RL_SCREENSHOTS"); !dir.isEmpty()) {
+      view.tabs()->setCurrentIndex(1);
+      view.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&view));
+      QTest::qWait(200);  // queued replots
+      QVERIFY(view.grab().save(QDir(dir).filePath("studio-run-throughput-ranks.png")));
+    }
+
+    // A run of one rank: no per-rank charts, no collective time.
+    RunData single = makeRun(2, 3);
+    view.setRun(&single);
+    QVERIFY(t->perRankRow()->isHidden());
+    QCOMPARE(t->ranksShown(), 0);
+    QCOMPARE(t->rankRolloutChart()->curveCount(), 0);
+    QCOMPARE(t->communicationGraph()->dataCount(), 0);
+    QVERIFY(!t->phasePlot()->legend->hasItemWithPlottable(t->communicationGraph()));
+    QVERIFY(!view.overview()->headline()->text().contains("ranks"));
   }
 
   void importanceFollowsLatest() {

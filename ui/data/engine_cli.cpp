@@ -7,8 +7,12 @@
 #include <QProcess>
 #include <QRandomGenerator>
 #include <QRegularExpression>
+#include <QStandardPaths>
 #include <QTemporaryFile>
+#include <string>
+#include <vector>
 
+#include "contract/rank_launch.hpp"
 #include "core/error.hpp"
 
 namespace fp8rl::ui {
@@ -112,7 +116,42 @@ QString EngineCli::validate(const Json& config) const {
   return {};
 }
 
-bool EngineCli::spawnWorker(const QString& db, Spawned* out, QString* error) const {
+ProcessCommand EngineCli::workerCommand(const QString& db, const QString& control,
+                                        const QString& telemetry, const RankLaunch& ranks) const {
+  const QStringList args = {QStringLiteral("worker"),
+                            QStringLiteral("--db"),
+                            db,
+                            QStringLiteral("--control"),
+                            control,
+                            QStringLiteral("--telemetry"),
+                            telemetry,
+                            QStringLiteral("--nice"),
+                            QString::number(kWorkerNice)};
+  std::vector<std::string> std_args;
+  for (const QString& a : args) std_args.push_back(a.toStdString());
+  const std::vector<std::string> cmd =
+      ranks_command(ranks.count, ranks.hostfile.toStdString(), exe_.toStdString(), std_args);
+  ProcessCommand c;
+  c.program = QString::fromStdString(cmd.front());
+  for (size_t i = 1; i < cmd.size(); ++i) c.arguments << QString::fromStdString(cmd[i]);
+  return c;
+}
+
+namespace {
+
+// Whether program (a path, or a name looked up in PATH) names an executable file.
+bool findsExecutable(const QString& program) {
+  if (program.contains(QLatin1Char('/'))) {
+    const QFileInfo f(program);
+    return f.isFile() && f.isExecutable();
+  }
+  return !QStandardPaths::findExecutable(program).isEmpty();
+}
+
+}  // namespace
+
+bool EngineCli::spawnWorker(const QString& db, const RankLaunch& ranks, Spawned* out,
+                            QString* error) const {
   const QString tag =
       QStringLiteral("fp8rl-studio-%1-%2-%3")
           .arg(QCoreApplication::applicationPid())
@@ -120,6 +159,27 @@ bool EngineCli::spawnWorker(const QString& db, Spawned* out, QString* error) con
           .arg(QRandomGenerator::global()->generate() & 0xffff, 4, 16, QLatin1Char('0'));
   out->control = QStringLiteral("ipc://@%1-control").arg(tag);
   out->telemetry = QStringLiteral("ipc://@%1-telemetry").arg(tag);
+  ProcessCommand cmd;
+  try {
+    cmd = workerCommand(db, out->control, out->telemetry, ranks);
+  } catch (const Error& e) {
+    if (error)
+      *error = QStringLiteral("cannot start a worker: %1").arg(QString::fromStdString(e.message()));
+    return false;
+  }
+  // Said before anything is created: QProcess's own message would only be "No such file".
+  if (ranks.viaLauncher() && !findsExecutable(cmd.program)) {
+    if (error)
+      *error =
+          QStringLiteral(
+              "cannot start %1: Open MPI's mpirun was not found (no executable "
+              "'%2'%3; install openmpi-bin)")
+              .arg(ranks.count == 1 ? QStringLiteral("the run on its hostfile")
+                                    : QStringLiteral("%1 ranks").arg(ranks.count),
+                   cmd.program,
+                   cmd.program.contains(QLatin1Char('/')) ? QString() : QStringLiteral(" in PATH"));
+    return false;
+  }
   const QDir logs(QFileInfo(db).absoluteDir().filePath(QStringLiteral("logs")));
   if (!QDir().mkpath(logs.path())) {
     if (error) *error = QStringLiteral("cannot create %1").arg(logs.path());
@@ -127,17 +187,21 @@ bool EngineCli::spawnWorker(const QString& db, Spawned* out, QString* error) con
   }
   out->log = logs.filePath(tag + QStringLiteral(".log"));
   QProcess p;
-  p.setProgram(exe_);
-  // Workers are batch jobs: below the studio's priority, so that training on every core never
-  // makes the window it is watched in stutter (an idle studio costs them nothing).
-  p.setArguments({QStringLiteral("worker"), QStringLiteral("--db"), db, QStringLiteral("--control"),
-                  out->control, QStringLiteral("--telemetry"), out->telemetry,
-                  QStringLiteral("--nice"), QString::number(kWorkerNice)});
+  // Workers are batch jobs: below the studio's priority (--nice), so that training on every core
+  // never makes the window it is watched in stutter (an idle studio costs them nothing).
+  p.setProgram(cmd.program);
+  p.setArguments(cmd.arguments);
   p.setStandardOutputFile(out->log, QIODevice::Append);
   p.setStandardErrorFile(out->log, QIODevice::Append);
   p.setStandardInputFile(QProcess::nullDevice());
   if (!p.startDetached(&out->pid)) {
-    if (error) *error = QStringLiteral("cannot start %1 worker: %2").arg(exe_, p.errorString());
+    if (error) {
+      if (ranks.viaLauncher())
+        *error = QStringLiteral("cannot start %1 (Open MPI's mpirun; install openmpi-bin): %2")
+                     .arg(cmd.program, p.errorString());
+      else
+        *error = QStringLiteral("cannot start %1 worker: %2").arg(exe_, p.errorString());
+    }
     return false;
   }
   return true;

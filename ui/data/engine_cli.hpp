@@ -1,6 +1,7 @@
 // What the studio asks the fp8rl executable (the engine stays out of the GUI process): the
 // presets, a preset's full configuration, validation of an edited configuration, and spawning
-// a worker that outlives the studio.
+// a worker that outlives the studio (one process, or several data-parallel ranks under Open MPI's
+// mpirun).
 #pragma once
 
 #include <QMap>
@@ -12,6 +13,21 @@
 #include "core/json.hpp"
 
 namespace fp8rl::ui {
+
+// How many data-parallel ranks a run's worker starts as, and on which machines
+// (docs/distributed.md). A launch choice, not part of the run's configuration.
+struct RankLaunch {
+  int count = 1;
+  QString hostfile;  // Open MPI hostfile (`host slots=N` lines); empty: all on this machine
+  // Whether the worker starts through the MPI launcher (several ranks or a hostfile).
+  bool viaLauncher() const { return count > 1 || !hostfile.isEmpty(); }
+};
+
+// A process to start: the program and its arguments.
+struct ProcessCommand {
+  QString program;
+  QStringList arguments;
+};
 
 class EngineCli {
  public:
@@ -37,14 +53,23 @@ class EngineCli {
   // The niceness of the workers the studio starts (fp8rl worker --nice).
   static constexpr int kWorkerNice = 10;
 
+  // The command spawnWorker starts: `EXE worker --db DB --control C --telemetry T --nice N`,
+  // wrapped by fp8rl::ranks_command (contract/rank_launch.hpp: `mpirun -np N …`) when
+  // ranks.viaLauncher(). Every rank gets the same endpoints: rank 0 binds them, the others bind
+  // nothing. Throws fp8rl::Error when ranks.count < 1.
+  ProcessCommand workerCommand(const QString& db, const QString& control, const QString& telemetry,
+                               const RankLaunch& ranks = {}) const;
+
   struct Spawned {
-    qint64 pid = 0;
+    qint64 pid = 0;  // the started process: the worker, or mpirun for a launcher command (the
+                     // run store records rank 0's worker pid either way)
     QString control, telemetry, log;
   };
-  // Starts `fp8rl worker` detached (it keeps running when the studio exits) on fresh
+  // Starts workerCommand() detached (it keeps running when the studio exits) on fresh
   // abstract IPC endpoints, recording into db; its output goes to a log file beside the
-  // database. Returns false with *error set when it cannot start.
-  bool spawnWorker(const QString& db, Spawned* out, QString* error) const;
+  // database. Returns false with *error set when it cannot start (a launcher command whose
+  // mpirun is missing says so: install openmpi-bin).
+  bool spawnWorker(const QString& db, const RankLaunch& ranks, Spawned* out, QString* error) const;
 
  private:
   // Runs the executable with args; false (and *error: what failed, with stderr) unless it

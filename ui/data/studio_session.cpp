@@ -327,11 +327,12 @@ void StudioSession::drain() {
   }
 }
 
-QString StudioSession::launch(const Json& config, const QString& name, const QString& preset) {
+QString StudioSession::launch(const Json& config, const QString& name, const QString& preset,
+                              const RankLaunch& ranks) {
   if (!store_) return tr("open a run database first");
   EngineCli::Spawned w;
   QString error;
-  if (!cli_.spawnWorker(db_path_, &w, &error)) return error;
+  if (!cli_.spawnWorker(db_path_, ranks, &w, &error)) return error;
   Json start;
   start["config"] = config;
   if (!name.isEmpty()) start["name"] = name.toStdString();

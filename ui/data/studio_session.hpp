@@ -61,7 +61,10 @@ class StudioSession : public QObject {
   // Starts a worker and a run with this configuration; returns "" or why it failed. The run
   // appears with runLaunched(id) once the worker has created it.
   // preset: the preset the configuration came from (recorded with the run; "" for none).
-  QString launch(const Json& config, const QString& name, const QString& preset = QString());
+  // ranks: how many data-parallel ranks the worker starts as, and where (RankLaunch; a
+  // launch choice, not configuration): rank 0 records the run and serves the studio.
+  QString launch(const Json& config, const QString& name, const QString& preset = QString(),
+                 const RankLaunch& ranks = {});
 
   // Control of a live run (errors and notes arrive as commandFinished).
   void pause(int64_t run);

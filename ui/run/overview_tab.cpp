@@ -108,6 +108,10 @@ void OverviewTab::updateHeadline() {
   parts << tr("Step <b>%1</b>").arg(static_cast<qint64>(r.last_step))
         << latest(r, metric::kReward, tr("reward"))
         << latest(r, metric::kValAccuracy, tr("val acc")) << mult;
+  // A data-parallel run: how many ranks share it (a launch choice, not in the configuration).
+  if (const auto& ranks = r.series(metric::kRanks);
+      !ranks.empty() && std::isfinite(ranks.back().value) && ranks.back().value >= 2)
+    parts << tr("%1 ranks").arg(static_cast<qint64>(ranks.back().value));
   if (!r.row.status.empty()) parts << QString::fromStdString(r.row.status);
   headline_->setText(parts.join(QStringLiteral(" &nbsp;·&nbsp; ")));
   headline_->setToolTip(alert ? tr("token_mult_prob_error is above 1.05: the generator and the "

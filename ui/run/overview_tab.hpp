@@ -1,7 +1,7 @@
 // The Overview tab of a run: headline numbers (step, latest reward, validation accuracy and
-// token_mult_prob_error) over a grid of charts: reward, accuracy (train and validation), loss,
-// KL to the reference, and the generator/trainer mismatch (token_mult_prob_error with its
-// 1.05 alert line, gen_kl_error).
+// token_mult_prob_error; the ranks of a data-parallel run) over a grid of charts: reward, accuracy
+// (train and validation), loss, KL to the reference, and the generator/trainer mismatch
+// (token_mult_prob_error with its 1.05 alert line, gen_kl_error).
 #pragma once
 
 #include <cstdint>

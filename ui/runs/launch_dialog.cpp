@@ -2,10 +2,14 @@
 
 #include <QComboBox>
 #include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <cmath>
@@ -13,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "contract/rank_launch.hpp"
 #include "core/error.hpp"
 #include "ui/runs/config_text.hpp"
 #include "ui/runs/validation_message.hpp"
@@ -30,6 +35,8 @@ constexpr const char* kPrecisionSection = "precision";
 constexpr const char* kOverridesKey = "precision.overrides";
 constexpr const char* kDefaultKey = "precision.default";
 constexpr const char* kLayersKey = "model.num_hidden_layers";
+constexpr const char* kPromptsKey = "grpo.prompts_per_step";
+constexpr const char* kMiniBatchesKey = "grpo.mini_batches";
 constexpr int kMaxGridLayers = 1024;
 
 }  // namespace
@@ -43,6 +50,9 @@ LaunchDialog::LaunchDialog(const QStringList& presets, PresetLoader load, Valida
       presets_(new QComboBox(this)),
       name_(new QLineEdit(this)),
       name_error_(makeErrorLabel(this)),
+      ranks_(new QSpinBox(this)),
+      hostfile_(new QLineEdit(this)),
+      hostfile_error_(makeErrorLabel(this)),
       form_(new ConfigForm(this)),
       precision_box_(new QWidget(form_)),
       grid_(new PrecisionGrid(precision_box_)),
@@ -58,6 +68,49 @@ LaunchDialog::LaunchDialog(const QStringList& presets, PresetLoader load, Valida
   top->addRow(tr("Preset"), presets_);
   name_->setToolTip(tr("The run's name (the config's \"name\")"));
   top->addRow(tr("Run name"), withErrorLabel(name_, name_error_));
+
+  // How the run starts (not configuration): its data-parallel ranks and where they run.
+  const QString ranks_tip =
+      tr("How many processes (ranks) run this GRPO run. 1: one worker process. More: "
+         "data-parallel GRPO over MPI (Open MPI's mpirun): each rank generates its share of every "
+         "step's prompts and computes the gradients of its share; the gradients are averaged over "
+         "the ranks, so every rank keeps the same weights. %1 must be at least ranks × %2. Rank 0 "
+         "records the run and answers the studio.")
+          .arg(kPromptsKey, kMiniBatchesKey);
+  ranks_->setObjectName(QStringLiteral("ranks"));
+  ranks_->setRange(1, kMaxLaunchRanks);
+  ranks_->setValue(1);
+  ranks_->setToolTip(ranks_tip);
+  auto* ranks_row = new QHBoxLayout;
+  ranks_row->addWidget(ranks_);
+  auto* ranks_hint = new QLabel(tr("1: one process; more: data-parallel over MPI"), this);
+  ranks_hint->setEnabled(false);  // drawn as a quiet hint
+  ranks_hint->setToolTip(ranks_tip);
+  ranks_row->addWidget(ranks_hint, 1);
+  auto* ranks_label = new QLabel(tr("Ranks"), this);
+  ranks_label->setToolTip(ranks_tip);
+  top->addRow(ranks_label, ranks_row);
+
+  const QString hostfile_tip =
+      tr("Optional: the machines the ranks run on, as an Open MPI hostfile: one line per machine, "
+         "\"host slots=N\" (N: how many ranks it takes). Empty: every rank on this machine. Rank "
+         "0 goes to the first machine listed and serves the studio through this machine's IPC "
+         "endpoints and run database, so list this machine first.");
+  hostfile_->setObjectName(QStringLiteral("hostfile"));
+  hostfile_->setPlaceholderText(tr("none: every rank on this machine"));
+  hostfile_->setClearButtonEnabled(true);
+  hostfile_->setToolTip(hostfile_tip);
+  auto* browse = new QPushButton(tr("Browse…"), this);
+  browse->setObjectName(QStringLiteral("hostfileBrowse"));
+  browse->setToolTip(tr("Choose an Open MPI hostfile"));
+  auto* hostfile_box = new QWidget(this);
+  auto* hostfile_row = new QHBoxLayout(hostfile_box);
+  hostfile_row->setContentsMargins(0, 0, 0, 0);
+  hostfile_row->addWidget(hostfile_, 1);
+  hostfile_row->addWidget(browse);
+  auto* hostfile_label = new QLabel(tr("Hostfile"), this);
+  hostfile_label->setToolTip(hostfile_tip);
+  top->addRow(hostfile_label, withErrorLabel(hostfile_box, hostfile_error_));
 
   auto* caption = new QLabel(
       tr("Per-layer precision (%1: the cells that differ from %2)").arg(kOverridesKey, kDefaultKey),
@@ -87,6 +140,13 @@ LaunchDialog::LaunchDialog(const QStringList& presets, PresetLoader load, Valida
   connect(debounce_, &QTimer::timeout, this, [this] { validateNow(); });
 
   connect(name_, &QLineEdit::textChanged, this, [this] { fieldEdited(kName); });
+  connect(hostfile_, &QLineEdit::textChanged, this, [this] {
+    if (!building_) debounce_->start();
+  });
+  connect(browse, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open MPI hostfile"), hostfile());
+    if (!path.isEmpty()) hostfile_->setText(path);
+  });
   connect(form_, &ConfigForm::fieldEdited, this, &LaunchDialog::fieldEdited);
   connect(grid_, &PrecisionGrid::edited, this, [this] { fieldEdited(kOverridesKey); });
   connect(presets_, &QComboBox::currentTextChanged, this, &LaunchDialog::loadPreset);
@@ -239,6 +299,35 @@ Json LaunchDialog::config() const {
   return c;
 }
 
+int LaunchDialog::ranks() const {
+  return ranks_->value();
+}
+
+void LaunchDialog::setRanks(int ranks) {
+  ranks_->setValue(ranks);
+}
+
+QString LaunchDialog::hostfile() const {
+  return hostfile_->text().trimmed();
+}
+
+void LaunchDialog::setHostfile(const QString& path) {
+  hostfile_->setText(path);
+}
+
+QString LaunchDialog::hostfileError() const {
+  return hostfile_error_->text();
+}
+
+bool LaunchDialog::checkHostfile() {
+  const QString path = hostfile();
+  if (path.isEmpty() || QFileInfo(path).isFile()) return true;
+  hostfile_error_->setText(QFileInfo::exists(path) ? tr("%1 is not a file").arg(path)
+                                                   : tr("no such file: %1").arg(path));
+  hostfile_error_->show();
+  return false;
+}
+
 bool LaunchDialog::setFieldText(const QString& key, const QString& text) {
   if (key != kName) return form_->setFieldText(key, text);
   if (!name_->isEnabled()) return false;
@@ -261,7 +350,7 @@ QString LaunchDialog::generalError() const {
 
 void LaunchDialog::clearErrors() {
   form_->clearErrors();
-  for (QLabel* label : {name_error_, general_}) {
+  for (QLabel* label : {name_error_, hostfile_error_, general_}) {
     label->clear();
     label->hide();
   }
@@ -296,6 +385,7 @@ bool LaunchDialog::validateNow() {
     general_->show();
     return invalid();
   }
+  const bool hostfile_ok = checkHostfile();  // shown beside whatever else is wrong
   if (name_->isEnabled() && name_->text().trimmed().isEmpty()) {
     name_error_->setText(tr("The run needs a name"));
     name_error_->show();
@@ -303,6 +393,7 @@ bool LaunchDialog::validateNow() {
   }
   // Number fields that hold no number: said here, next to the field.
   if (!form_->showNumberErrors().isEmpty()) return invalid();
+  if (!hostfile_ok) return invalid();
 
   const QString raw = validate_ ? validate_(config()) : QString();
   if (raw.trimmed().isEmpty()) {

@@ -1,8 +1,10 @@
 // The launch dialog: pick a preset, then edit its configuration in a form generated from the
 // preset's full config (ConfigForm: one field per setting, a tab per section) and the
 // per-layer precision grid, validated as you type with the engine's own message shown next to
-// the field it names. The dialog does not run anything: the caller supplies how to load a
-// preset's config and how to validate one (the studio asks the fp8rl executable).
+// the field it names, and how the run starts: its number of data-parallel ranks and an optional
+// Open MPI hostfile (a launch choice, not configuration). The dialog does not run anything: the
+// caller supplies how to load a preset's config and how to validate one (the studio asks the
+// fp8rl executable), and reads ranks() and hostfile() to start the worker.
 #pragma once
 
 #include <QDialog>
@@ -19,6 +21,7 @@ class QDialogButtonBox;
 class QLabel;
 class QLineEdit;
 class QPushButton;
+class QSpinBox;
 class QTimer;
 
 namespace fp8rl::ui {
@@ -47,6 +50,15 @@ class LaunchDialog : public QDialog {
   // The edited configuration (precision.overrides from the grid included).
   Json config() const;
 
+  // How many data-parallel ranks the run starts as (1 … fp8rl::kMaxLaunchRanks; default 1).
+  int ranks() const;
+  void setRanks(int ranks);
+  // The Open MPI hostfile the ranks are placed by, trimmed ("" : every rank on this machine).
+  QString hostfile() const;
+  void setHostfile(const QString& path);
+  // Why the hostfile cannot be used ("" when it can, or when there is none).
+  QString hostfileError() const;
+
   // Sets a field by dotted key as if typed (tests); false when there is no such field.
   bool setFieldText(const QString& key, const QString& text);
   QString fieldText(const QString& key) const;
@@ -71,6 +83,8 @@ class LaunchDialog : public QDialog {
   // Shows message under the field it names, else above the form.
   void showMessage(const QString& message);
   void clearErrors();
+  // Shows why the hostfile cannot be used under its field; false then.
+  bool checkHostfile();
 
   PresetLoader load_;
   Validator validate_;
@@ -78,6 +92,9 @@ class LaunchDialog : public QDialog {
   QComboBox* presets_;
   QLineEdit* name_;
   QLabel* name_error_;
+  QSpinBox* ranks_;
+  QLineEdit* hostfile_;
+  QLabel* hostfile_error_;
   ConfigForm* form_;
   QWidget* precision_box_;  // the grid and its caption, on the form's precision tab
   PrecisionGrid* grid_;
