@@ -97,6 +97,16 @@ struct StepOptions {
 };
 Json bench_step(Backend& be, const StepOptions& o);
 
+// bench ranks: GRPO steps of a preset on each rank count (mpirun, fp8rl train), against the
+// first count.
+struct RanksOptions {
+  std::string preset, backend;
+  std::vector<std::string> sets;
+  std::vector<int64_t> ranks;
+  int64_t warmup = 1, steps = 0;
+};
+Json bench_ranks(const RanksOptions& o);
+
 #if defined(FP8RL_HAVE_IPC)
 Json bench_telemetry(Backend& be, int64_t warmup, int64_t steps);
 #endif

@@ -17,7 +17,7 @@ namespace fp8rl::cli {
 namespace {
 
 constexpr const char* kUsage =
-    R"(usage: fp8rl bench gemm|quant|rollout|train|step|telemetry|tokenize [options]
+    R"(usage: fp8rl bench gemm|quant|rollout|train|step|telemetry|tokenize|ranks [options]
 
 common options:
   --backend all|cpu|cuda|auto   where to measure (default: all; train and step: auto)
@@ -57,6 +57,13 @@ telemetry [--steps N] [--warmup W]
     encoding, sending on a PUB socket to a draining subscriber) against the step itself;
     W warm-up steps (default 2), then N timed (default 20). Target: below 1% of the step time.
 
+ranks [--ranks 1,2] [--preset NAME] [--set key=value ...] [--steps N] [--warmup W]
+    whole GRPO steps of a preset (default demo) on each number of data-parallel ranks, each
+    started as `mpirun -np R fp8rl train` (docs/distributed.md) with the same global batch:
+    step time, speed-up and scaling efficiency against the first count, summed rollout and
+    training tokens/s, the share of the step spent in collectives and the bytes per step.
+    W warm-up steps (default 1, at least 1), then N timed (default 5).
+
 tokenize --tokenizer DIR [--megabytes M]
     encode and decode MB/s of a Hugging Face tokenizer (DIR holds tokenizer.json) on about M
     MB of mixed text (default 4), one core; the first pass (word cache cold) against the
@@ -75,6 +82,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
       {"step", {"preset", "set", "model", "steps", "warmup"}},
       {"telemetry", {"steps", "warmup"}},
       {"tokenize", {"tokenizer", "megabytes"}},
+      {"ranks", {"ranks", "preset", "set", "steps", "warmup"}},
   };
   return m;
 }
@@ -87,7 +95,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   const std::vector<std::string> sets = take_repeated(rest, "set");
   const std::set<std::string> valued = {
       "backend", "json",  "shapes", "seconds", "batch", "model",     "prompt-len", "new-tokens",
-      "seq-len", "steps", "warmup", "preset",  "seeds", "tokenizer", "megabytes"};
+      "seq-len", "steps", "warmup", "preset",  "seeds", "tokenizer", "megabytes",  "ranks"};
   const Args a(rest, valued, {"help"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -116,6 +124,18 @@ int cmd_bench(const std::vector<std::string>& args) {
         given("megabytes") ? bench::seconds_option(a.get("megabytes", ""), "megabytes") : 4;
     check(mb > 0, "--megabytes must be positive");
     const Json run = bench::bench_tokenize(a.get("tokenizer", ""), mb);
+    if (given("json")) bench::write_json(a.get("json", ""), what, Json::Array{run});
+    return 0;
+  }
+  if (what == "ranks") {
+    bench::RanksOptions o;
+    o.preset = a.get("preset", "demo");
+    o.sets = sets;
+    o.backend = a.get("backend", "auto");
+    o.ranks = bench::parse_positive_list(a.get("ranks", "1,2"), "ranks");
+    o.steps = given("steps") ? bench::positive_option(a.get("steps", ""), "steps") : 5;
+    o.warmup = given("warmup") ? bench::integer_option(a.get("warmup", ""), "warmup", 1) : 1;
+    const Json run = bench::bench_ranks(o);
     if (given("json")) bench::write_json(a.get("json", ""), what, Json::Array{run});
     return 0;
   }
