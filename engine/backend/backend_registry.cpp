@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -95,7 +96,12 @@ BackendSelection make_backend(BackendChoice choice) {
   if (st.usable) {
     char err[512] = {};
     auto create = reinterpret_cast<Fp8rlCudaCreateFn>(dlsym(st.handle, "fp8rl_cuda_create"));
-    Backend* b = create ? create(0, err, sizeof err) : nullptr;
+    // Data-parallel ranks on one machine take one GPU each (docs/distributed.md): the local
+    // rank mpirun gives, modulo the devices this process sees.
+    int device = 0;
+    if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
+      device = std::max(0, std::atoi(local)) % std::max(1, st.info.device_count);
+    Backend* b = create ? create(device, err, sizeof err) : nullptr;
     if (b) {
       sel.backend.reset(b);
       return sel;
