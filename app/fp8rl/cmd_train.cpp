@@ -121,10 +121,13 @@ int cmd_train(const std::vector<std::string>& args) {
         "run's last checkpoint. Presets: resources/presets/*.yaml; --config takes a YAML file\n"
         "or a JSON object (as --print-config prints it). --model DIR starts from a Hugging Face\n"
         "model folder (model.checkpoint: config.json, safetensors, BF16 or block-FP8; a JSONL\n"
-        "task then uses its tokenizer.json and chat template).\n");
+        "task then uses its tokenizer.json and chat template).\n"
+        "Started by `mpirun -np N`, the run is data-parallel over N ranks (rank 0 records and\n"
+        "prints; SIGUSR1 to mpirun stops at a step boundary): see docs/distributed.md.\n");
   // Under mpirun (docs/distributed.md): the other ranks follow rank 0's run.
   Communicator& comm = world();
   if (comm.rank() > 0) {
+    std::signal(SIGUSR1, SIG_IGN);  // mpirun forwards it to every rank; rank 0 acts on it
     follow_run(comm, [](const std::string& name) {
       return make_backend(parse_backend_choice(name)).backend;
     });

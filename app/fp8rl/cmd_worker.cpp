@@ -37,6 +37,8 @@ int cmd_worker(const std::vector<std::string>& args) {
         "get an answer; the JSON line adds \"server_key\", the worker's public key, which\n"
         "clients need. Keys: --keys DIR, $FP8RL_KEYS or ~/.config/fp8rl/keys. --nice N lowers\n"
         "the worker's CPU priority by N (0-19; the studio starts its workers at 10).\n"
+        "Started by `mpirun -np N`, rank 0 is the worker and the run is data-parallel over the\n"
+        "N ranks (docs/distributed.md); the other ranks bind nothing.\n"
         "Protocol: docs/protocol.md.");
     return 0;
   }
@@ -59,6 +61,7 @@ int cmd_worker(const std::vector<std::string>& args) {
   // bind nothing.
   Communicator& comm = world();
   if (comm.rank() > 0) {
+    std::signal(SIGUSR1, SIG_IGN);  // mpirun forwards it to every rank; rank 0 acts on it
     follow_run(comm, [](const std::string& name) {
       return make_backend(parse_backend_choice(name)).backend;
     });
