@@ -3,7 +3,8 @@
 
 Usage: test_data_parallel.py FP8RL_BINARY SCENARIO
   curve   the demo preset on 2 ranks gives the loss curve of 1 rank with the same global batch
-          (asserted to 1e-6 relative), with mini-batches too; per-rank throughput is recorded
+          (asserted to 1e-6 relative), with mini-batches and with an FP8 KV cache too (its
+          scales equal); per-rank throughput is recorded
   crash   kill -9 of rank 1 ends the run as crashed with the error (no hang); every completed
           step is kept and the run resumes from its checkpoint on 1 rank
   worker  `fp8rl worker` on 2 ranks, driven over ZeroMQ: pause, a precision edit and a live
@@ -59,7 +60,8 @@ def compare(one, two, what):
     for a, b in zip(one, two):
         if a["step"] != b["step"]:
             fail("%s: step %r vs %r" % (what, a["step"], b["step"]))
-        for k in COMPARED:
+        kv = sorted(k for k in a["scalars"] if k.startswith("kv_scale/"))
+        for k in COMPARED + kv:
             if (k in a["scalars"]) != (k in b["scalars"]):
                 fail("%s: step %d: %s recorded on one side only" % (what, a["step"], k))
             if k not in a["scalars"]:
@@ -93,13 +95,17 @@ def curve(_):
     mini = ["sft.steps=2", "grpo.steps=3", "validation.every=3", "grpo.prompts_per_step=4",
             "grpo.mini_batches=2", "grpo.micro_batch_size=8", "sft.batch_size=16"]
     w2 = compare(train_json(1, mini), train_json(2, mini), "mini-batches")
+    # FP8 KV cache: the first calibration on the whole batch, then every rank's amax.
+    kv = base[:1] + ["grpo.steps=3", "precision.kv_cache=fp8"] + base[3:]
+    w3 = compare(train_json(1, kv), train_json(2, kv), "FP8 KV cache")
     # A batch the ranks cannot share is refused, naming the settings.
     p = subprocess.run(MPIRUN + ["-np", "2", FP8RL, "train", "--preset", "demo", "--no-db", "--set",
                                  "grpo.prompts_per_step=3", "--set", "grpo.mini_batches=3"],
                        capture_output=True, text=True, timeout=120, env=ENV)
     if p.returncode == 0 or "prompts_per_step (3) must be at least ranks" not in p.stderr:
         fail("an unshareable batch was not refused: %s" % p.stderr[-1500:])
-    print("curve: ok (worst relative difference %.1e demo, %.1e with mini-batches)" % (w1, w2))
+    print("curve: ok (worst relative difference %.1e demo, %.1e with mini-batches, %.1e FP8 KV cache)"
+          % (w1, w2, w3))
 
 
 def rank_pid(mpirun_pid, rank):
