@@ -52,6 +52,9 @@ class Communicator {
   // recv[r·bytes, (r+1)·bytes) ← rank r's send[0, bytes); recv holds size() × bytes.
   virtual void all_gather(const void* send, size_t bytes, void* recv) = 0;
   virtual void barrier() = 0;
+  // Whether the job is ending (a rank was lost): the next collective would throw PeerLost. A
+  // rank that waits for something else (rank 0 while paused) polls it.
+  virtual bool job_ending() const { return false; }
 
   // Payload bytes this rank has passed to collectives so far (the figure docs/distributed.md
   // derives per step).

@@ -82,6 +82,8 @@ class MpiCommunicator final : public Communicator {
     bytes_ += bytes;
   }
 
+  bool job_ending() const override { return g_job_ending; }
+
   void barrier() override {
     MPI_Request req;
     check_mpi(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");

@@ -103,7 +103,12 @@ struct RunSession::Impl {
   // Applies what was asked at a step boundary; returns false when the run must stop. Rank 0
   // decides (lead_boundary) and sends the other ranks what it applied (follow_boundary).
   bool boundary(int64_t step);
-  bool lead_boundary(int64_t step, Json& applied);
+  // What rank 0 applied at a boundary, for the other ranks.
+  struct Applied {
+    std::vector<std::string> precision;
+    std::vector<std::pair<std::string, double>> settings;
+  };
+  bool lead_boundary(int64_t step, Applied& applied);
   bool follow_boundary();
 };
 
@@ -142,11 +147,18 @@ void RunSession::Impl::start() {
 
 bool RunSession::Impl::boundary(int64_t step) {
   if (!leader()) return follow_boundary();
-  Json applied{Json::Object{{"precision", Json(Json::Array{})}, {"settings", Json(Json::Array{})}}};
+  Applied applied;
   const bool go_on = lead_boundary(step, applied);
   if (comm->size() > 1) {
-    applied["stop"] = !go_on;
-    broadcast_string(*comm, applied.dump(), 0);
+    Json::Array prec, settings;
+    for (const auto& o : applied.precision) prec.emplace_back(o);
+    for (const auto& [key, value] : applied.settings)
+      settings.emplace_back(Json::Array{Json(key), Json(value)});
+    Json msg;
+    msg["precision"] = Json(std::move(prec));
+    msg["settings"] = Json(std::move(settings));
+    msg["stop"] = !go_on;
+    broadcast_string(*comm, msg.dump(), 0);
   }
   return go_on;
 }
@@ -166,7 +178,7 @@ bool RunSession::Impl::follow_boundary() {
   return !msg.at("stop").as_bool("stop");
 }
 
-bool RunSession::Impl::lead_boundary(int64_t step, Json& applied) {
+bool RunSession::Impl::lead_boundary(int64_t step, Applied& applied) {
   while (true) {
     std::vector<std::string> prec;
     std::vector<std::pair<std::string, double>> settings;
@@ -187,11 +199,11 @@ bool RunSession::Impl::lead_boundary(int64_t step, Json& applied) {
       std::string text;
       for (const auto& o : prec) text += (text.empty() ? "" : ", ") + o;
       publish_precision(step, pm, text, true);
-      for (const auto& o : prec) applied["precision"].as_array().push_back(Json(o));
+      applied.precision.insert(applied.precision.end(), prec.begin(), prec.end());
     }
     for (const auto& [key, value] : settings) {
       run->apply_live_setting(key, value);
-      applied["settings"].as_array().push_back(Json(Json::Array{Json(key), Json(value)}));
+      applied.settings.emplace_back(key, value);
       event(step,
             {event::kSet, key + " = " + Json(value).dump(), live_setting_event_data(key, value)});
     }
@@ -210,11 +222,16 @@ bool RunSession::Impl::lead_boundary(int64_t step, Json& applied) {
       if (rec && id() >= 0) rec->set_status(id(), run_status::kPaused);
       event(step, {event::kPause, "paused at the step boundary", Json()});
     }
-    // Wait for anything to do; then go round again (edits while paused apply now).
+    // Wait for anything to do; then go round again (edits while paused apply now). A paused
+    // rank 0 of several also watches for the job ending (another rank lost).
     std::unique_lock lock(mu);
-    wake.wait(lock, [&] {
+    while (!wake.wait_for(lock, std::chrono::milliseconds(200), [&] {
       return !pause || stop || checkpoint_now || !precision_edits.empty() || !setting_edits.empty();
-    });
+    }))
+      if (comm->job_ending())
+        throw PeerLost(
+            "the MPI job is ending while the run is paused (another rank exited or "
+            "the job was interrupted)");
   }
 }
 

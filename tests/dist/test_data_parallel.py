@@ -9,6 +9,7 @@ Usage: test_data_parallel.py FP8RL_BINARY SCENARIO
           step is kept and the run resumes from its checkpoint on 1 rank
   worker  `fp8rl worker` on 2 ranks, driven over ZeroMQ: pause, a precision edit and a live
           setting reach both ranks at the same boundary (the ranks check they agree), stop
+  paused_crash  rank 1 killed while the 2-rank worker is paused: crashed, not a hang
 """
 import json
 import os
@@ -174,7 +175,8 @@ def crash(db):
           % (took, errors[-1][:60], last, ckpt, end))
 
 
-def worker(db):
+def ranked_worker(db):
+    """`fp8rl worker` on 2 ranks and a client: (process, request(command, **fields), wait_for(pred))."""
     import zmq
     w = subprocess.Popen(MPIRUN + ["-np", "2", FP8RL, "worker", "--db", db, "--backend", "cpu"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
@@ -212,6 +214,11 @@ def worker(db):
                 fail("the job ended early: %s" % w.stderr.read()[-2000:])
         fail("condition not met in %d s" % timeout)
 
+    return w, request, wait_for
+
+
+def worker(db):
+    w, request, wait_for = ranked_worker(db)
     if not request("start", preset="demo", set=["sft.steps=1", "grpo.steps=100000", "grpo.prompts_per_step=4"])["ok"]:
         fail("start refused")
     m = wait_for(lambda t, m: t == "step" and m["phase"] == "rl" and m["step"] >= 2)
@@ -245,6 +252,28 @@ def worker(db):
     print("worker: ok (2 ranks; pause, precision and setting edits applied on both; stopped)")
 
 
+def paused_crash(db):
+    """Rank 1 killed while rank 0 is paused (not in a collective): still crashed, no hang."""
+    w, request, wait_for = ranked_worker(db)
+    if not request("start", preset="demo", set=["sft.steps=1", "grpo.steps=100000", "grpo.prompts_per_step=4"])["ok"]:
+        fail("start refused")
+    m = wait_for(lambda t, m: t == "step" and m["phase"] == "rl" and m["step"] >= 2)
+    if not request("pause")["ok"]:
+        fail("pause refused")
+    wait_for(lambda t, m: t == "event" and m["kind"] == "pause")
+    os.kill(rank_pid(w.pid, 1), signal.SIGKILL)
+    try:
+        w.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        fail("the paused 2-rank worker hangs after rank 1 was killed")
+    con = sqlite3.connect(db)
+    status = con.execute("SELECT status FROM runs WHERE id=?", (m["run_id"],)).fetchone()[0]
+    errors = [e for (e,) in con.execute("SELECT message FROM events WHERE run_id=? AND kind='error'", (m["run_id"],))]
+    if status != "crashed" or not errors or "while the run is paused" not in errors[-1]:
+        fail("after the kill while paused: status %r errors %r" % (status, errors))
+    print("paused_crash: ok (crashed while paused: '%s')" % errors[-1][:70])
+
+
 with tempfile.TemporaryDirectory() as d:
-    {"curve": curve, "crash": crash, "worker": worker}[SCENARIO](os.path.join(d, "runs.sqlite"))
+    {"curve": curve, "crash": crash, "worker": worker, "paused_crash": paused_crash}[SCENARIO](os.path.join(d, "runs.sqlite"))
 print("1 passed, 0 failed")
