@@ -3,6 +3,8 @@
 // and the tests.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,14 @@ inline constexpr int kMaxLaunchRanks = 64;
 std::vector<std::string> ranks_command(int ranks, const std::string& hostfile,
                                        const std::string& program,
                                        const std::vector<std::string>& args);
+
+// Why a run with these batch settings cannot be shared by `ranks` data-parallel ranks, or
+// nullopt (always for one rank). The rule of docs/distributed.md: a mini-batch never splits a
+// group (mini_batches divides prompts_per_step), every rank gets a share of every mini-batch
+// (prompts_per_step ≥ ranks × mini_batches) and of the supervised warm-up's batch.
+std::optional<std::string> data_parallel_error(int64_t ranks, int64_t prompts_per_step,
+                                               int64_t mini_batches, int64_t sft_steps,
+                                               int64_t sft_batch_size);
 
 // The launcher ranks_command uses ("mpirun"; $FP8RL_MPIRUN overrides it).
 std::string mpirun_program();

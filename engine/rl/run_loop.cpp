@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "contract/live_settings.hpp"
+#include "contract/rank_launch.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -68,21 +69,10 @@ GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be, Communicator* comm) : cfg_(c
   }
   comm_ = comm;
   const int64_t R = comm_->size();
-  if (R > 1) {
-    // Whole groups, the same share of every mini-batch on every rank.
-    check(cfg_.prompts_per_step % cfg_.mini_batches == 0,
-          "grpo.mini_batches (" + std::to_string(cfg_.mini_batches) +
-              ") must divide grpo.prompts_per_step (" + std::to_string(cfg_.prompts_per_step) +
-              ") in a run over several ranks: a mini-batch may not split a group");
-    check(cfg_.prompts_per_step / cfg_.mini_batches >= R,
-          "grpo.prompts_per_step (" + std::to_string(cfg_.prompts_per_step) +
-              ") must be at least ranks × mini_batches (" + std::to_string(R) + " × " +
-              std::to_string(cfg_.mini_batches) +
-              "): every rank needs a prompt of each mini-batch");
-    check(cfg_.sft_steps == 0 || cfg_.sft_batch_size >= R,
-          "sft.batch_size (" + std::to_string(cfg_.sft_batch_size) +
-              ") must be at least the number of ranks (" + std::to_string(R) + ")");
-  }
+  // Whole groups, the same share of every mini-batch on every rank.
+  if (auto e = data_parallel_error(R, cfg_.prompts_per_step, cfg_.mini_batches, cfg_.sft_steps,
+                                   cfg_.sft_batch_size))
+    throw Error(*e);
   task_ = make_run_task(cfg_);
   model_ = make_run_model(cfg_, be_, *task_);
   observer_ = std::make_unique<Observer>(be_);

@@ -110,6 +110,20 @@ class TestLaunchRanks : public QObject {
     QVERIFY(d.validateNow());
     QVERIFY(d.hostfileError().isEmpty());
 
+    // More ranks than the batch can be shared by (16 prompts): said under Ranks, Launch disabled;
+    // the message is the run contract's, the one the engine refuses such a run with.
+    ranks->setValue(17);
+    QVERIFY(!d.validateNow());
+    QVERIFY(!d.launchButton()->isEnabled());
+    const QString why = d.ranksError();
+    QVERIFY2(
+        why.contains("grpo.prompts_per_step (16) must be at least ranks × mini_batches (17 × 1)"),
+        qPrintable(why));
+    ranks->setValue(16);
+    QVERIFY(d.validateNow());
+    QVERIFY(d.ranksError().isEmpty());
+    ranks->setValue(2);
+
     // Several ranks without a hostfile share this machine.
     c = commandFor(d);
     QCOMPARE(c.arguments.mid(0, 3), (QStringList{"-np", "2", "--oversubscribe"}));

@@ -51,6 +51,7 @@ LaunchDialog::LaunchDialog(const QStringList& presets, PresetLoader load, Valida
       name_(new QLineEdit(this)),
       name_error_(makeErrorLabel(this)),
       ranks_(new QSpinBox(this)),
+      ranks_error_(makeErrorLabel(this)),
       hostfile_(new QLineEdit(this)),
       hostfile_error_(makeErrorLabel(this)),
       form_(new ConfigForm(this)),
@@ -89,7 +90,10 @@ LaunchDialog::LaunchDialog(const QStringList& presets, PresetLoader load, Valida
   ranks_row->addWidget(ranks_hint, 1);
   auto* ranks_label = new QLabel(tr("Ranks"), this);
   ranks_label->setToolTip(ranks_tip);
-  top->addRow(ranks_label, ranks_row);
+  auto* ranks_box = new QWidget(this);
+  ranks_box->setLayout(ranks_row);
+  ranks_row->setContentsMargins(0, 0, 0, 0);
+  top->addRow(ranks_label, withErrorLabel(ranks_box, ranks_error_));
 
   const QString hostfile_tip =
       tr("Optional: the machines the ranks run on, as an Open MPI hostfile: one line per machine, "
@@ -141,6 +145,9 @@ LaunchDialog::LaunchDialog(const QStringList& presets, PresetLoader load, Valida
 
   connect(name_, &QLineEdit::textChanged, this, [this] { fieldEdited(kName); });
   connect(hostfile_, &QLineEdit::textChanged, this, [this] {
+    if (!building_) debounce_->start();
+  });
+  connect(ranks_, &QSpinBox::valueChanged, this, [this] {
     if (!building_) debounce_->start();
   });
   connect(browse, &QPushButton::clicked, this, [this] {
@@ -315,6 +322,10 @@ void LaunchDialog::setHostfile(const QString& path) {
   hostfile_->setText(path);
 }
 
+QString LaunchDialog::ranksError() const {
+  return ranks_error_->text();
+}
+
 QString LaunchDialog::hostfileError() const {
   return hostfile_error_->text();
 }
@@ -325,6 +336,21 @@ bool LaunchDialog::checkHostfile() {
   hostfile_error_->setText(QFileInfo::exists(path) ? tr("%1 is not a file").arg(path)
                                                    : tr("no such file: %1").arg(path));
   hostfile_error_->show();
+  return false;
+}
+
+bool LaunchDialog::checkRanks() {
+  const Json c = config();
+  auto setting = [&](const char* key) -> int64_t {
+    const Json* v = findSetting(c, key);
+    return v && v->is_number() ? static_cast<int64_t>(v->as_number()) : 0;
+  };
+  const auto error =
+      data_parallel_error(ranks(), setting("grpo.prompts_per_step"), setting("grpo.mini_batches"),
+                          setting("sft.steps"), setting("sft.batch_size"));
+  if (!error) return true;
+  ranks_error_->setText(qs(*error));
+  ranks_error_->show();
   return false;
 }
 
@@ -350,7 +376,7 @@ QString LaunchDialog::generalError() const {
 
 void LaunchDialog::clearErrors() {
   form_->clearErrors();
-  for (QLabel* label : {name_error_, hostfile_error_, general_}) {
+  for (QLabel* label : {name_error_, ranks_error_, hostfile_error_, general_}) {
     label->clear();
     label->hide();
   }
@@ -397,6 +423,7 @@ bool LaunchDialog::validateNow() {
 
   const QString raw = validate_ ? validate_(config()) : QString();
   if (raw.trimmed().isEmpty()) {
+    if (!checkRanks()) return invalid();
     launchButton()->setEnabled(true);
     return true;
   }

@@ -51,6 +51,8 @@ class LaunchDialog : public QDialog {
   Json config() const;
 
   // How many data-parallel ranks the run starts as (1 … fp8rl::kMaxLaunchRanks; default 1).
+  // Why the configuration cannot be shared by the chosen ranks, as shown ("" when it can).
+  QString ranksError() const;
   int ranks() const;
   void setRanks(int ranks);
   // The Open MPI hostfile the ranks are placed by, trimmed ("" : every rank on this machine).
@@ -85,6 +87,9 @@ class LaunchDialog : public QDialog {
   void clearErrors();
   // Shows why the hostfile cannot be used under its field; false then.
   bool checkHostfile();
+  // Shows under Ranks why the configuration cannot be shared by that many ranks (the run
+  // contract's rule); false then.
+  bool checkRanks();
 
   PresetLoader load_;
   Validator validate_;
@@ -93,6 +98,7 @@ class LaunchDialog : public QDialog {
   QLineEdit* name_;
   QLabel* name_error_;
   QSpinBox* ranks_;
+  QLabel* ranks_error_;  // the batch cannot be shared by that many ranks
   QLineEdit* hostfile_;
   QLabel* hostfile_error_;
   ConfigForm* form_;
