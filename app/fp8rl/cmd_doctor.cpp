@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "core/parallel.hpp"
 #include "core/version.hpp"
+#include "dist/communicator.hpp"
 
 namespace fp8rl::cli {
 namespace {
@@ -24,6 +25,18 @@ std::string triple(long long v, long long major_div, long long minor_div) {
          std::to_string(v % minor_div);
 }
 
+}  // namespace
+
+namespace {
+// Whether runs can spread over ranks (docs/distributed.md).
+void print_ranks_line() {
+  const std::string mpi = mpi_library();
+  if (mpi.empty())
+    std::printf(
+        "ranks: one process only (built without MPI; install libopenmpi-dev and rebuild)\n");
+  else
+    std::printf("ranks: data-parallel under mpirun (%s)\n", mpi.c_str());
+}
 }  // namespace
 
 int print_version() {
@@ -45,6 +58,7 @@ int print_version() {
         cuda_version(i.runtime_version).c_str(),
         triple(static_cast<long long>(i.cublaslt_version), 10000, 100).c_str(), st.path.c_str());
   }
+  print_ranks_line();
   return 0;
 }
 
@@ -89,6 +103,8 @@ int cmd_doctor(const std::vector<std::string>& args) {
               sel.backend->device().c_str());
   if (!sel.fallback_reason.empty())
     std::printf("  fell back to the CPU because: %s\n", sel.fallback_reason.c_str());
+  std::printf("\n");
+  print_ranks_line();
   return 0;
 }
 

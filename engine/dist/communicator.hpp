@@ -98,6 +98,8 @@ int launched_ranks();
 
 // Whether this build can join MPI jobs.
 bool have_mpi();
+// The MPI library this build uses ("Open MPI v4.1.4, …", first line), or "" without MPI.
+std::string mpi_library();
 
 // This process's communicator: MPI when a launcher started several ranks (MPI is initialised
 // on the first call), else SingleProcess. Throws fp8rl::Error when launched as several ranks

@@ -157,6 +157,15 @@ std::unique_ptr<Communicator> make_mpi_world() {
   return w;
 }
 
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  if (MPI_Get_library_version(text, &len) != MPI_SUCCESS) return "MPI (version unknown)";
+  std::string v(text, static_cast<size_t>(len));
+  v = v.substr(0, v.find_first_of("\n,"));
+  return v;
+}
+
 void end_mpi_world(bool success) {
   if (g_world) g_world->finish(success);
   g_world = nullptr;

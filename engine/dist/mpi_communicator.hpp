@@ -17,4 +17,7 @@ std::unique_ptr<Communicator> make_mpi_world();
 // MPI_Finalize on success; MPI_Abort after a failure.
 void end_mpi_world(bool success);
 
+// MPI_Get_library_version's first line (callable before MPI is initialised).
+std::string mpi_library_version();
+
 }  // namespace fp8rl

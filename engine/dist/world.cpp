@@ -24,6 +24,14 @@ bool have_mpi() {
 #endif
 }
 
+std::string mpi_library() {
+#if defined(FP8RL_HAVE_MPI)
+  return mpi_library_version();
+#else
+  return "";
+#endif
+}
+
 namespace {
 std::unique_ptr<Communicator>& world_slot() {
   static std::unique_ptr<Communicator> w;

@@ -191,6 +191,21 @@ else
     --json "$j/bench-step-gpu.json"
 fi
 
+# --- Data parallelism: whole GRPO steps on 1 and 2 ranks (docs/distributed.md). Needs Open
+# MPI's mpirun and a build that found MPI; on one GPU the two ranks share it (NCCL refuses that,
+# so they reduce through host memory: a correctness and plumbing check, not a scaling figure).
+if command -v mpirun >/dev/null && "$fp8rl" --version | grep -q "data-parallel under mpirun"; then
+  if [ $smoke -eq 1 ]; then
+    step bench-ranks "$fp8rl" bench ranks --backend cpu --ranks 1,2 --steps 1 \
+      --set grpo.prompts_per_step=4 --json "$j/bench-ranks.json"
+  else
+    step bench-ranks "$fp8rl" bench ranks --backend cuda --preset gpu --ranks 1,2 --steps 3 \
+      --json "$j/bench-ranks.json"
+  fi
+else
+  skip bench-ranks "no mpirun here, or a build without MPI (apt install openmpi-bin libopenmpi-dev, rebuild)"
+fi
+
 # --- Summary
 python3 tools/gpu/summarize.py "$out" | tee "$out/summary.md"
 [ "${PIPESTATUS[0]}" -eq 0 ] || any_failed=1
