@@ -90,6 +90,14 @@ struct TrainPrinter : SessionListener {
 
 }  // namespace
 
+int follow_rank0(Communicator& comm) {
+  std::signal(SIGUSR1, SIG_IGN);  // mpirun forwards it to every rank; rank 0 acts on it
+  follow_run(comm, [](const std::string& name) {
+    return make_backend(parse_backend_choice(name)).backend;
+  });
+  return 0;
+}
+
 int cmd_train(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   std::vector<std::string> sets = take_repeated(rest, "set");
@@ -126,13 +134,7 @@ int cmd_train(const std::vector<std::string>& args) {
         "prints; SIGUSR1 to mpirun stops at a step boundary): see docs/distributed.md.\n");
   // Under mpirun (docs/distributed.md): the other ranks follow rank 0's run.
   Communicator& comm = world();
-  if (comm.rank() > 0) {
-    std::signal(SIGUSR1, SIG_IGN);  // mpirun forwards it to every rank; rank 0 acts on it
-    follow_run(comm, [](const std::string& name) {
-      return make_backend(parse_backend_choice(name)).backend;
-    });
-    return 0;
-  }
+  if (comm.rank() > 0) return follow_rank0(comm);
   // --model is model.checkpoint, before the --set overrides (which may still change it).
   if (a.has("model")) sets.insert(sets.begin(), "model.checkpoint=" + a.get("model", ""));
   const bool use_db = !a.flag("no-db");

@@ -9,14 +9,12 @@
 #include <cstring>
 
 #include "args.hpp"
-#include "backend/backend_registry.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
 #include "ipc/client.hpp"
 #include "ipc/protocol.hpp"
 #include "run_db.hpp"
-#include "session/run_session.hpp"
 #include "store/run_store.hpp"
 #include "worker/worker.hpp"
 
@@ -60,13 +58,7 @@ int cmd_worker(const std::vector<std::string>& args) {
   // Under mpirun (docs/distributed.md) rank 0 is the worker; the others follow its run and
   // bind nothing.
   Communicator& comm = world();
-  if (comm.rank() > 0) {
-    std::signal(SIGUSR1, SIG_IGN);  // mpirun forwards it to every rank; rank 0 acts on it
-    follow_run(comm, [](const std::string& name) {
-      return make_backend(parse_backend_choice(name)).backend;
-    });
-    return 0;
-  }
+  if (comm.rank() > 0) return follow_rank0(comm);
   ipc::WorkerOptions opt;
   opt.comm = &comm;
   opt.control = a.get("control", "");

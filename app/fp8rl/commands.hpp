@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+namespace fp8rl {
+class Communicator;
+}
+
 namespace fp8rl::cli {
 
 // This machine and measurements: doctor, --version, bench, sensitivity.
@@ -24,6 +28,9 @@ int cmd_audit(const std::vector<std::string>& args);
 int cmd_attach(int64_t run_id, const std::string& db_path);
 int cmd_worker(const std::vector<std::string>& args);
 int cmd_keys(const std::vector<std::string>& args);
+// Ranks other than 0 of `mpirun … fp8rl train|worker`: follow rank 0's run (docs/distributed.md)
+// and return the exit code.
+int follow_rank0(Communicator& comm);
 
 // Models and text: checkpoints, generation, scoring, tokenizers.
 int cmd_init(const std::vector<std::string>& args);

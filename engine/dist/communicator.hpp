@@ -96,8 +96,6 @@ std::pair<int64_t, int64_t> share_of(int64_t n, int rank, int size);
 // How many ranks the launcher started (OMPI_COMM_WORLD_SIZE, PMI_SIZE; 1 without a launcher).
 int launched_ranks();
 
-// Whether this build can join MPI jobs.
-bool have_mpi();
 // The MPI library this build uses ("Open MPI v4.1.4, …", first line), or "" without MPI.
 std::string mpi_library();
 

@@ -16,14 +16,6 @@ int launched_ranks() {
   return 1;
 }
 
-bool have_mpi() {
-#if defined(FP8RL_HAVE_MPI)
-  return true;
-#else
-  return false;
-#endif
-}
-
 std::string mpi_library() {
 #if defined(FP8RL_HAVE_MPI)
   return mpi_library_version();

@@ -111,22 +111,20 @@ GroupRollouts generate_group_rollouts(const RunConfig& cfg, const Task& task, Ge
   size_t next_kept = 0;
   for (int64_t i = 0; i < prompts; ++i) {
     Example ex = task.sample(rng);
-    if (calibrate_all)
-      for (int64_t g = 0; g < G; ++g) every_prompt.push_back(task.encode_prompt(ex.prompt));
-    if (keep) {
-      if (next_kept >= keep->size() || (*keep)[next_kept] != i) continue;
-      ++next_kept;
-    }
+    const bool kept = !keep || (next_kept < keep->size() && (*keep)[next_kept] == i);
+    if (!kept && !calibrate_all) continue;
+    const auto ids = task.encode_prompt(ex.prompt);
+    if (calibrate_all) every_prompt.insert(every_prompt.end(), static_cast<size_t>(G), ids);
+    if (!kept) continue;
+    if (keep) ++next_kept;
     out.examples.push_back(std::move(ex));
-    const auto ids = task.encode_prompt(out.examples.back().prompt);
     for (int64_t g = 0; g < G; ++g) {
       prompt_ids.push_back(ids);
       sequence_ids.push_back(i * G + g);
     }
   }
   check(!keep || next_kept == keep->size(),
-        "rollouts: the prompts to keep must be increasing "
-        "indices below the number drawn");
+        "rollouts: the prompts to keep must be increasing indices below the number drawn");
   check(!out.examples.empty(), "rollouts need at least one prompt");
   const int64_t N = static_cast<int64_t>(prompt_ids.size());
 

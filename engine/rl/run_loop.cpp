@@ -111,15 +111,25 @@ std::vector<int64_t> GrpoRun::my_prompts() const {
   return out;
 }
 
+template <class F>
+void GrpoRun::in_collective(F&& f) {
+  const auto t0 = Clock::now();
+  f();
+  comm_seconds_ += since(t0);
+}
+
 void GrpoRun::all_reduce_gradients() {
   if (comm_->size() == 1) return;
-  const auto t0 = Clock::now();
   const auto params = model_->parameters();
   if (device_comm_) {
-    for (Param* p : params)
-      device_comm_->all_reduce_sum(static_cast<float*>(p->grad.buf.data()),
-                                   static_cast<size_t>(p->grad.size()));
-  } else {
+    in_collective([&] {
+      for (Param* p : params)
+        device_comm_->all_reduce_sum(static_cast<float*>(p->grad.buf.data()),
+                                     static_cast<size_t>(p->grad.size()));
+    });
+    return;
+  }
+  in_collective([&] {
     // One message for all of them: the latency of a collective counts more than its bytes.
     size_t total = 0;
     for (const Param* p : params) total += static_cast<size_t>(p->grad.size());
@@ -135,12 +145,10 @@ void GrpoRun::all_reduce_gradients() {
       be_.upload(p->grad.buf.data(), grad_stage_.data() + at, p->grad.buf.bytes());
       at += static_cast<size_t>(p->grad.size());
     }
-  }
-  comm_seconds_ += since(t0);
+  });
 }
 
 void GrpoRun::check_ranks_agree(const StepRecord& r) {
-  const auto t0 = Clock::now();
   Json state;
   state["precision"] = model_->precision().to_json();
   state["lr"] = cfg_.optimizer.lr;
@@ -158,9 +166,8 @@ void GrpoRun::check_ranks_agree(const StepRecord& r) {
     }
     state["weights_crc32c"] = static_cast<int64_t>(crc);
   }
-  const std::string mine = state.dump();
-  const auto all = all_gather_strings(*comm_, mine);
-  comm_seconds_ += since(t0);
+  std::vector<std::string> all;
+  in_collective([&] { all = all_gather_strings(*comm_, state.dump()); });
   for (size_t k = 1; k < all.size(); ++k)
     check(all[k] == all[0], "rank " + std::to_string(k) + " differs from rank 0 after step " +
                                 std::to_string(r.step) + ": " + all[k] + " vs " + all[0]);
@@ -168,19 +175,17 @@ void GrpoRun::check_ranks_agree(const StepRecord& r) {
 
 void GrpoRun::reduce_sum(double* v, size_t n) {
   if (comm_->size() == 1) return;
-  const auto t0 = Clock::now();
-  comm_->all_reduce_sum(v, n);
-  comm_seconds_ += since(t0);
+  in_collective([&] { comm_->all_reduce_sum(v, n); });
 }
 
 void GrpoRun::gather_kv_amax(KvScaleCalibrator& calibrator) {
   if (comm_->size() == 1) return;
-  const auto t0 = Clock::now();
   const size_t layers = static_cast<size_t>(model_->config().num_hidden_layers);
   std::vector<float> mine;
   for (const auto& mb : calibrator.samples())
     for (const auto& l : mb) mine.insert(mine.end(), l.begin(), l.end());
-  const std::vector<float> all = all_gather_floats(*comm_, mine);
+  std::vector<float> all;
+  in_collective([&] { all = all_gather_floats(*comm_, mine); });
   calibrator.clear();
   for (size_t at = 0; at + 3 * layers <= all.size(); at += 3 * layers) {
     std::vector<std::array<float, 3>> mb(layers);
@@ -188,7 +193,6 @@ void GrpoRun::gather_kv_amax(KvScaleCalibrator& calibrator) {
       mb[l] = {all[at + 3 * l], all[at + 3 * l + 1], all[at + 3 * l + 2]};
     calibrator.add(mb);
   }
-  comm_seconds_ += since(t0);
 }
 
 GrpoRun::~GrpoRun() = default;
@@ -451,12 +455,11 @@ StepRecord GrpoRun::rl_step() {
   double var = 0;
   for (double x : rewards) var += (x - reward_mean) * (x - reward_mean);
   reduce_sum(&var, 1);
-  if (ranks > 1) {
-    const auto t0 = Clock::now();
-    all_p = all_gather_floats(*comm_, all_p);
-    all_g = all_gather_floats(*comm_, all_g);
-    comm_seconds_ += since(t0);
-  }
+  if (ranks > 1)
+    in_collective([&] {
+      all_p = all_gather_floats(*comm_, all_p);
+      all_g = all_gather_floats(*comm_, all_g);
+    });
   const MismatchStats ms = mismatch_stats(all_p, all_g, cfg_.loss);
   auto& S = r.scalars;
   S[metric::kReward] = reward_mean;
@@ -484,11 +487,7 @@ StepRecord GrpoRun::rl_step() {
       t_gen > 0 ? static_cast<double>(response_tokens) / t_gen : 0.0,
       t_train > 0 ? static_cast<double>(train_tokens * cfg_.epochs) / t_train : 0.0};
   std::vector<double> tps(2 * static_cast<size_t>(ranks));
-  {
-    const auto t0 = Clock::now();
-    comm_->all_gather(my_tps, sizeof my_tps, tps.data());
-    comm_seconds_ += since(t0);
-  }
+  in_collective([&] { comm_->all_gather(my_tps, sizeof my_tps, tps.data()); });
   S[metric::kRolloutTps] = S[metric::kTrainTps] = 0;
   for (int k = 0; k < ranks; ++k) {
     S[metric::kRolloutTps] += tps[2 * static_cast<size_t>(k)];

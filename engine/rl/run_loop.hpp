@@ -79,6 +79,9 @@ class GrpoRun {
   void all_reduce_gradients();
   // v[0, n) ← the sum over ranks (timed as communication).
   void reduce_sum(double* v, size_t n);
+  // Runs f, adding its seconds to the step's communication time.
+  template <class F>
+  void in_collective(F&& f);
   // Checks that every rank holds what rank 0 holds after a step: the precision map and live
   // settings, and at validation steps a checksum of the master weights. Throws naming the
   // first rank that differs (a control message lost, or a reduction that is not the same

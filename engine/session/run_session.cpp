@@ -109,6 +109,14 @@ struct RunSession::Impl {
     std::vector<std::pair<std::string, double>> settings;
   };
   bool lead_boundary(int64_t step, Applied& applied);
+  // Applies precision overrides to the map in force and returns the new map.
+  PrecisionMap apply_precision(const std::vector<std::string>& overrides) {
+    PrecisionMap pm = run->model().precision();
+    for (const auto& o : overrides) apply_precision_override(pm, o);
+    pm.validate();
+    run->set_precision(pm);
+    return pm;
+  }
   bool follow_boundary();
 };
 
@@ -167,12 +175,7 @@ bool RunSession::Impl::follow_boundary() {
   const Json msg = Json::parse(broadcast_string(*comm, "", 0));
   std::vector<std::string> prec;
   for (const auto& o : msg.at("precision").as_array("precision")) prec.push_back(o.as_string());
-  if (!prec.empty()) {
-    PrecisionMap pm = run->model().precision();
-    for (const auto& o : prec) apply_precision_override(pm, o);
-    pm.validate();
-    run->set_precision(pm);
-  }
+  if (!prec.empty()) apply_precision(prec);
   for (const auto& kv : msg.at("settings").as_array("settings"))
     run->apply_live_setting(kv.as_array()[0].as_string(), kv.as_array()[1].as_number());
   return !msg.at("stop").as_bool("stop");
@@ -192,10 +195,7 @@ bool RunSession::Impl::lead_boundary(int64_t step, Applied& applied) {
       want_pause = pause;
     }
     if (!prec.empty()) {
-      PrecisionMap pm = run->model().precision();
-      for (const auto& o : prec) apply_precision_override(pm, o);
-      pm.validate();
-      run->set_precision(pm);
+      const PrecisionMap pm = apply_precision(prec);
       std::string text;
       for (const auto& o : prec) text += (text.empty() ? "" : ", ") + o;
       publish_precision(step, pm, text, true);

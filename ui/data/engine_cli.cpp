@@ -168,7 +168,8 @@ bool EngineCli::spawnWorker(const QString& db, const RankLaunch& ranks, Spawned*
     return false;
   }
   // Said before anything is created: QProcess's own message would only be "No such file".
-  if (ranks.viaLauncher() && !findsExecutable(cmd.program)) {
+  const bool via_launcher = cmd.program != exe_;  // ranks_command put mpirun in front
+  if (via_launcher && !findsExecutable(cmd.program)) {
     if (error)
       *error =
           QStringLiteral(
@@ -196,7 +197,7 @@ bool EngineCli::spawnWorker(const QString& db, const RankLaunch& ranks, Spawned*
   p.setStandardInputFile(QProcess::nullDevice());
   if (!p.startDetached(&out->pid)) {
     if (error) {
-      if (ranks.viaLauncher())
+      if (via_launcher)
         *error = QStringLiteral("cannot start %1 (Open MPI's mpirun; install openmpi-bin): %2")
                      .arg(cmd.program, p.errorString());
       else

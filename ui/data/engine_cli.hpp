@@ -19,8 +19,6 @@ namespace fp8rl::ui {
 struct RankLaunch {
   int count = 1;
   QString hostfile;  // Open MPI hostfile (`host slots=N` lines); empty: all on this machine
-  // Whether the worker starts through the MPI launcher (several ranks or a hostfile).
-  bool viaLauncher() const { return count > 1 || !hostfile.isEmpty(); }
 };
 
 // A process to start: the program and its arguments.
@@ -54,9 +52,9 @@ class EngineCli {
   static constexpr int kWorkerNice = 10;
 
   // The command spawnWorker starts: `EXE worker --db DB --control C --telemetry T --nice N`,
-  // wrapped by fp8rl::ranks_command (contract/rank_launch.hpp: `mpirun -np N …`) when
-  // ranks.viaLauncher(). Every rank gets the same endpoints: rank 0 binds them, the others bind
-  // nothing. Throws fp8rl::Error when ranks.count < 1.
+  // wrapped by fp8rl::ranks_command (contract/rank_launch.hpp: `mpirun -np N …`, which decides
+  // when a launcher is needed). Every rank gets the same endpoints: rank 0 binds them, the others
+  // bind nothing. Throws fp8rl::Error when ranks.count < 1.
   ProcessCommand workerCommand(const QString& db, const QString& control, const QString& telemetry,
                                const RankLaunch& ranks = {}) const;
 
