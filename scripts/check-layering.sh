@@ -19,12 +19,12 @@ engine/fp8       (core|fp8)/
 engine/text      (core|text)/
 engine/backend   (core|fp8|backend)/|dist/communicator\.hpp
 kernels          ((core|fp8)/|backend/(backend|cuda_module_api|sampling_rules)\.hpp|dist/communicator\.hpp)
-engine/model     ((core|fp8|contract|model)/|backend/(backend|backend_registry|sampling_rules)\.hpp)
+engine/model     ((core|fp8|contract|model)/|backend/(backend|sampling_rules)\.hpp)
 engine/rollout   ((core|fp8|contract|model|rollout)/|backend/(backend|sampling_rules)\.hpp)
 engine/rl        ((core|fp8|contract|model|rollout|text|rl|dist)/|backend/backend\.hpp)
 engine/session   ((core|contract|rl|session|dist)/|backend/backend\.hpp)
 engine/store     (core|contract|store)/
-engine/ipc       (core|contract|store|ipc)/
+engine/ipc       (core|contract|ipc)/
 engine/worker    ((core|contract|store|ipc|session|rl|worker|dist)/|backend/backend_registry\.hpp)
 ui               (core|contract|store|ipc|ui)/
 app/studio       (core|contract|store|ipc|ui)/

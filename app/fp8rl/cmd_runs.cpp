@@ -65,7 +65,7 @@ int cmd_runs(const std::vector<std::string>& args) {
   if (pos[0] == "attach") return cmd_attach(parse_run_id(pos[1], "runs attach"), path);
   // Runs whose worker died are shown as crashed (needs write access; skipped when read-only).
   try {
-    ipc::mark_crashed_runs(path);
+    mark_crashed_runs(path);
   } catch (const Error&) {
   }
 #else

@@ -153,10 +153,9 @@ int cmd_train(const std::vector<std::string>& args) {
     check(!row->checkpoint_dir.empty() && row->checkpoint_step.has_value(),
           "run " + std::to_string(run_id) + " has no checkpoint to resume from");
     check(row->status != "finished", "run " + std::to_string(run_id) + " has finished");
-    Json doc = row->config;
-    for (const auto& set : sets) apply_override(doc, set);
-    cfg = RunConfig::from_json(doc);
+    // The checkpoint's configuration: the launch one with the live edits made before it.
     resume_dir = row->checkpoint_dir;
+    cfg = resume_config(resume_dir, sets);
   } else {
     cfg = RunConfig::load(a.get("preset", ""), a.get("config", ""), sets);
   }

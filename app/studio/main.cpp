@@ -135,7 +135,9 @@ std::vector<int64_t> run_scenario(MainWindow& w) {
   w.showRun(fp8);
   const fp8rl::ui::RunData* d = w.session()->data(fp8);
   wait_until([&] { return d && d->last_step >= 120; }, 600000);
-  w.session()->applyLive(fp8, {{"0.gate=bf16", "0.up=bf16", "0.down=bf16"}, {}});
+  fp8rl::LiveEdit mlp_bf16;  // layer 0's MLP to BF16 while the run goes on
+  for (const char* o : {"0.gate=bf16", "0.up=bf16", "0.down=bf16"}) mlp_bf16.add_precision(o);
+  w.session()->applyLive(fp8, mlp_bf16);
   const auto done = [&] {
     w.session()->refresh();
     for (int64_t id : ids) {

@@ -2,18 +2,16 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
+
+#include "core/error.hpp"
 
 namespace fp8rl {
-namespace {
-
-// 1e+300, 0.001, 2: what a user typed, not 17 digits of it.
-std::string number_text(double v) {
+std::string live_value_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.10g", v);
   return buf;
 }
-
-}  // namespace
 
 const std::vector<LiveSetting>& live_settings() {
   // Ranges: what a run can take. The learning rate of AdamW beyond 1 moves every weight by its
@@ -21,16 +19,18 @@ const std::vector<LiveSetting>& live_settings() {
   // makes; the truncation bounds must keep the on-policy weight w = 1 inside [is_min, is_max]
   // (else every token is reweighted away from it); a validation interval is a step count.
   static const std::vector<LiveSetting> s = {
-      {"lr", "optimizer.lr", "learning rate of the policy optimizer, in (0, 1]", false, 0, 1, true},
+      {"lr", "optimizer.lr", "learning rate of the policy optimizer, in (0, 1]", false, 0, 1, true,
+       "from the next optimizer update"},
       {"temperature", "grpo.temperature", "sampling temperature of the rollouts, in (0, 100]",
-       false, 0, 100, true},
+       false, 0, 100, true, "from the next rollout"},
       {"is_min", "grpo.is_min",
-       "lower importance-weight bound C_min, in [0, 1] and below is_max", false, 0, 1, false},
+       "lower importance-weight bound C_min, in [0, 1] and below is_max", false, 0, 1, false,
+       "from the next step's loss"},
       {"is_max", "grpo.is_max", "upper importance-weight bound C, in [1, 1e6] and above is_min",
-       false, 1, 1e6, false},
+       false, 1, 1e6, false, "from the next step's loss"},
       {"validation_every", "validation.every",
        "steps between validations, a whole number in [0, 1e9] (0: only at start and end)", true,
-       0, 1e9, false},
+       0, 1e9, false, "from the next step (validation after every k-th)"},
   };
   return s;
 }
@@ -50,7 +50,7 @@ std::string live_setting_keys() {
 std::optional<std::string> live_setting_error(const std::string& key, double value) {
   const LiveSetting* s = find_live_setting(key);
   if (!s) return "unknown setting \"" + key + "\" (allowed: " + live_setting_keys() + ")";
-  const std::string shown = std::isfinite(value) ? number_text(value) : "a non-finite number";
+  const std::string shown = std::isfinite(value) ? live_value_text(value) : "a non-finite number";
   const bool below = s->lo_open ? value <= s->lo : value < s->lo;
   if (!std::isfinite(value) || below || value > s->hi)
     return "bad value for " + key + ": " + shown + " (" + s->meaning + ")";
@@ -63,21 +63,37 @@ std::optional<std::string> importance_bounds_error(double is_min, double is_max)
   if (auto e = live_setting_error("is_min", is_min)) return e;
   if (auto e = live_setting_error("is_max", is_max)) return e;
   if (!(is_min < is_max))
-    return "importance-weight bounds need is_min < is_max (got is_min " + number_text(is_min) +
-           ", is_max " + number_text(is_max) + ")";
+    return "importance-weight bounds need is_min < is_max (got is_min " + live_value_text(is_min) +
+           ", is_max " + live_value_text(is_max) + ")";
   return std::nullopt;
 }
+
+namespace {
+// "grpo.is_max" → {"grpo", "is_max"}.
+std::pair<std::string, std::string> config_section_name(const LiveSetting& s) {
+  const std::string path = s.config_path;
+  const size_t dot = path.find('.');
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
+}  // namespace
 
 std::optional<double> live_setting_in_config(const Json& config, const std::string& key) {
   const LiveSetting* s = find_live_setting(key);
   if (!s || !config.is_object()) return std::nullopt;
-  const std::string path = s->config_path;
-  const size_t dot = path.find('.');
-  const std::string section = path.substr(0, dot), name = path.substr(dot + 1);
+  const auto [section, name] = config_section_name(*s);
   if (!config.contains(section) || !config.at(section).is_object() ||
       !config.at(section).contains(name) || !config.at(section).at(name).is_number())
     return std::nullopt;
   return config.at(section).at(name).as_number();
+}
+
+void set_live_setting_in_config(Json& config, const std::string& key, double value) {
+  const LiveSetting* s = find_live_setting(key);
+  check(s != nullptr, "unknown setting \"" + key + "\" (allowed: " + live_setting_keys() + ")");
+  const auto [section, name] = config_section_name(*s);
+  check(config.is_object() && config.contains(section) && config.at(section).is_object(),
+        "the run configuration has no section " + section);
+  config[section][name] = value;
 }
 
 Json live_setting_event_data(const std::string& key, double value) {

@@ -1,6 +1,10 @@
-// The settings a running run accepts between steps (`set` over the protocol, the studio's live
-// edits): their keys, where each lives in the run configuration, and what values are valid.
-// The precision map is edited live too, through the override grammar in precision.hpp.
+// The settings a running run accepts between steps (a live edit: contract/live_edit.hpp): one
+// row each, saying its key, where it lives in the run configuration, what values are valid and
+// when it takes effect. A live edit writes the value into the run's configuration through
+// config_path and the run reads it from there, so a new setting is a new row here (plus, when
+// a part of the run keeps its own copy of the value, one line where the run loop hands live
+// values to such parts: GrpoRun::apply). The precision map is edited live too, through the
+// override grammar in precision.hpp.
 #pragma once
 
 #include <optional>
@@ -18,6 +22,7 @@ struct LiveSetting {
   bool integer;             // validation_every: a whole number of steps
   double lo, hi;            // valid values: lo < v ≤ hi when lo_open, else lo ≤ v ≤ hi
   bool lo_open;
+  const char* applies;  // when the run uses a new value ("from the next rollout", …)
 };
 
 // Every live setting, in display order.
@@ -35,6 +40,10 @@ std::optional<std::string> importance_bounds_error(double is_min, double is_max)
 // The setting's value in a run configuration document (RunConfig::doc), or nullopt when the
 // document lacks it.
 std::optional<double> live_setting_in_config(const Json& config, const std::string& key);
+// A value as a user typed it: "0.0003", "1e+300", "2" (not 17 digits of it).
+std::string live_value_text(double value);
+// Writes the setting's value into a run configuration document (through config_path).
+void set_live_setting_in_config(Json& config, const std::string& key, double value);
 // {"key": key, "value": value}: the data of a "set" event.
 Json live_setting_event_data(const std::string& key, double value);
 

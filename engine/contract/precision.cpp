@@ -139,8 +139,9 @@ PrecisionOverride PrecisionOverride::parse(const std::string& o, int64_t layers)
   if (layer != "*") {
     char* end = nullptr;
     const long v = std::strtol(layer.c_str(), &end, 10);
-    check(!layer.empty() && *end == '\0' && v >= 0 && v < layers,
-          "precision override: layer '" + layer + "' is not * or 0…" + std::to_string(layers - 1));
+    check(!layer.empty() && *end == '\0' && v >= 0 && (layers < 0 || v < layers),
+          "precision override: layer '" + layer + "' is not * or " +
+              (layers < 0 ? std::string("a layer index") : "0…" + std::to_string(layers - 1)));
     out.layer = v;
   }
   if (module != "*") {
@@ -157,6 +158,9 @@ std::string PrecisionOverride::to_string() const {
 }
 
 void PrecisionOverride::apply(PrecisionMap& pm) const {
+  if (layer && *layer >= pm.layers())
+    throw Error("precision override " + to_string() + ": the model has " +
+                std::to_string(pm.layers()) + " layers (0…" + std::to_string(pm.layers() - 1) + ")");
   for (int64_t l = 0; l < pm.layers(); ++l)
     for (int mi = 0; mi < kModules; ++mi)
       if ((!layer || *layer == l) && (!module || *module == Module(mi))) pm.set(l, Module(mi), precision);

@@ -72,10 +72,13 @@ struct PrecisionOverride {
   std::optional<Module> module;
   Precision precision = Precision::fp8;
 
-  // Parses the grammar; `layers` bounds the index. Throws naming the bad part and the grammar.
-  static PrecisionOverride parse(const std::string& text, int64_t layers);
+  // Parses the grammar; `layers` (when ≥ 0) bounds the index. Throws naming the bad part and
+  // the grammar.
+  static PrecisionOverride parse(const std::string& text, int64_t layers = -1);
   std::string to_string() const;  // "0.gate=bf16", "*.down=bf16"
+  // Throws when the layer index is beyond the map.
   void apply(PrecisionMap& pm) const;
+  bool operator==(const PrecisionOverride&) const = default;
 };
 
 // Parses and applies one override to a map (throws naming the bad part).

@@ -19,6 +19,9 @@ class RunRecorder {
   virtual int64_t create_run(const std::string& name, const std::string& preset, const Json& config,
                              const std::string& precision_summary) = 0;
   virtual void set_status(int64_t run, const std::string& status) = 0;
+  // A recorded run continues in this process (a resume): its host and process become this
+  // one's and its status running.
+  virtual void reopen_run(int64_t run) = 0;
   virtual void record_step(int64_t run, const StepRecord& r) = 0;
   virtual void record_event(int64_t run, int64_t step, const EventRecord& e) = 0;
   // The precision map (PrecisionMap::to_json) in effect from step on.

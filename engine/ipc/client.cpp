@@ -13,7 +13,6 @@
 #include "ipc/curve.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/zmq_frames.hpp"
-#include "store/run_store.hpp"
 
 namespace fp8rl::ipc {
 
@@ -106,29 +105,6 @@ std::optional<Client::Message> Client::receive(int timeout_ms) {
     zmq_pollitem_t items[] = {{sub_, 0, ZMQ_POLLIN, 0}};
     zmq_poll(items, 1, static_cast<long>(left));
   }
-}
-
-int mark_crashed_runs(const std::string& db_path) {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  std::vector<int64_t> dead;
-  {
-    RunStore ro(db_path, /*read_only=*/true);
-    for (const auto& r : ro.list_runs()) {
-      if ((r.status != "running" && r.status != "paused") || r.host != host || r.pid <= 0) continue;
-      const bool alive = ::kill(static_cast<pid_t>(r.pid), 0) == 0 || errno == EPERM;
-      if (!alive) dead.push_back(r.id);
-    }
-  }
-  if (dead.empty()) return 0;
-  RunStore rw(db_path);
-  for (int64_t id : dead) {
-    const auto row = rw.find_run(id);
-    rw.record_event(id, row && row->last_step ? *row->last_step : 0,
-                    {"crash", "the worker process is gone; last completed step recorded", Json()});
-    rw.set_status(id, "crashed");
-  }
-  return static_cast<int>(dead.size());
 }
 
 }  // namespace fp8rl::ipc

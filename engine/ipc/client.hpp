@@ -44,8 +44,4 @@ class Client {
   int64_t dropped_ = 0;
 };
 
-// Marks runs of this host whose worker process is gone as "crashed" (status running or paused,
-// pid no longer alive). Returns how many were marked. Needs write access to the database.
-int mark_crashed_runs(const std::string& db_path);
-
 }  // namespace fp8rl::ipc

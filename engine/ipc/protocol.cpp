@@ -6,7 +6,7 @@
 
 namespace fp8rl::ipc {
 namespace {
-constexpr std::array<std::pair<const char*, Command>, 9> kCommands = {{
+constexpr std::array<std::pair<const char*, Command>, 10> kCommands = {{
     {"hello", Command::hello},
     {"start", Command::start},
     {"pause", Command::pause},
@@ -14,9 +14,30 @@ constexpr std::array<std::pair<const char*, Command>, 9> kCommands = {{
     {"stop", Command::stop},
     {"checkpoint", Command::checkpoint},
     {"status", Command::status},
-    {"set_precision", Command::set_precision},
-    {"set", Command::set},
+    {"edit", Command::edit},
+    // The older one-part forms of an edit (protocol 2).
+    {"set_precision", Command::edit},
+    {"set", Command::edit},
 }};
+
+// The live edit of an "edit", "set_precision" or "set" request; throws naming the bad field.
+LiveEdit parse_edit(const std::string& name, const Json& j) {
+  Json e(Json::Object{});
+  if (name == "set_precision") {
+    check(j.contains("overrides") && j.at("overrides").is_array(),
+          "set_precision needs \"overrides\": a list like [\"0.gate=bf16\"]");
+    e["precision"] = j.at("overrides");
+  } else if (name == "set") {
+    check(j.contains("key") && j.at("key").is_string() && j.contains("value") &&
+              j.at("value").is_number(),
+          "set needs \"key\" (string) and \"value\" (number)");
+    e["settings"] = Json(Json::Object{{j.at("key").as_string(), j.at("value")}});
+  } else {
+    for (const char* part : {"precision", "settings"})
+      if (j.contains(part)) e[part] = j.at(part);
+  }
+  return LiveEdit::from_json(e);
+}
 }  // namespace
 
 const char* command_name(Command c) {
@@ -60,12 +81,27 @@ std::optional<Request> parse_request(const std::string& frame, std::string* erro
     return std::nullopt;
   }
   const std::string name = j.at("command").as_string();
-  for (const auto& [n, k] : kCommands)
-    if (name == n) return Request{*id, k, j};
+  for (const auto& [n, k] : kCommands) {
+    if (name != n) continue;
+    Request r{*id, k, j, {}};
+    if (k == Command::edit) {
+      try {
+        r.edit = parse_edit(name, j);
+      } catch (const Error& e) {
+        *error = e.message();
+        return std::nullopt;
+      }
+    }
+    return r;
+  }
   std::string allowed;
   for (const auto& [n, k] : kCommands) allowed += (allowed.empty() ? "" : ", ") + std::string(n);
   *error = "unknown command \"" + name + "\" (allowed: " + allowed + ")";
   return std::nullopt;
+}
+
+Json edit_request_fields(const LiveEdit& edit) {
+  return edit.to_json();
 }
 
 std::string ok_reply(const std::string& id, Json fields) {

@@ -6,13 +6,15 @@
 #include <optional>
 #include <string>
 
+#include "contract/live_edit.hpp"
 #include "core/json.hpp"
 
 namespace fp8rl::ipc {
 
 // 2: event payloads carry their data as "data" (precision events: the map; set events:
-// {"key", "value"}).
-inline constexpr int kProtocolVersion = 2;
+// {"key", "value"}). 3: one "edit" request carries a live edit (precision and settings
+// together); "set_precision" and "set" remain as its one-part forms.
+inline constexpr int kProtocolVersion = 3;
 inline constexpr size_t kMaxMessageBytes = 1 << 20;  // larger requests are refused
 // Telemetry messages larger than this are dropped by a client's transport (a step with its
 // samples and audit is tens of kilobytes): a hostile publisher cannot make it hold gigabytes.
@@ -24,13 +26,15 @@ inline constexpr const char* kTopicHistogram = "histogram";  // one histogram of
 inline constexpr const char* kTopicEvent = "event";          // start, pause, precision, …
 inline constexpr const char* kTopicHeartbeat = "heartbeat";  // ≥ 1 Hz, always
 
-// The commands a worker accepts.
-enum class Command { hello, start, pause, resume, stop, checkpoint, status, set_precision, set };
+// The commands a worker accepts. "edit" also arrives as "set_precision" {"overrides": [...]}
+// or "set" {"key", "value"}, its older one-part forms.
+enum class Command { hello, start, pause, resume, stop, checkpoint, status, edit };
 
 struct Request {
   std::string id;  // echoed in the reply
   Command command;
-  Json args;  // the request object (command-specific fields)
+  Json args;      // the request object (command-specific fields)
+  LiveEdit edit;  // Command::edit: the edit, parsed and checked (grammar, ranges)
 };
 
 // Parses and validates a request frame. Returns the request, or an error message naming what
@@ -43,5 +47,8 @@ std::string ok_reply(const std::string& id, Json fields = Json(Json::Object{}));
 std::string error_reply(const std::string& id, const std::string& message);
 
 const char* command_name(Command c);
+
+// The fields of an "edit" request carrying `edit` (LiveEdit::to_json: "precision", "settings").
+Json edit_request_fields(const LiveEdit& edit);
 
 }  // namespace fp8rl::ipc

@@ -305,8 +305,22 @@ RunConfig RunConfig::from_json(const Json& in) {
       throw Error("setting '" + std::string(s.config_path) + "': " + *e);
   if (auto e = importance_bounds_error(c.loss.is_min, c.loss.is_max))
     throw Error("settings 'grpo.is_min' and 'grpo.is_max': " + *e);
-  c.precision_map(c.model.num_hidden_layers);  // validates the overrides
+  // Validates the overrides: against the configured layers, or only their grammar when the
+  // model comes from a checkpoint (whose layer count applies when the model is built).
+  if (c.init_checkpoint.empty())
+    c.precision_map(c.model.num_hidden_layers);
+  else
+    for (const auto& o : c.precision_overrides) PrecisionOverride::parse(o);
   return c;
+}
+
+RunConfig RunConfig::with_live_state(const LiveState& live) const {
+  Json d = doc;
+  live.write_settings(d);
+  Json::Array overrides;
+  for (const auto& o : live.precision.overrides_from(default_precision)) overrides.emplace_back(o);
+  d["precision"]["overrides"] = Json(std::move(overrides));
+  return from_json(d);
 }
 
 PrecisionMap RunConfig::precision_map(int64_t layers) const {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/live_edit.hpp"
 #include "core/json.hpp"
 #include "model/config.hpp"
 #include "model/kv_cache.hpp"
@@ -56,6 +57,10 @@ struct RunConfig {
 
   // The precision map of a model with `layers` layers (default + overrides).
   PrecisionMap precision_map(int64_t layers) const;
+  // This configuration with a run's live state written into it: every live setting through its
+  // config path, the map as precision.overrides from precision.default. What a checkpoint
+  // saves, so a resumed run continues with its live edits.
+  RunConfig with_live_state(const LiveState& live) const;
 
   // The defaults, as a YAML-compatible JSON document (what `fp8rl train --print-config` shows).
   static Json defaults();

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "contract/live_settings.hpp"
 #include "contract/rank_launch.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
@@ -149,13 +148,7 @@ void GrpoRun::all_reduce_gradients() {
 }
 
 void GrpoRun::check_ranks_agree(const StepRecord& r) {
-  Json state;
-  state["precision"] = model_->precision().to_json();
-  state["lr"] = cfg_.optimizer.lr;
-  state["temperature"] = cfg_.sampling.temperature;
-  state["is_min"] = cfg_.loss.is_min;
-  state["is_max"] = cfg_.loss.is_max;
-  state["validation_every"] = cfg_.validation_every;
+  Json state = live_state().to_json();
   if (r.scalars.count(metric::kValAccuracy)) {
     uint32_t crc = 0;
     std::vector<float> host;
@@ -197,33 +190,18 @@ void GrpoRun::gather_kv_amax(KvScaleCalibrator& calibrator) {
 
 GrpoRun::~GrpoRun() = default;
 
-void GrpoRun::set_precision(const PrecisionMap& pm) {
-  model_->set_precision(pm);
-}
-void GrpoRun::set_lr(double lr) {
-  opt_->set_lr(lr);
-  cfg_.optimizer.lr = lr;
-}
-void GrpoRun::set_importance_bounds(double lo, double hi) {
-  if (auto e = importance_bounds_error(lo, hi)) throw Error(*e);
-  cfg_.loss.is_min = lo;
-  cfg_.loss.is_max = hi;
+LiveState GrpoRun::live_state() const {
+  return LiveState::from_config(cfg_.doc, model_->precision());
 }
 
-void GrpoRun::apply_live_setting(const std::string& key, double value) {
-  if (auto e = live_setting_error(key, value)) throw Error(*e);
-  if (key == "lr")
-    set_lr(value);
-  else if (key == "temperature")
-    set_temperature(value);
-  else if (key == "is_min")
-    set_importance_bounds(value, cfg_.loss.is_max);
-  else if (key == "is_max")
-    set_importance_bounds(cfg_.loss.is_min, value);
-  else if (key == "validation_every")
-    set_validation_every(static_cast<int64_t>(value));
-  else
-    throw Error("live setting '" + key + "' has no effect in the run loop");  // a new key
+void GrpoRun::apply(const LiveEdit& edit) {
+  LiveState next = live_state();
+  next.apply(edit);
+  cfg_ = cfg_.with_live_state(next);
+  if (!(next.precision == model_->precision())) model_->set_precision(next.precision);
+  // The parts that keep their own copy of a live value. The rest (temperature, importance
+  // bounds, validation interval) is read from cfg_ where it is used.
+  opt_->set_lr(cfg_.optimizer.lr);
 }
 
 StepRecord GrpoRun::next() {
@@ -302,81 +280,99 @@ StepRecord GrpoRun::sft_step() {
   return r;
 }
 
+// What one phase of a GRPO step hands the next.
+struct GrpoRun::RlBatch {
+  GroupRollouts rollouts;            // this rank's share: sequences, rewards, training sequences
+  std::vector<int64_t> sample_rows;  // the sequences the step's samples show
+  double correct = 0, response_length = 0;
+  double t_generation = 0, t_logprob = 0, t_training = 0, t_recalibration = 0;
+  std::vector<std::vector<float>> p;  // trainer log-probs per sequence
+  KvScaleCalibrator calibrator;       // KV amax of the training forwards (FP8 KV cache)
+  TokenLossSums sums;
+  double entropy_sum = 0, grad_norm = 0, lr = 0;
+  int64_t entropy_n = 0;
+  std::vector<float> all_p, all_g;  // p and g of every token (first epoch)
+};
+
 StepRecord GrpoRun::rl_step() {
   const auto t_step = Clock::now();
   StepRecord r;
   r.phase = "rl";
   r.step = rl_done_ + 1;
   if (rl_done_ == 0 && cfg_.sft_steps == 0) r.scalars[metric::kValAccuracyInitial] = validate();
+  RlBatch b;
+  audit_rollout_weights(r);
+  rollout_phase(r, b);
+  training_phase(b);
+  recalibration_phase(b);
+  ++rl_done_;
+  step_telemetry(r, b);
+  if (finished() || (cfg_.validation_every > 0 && rl_done_ % cfg_.validation_every == 0))
+    r.scalars[metric::kValAccuracy] = validate();
+  r.scalars[metric::kTimeTotal] = since(t_step);
+  return r;
+}
+
+void GrpoRun::audit_rollout_weights(StepRecord& r) {
+  // The weights the rollout will use (those of the last refresh; the same on every rank, so
+  // rank 0 audits).
+  if (comm_->rank() != 0 || cfg_.audit_every <= 0 || (r.step - 1) % cfg_.audit_every != 0) return;
+  r.audit = audit_weights(*model_, model_->precision(), model_->quant_options());
+  int64_t bad = 0;
+  for (const auto& a : r.audit) bad += !a.ok;
+  r.scalars[metric::kAuditMismatches] = static_cast<double>(bad);
+}
+
+void GrpoRun::rollout_phase(StepRecord& r, RlBatch& b) {
+  // Prompts, rollout, rewards and advantages (this rank's share of the prompts).
   const int64_t G = cfg_.group_size;
-  const int rank = comm_->rank(), ranks = comm_->size();
-
-  // 1. Audit the weights the rollout will use (those of the last refresh; the same on every
-  // rank, so rank 0 audits).
-  if (rank == 0 && cfg_.audit_every > 0 && (r.step - 1) % cfg_.audit_every == 0) {
-    r.audit = audit_weights(*model_, model_->precision(), model_->quant_options());
-    int64_t bad = 0;
-    for (const auto& a : r.audit) bad += !a.ok;
-    r.scalars[metric::kAuditMismatches] = static_cast<double>(bad);
-  }
-
-  // 2–3. Prompts, rollout, rewards and advantages (this rank's share of the prompts).
   const std::vector<int64_t> mine = my_prompts();
-  GroupRollouts batch = generate_group_rollouts(cfg_, *task_, *gen_, r.step, cfg_.prompts_per_step,
-                                                ranks > 1 ? &mine : nullptr);
-  const int64_t N = static_cast<int64_t>(batch.sequences.size());  // this rank's responses
+  b.rollouts = generate_group_rollouts(cfg_, *task_, *gen_, r.step, cfg_.prompts_per_step,
+                                       comm_->size() > 1 ? &mine : nullptr);
+  const GroupRollouts& batch = b.rollouts;
   const RolloutStats rs = gen_->last_stats();
-  const double t_gen = rs.prefill_seconds + rs.decode_seconds + rs.calibration_seconds;
-  const std::vector<double>& rewards = batch.rewards;
-  std::vector<int64_t> sample_rows;  // the sequences r.samples show
-  double correct = 0, resp_len = 0;
+  b.t_generation = rs.prefill_seconds + rs.decode_seconds + rs.calibration_seconds;
+  const int64_t N = static_cast<int64_t>(batch.sequences.size());
   for (int64_t i = 0; i < N; ++i) {
-    const Sequence& s = batch.sequences[static_cast<size_t>(i)];
-    const Example& ex = batch.examples[static_cast<size_t>(i / G)];
-    const bool ended = batch.ended[static_cast<size_t>(i)];
-    const std::string& text = batch.texts[static_cast<size_t>(i)];
-    correct += batch.correct[static_cast<size_t>(i)];
-    resp_len += static_cast<double>(s.response.size());
+    const size_t si = static_cast<size_t>(i);
+    b.correct += batch.correct[si];
+    b.response_length += static_cast<double>(batch.sequences[si].response.size());
     if (static_cast<int64_t>(r.samples.size()) < cfg_.samples_per_step && i % G == 0) {
+      const Example& ex = batch.examples[static_cast<size_t>(i / G)];
       r.samples.push_back({ex.prompt,
-                           text + (ended ? "" : "…"),
+                           batch.texts[si] + (batch.ended[si] ? "" : "…"),
                            ex.answer,
-                           rewards[static_cast<size_t>(i)],
+                           batch.rewards[si],
                            {},
                            {}});
-      sample_rows.push_back(i);
+      b.sample_rows.push_back(i);
     }
   }
-  std::vector<TrainSeq>& train = batch.train;
-  const int64_t train_tokens = batch.train_tokens, response_tokens = batch.response_tokens;
+}
 
-  // 4. Trainer log-probs p and training. With one optimizer step per RL step the policy that
-  // trains is the one that generated, so p comes from the training forward itself (c = p,
+void GrpoRun::training_phase(RlBatch& b) {
+  // Trainer log-probs p and the PPO updates. With one optimizer step per RL step the policy
+  // that trains is the one that generated, so p comes from the training forward itself (c = p,
   // ratio 1); with several, a separate no-grad pass records p first.
+  std::vector<TrainSeq>& train = b.rollouts.train;
   const float inv_t = static_cast<float>(1.0 / cfg_.sampling.temperature);
   const size_t mbs = static_cast<size_t>(cfg_.micro_batch_size);
-  std::vector<std::vector<float>> p(static_cast<size_t>(N));
+  b.p.assign(train.size(), {});
   const bool separate_logprob = cfg_.mini_batches > 1 || cfg_.epochs > 1;
-  double t_logprob = 0;
   if (separate_logprob) {
     const auto t0 = Clock::now();
-    for (size_t b = 0; b < train.size(); b += mbs) {
-      const MicroBatch mb = pack_micro_batch(train, b, std::min(train.size(), b + mbs));
+    for (size_t i = 0; i < train.size(); i += mbs) {
+      const MicroBatch mb = pack_micro_batch(train, i, std::min(train.size(), i + mbs));
       const auto res = model_->forward(mb.ids, mb.targets, mb.B, mb.T, inv_t, false);
       for (auto [si, row] : mb.rows)
-        p[si].assign(res.logp.begin() + row,
-                     res.logp.begin() + row + static_cast<int64_t>(train[si].g.size()));
+        b.p[si].assign(res.logp.begin() + row,
+                       res.logp.begin() + row + static_cast<int64_t>(train[si].g.size()));
     }
-    t_logprob = since(t0);
+    b.t_logprob = since(t0);
   }
-  KvScaleCalibrator calibrator;
-  if (cfg_.kv_cache == KvDType::fp8) model_->set_kv_calibrator(&calibrator);
+  if (cfg_.kv_cache == KvDType::fp8) model_->set_kv_calibrator(&b.calibrator);
   observer_->acc.clear();
   const auto t_train0 = Clock::now();
-  TokenLossSums sums;
-  double entropy_sum = 0, grad_norm = 0, lr = 0;
-  int64_t entropy_n = 0;
-  std::vector<float> all_p, all_g;
   const size_t per_mini = train.size() / static_cast<size_t>(cfg_.mini_batches);
   // Each mini-batch's response tokens over all ranks: the token-level mean's denominator.
   std::vector<double> global_mini_tokens(static_cast<size_t>(cfg_.mini_batches), 0.0);
@@ -389,28 +385,28 @@ StepRecord GrpoRun::rl_step() {
       const size_t m0 = static_cast<size_t>(m) * per_mini, m1 = m0 + per_mini;
       const double mini_tokens = global_mini_tokens[static_cast<size_t>(m)];
       model_->zero_grad();
-      for (size_t b = m0; b < m1; b += mbs) {
+      for (size_t i = m0; i < m1; i += mbs) {
         // FP8 telemetry from the first micro-batch of the step only (bounded cost).
-        observer_->enabled = epoch == 0 && m == 0 && b == m0;
-        const MicroBatch mb = pack_micro_batch(train, b, std::min(m1, b + mbs));
+        observer_->enabled = epoch == 0 && m == 0 && i == m0;
+        const MicroBatch mb = pack_micro_batch(train, i, std::min(m1, i + mbs));
         const auto res = model_->forward(mb.ids, mb.targets, mb.B, mb.T, inv_t, true, true);
         std::vector<float> dlogp(res.logp.size(), 0.0f);
         for (auto [si, row] : mb.rows) {
           TrainSeq& s = train[si];
           const int64_t n = static_cast<int64_t>(s.g.size());
           const float* c = res.logp.data() + row;
-          if (!separate_logprob) p[si].assign(c, c + n);
-          add_token_loss(cfg_.loss, s.advantage, c, p[si].data(), s.g.data(), nullptr, n,
-                         dlogp.data() + row, sums);
+          if (!separate_logprob) b.p[si].assign(c, c + n);
+          add_token_loss(cfg_.loss, s.advantage, c, b.p[si].data(), s.g.data(), nullptr, n,
+                         dlogp.data() + row, b.sums);
           for (int64_t k = 0; k < n; ++k) {
             dlogp[static_cast<size_t>(row + k)] /=
                 static_cast<float>(mini_tokens);  // token-level mean
-            entropy_sum += res.entropy[static_cast<size_t>(row + k)];
+            b.entropy_sum += res.entropy[static_cast<size_t>(row + k)];
           }
-          entropy_n += n;
+          b.entropy_n += n;
           if (epoch == 0) {
-            all_p.insert(all_p.end(), p[si].begin(), p[si].end());
-            all_g.insert(all_g.end(), s.g.begin(), s.g.end());
+            b.all_p.insert(b.all_p.end(), b.p[si].begin(), b.p[si].end());
+            b.all_g.insert(b.all_g.end(), s.g.begin(), s.g.end());
           }
         }
         model_->backward(dlogp);
@@ -418,37 +414,42 @@ StepRecord GrpoRun::rl_step() {
       }
       all_reduce_gradients();
       const OptimizerStep os = opt_->step();
-      grad_norm = os.grad_norm;
-      lr = os.lr;
+      b.grad_norm = os.grad_norm;
+      b.lr = os.lr;
       if (!(epoch == cfg_.epochs - 1 && m == cfg_.mini_batches - 1)) model_->refresh();
     }
   model_->set_kv_calibrator(nullptr);
-  if (cfg_.kv_cache == KvDType::fp8) gather_kv_amax(calibrator);
-  const double t_train = since(t_train0);
+  if (cfg_.kv_cache == KvDType::fp8) gather_kv_amax(b.calibrator);
+  b.t_training = since(t_train0);
+}
 
-  // 5. Recalibration: re-quantize the FP8 weights for the next rollout; new KV scales.
-  const auto t_cal0 = Clock::now();
+void GrpoRun::recalibration_phase(RlBatch& b) {
+  // Re-quantize the FP8 weights for the next rollout; new KV scales.
+  const auto t0 = Clock::now();
   observer_->enabled = true;
   model_->refresh();
   observer_->enabled = false;
-  if (cfg_.kv_cache == KvDType::fp8 && !calibrator.empty())
-    gen_->set_kv_scales(calibrator.scales());
-  const double t_cal = since(t_cal0);
-  ++rl_done_;
+  if (cfg_.kv_cache == KvDType::fp8 && !b.calibrator.empty())
+    gen_->set_kv_scales(b.calibrator.scales());
+  b.t_recalibration = since(t0);
+}
 
-  // 6. Telemetry, merged over ranks: sums of counts, then the statistics of the whole batch.
+void GrpoRun::step_telemetry(StepRecord& r, RlBatch& b) {
+  // Merged over ranks: sums of counts, then the statistics of the whole batch.
+  const int ranks = comm_->size();
+  const std::vector<double>& rewards = b.rollouts.rewards;
   double reward_sum = 0;
   for (double x : rewards) reward_sum += x;
   double tot[] = {reward_sum,
-                  correct,
-                  resp_len,
-                  static_cast<double>(N),
-                  sums.loss,
-                  static_cast<double>(sums.tokens),
-                  static_cast<double>(sums.clipped),
-                  entropy_sum,
-                  static_cast<double>(entropy_n),
-                  static_cast<double>(response_tokens)};
+                  b.correct,
+                  b.response_length,
+                  static_cast<double>(b.rollouts.sequences.size()),
+                  b.sums.loss,
+                  static_cast<double>(b.sums.tokens),
+                  static_cast<double>(b.sums.clipped),
+                  b.entropy_sum,
+                  static_cast<double>(b.entropy_n),
+                  static_cast<double>(b.rollouts.response_tokens)};
   reduce_sum(tot, std::size(tot));
   const double all_n = tot[3], loss_tokens = tot[5], all_entropy_n = tot[8];
   const double reward_mean = tot[0] / all_n;
@@ -457,17 +458,17 @@ StepRecord GrpoRun::rl_step() {
   reduce_sum(&var, 1);
   if (ranks > 1)
     in_collective([&] {
-      all_p = all_gather_floats(*comm_, all_p);
-      all_g = all_gather_floats(*comm_, all_g);
+      b.all_p = all_gather_floats(*comm_, b.all_p);
+      b.all_g = all_gather_floats(*comm_, b.all_g);
     });
-  const MismatchStats ms = mismatch_stats(all_p, all_g, cfg_.loss);
+  const MismatchStats ms = mismatch_stats(b.all_p, b.all_g, cfg_.loss);
   auto& S = r.scalars;
   S[metric::kReward] = reward_mean;
   S[metric::kRewardStd] = std::sqrt(var / all_n);
   S[metric::kTrainAccuracy] = tot[1] / all_n;
   S[metric::kLoss] = loss_tokens > 0 ? tot[4] / loss_tokens : 0.0;
-  S[metric::kGradNorm] = grad_norm;
-  S[metric::kLr] = lr;
+  S[metric::kGradNorm] = b.grad_norm;
+  S[metric::kLr] = b.lr;
   S[metric::kEntropy] = all_entropy_n > 0 ? tot[7] / all_entropy_n : 0.0;
   S[metric::kClipFraction] = loss_tokens > 0 ? tot[6] / loss_tokens : 0.0;
   S[metric::kTokenMultProbError] = ms.token_mult_prob_error;
@@ -476,16 +477,18 @@ StepRecord GrpoRun::rl_step() {
   S[metric::kOutOfBounds] = ms.out_of_bounds;
   S[metric::kEss] = ms.effective_sample_size;
   S[metric::kResponseLength] = tot[2] / all_n;
-  S[metric::kTimeGeneration] = t_gen;
-  S[metric::kTimeLogprob] = t_logprob;
-  S[metric::kTimeTraining] = t_train;
-  S[metric::kTimeRecalibration] = t_cal;
+  S[metric::kTimeGeneration] = b.t_generation;
+  S[metric::kTimeLogprob] = b.t_logprob;
+  S[metric::kTimeTraining] = b.t_training;
+  S[metric::kTimeRecalibration] = b.t_recalibration;
   tokens_total_ += static_cast<int64_t>(tot[9]);
   S[metric::kTokensTotal] = static_cast<double>(tokens_total_);
   // Throughput: each rank's, and their sum (the ranks work at the same time).
   const double my_tps[] = {
-      t_gen > 0 ? static_cast<double>(response_tokens) / t_gen : 0.0,
-      t_train > 0 ? static_cast<double>(train_tokens * cfg_.epochs) / t_train : 0.0};
+      b.t_generation > 0 ? static_cast<double>(b.rollouts.response_tokens) / b.t_generation
+                         : 0.0,
+      b.t_training > 0 ? static_cast<double>(b.rollouts.train_tokens * cfg_.epochs) / b.t_training
+                       : 0.0};
   std::vector<double> tps(2 * static_cast<size_t>(ranks));
   in_collective([&] { comm_->all_gather(my_tps, sizeof my_tps, tps.data()); });
   S[metric::kRolloutTps] = S[metric::kTrainTps] = 0;
@@ -498,8 +501,8 @@ StepRecord GrpoRun::rl_step() {
     }
   }
   {
-    std::vector<double> log_w(all_p.size());
-    for (size_t i = 0; i < all_p.size(); ++i) log_w[i] = double(all_p[i]) - double(all_g[i]);
+    std::vector<double> log_w(b.all_p.size());
+    for (size_t i = 0; i < b.all_p.size(); ++i) log_w[i] = double(b.all_p[i]) - double(b.all_g[i]);
     const double range = histogram::kImportanceLogWeightRange;
     r.histograms.push_back(
         {histogram::kImportanceLogWeight,
@@ -507,12 +510,12 @@ StepRecord GrpoRun::rl_step() {
   }
   // The samples' tokens and p − g per token (the studio colours them).
   for (size_t k = 0; k < r.samples.size(); ++k) {
-    const size_t i = static_cast<size_t>(sample_rows[k]);
-    const Sequence& s = batch.sequences[i];
+    const size_t i = static_cast<size_t>(b.sample_rows[k]);
+    const Sequence& s = b.rollouts.sequences[i];
     SampleRecord& out = r.samples[k];
     for (size_t t = 0; t < s.response.size(); ++t) {
       out.tokens.push_back(task_->tokenizer().token_text(s.response[t]));
-      out.logprob_diff.push_back(double(p[i][t]) - double(train[i].g[t]));
+      out.logprob_diff.push_back(double(b.p[i][t]) - double(b.rollouts.train[i].g[t]));
     }
   }
   const auto kv = gen_->kv_scales();
@@ -521,10 +524,6 @@ StepRecord GrpoRun::rl_step() {
     S[metric::kv_scale(static_cast<int64_t>(l), "v")] = kv[l].second;
   }
   add_fp8_telemetry(r);
-  if (finished() || (cfg_.validation_every > 0 && rl_done_ % cfg_.validation_every == 0))
-    S[metric::kValAccuracy] = validate();
-  S[metric::kTimeTotal] = since(t_step);
-  return r;
 }
 
 void GrpoRun::add_fp8_telemetry(StepRecord& r) {
@@ -581,7 +580,8 @@ void GrpoRun::save(const std::string& dir) {
   st["rl_done"] = rl_done_;
   st["tokens_total"] = tokens_total_;
   st["elapsed_seconds"] = elapsed_;
-  st["config"] = cfg_.doc;
+  st["config"] = cfg_.doc;  // with the live state in force (GrpoRun::apply keeps it there)
+  st["live"] = live_state().to_json();
   Json::Array kv;
   for (auto [k, v] : gen_->kv_scales())
     kv.push_back(Json(Json::Array{Json(double(k)), Json(double(v))}));
@@ -622,6 +622,21 @@ void GrpoRun::restore(const std::string& folder) {
     kv.push_back({static_cast<float>(p.as_array()[0].as_number()),
                   static_cast<float>(p.as_array()[1].as_number())});
   if (!kv.empty()) gen_->set_kv_scales(kv);
+}
+
+RunConfig resume_config(const std::string& checkpoint_dir, const std::vector<std::string>& sets) {
+  const std::string file = checkpoint_dir_to_read(checkpoint_dir) + "/trainer_state.json";
+  Json doc;
+  try {
+    const Json st = Json::parse(read_text_file(file));
+    check(st.is_object() && st.contains("config") && st.at("config").is_object(),
+          "no \"config\" object");
+    doc = st.at("config");
+  } catch (const Error& e) {
+    throw Error(file + ": " + e.message());
+  }
+  for (const auto& s : sets) apply_override(doc, s);
+  return RunConfig::from_json(doc);
 }
 
 }  // namespace fp8rl

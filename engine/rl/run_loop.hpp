@@ -53,24 +53,33 @@ class GrpoRun {
   // Greedy exact-match accuracy on the task's validation set; fills samples when given.
   double validate(std::vector<SampleRecord>* samples = nullptr);
 
-  // Live edits (applied now: the caller calls them between steps).
-  void set_precision(const PrecisionMap& pm);
-  void set_lr(double lr);
-  void set_temperature(double t) { cfg_.sampling.temperature = t; }
-  void set_importance_bounds(double lo, double hi);
-  void set_validation_every(int64_t k) { cfg_.validation_every = k; }
-  // One live setting by its key (contract/live_settings.hpp); throws fp8rl::Error for an
-  // invalid key or value.
-  void apply_live_setting(const std::string& key, double value);
+  // The live state in force: the precision map and every live setting's value.
+  LiveState live_state() const;
+  // Applies a live edit now (the caller calls it between steps): the edited state is checked
+  // whole first (LiveState::apply), then written into the run's configuration, which the run
+  // reads the settings from, and handed to the parts that keep their own copy (the model's
+  // precision map, the optimizer's learning rate). Throws fp8rl::Error, changing nothing, for
+  // an edit the run cannot take.
+  void apply(const LiveEdit& edit);
 
-  // Checkpoint: model + optimizer + trainer_state.json (steps, KV scales, config) into dir.
+  // Checkpoint: model + optimizer + trainer_state.json (steps, KV scales, the configuration
+  // with the live state in force, the live state) into dir.
   void save(const std::string& dir);
-  // Continues a run saved by save().
+  // Continues a run saved by save(). The run must have been built from the checkpoint's
+  // configuration (resume_config), so that it continues with the live edits made before.
   void restore(const std::string& dir);
 
  private:
   StepRecord sft_step();
+  // A GRPO step, phase by phase (run_loop.cpp): audit, rollout, training, recalibration,
+  // telemetry. RlBatch carries what one phase hands the next.
+  struct RlBatch;
   StepRecord rl_step();
+  void audit_rollout_weights(StepRecord& r);
+  void rollout_phase(StepRecord& r, RlBatch& b);
+  void training_phase(RlBatch& b);
+  void recalibration_phase(RlBatch& b);
+  void step_telemetry(StepRecord& r, RlBatch& b);
   void add_fp8_telemetry(StepRecord& r);
   // This rank's prompts of an RL step: its share of every mini-batch's prompts.
   std::vector<int64_t> my_prompts() const;
@@ -107,6 +116,11 @@ class GrpoRun {
   std::vector<float> grad_stage_;              // host staging of the gradients
   double comm_seconds_ = 0;                    // in collectives during the current step
 };
+
+// The configuration a run saved in checkpoint_dir continues with: the one saved there (the
+// launch configuration with the live state in force when the checkpoint was written), with
+// `sets` ("a.b=value") applied on top. Throws naming the file or the bad override.
+RunConfig resume_config(const std::string& checkpoint_dir, const std::vector<std::string>& sets);
 
 // Resident memory of this process in MiB (0 where unknown).
 double resident_memory_mb();

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "backend/backend.hpp"
-#include "contract/live_settings.hpp"
+#include "contract/live_edit.hpp"
 #include "contract/metrics.hpp"
 #include "contract/precision.hpp"
 #include "core/error.hpp"
@@ -39,16 +39,13 @@ struct RunSession::Impl {
   std::condition_variable wake;
   bool pause = false, stop = false, checkpoint_now = false;
   std::string stop_reason;
-  std::vector<std::string> precision_edits;
-  std::vector<std::pair<std::string, double>> setting_edits;
-  double is_min = 0, is_max = 0;  // the bounds once every queued edit applies
+  LiveEdit queued;                  // the edits asked for since the last boundary, merged
+  std::optional<LiveState> pending;  // the live state once they apply (set once started)
   Status st;
 
   Impl(RunConfig c, Backend& b, RunRecorder* r, SessionOptions o, SessionListener* l)
       : cfg(std::move(c)), be(b), rec(r), opt(std::move(o)), listener(l) {
     st.state = "starting";
-    is_min = cfg.loss.is_min;
-    is_max = cfg.loss.is_max;
     comm = opt.comm;
     if (!comm) {
       own_comm = std::make_unique<SingleProcess>();
@@ -73,19 +70,20 @@ struct RunSession::Impl {
     if (listener) listener->on_event(e, step);
   }
 
-  void publish_precision(int64_t step, const PrecisionMap& pm, const std::string& message,
-                         bool as_event) {
-    const Json map = pm.to_json();
+  // Makes the run's live state known: status, and the precision history when the map changed.
+  void publish_live(int64_t step, bool map_changed) {
+    const LiveState live = run->live_state();
+    const Json map = live.precision.to_json();
     {
       std::lock_guard lock(mu);
-      st.precision_summary = pm.summary();
+      st.precision_summary = live.precision.summary();
       st.precision_map = map;
+      st.settings = live.to_json().at("settings");
     }
-    if (rec && id() >= 0) {
+    if (map_changed && rec && id() >= 0) {
       rec->record_precision(id(), step, map);
-      rec->set_precision_summary(id(), pm.summary());
+      rec->set_precision_summary(id(), live.precision.summary());
     }
-    if (as_event) event(step, {event::kPrecision, message, map});
   }
 
   void checkpoint(int64_t step) {
@@ -103,19 +101,20 @@ struct RunSession::Impl {
   // Applies what was asked at a step boundary; returns false when the run must stop. Rank 0
   // decides (lead_boundary) and sends the other ranks what it applied (follow_boundary).
   bool boundary(int64_t step);
-  // What rank 0 applied at a boundary, for the other ranks.
-  struct Applied {
-    std::vector<std::string> precision;
-    std::vector<std::pair<std::string, double>> settings;
-  };
-  bool lead_boundary(int64_t step, Applied& applied);
-  // Applies precision overrides to the map in force and returns the new map.
-  PrecisionMap apply_precision(const std::vector<std::string>& overrides) {
-    PrecisionMap pm = run->model().precision();
-    for (const auto& o : overrides) apply_precision_override(pm, o);
-    pm.validate();
-    run->set_precision(pm);
-    return pm;
+  bool lead_boundary(int64_t step, LiveEdit& applied);
+  // Applies a live edit at a boundary and records it: the precision map (history and an
+  // event with the full map) and one event per setting.
+  void apply_edit(int64_t step, const LiveEdit& edit) {
+    run->apply(edit);
+    publish_live(step, !edit.precision.empty());
+    if (!edit.precision.empty()) {
+      std::string text;
+      for (const auto& o : edit.precision) text += (text.empty() ? "" : ", ") + o.to_string();
+      event(step, {event::kPrecision, text, run->model().precision().to_json()});
+    }
+    for (const auto& sv : edit.settings)
+      event(step, {event::kSet, std::string(sv.setting->key) + " = " + live_value_text(sv.value),
+                   live_setting_event_data(sv.setting->key, sv.value)});
   }
   bool follow_boundary();
 };
@@ -133,7 +132,7 @@ void RunSession::Impl::start() {
     }
     if (rec) {
       rec->truncate_after(id(), step);
-      rec->set_status(id(), run_status::kRunning);
+      rec->reopen_run(id());
     }
   } else if (rec) {
     const int64_t new_id = rec->create_run(opt.name.empty() ? cfg.name : opt.name,
@@ -145,7 +144,19 @@ void RunSession::Impl::start() {
   if (rec && (!opt.control_endpoint.empty() || !opt.telemetry_endpoint.empty()))
     rec->set_endpoints(id(), opt.control_endpoint, opt.telemetry_endpoint, opt.server_key);
   if (opt.checkpoint_dir) ckpt_dir = opt.checkpoint_dir(id());
-  publish_precision(step, run->model().precision(), "", false);
+  publish_live(step, true);
+  {
+    // Edits that arrived while the run was starting are checked now, against the run.
+    std::lock_guard lock(mu);
+    pending = run->live_state();
+    try {
+      pending->apply(queued);
+    } catch (const Error& e) {
+      queued = LiveEdit();
+      pending = run->live_state();
+      event(step, {event::kError, "live edit refused: " + e.message(), Json()});
+    }
+  }
   set_state("running");
   if (opt.resume_run)
     event(step, {event::kResume, "resumed from " + opt.resume_dir, Json()});
@@ -155,16 +166,11 @@ void RunSession::Impl::start() {
 
 bool RunSession::Impl::boundary(int64_t step) {
   if (!leader()) return follow_boundary();
-  Applied applied;
+  LiveEdit applied;
   const bool go_on = lead_boundary(step, applied);
   if (comm->size() > 1) {
-    Json::Array prec, settings;
-    for (const auto& o : applied.precision) prec.emplace_back(o);
-    for (const auto& [key, value] : applied.settings)
-      settings.emplace_back(Json::Array{Json(key), Json(value)});
     Json msg;
-    msg["precision"] = Json(std::move(prec));
-    msg["settings"] = Json(std::move(settings));
+    msg["edit"] = applied.empty() ? Json() : applied.to_json();
     msg["stop"] = !go_on;
     broadcast_string(*comm, msg.dump(), 0);
   }
@@ -173,39 +179,24 @@ bool RunSession::Impl::boundary(int64_t step) {
 
 bool RunSession::Impl::follow_boundary() {
   const Json msg = Json::parse(broadcast_string(*comm, "", 0));
-  std::vector<std::string> prec;
-  for (const auto& o : msg.at("precision").as_array("precision")) prec.push_back(o.as_string());
-  if (!prec.empty()) apply_precision(prec);
-  for (const auto& kv : msg.at("settings").as_array("settings"))
-    run->apply_live_setting(kv.as_array()[0].as_string(), kv.as_array()[1].as_number());
+  if (!msg.at("edit").is_null()) run->apply(LiveEdit::from_json(msg.at("edit")));
   return !msg.at("stop").as_bool("stop");
 }
 
-bool RunSession::Impl::lead_boundary(int64_t step, Applied& applied) {
+bool RunSession::Impl::lead_boundary(int64_t step, LiveEdit& applied) {
   while (true) {
-    std::vector<std::string> prec;
-    std::vector<std::pair<std::string, double>> settings;
+    LiveEdit edit;
     bool want_checkpoint, want_stop, want_pause;
     {
       std::lock_guard lock(mu);
-      prec.swap(precision_edits);
-      settings.swap(setting_edits);
+      std::swap(edit, queued);
       want_checkpoint = std::exchange(checkpoint_now, false);
       want_stop = stop;
       want_pause = pause;
     }
-    if (!prec.empty()) {
-      const PrecisionMap pm = apply_precision(prec);
-      std::string text;
-      for (const auto& o : prec) text += (text.empty() ? "" : ", ") + o;
-      publish_precision(step, pm, text, true);
-      applied.precision.insert(applied.precision.end(), prec.begin(), prec.end());
-    }
-    for (const auto& [key, value] : settings) {
-      run->apply_live_setting(key, value);
-      applied.settings.emplace_back(key, value);
-      event(step,
-            {event::kSet, key + " = " + Json(value).dump(), live_setting_event_data(key, value)});
+    if (!edit.empty()) {
+      apply_edit(step, edit);
+      applied.merge(edit);
     }
     if (want_checkpoint) checkpoint(step);
     if (want_stop) return false;
@@ -226,7 +217,7 @@ bool RunSession::Impl::lead_boundary(int64_t step, Applied& applied) {
     // rank 0 of several also watches for the job ending (another rank lost).
     std::unique_lock lock(mu);
     while (!wake.wait_for(lock, std::chrono::milliseconds(200), [&] {
-      return !pause || stop || checkpoint_now || !precision_edits.empty() || !setting_edits.empty();
+      return !pause || stop || checkpoint_now || !queued.empty();
     }))
       if (comm->job_ending())
         throw PeerLost(
@@ -337,30 +328,17 @@ void RunSession::request_checkpoint() {
   impl_->wake.notify_all();
 }
 
-void RunSession::request_precision(const std::vector<std::string>& overrides) {
-  check(!overrides.empty(), "no precision overrides given");
-  // Checked on a map of the configured shape; applied to the map in force at the boundary.
-  PrecisionMap check_map(impl_->cfg.model.num_hidden_layers, Precision::fp8);
-  for (const auto& o : overrides) apply_precision_override(check_map, o);
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->precision_edits.insert(impl_->precision_edits.end(), overrides.begin(), overrides.end());
-  }
-  impl_->wake.notify_all();
-}
-
-void RunSession::request_setting(const std::string& key, double value) {
-  if (auto e = live_setting_error(key, value)) throw Error(*e);
+void RunSession::request_edit(const LiveEdit& edit) {
+  check(!edit.empty(), "the live edit changes nothing (no precision overrides, no settings)");
   {
     std::lock_guard lock(impl_->mu);
     Impl& m = *impl_;
-    if (key == "is_min" || key == "is_max") {
-      const double lo = key == "is_min" ? value : m.is_min, hi = key == "is_max" ? value : m.is_max;
-      if (auto e = importance_bounds_error(lo, hi)) throw Error(*e);
-      m.is_min = lo;
-      m.is_max = hi;
+    if (m.pending) {
+      LiveState next = *m.pending;
+      next.apply(edit);  // throws, queueing nothing
+      m.pending = std::move(next);
     }
-    m.setting_edits.emplace_back(key, value);
+    m.queued.merge(edit);
   }
   impl_->wake.notify_all();
 }

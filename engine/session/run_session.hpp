@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/live_edit.hpp"
 #include "contract/run_recorder.hpp"
 #include "contract/step_record.hpp"
 #include "dist/communicator.hpp"
@@ -90,18 +91,18 @@ class RunSession {
   void request_resume();
   void request_stop(const std::string& reason);
   void request_checkpoint();
-  // Precision overrides ("0.gate=bf16", contract/precision.hpp); checked now against the
-  // configured layer count, throwing fp8rl::Error naming the bad one.
-  void request_precision(const std::vector<std::string>& overrides);
-  // A live setting (contract/live_settings.hpp); checked now, throwing fp8rl::Error.
-  void request_setting(const std::string& key, double value);
-
+  // A live edit (contract/live_edit.hpp): precision overrides and settings, applied together
+  // at the next step boundary. Checked now against the state the run will be in once the
+  // edits queued before it apply; throws fp8rl::Error naming what is wrong (and queues
+  // nothing). An edit sent while the run is still starting is checked when it has started.
+  void request_edit(const LiveEdit& edit);
   struct Status {
     std::string state;  // starting, running, paused, stopping, finished, stopped, failed
     int64_t step = 0;   // last completed step
     int64_t run_id = -1;
     std::string precision_summary;
     Json precision_map;  // PrecisionMap::to_json of the map in force (null while starting)
+    Json settings;       // {"lr": …, …}: every live setting's value in force (null while starting)
     std::string error;   // what failed (state failed)
   };
   Status status() const;

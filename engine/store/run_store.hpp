@@ -98,6 +98,7 @@ class RunStore final : public RunRecorder {
   // throws, listing them). The terminal four set ended_at to now; running and paused clear it
   // (a resumed run is no longer ended). Throws when there is no such run.
   void set_status(int64_t run, const std::string& status) override;
+  void reopen_run(int64_t run) override;
   // Writes every scalar, histogram, sample and event of the step record and sets the run's
   // last_step to r.step and last_heartbeat to now, all in one transaction (nothing of it is
   // written when any of it fails). Events get r.wall_seconds as their wall time.
@@ -160,5 +161,12 @@ class RunStore final : public RunRecorder {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Whether the process a run row names is gone: a live status (running, paused), this host, and
+// no process with its pid.
+bool run_process_gone(const RunStore::RunRow& r);
+// Marks the runs of this host whose process is gone as crashed (an event says so; nothing
+// recorded is lost). Returns how many were marked. Needs write access to the database.
+int mark_crashed_runs(const std::string& db_path);
 
 }  // namespace fp8rl

@@ -1,7 +1,9 @@
 // The run store's writers: each one write transaction.
+#include <signal.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 
 #include "store/run_store.hpp"
@@ -66,6 +68,36 @@ void RunStore::set_status(int64_t run, const std::string& status) {
                    "started_at = CASE WHEN ?5 THEN coalesce(started_at, ?4) "
                    "ELSE started_at END WHERE id = ?1",
                    status, terminal, now_unix(), status == run_status::kRunning);
+}
+
+void RunStore::reopen_run(int64_t run) {
+  impl_->write_run(run_what("reopen_run", run), run,
+                   "UPDATE runs SET status = ?2, ended_at = NULL, host = ?3, pid = ?4, "
+                   "last_heartbeat = ?5 WHERE id = ?1",
+                   run_status::kRunning, host_name(), static_cast<int64_t>(getpid()), now_unix());
+}
+
+bool run_process_gone(const RunStore::RunRow& r) {
+  return run_status::is_live(r.status) && r.host == host_name() && r.pid > 0 &&
+         ::kill(static_cast<pid_t>(r.pid), 0) != 0 && errno != EPERM;
+}
+
+int mark_crashed_runs(const std::string& db_path) {
+  std::vector<int64_t> dead;
+  {
+    RunStore ro(db_path, /*read_only=*/true);
+    for (const auto& r : ro.list_runs())
+      if (run_process_gone(r)) dead.push_back(r.id);
+  }
+  if (dead.empty()) return 0;
+  RunStore rw(db_path);
+  for (int64_t id : dead) {
+    const auto row = rw.find_run(id);
+    rw.record_event(id, row && row->last_step ? *row->last_step : 0,
+                    {"crash", "the worker process is gone; last completed step recorded", Json()});
+    rw.set_status(id, run_status::kCrashed);
+  }
+  return static_cast<int>(dead.size());
 }
 
 void RunStore::record_step(int64_t run, const StepRecord& r) {

@@ -19,6 +19,7 @@
 #include "ipc/protocol.hpp"
 #include "ipc/telemetry_publisher.hpp"
 #include "ipc/zmq_frames.hpp"
+#include "rl/run_loop.hpp"
 #include "session/run_session.hpp"
 #include "store/run_store.hpp"
 
@@ -173,26 +174,54 @@ const std::string& Worker::server_key() const {
 
 std::string Worker::Impl::start(const Request& r) {
   if (session || stop_before_start) return error_reply(r.id, "a run was already started");
-  if (!r.args.contains("preset") && !r.args.contains("config"))
-    return error_reply(r.id, "start needs \"preset\" (a name) and/or \"config\" (an object)");
+  const bool resuming = r.args.contains("resume");
+  if (!resuming && !r.args.contains("preset") && !r.args.contains("config"))
+    return error_reply(r.id,
+                       "start needs \"preset\" (a name) and/or \"config\" (an object), or "
+                       "\"resume\" (a recorded run's id)");
+  if (resuming && (r.args.contains("preset") || r.args.contains("config")))
+    return error_reply(r.id,
+                       "\"resume\" continues a recorded run with its own configuration: give no "
+                       "\"preset\" or \"config\" (\"set\" may still change settings)");
   RunConfig cfg;
   std::string preset;
+  std::optional<int64_t> resume_run;
+  std::string resume_dir;
   try {
-    preset = r.args.contains("preset") ? r.args.at("preset").as_string("preset") : "";
     std::vector<std::string> sets;
     if (r.args.contains("set"))
       for (const auto& s : r.args.at("set").as_array("set"))
         sets.push_back(s.as_string("set item"));
-    if (r.args.contains("config")) {
-      Json doc = preset.empty() ? RunConfig::defaults() : RunConfig::load(preset, "", {}).doc;
-      overlay(doc, r.args.at("config"), "");
-      for (const auto& s : sets) apply_override(doc, s);
-      cfg = RunConfig::from_json(doc);
+    if (resuming) {
+      check(!opt.db_path.empty(), "resume needs the run database (this worker has none)");
+      resume_run = r.args.at("resume").as_int("resume");
+      mark_crashed_runs(opt.db_path);  // a row still "running" whose process is gone
+      const auto row = RunStore(opt.db_path, /*read_only=*/true).find_run(*resume_run);
+      check(row.has_value(), "no run " + std::to_string(*resume_run) + " in " + opt.db_path);
+      check(!run_status::is_live(row->status),
+            "run " + std::to_string(*resume_run) + " is " + row->status + " in another process");
+      check(row->status != run_status::kFinished,
+            "run " + std::to_string(*resume_run) + " has finished");
+      check(!row->checkpoint_dir.empty() && row->checkpoint_step.has_value(),
+            "run " + std::to_string(*resume_run) + " has no checkpoint to resume from");
+      resume_dir = row->checkpoint_dir;
+      preset = row->preset;
+      // The checkpoint's configuration: the launch one with the live edits made before it.
+      cfg = resume_config(resume_dir, sets);
     } else {
-      cfg = RunConfig::load(preset, "", sets);
+      preset = r.args.contains("preset") ? r.args.at("preset").as_string("preset") : "";
+      if (r.args.contains("config")) {
+        Json doc = preset.empty() ? RunConfig::defaults() : RunConfig::load(preset, "", {}).doc;
+        overlay(doc, r.args.at("config"), "");
+        for (const auto& s : sets) apply_override(doc, s);
+        cfg = RunConfig::from_json(doc);
+      } else {
+        cfg = RunConfig::load(preset, "", sets);
+      }
     }
   } catch (const Error& e) {
-    return error_reply(r.id, "bad run configuration: " + e.message());
+    return error_reply(r.id, (resuming ? "cannot resume: " : "bad run configuration: ") +
+                                 e.message());
   }
   SessionOptions so;
   so.name = r.args.contains("name") ? r.args.at("name").as_string("name") : cfg.name;
@@ -212,10 +241,12 @@ std::string Worker::Impl::start(const Request& r) {
     return error_reply(r.id, "cannot open the run database: " + e.message());
   }
   so.comm = opt.comm;
+  so.resume_run = resume_run;
+  so.resume_dir = resume_dir;
   session = std::make_unique<RunSession>(cfg, *backend, store.get(), so, this);
-  trainer = std::thread([this, cfg] {
+  trainer = std::thread([this, cfg, resume_dir] {
     try {
-      if (opt.comm) send_run(*opt.comm, &cfg, backend->name());
+      if (opt.comm) send_run(*opt.comm, &cfg, backend->name(), resume_dir);
       session->run();
     } catch (const std::exception& e) {
       std::lock_guard lock(mu);
@@ -258,6 +289,7 @@ std::string Worker::Impl::handle(const Request& r) {
         f["run_id"] = st.run_id;
         f["precision"] = st.precision_summary;
         f["precision_map"] = st.precision_map;
+        f["settings"] = st.settings;
         if (!st.error.empty()) f["error"] = st.error;
       } else {
         f["step"] = 0;
@@ -289,32 +321,17 @@ std::string Worker::Impl::handle(const Request& r) {
       if (auto e = need_running()) return error_reply(r.id, *e);
       session->request_checkpoint();
       return ok_reply(r.id);
-    case Command::set_precision: {
+    case Command::edit: {
       if (auto e = need_running()) return error_reply(r.id, *e);
-      if (!r.args.contains("overrides") || !r.args.at("overrides").is_array())
-        return error_reply(r.id,
-                           "set_precision needs \"overrides\": a list like [\"0.gate=bf16\"]");
       try {
-        std::vector<std::string> list;
-        for (const auto& o : r.args.at("overrides").as_array())
-          list.push_back(o.as_string("overrides item"));
-        session->request_precision(list);
+        session->request_edit(r.edit);
       } catch (const Error& e) {
         return error_reply(r.id, e.message());
       }
-      return ok_reply(r.id, note("applies at the next step boundary"));
-    }
-    case Command::set: {
-      if (auto e = need_running()) return error_reply(r.id, *e);
-      if (!r.args.contains("key") || !r.args.at("key").is_string() || !r.args.contains("value") ||
-          !r.args.at("value").is_number())
-        return error_reply(r.id, "set needs \"key\" (string) and \"value\" (number)");
-      try {
-        session->request_setting(r.args.at("key").as_string(), r.args.at("value").as_number());
-      } catch (const Error& e) {
-        return error_reply(r.id, e.message());
-      }
-      return ok_reply(r.id, note("applies at the next step boundary"));
+      Json f;
+      f["edit"] = r.edit.to_json();  // what will be applied, as the worker understood it
+      f["note"] = "applies at the next step boundary";
+      return ok_reply(r.id, f);
     }
   }
   return error_reply(r.id, "unhandled command");

@@ -196,7 +196,7 @@ def ranked_worker(db):
 
     def request(command, **fields):
         n[0] += 1
-        msg = dict(fields, protocol=2, id="r%d" % n[0], command=command)
+        msg = dict(fields, protocol=3, id="r%d" % n[0], command=command)
         ctl.send_string(json.dumps(msg))
         if not ctl.poll(20000):
             fail("no reply to %s" % command)
@@ -227,8 +227,7 @@ def worker(db):
         fail("pause refused")
     wait_for(lambda t, m: t == "event" and m["kind"] == "pause")
     time.sleep(1.0)  # rank 1 waits at the boundary meanwhile (asleep, not spinning)
-    if not request("set_precision", overrides=["0.gate=bf16"])["ok"] or \
-            not request("set", key="temperature", value=0.9)["ok"]:
+    if not request("edit", precision=["0.gate=bf16"], settings={"temperature": 0.9})["ok"]:
         fail("edit refused")
     if not request("resume")["ok"]:
         fail("resume refused")

@@ -23,7 +23,7 @@
 #include "ui/charts/histogram_view.hpp"
 #include "ui/compare/compare_view.hpp"
 #include "ui/data/compare.hpp"
-#include "ui/data/live_edit.hpp"
+#include "contract/live_edit.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/run_text.hpp"
 #include "ui/run/audit_tab.hpp"
@@ -459,7 +459,7 @@ class TestRunViews : public QObject {
     QCOMPARE(spy.count(), 1);
     QCOMPARE(spy.at(0).at(0).value<qint64>(), qint64{42});
     const auto sent = spy.at(0).at(1).value<LiveEdit>();
-    QCOMPARE(sent.overrides, std::vector<std::string>({"0.gate=bf16"}));
+    QCOMPARE(QString::fromStdString(sent.describe()), QString("0.gate=bf16"));
     QVERIFY(sent.settings.empty());
 
     // The worker applied it: the new map arrives and the grid shows it, edits cleared.
@@ -540,9 +540,10 @@ class TestRunViews : public QObject {
     p->applyButton()->click();
     QCOMPARE(spy.count(), 1);
     const auto sent = spy.at(0).at(1).value<LiveEdit>();
-    QCOMPARE(sent.overrides, std::vector<std::string>({"1.down=bf16"}));
-    using Setting = std::pair<std::string, double>;
-    QCOMPARE(sent.settings, std::vector<Setting>({{"lr", 0.0002}, {"validation_every", 5.0}}));
+    // One edit: the grid's cell and both settings, typed.
+    QCOMPARE(QString::fromStdString(sent.describe()),
+             QString("1.down=bf16, lr = 0.0002, validation_every = 5"));
+    QCOMPARE(sent.value("lr"), std::optional<double>(0.0002));
     QVERIFY(s->field("lr")->text().isEmpty());  // sent: the fields empty
 
     // The worker applied is_max = 3 (a set event): the value in force and the line move, also

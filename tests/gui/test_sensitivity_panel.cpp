@@ -382,7 +382,7 @@ class TestSensitivityPanel : public QObject {
     QCOMPARE(spy.count(), 1);
     QCOMPARE(spy.at(0).at(0).value<qint64>(), qint64{42});
     const auto sent = spy.at(0).at(1).value<LiveEdit>();
-    QCOMPARE(sent.overrides, std::vector<std::string>({"1.down=bf16", "0.up=bf16"}));
+    QCOMPARE(QString::fromStdString(sent.describe()), QString("1.down=bf16, 0.up=bf16"));
     QVERIFY(sent.settings.empty());
 
     run.row.status = "finished";

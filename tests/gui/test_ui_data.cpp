@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 
+#include "contract/live_edit.hpp"
 #include "contract/metrics.hpp"
 #include "contract/step_record.hpp"
 #include "core/error.hpp"
@@ -205,7 +206,14 @@ class TestUiData : public QObject {
     QCOMPARE(d->last_step, paused_at);
     QVERIFY(s.health(id).heartbeat_age < 2);  // heartbeats go on while paused
 
-    s.applyLive(id, {{"0.gate=bf16"}, {{"is_max", 3.0}}});
+    LiveEdit edit;  // one request: the precision and the setting together
+    edit.add_precision("0.gate=bf16");
+    edit.set("is_max", 3.0);
+    QSignalSpy finished(&s, &StudioSession::commandFinished);
+    s.applyLive(id, edit);
+    QVERIFY(wait_for([&] { return finished.count() >= 1; }, 10000));
+    QCOMPARE(finished.at(0).at(1).toString(), QStringLiteral("edit"));
+    QVERIFY2(finished.at(0).at(2).toBool(), qPrintable(finished.at(0).at(3).toString()));
     s.resume(id);
     QVERIFY2(wait_for([&] { return !d->precision_changes().empty(); }, 30000),
              "no precision event arrived");

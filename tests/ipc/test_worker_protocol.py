@@ -62,13 +62,13 @@ class Client:
 
     def answers(self, timeout=2.0):
         """Whether the worker answers a hello at all (a refused handshake: never)."""
-        self.ctl.send_string(json.dumps({"id": "probe", "command": "hello", "protocol": 2}))
+        self.ctl.send_string(json.dumps({"id": "probe", "command": "hello", "protocol": 3}))
         return bool(self.ctl.poll(int(timeout * 1000)))
 
     def request(self, command, timeout=10.0, **fields):
         self.n += 1
         rid = "r%d" % self.n
-        msg = {"protocol": 2}
+        msg = {"protocol": 3}
         msg.update(fields)
         msg.update(id=rid, command=command)
         self.ctl.send_string(json.dumps(msg))
@@ -99,7 +99,7 @@ def drive(db):
     w, ep = start_worker(db)
     c = Client(ep)
     hello = c.request("hello")
-    if not hello["ok"] or hello["protocol"] != 2 or "backend" not in hello:
+    if not hello["ok"] or hello["protocol"] != 3 or "backend" not in hello:
         fail("bad hello %r" % hello)
     bad = c.request("hello", protocol=99)
     if bad["ok"] or "protocol version mismatch" not in bad["error"]:
@@ -121,16 +121,30 @@ def drive(db):
         fail("not paused")
     # Heartbeats continue while paused.
     c.wait_for(lambda t, m: t == "heartbeat" and m["state"] == "paused", timeout=5)
-    bad = c.request("set_precision", overrides=["9.gate=bf16"])
-    if bad["ok"] or "layer '9'" not in bad["error"]:
+    bad = c.request("edit", precision=["9.gate=bf16"])
+    if bad["ok"] or "the model has 2 layers" not in bad["error"]:
         fail("bad layer not refused: %r" % bad)
-    if not c.request("set_precision", overrides=["0.gate=bf16"])["ok"]:
-        fail("set_precision refused")
+    # One edit is refused whole: its valid part is not applied either.
+    bad = c.request("edit", precision=["0.q=bf16"], settings={"is_max": 0.5})
+    if bad["ok"] or "bad value for is_max" not in bad["error"]:
+        fail("edit with a bad setting not refused: %r" % bad)
+    r = c.request("edit", precision=["0.gate=bf16"], settings={"lr": 0.0002})
+    if not r["ok"] or r["edit"] != {"precision": ["0.gate=bf16"], "settings": {"lr": 0.0002}}:
+        fail("edit refused or not acknowledged with what it applies: %r" % r)
     _, ev = c.wait_for(lambda t, m: t == "event" and m["kind"] == "precision")
-    if ev["data"][0]["gate"] != "bf16" or ev["data"][1]["gate"] != "fp8":
+    if ev["data"][0]["gate"] != "bf16" or ev["data"][1]["gate"] != "fp8" or ev["data"][0]["q"] != "fp8":
         fail("precision map in the event is wrong: %r" % ev["data"])
-    if not c.request("set", key="lr", value=0.0002)["ok"]:
-        fail("set lr refused")
+    c.wait_for(lambda t, m: t == "event" and m["kind"] == "set" and m["data"] == {"key": "lr", "value": 0.0002})
+    st = c.request("status")
+    if st["settings"]["lr"] != 0.0002 or st["precision_map"][0]["gate"] != "bf16":
+        fail("status does not show the edit in force: %r" % st)
+    # The one-part forms of protocol 2 are the same edit.
+    if not c.request("set_precision", overrides=["1.up=bf16"])["ok"]:
+        fail("set_precision refused")
+    if not c.request("set", key="temperature", value=0.9)["ok"]:
+        fail("set refused")
+    if c.request("edit")["ok"] or c.request("edit", settings={"lr": "fast"})["ok"]:
+        fail("empty or mistyped edit accepted")
     if c.request("set", key="learning_rate", value=1)["ok"]:
         fail("unknown setting accepted")
     # Values the run cannot take are refused when they arrive; the run goes on (these two were
@@ -195,6 +209,9 @@ def fuzz(db):
                b'{"id": 2, "command": "set", "key": "is_min", "value": -1}',
                b'{"id": 2, "command": "set_precision", "overrides": [1, 2]}',
                b'{"id": 2, "command": "set_precision", "overrides": ["99.q=bf16"]}',
+               b'{"id": 2, "command": "edit", "precision": "0.q=bf16", "settings": []}',
+               b'{"id": 2, "command": "edit", "settings": {"lr": 0.1, "is_max": 0.2}}',
+               b'{"id": 2, "command": "edit", "precision": ["0.q=bf16"], "extra": 1}',
                b'{"id": 2, "command": "start", "preset": "demo"}',
                b'{"id": 2, "command": "resume"}', b'{"id": 2, "command": "hello", "protocol": "2"}',
                b'{"id": 2, "command": "status", "protocol": 1}',
@@ -537,7 +554,114 @@ def remote(db):
     print("remote: ok (3 refused clients, 2 admitted; run %d recorded with its server key)" % m["run_id"])
 
 
+def live_resume(db):
+    """Live edits survive a crash: precision and settings edited live, the worker killed, the
+    run resumed in a new worker (start {"resume": id}) continues with them; edited again, killed
+    again, resumed by `fp8rl train --resume`: the same. The store holds one timeline."""
+    tiny = ["sft.steps=0", "grpo.steps=100000", "grpo.prompts_per_step=2", "checkpoint.every=1",
+            "optimizer.schedule=constant", "optimizer.warmup_steps=0", "validation.every=0",
+            "task.validation_size=8"]
+
+    def kill_and_check(w, run_id, applied_at):
+        # A checkpoint written after the edit applied, then kill -9.
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            con = sqlite3.connect(db)
+            ckpt = con.execute("SELECT checkpoint_step FROM runs WHERE id=?", (run_id,)).fetchone()[0]
+            con.close()
+            if ckpt is not None and ckpt > applied_at:
+                break
+            time.sleep(0.05)
+        os.kill(w.pid, signal.SIGKILL)
+        w.wait()
+        listing = subprocess.run([FP8RL, "runs", "list", "--db", db], capture_output=True, text=True).stdout
+        if "crashed" not in listing:
+            fail("run not marked crashed:\n" + listing)
+        con = sqlite3.connect(db)
+        ckpt, ckpt_dir = con.execute("SELECT checkpoint_step, checkpoint_dir FROM runs WHERE id=?",
+                                     (run_id,)).fetchone()
+        con.close()
+        return ckpt, ckpt_dir
+
+    def lr_by_step(run_id):
+        con = sqlite3.connect(db)
+        rows = con.execute("SELECT step, value FROM scalars WHERE run_id=? AND key='lr' ORDER BY step",
+                           (run_id,)).fetchall()
+        con.close()
+        return dict(rows)
+
+    # 1. A live edit, a checkpoint after it, kill -9.
+    w, ep = start_worker(db)
+    c = Client(ep)
+    if not c.request("start", preset="demo", set=tiny)["ok"]:
+        fail("start refused")
+    _, m = c.wait_for(lambda t, m: t == "step" and m["step"] >= 2)
+    run_id = m["run_id"]
+    r = c.request("edit", precision=["0.gate=bf16", "*.down=bf16"],
+                  settings={"lr": 0.0003, "temperature": 0.8, "is_max": 3})
+    if not r["ok"]:
+        fail("edit refused: %r" % r)
+    _, ev = c.wait_for(lambda t, m: t == "event" and m["kind"] == "precision")
+    first_edit = ev["step"]
+    ckpt, ckpt_dir = kill_and_check(w, run_id, first_edit)
+    state = json.load(open(os.path.join(ckpt_dir, "trainer_state.json")))
+    if (state["config"]["optimizer"]["lr"] != 0.0003 or state["config"]["grpo"]["temperature"] != 0.8
+            or state["live"]["settings"]["is_max"] != 3 or state["live"]["precision"][0]["gate"] != "bf16"
+            or state["live"]["precision"][1]["down"] != "bf16" or state["live"]["precision"][1]["gate"] != "fp8"):
+        fail("the checkpoint does not carry the live state: %r" % {k: state[k] for k in ("live",)})
+
+    # 2. Resumed in a new worker: the steps after the checkpoint use the edited values.
+    w, ep = start_worker(db)
+    c = Client(ep)
+    if c.request("start", resume=run_id, preset="demo")["ok"]:
+        fail("resume with a preset accepted")
+    if c.request("start", resume=999)["ok"]:
+        fail("resume of an unknown run accepted")
+    r = c.request("start", resume=run_id)
+    if not r["ok"]:
+        fail("resume refused: %r" % r)
+    _, m = c.wait_for(lambda t, m: t == "step" and m["step"] >= ckpt + 2)
+    if "bf16" not in m["precision"]:
+        fail("resumed steps run without the precision edit: %r" % m["precision"])
+    st = c.request("status")
+    if st["run_id"] != run_id or st["settings"]["lr"] != 0.0003 or st["settings"]["temperature"] != 0.8:
+        fail("resumed worker's status: %r" % st)
+    if not c.request("edit", settings={"lr": 0.0004})["ok"]:
+        fail("second edit refused")
+    _, ev = c.wait_for(lambda t, m: t == "event" and m["kind"] == "set" and m["data"]["value"] == 0.0004)
+    second_edit = ev["step"]
+    ckpt2, _ = kill_and_check(w, run_id, second_edit)
+
+    # 3. Resumed by fp8rl train --resume: the second edit and the first edit's map hold.
+    end = ckpt2 + 3
+    p = subprocess.run([FP8RL, "train", "--resume", str(run_id), "--db", db, "--backend", "cpu", "--json",
+                        "--set", "grpo.steps=%d" % end], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        fail("train --resume failed: %s" % p.stderr)
+    lr = lr_by_step(run_id)
+    if sorted(lr) != list(range(1, end + 1)):
+        fail("steps lost or doubled: %r" % sorted(lr))
+    want = {s: (0.001 if s <= first_edit else 0.0003 if s <= second_edit else 0.0004) for s in lr}
+    if any(abs(lr[s] - want[s]) > 1e-12 for s in lr):
+        fail("learning rate by step %r, wanted %r" % (lr, want))
+    con = sqlite3.connect(db)
+    status, summary = con.execute("SELECT status, precision_summary FROM runs WHERE id=?", (run_id,)).fetchone()
+    maps = con.execute("SELECT step, map FROM precision_history WHERE run_id=? ORDER BY step", (run_id,)).fetchall()
+    events = con.execute("SELECT step, kind, message FROM events WHERE run_id=? ORDER BY rowid", (run_id,)).fetchall()
+    con.close()
+    if status != "finished" or "bf16" not in summary:
+        fail("run row after the resumes: %r %r" % (status, summary))
+    if json.loads(maps[-1][1])[0]["gate"] != "bf16" or [s for s, _ in maps] != sorted({s for s, _ in maps}):
+        fail("precision history: %r" % maps)
+    kinds = [k for _, k, _ in events]
+    if kinds.count("precision") != 1 or [m for _, k, m in events if k == "set"] != \
+            ["is_max = 3", "lr = 0.0003", "temperature = 0.8", "lr = 0.0004"]:
+        fail("the events are not one timeline: %r" % events)
+    print("live_resume: ok (edits at steps %d and %d, checkpoints %d and %d, resumed in a worker and by train "
+          "--resume to step %d)" % (first_edit, second_edit, ckpt, ckpt2, end))
+
+
 with tempfile.TemporaryDirectory() as d:
     {"drive": drive, "fuzz": fuzz, "crash": crash, "multi": multi, "sockets": sockets,
-     "remote": remote}[SCENARIO](os.path.join(d, "runs.sqlite"))
+     "remote": remote, "live_resume": live_resume}[SCENARIO](os.path.join(d, "runs.sqlite"))
 print("1 passed, 0 failed")

@@ -43,10 +43,10 @@ class TestAudit : public QObject {
     const int64_t linears = run.model().config().num_hidden_layers * kModules;
     for (int step = 1; step <= 3; ++step) {
       if (step == 2) {
-        PrecisionMap pm = run.model().precision();
-        pm.set(0, Module::gate, Precision::bf16);
-        pm.set(1, Module::q, Precision::bf16);
-        run.set_precision(pm);
+        LiveEdit edit;
+        edit.add_precision("0.gate=bf16");
+        edit.add_precision("1.q=bf16");
+        run.apply(edit);
       }
       const StepRecord r = run.next();
       QCOMPARE(r.step, int64_t(step));
@@ -107,7 +107,7 @@ class TestAudit : public QObject {
     QCOMPARE(first.scalars.at(metric::kAuditMismatches), 2.0);
     const StepRecord second = run.next();
     QCOMPARE(mismatches(second.audit), int64_t(2));
-    run.set_precision(model.precision());
+    model.set_precision(model.precision());
     QCOMPARE(mismatches(audit_weights(model, model.precision(), model.quant_options())),
              int64_t(0));
   }

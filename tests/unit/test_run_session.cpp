@@ -173,9 +173,12 @@ class TestRunSession : public QObject {
         if (r.phase != "rl") return;
         ++steps;
         if (r.step == 1) {
-          s->request_precision({"0.gate=bf16", "*.down=bf16"});
-          s->request_setting("is_max", 3.0);
-          s->request_setting("lr", 1e-4);
+          LiveEdit edit;
+          edit.add_precision("0.gate=bf16");
+          edit.add_precision("*.down=bf16");
+          edit.set("is_max", 3.0);
+          edit.set("lr", 1e-4);
+          s->request_edit(edit);
           s->request_checkpoint();
         }
         if (r.step == 2) s->request_stop("test is done");
@@ -272,25 +275,44 @@ class TestRunSession : public QObject {
             {"learning_rate", 1e-4, "allowed: lr,"},
             {"", 1, "unknown setting"},
         };
-        for (const Bad& b : bad)
-          expect_refused([&] { s->request_setting(b.key, b.value); }, b.says);
+        auto set = [&](const char* key, double value) {
+          LiveEdit e;
+          e.set(key, value);
+          s->request_edit(e);
+        };
+        for (const Bad& b : bad) expect_refused([&] { set(b.key, b.value); }, b.says);
         // Inconsistent with the run as it stands or with a queued edit: the ranges meet only at
         // 1, so is_max 1 is refused once is_min 1 is queued.
-        s->request_setting("is_min", 1);
-        expect_refused([&] { s->request_setting("is_max", 1); }, "is_min < is_max");
-        s->request_setting("is_max", 10);
-        s->request_setting("is_min", 0.9);
+        set("is_min", 1);
+        expect_refused([&] { set("is_max", 1); }, "is_min < is_max");
+        // One edit is checked whole: a valid is_max does not carry an invalid precision along.
+        expect_refused(
+            [&] {
+              LiveEdit e;
+              e.set("is_max", 20);
+              e.add_precision("5.q=bf16");
+              s->request_edit(e);
+            },
+            "the model has 2 layers");
+        set("is_max", 10);
+        set("is_min", 0.9);
         for (const char* o : {"2.gate=bf16", "0.gates=bf16", "0.gate=fp16", "0.gate", "x.q=fp8",
                               "=bf16", "0.gate=bf16=fp8"})
-          expect_refused([&] { s->request_precision({o}); }, "");
-        expect_refused([&] { s->request_precision({}); }, "no precision overrides");
+          expect_refused(
+              [&] {
+                LiveEdit e;
+                e.add_precision(o);
+                s->request_edit(e);
+              },
+              "");
+        expect_refused([&] { s->request_edit(LiveEdit()); }, "changes nothing");
       }
     } driver;
     RunSession session(cfg, *be, nullptr, {}, &driver);
     driver.s = &session;
     QCOMPARE(QString::fromStdString(session.run()), QString("finished"));
     QVERIFY2(driver.misses.isEmpty(), qPrintable(driver.misses.join(QStringLiteral("\n"))));
-    QCOMPARE(driver.refused, 30);
+    QCOMPARE(driver.refused, 31);
     QCOMPARE(driver.rl_steps, 2);
     // Only the two valid edits took effect.
     QCOMPARE(session.loop()->config().loss.is_max, 10.0);

@@ -3,9 +3,7 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
-#include <QSysInfo>
 #include <QTimer>
-#include <cerrno>
 #include <condition_variable>
 #include <csignal>
 #include <fstream>
@@ -15,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "ipc/client.hpp"
+#include "ipc/protocol.hpp"
 
 namespace fp8rl::ui {
 
@@ -101,13 +100,9 @@ StudioSession::Snapshot read_snapshot(RunStore& store, const std::string& db_pat
   try {
     snap.runs = store.list_runs(configs_known);
     // Workers of this host that are gone: mark their runs crashed (nothing recorded is lost).
-    const std::string host = QSysInfo::machineHostName().toStdString();
     bool dead = false;
-    for (const auto& r : snap.runs)
-      if (is_live(r.status) && r.host == host && r.pid > 0 &&
-          ::kill(static_cast<pid_t>(r.pid), 0) != 0 && errno != EPERM)
-        dead = true;
-    if (dead && ipc::mark_crashed_runs(db_path) > 0) snap.runs = store.list_runs(configs_known);
+    for (const auto& r : snap.runs) dead = dead || run_process_gone(r);
+    if (dead && mark_crashed_runs(db_path) > 0) snap.runs = store.list_runs(configs_known);
     for (const auto& p : polls)
       for (const auto& r : snap.runs)
         if (r.id == p.id && (is_live(r.status) || r.status != p.status ||
@@ -374,27 +369,8 @@ void StudioSession::checkpoint(int64_t run) {
   send(run, QStringLiteral("checkpoint"));
 }
 
-std::string LiveEdit::describe() const {
-  std::string out;
-  for (const auto& o : overrides) out += (out.empty() ? "" : ", ") + o;
-  for (const auto& [k, v] : settings) out += (out.empty() ? "" : ", ") + k + " = " + Json(v).dump();
-  return out;
-}
-
 void StudioSession::applyLive(int64_t run, const LiveEdit& edit) {
-  if (!edit.overrides.empty()) {
-    Json::Array list;
-    for (const auto& o : edit.overrides) list.emplace_back(o);
-    Json f;
-    f["overrides"] = Json(std::move(list));
-    send(run, QStringLiteral("set_precision"), std::move(f));
-  }
-  for (const auto& [key, value] : edit.settings) {
-    Json f;
-    f["key"] = key;
-    f["value"] = value;
-    send(run, QStringLiteral("set"), std::move(f));
-  }
+  if (!edit.empty()) send(run, QStringLiteral("edit"), ipc::edit_request_fields(edit));
 }
 
 QString StudioSession::setTagsNotes(int64_t run, const QString& tags, const QString& notes) {

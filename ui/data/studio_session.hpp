@@ -15,7 +15,7 @@
 #include "core/json.hpp"
 #include "store/run_store.hpp"
 #include "ui/data/engine_cli.hpp"
-#include "ui/data/live_edit.hpp"
+#include "contract/live_edit.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/worker_link.hpp"
 
@@ -71,8 +71,9 @@ class StudioSession : public QObject {
   void resume(int64_t run);
   void stop(int64_t run);
   void checkpoint(int64_t run);
-  // Sends a live edit (precision overrides and settings); the worker checks and applies it at
-  // the next step boundary, and each part's reply arrives as commandFinished.
+  // Sends a live edit (precision overrides and settings) as one "edit" request; the worker
+  // checks it whole and applies it at the next step boundary. Its reply arrives as
+  // commandFinished (command "edit": accepted, or why not).
   void applyLive(int64_t run, const LiveEdit& edit);
   // Writes the run's tags and notes (through a short-lived writing connection).
   QString setTagsNotes(int64_t run, const QString& tags, const QString& notes);

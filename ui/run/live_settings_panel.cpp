@@ -66,14 +66,14 @@ void LiveSettingsPanel::check(const std::string& key) {
   row.error->setVisible(!message.isEmpty());
 }
 
-std::vector<std::pair<std::string, double>> LiveSettingsPanel::edits() const {
-  std::vector<std::pair<std::string, double>> out;
+LiveEdit LiveSettingsPanel::edits() const {
+  LiveEdit out;
   for (const LiveSetting& s : live_settings()) {
     const Row& row = rows_.at(s.key);
     const QString text = row.field->text().trimmed();
     bool ok = false;
     const double v = text.toDouble(&ok);
-    if (!text.isEmpty() && ok && !live_setting_error(s.key, v)) out.emplace_back(s.key, v);
+    if (!text.isEmpty() && ok && !live_setting_error(s.key, v)) out.set(s.key, v);
   }
   return out;
 }

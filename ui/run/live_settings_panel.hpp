@@ -7,8 +7,8 @@
 #include <QWidget>
 #include <map>
 #include <string>
-#include <utility>
-#include <vector>
+
+#include "contract/live_edit.hpp"
 
 class QLabel;
 class QLineEdit;
@@ -24,8 +24,9 @@ class LiveSettingsPanel : public QWidget {
 
   // Shows the values in force of this run (nullptr: none); keeps the fields' text.
   void setRun(const RunData* run);
-  // The valid edits (key, value), in display order; fields with errors are left out.
-  std::vector<std::pair<std::string, double>> edits() const;
+  // The valid edits as a live edit's settings, in display order; fields with errors are left
+  // out.
+  LiveEdit edits() const;
   // Whether any field holds text that is not a valid value (the message is shown beside it).
   bool hasErrors() const;
   // Empties every field.

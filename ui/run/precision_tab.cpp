@@ -13,7 +13,7 @@
 #include <string>
 
 #include "contract/metrics.hpp"
-#include "ui/data/live_edit.hpp"
+#include "contract/live_edit.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/run/live_settings_panel.hpp"
 #include "ui/run/sensitivity_panel.hpp"
@@ -199,11 +199,10 @@ void PrecisionTab::updateButtons() {
 
 void PrecisionTab::apply() {
   if (!run_ || !runIsLive() || settings_->hasErrors()) return;
-  LiveEdit edit;
-  for (const QString& o : grid_->edits()) edit.overrides.push_back(o.toStdString());
-  edit.settings = settings_->edits();
+  LiveEdit edit = settings_->edits();
+  edit.precision = grid_->changes();
   if (edit.empty()) return;
-  const int n = static_cast<int>(edit.overrides.size() + edit.settings.size());
+  const int n = static_cast<int>(edit.precision.size() + edit.settings.size());
   status_->setText(tr("Sent %n change(s); waiting for the run to apply them…", nullptr, n));
   settings_->clear();
   emit applyRequested(static_cast<qint64>(run_->id), edit);

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ui/data/live_edit.hpp"
+#include "contract/live_edit.hpp"
 #include "ui/run/run_tab.hpp"
 
 class QLabel;

@@ -177,7 +177,7 @@ void SensitivityPanel::applyRecommendation() {
   const SensitivityReport* r = report();
   if (!r || !run_ || !apply_->isEnabled()) return;
   LiveEdit edit;
-  edit.overrides = r->recommendation.override_texts();
+  edit.precision = r->recommendation.overrides;
   if (edit.empty()) return;
   const QString text =
       tr("Send these precision overrides to run %1? They take effect at the next step and are "

@@ -13,7 +13,7 @@
 #include <map>
 #include <utility>
 
-#include "ui/data/live_edit.hpp"
+#include "contract/live_edit.hpp"
 #include "ui/data/sensitivity_report.hpp"
 
 class QComboBox;
@@ -61,7 +61,7 @@ class SensitivityPanel : public QWidget {
 
  signals:
   // Apply recommendation was confirmed: the recommended overrides for run `run`.
-  void applyRequested(qint64 run, const fp8rl::ui::LiveEdit& edit);
+  void applyRequested(qint64 run, const fp8rl::LiveEdit& edit);
 
  private:
   using RunKey = std::pair<int64_t, double>;  // id, created_at: unique across databases

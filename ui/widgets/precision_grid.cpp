@@ -182,13 +182,18 @@ Json PrecisionGrid::map() const {
   return shown_.to_json();
 }
 
-QStringList PrecisionGrid::edits() const {
-  QStringList out;
+std::vector<PrecisionOverride> PrecisionGrid::changes() const {
+  std::vector<PrecisionOverride> out;
   for (int64_t l = 0; l < shown_.layers(); ++l)
     for (int m = 0; m < kModules; ++m)
       if (shown_.at(l, Module(m)) != applied_.at(l, Module(m)))
-        out << QString::fromStdString(
-            PrecisionOverride{l, Module(m), shown_.at(l, Module(m))}.to_string());
+        out.push_back({l, Module(m), shown_.at(l, Module(m))});
+  return out;
+}
+
+QStringList PrecisionGrid::edits() const {
+  QStringList out;
+  for (const auto& o : changes()) out << QString::fromStdString(o.to_string());
   return out;
 }
 

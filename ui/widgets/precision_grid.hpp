@@ -37,9 +37,11 @@ class PrecisionGrid : public QWidget {
   // The grid as shown (edits included), and as JSON.
   const PrecisionMap& shown() const { return shown_; }
   Json map() const;
-  // The cells that differ from the applied map, as overrides ("0.gate=bf16": the worker's
-  // set_precision and the config's precision.overrides format).
+  // The cells that differ from the applied map, as overrides ("0.gate=bf16": the config's
+  // precision.overrides format).
   QStringList edits() const;
+  // The same edits, typed (what a live edit carries).
+  std::vector<PrecisionOverride> changes() const;
   // All cells that differ from a map of `base` everywhere, as overrides (for a run config).
   QStringList overridesFrom(Precision base) const;
   // Per-layer FP8 relative error (NaN: unknown) shown in the row headers.

@@ -1,0 +1,116 @@
+// The run contract's live edits: one typed edit (precision overrides and settings), its JSON
+// form, the live state it changes and the rules that state must keep.
+#include <QtTest>
+
+#include "contract/live_edit.hpp"
+#include "core/error.hpp"
+
+using namespace fp8rl;
+
+namespace {
+
+Json config_doc() {
+  return Json::parse(R"({"optimizer": {"lr": 0.001}, "grpo": {"temperature": 1.0, "is_min": 0,
+                         "is_max": 2}, "validation": {"every": 20}})");
+}
+
+QString refusal(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return QString::fromStdString(e.message());
+  }
+  return {};
+}
+
+}  // namespace
+
+class TestContract : public QObject {
+  Q_OBJECT
+ private slots:
+  void editJsonRoundTrips() {
+    LiveEdit e;
+    e.add_precision("0.gate=bf16");
+    e.add_precision("*.down=bf16");
+    e.set("lr", 2e-4);
+    e.set("validation_every", 5);
+    e.set("lr", 3e-4);  // a later value of a key replaces the earlier
+    QCOMPARE(e.settings.size(), size_t(2));
+    QCOMPARE(e.value("lr"), std::optional<double>(3e-4));
+    QCOMPARE(QString::fromStdString(e.describe()),
+             QString("0.gate=bf16, *.down=bf16, lr = 0.0003, validation_every = 5"));
+    const Json j = e.to_json();
+    QCOMPARE(QString::fromStdString(j.dump()),
+             QString(R"({"precision":["0.gate=bf16","*.down=bf16"],"settings":{"lr":0.00029999999999999997,"validation_every":5}})"));
+    QVERIFY(LiveEdit::from_json(j) == LiveEdit::from_json(Json::parse(j.dump())));
+    QCOMPARE(LiveEdit::from_json(j).describe(), e.describe());
+
+    LiveEdit later;
+    later.set("validation_every", 7);
+    later.add_precision("1.q=fp8");
+    e.merge(later);
+    QCOMPARE(QString::fromStdString(e.describe()),
+             QString("0.gate=bf16, *.down=bf16, 1.q=fp8, lr = 0.0003, validation_every = 7"));
+  }
+
+  void badEditsNameTheProblem() {
+    const std::pair<const char*, const char*> bad[] = {
+        {R"([])", "JSON object"},
+        {R"({})", "changes nothing"},
+        {R"({"precision": "0.q=bf16"})", "must be a list"},
+        {R"({"precision": [1]})", "must be strings"},
+        {R"({"precision": ["0.q=fp16"]})", "unknown precision 'fp16'"},
+        {R"({"precision": ["0.gates=bf16"]})", "module 'gates'"},
+        {R"({"settings": {"lr": "fast"}})", "needs a number"},
+        {R"({"settings": {"lr": 2}})", "bad value for lr"},
+        {R"({"settings": {"learning_rate": 1}})", "unknown setting"},
+        {R"({"settings": []})", "must be an object"},
+        {R"({"precision": ["0.q=bf16"], "lr": 1})", "not \"lr\""},
+    };
+    for (const auto& [text, says] : bad) {
+      const QString why = refusal([&] { LiveEdit::from_json(Json::parse(text)); });
+      QVERIFY2(why.contains(says), qPrintable(QString("%1 → '%2'").arg(text, why)));
+    }
+  }
+
+  void stateAppliesAnEditWholeOrNotAtAll() {
+    LiveState st = LiveState::from_config(config_doc(), PrecisionMap(2, Precision::fp8));
+    QCOMPARE(st.value("lr"), 0.001);
+    QCOMPARE(st.value("is_max"), 2.0);
+    const LiveState before = st;
+
+    LiveEdit bad;  // a valid override with an is_min that breaks is_min < is_max
+    bad.add_precision("0.q=bf16");
+    bad.set("is_min", 1);
+    bad.set("is_max", 1);
+    QVERIFY(refusal([&] { st.apply(bad); }).contains("is_min < is_max"));
+    QVERIFY(st == before);
+    LiveEdit beyond;
+    beyond.add_precision("2.q=bf16");
+    QVERIFY(refusal([&] { st.apply(beyond); }).contains("the model has 2 layers"));
+    LiveEdit mixed;
+    mixed.add_precision("0.q=fp32");
+    QVERIFY(refusal([&] { st.apply(mixed); }).contains("fp32 cannot be mixed"));
+    QVERIFY(st == before);
+
+    LiveEdit ok;
+    ok.add_precision("*.down=bf16");
+    ok.set("is_max", 3);
+    st.apply(ok);
+    QCOMPARE(st.value("is_max"), 3.0);
+    QCOMPARE(st.precision.at(1, Module::down), Precision::bf16);
+    QCOMPARE(st.precision.at(1, Module::up), Precision::fp8);
+
+    // Checkpoints carry it as JSON; a configuration carries the settings at their paths.
+    QVERIFY(LiveState::from_json(Json::parse(st.to_json().dump())) == st);
+    Json doc = config_doc();
+    st.write_settings(doc);
+    QCOMPARE(doc.at("grpo").at("is_max").as_number(), 3.0);
+    QVERIFY(LiveState::from_config(doc, st.precision) == st);
+    QVERIFY(refusal([] { LiveState::from_json(Json::parse(R"({"precision": []})")); })
+                .contains("needs"));
+  }
+};
+
+QTEST_APPLESS_MAIN(TestContract)
+#include "test_contract.moc"
