@@ -237,6 +237,41 @@ __device__ __forceinline__ QueryTile query_tile(int64_t T, int Hq, int Hkv) {
           static_cast<int>(min(static_cast<int64_t>(kBr), T - t0))};
 }
 
+// What every CTA of a forward or dq kernel sets up first: the thread's place in the 16x16 grid,
+// the shared tiles' pitch, its query tile, and where the tile's rows and head columns lie in
+// q / o / dout / dq ([B·T, Hq·D]) and k / v ([B·T, Hkv·D]).
+struct QueryCta {
+  int tx, ty, pitch;
+  QueryTile tile;
+  int64_t q_ld, kv_ld;  // row strides
+  int64_t seq0;         // the sequence's first row
+  int64_t q_col, kv_col;  // the heads' first columns (h·D, hk·D)
+};
+template <int kBr>
+__device__ __forceinline__ QueryCta query_cta(int64_t T, int Hq, int Hkv, int D) {
+  const QueryTile tile = query_tile<kBr>(T, Hq, Hkv);
+  return {static_cast<int>(threadIdx.x & 15),
+          static_cast<int>(threadIdx.x >> 4),
+          tile_pitch(D),
+          tile,
+          static_cast<int64_t>(Hq) * D,
+          static_cast<int64_t>(Hkv) * D,
+          tile.b * T,
+          static_cast<int64_t>(tile.h) * D,
+          static_cast<int64_t>(tile.hk) * D};
+}
+
+// Carves consecutive arrays out of a kernel's dynamic shared memory, in the order of the
+// *_smem_floats sums above.
+struct SmemCarver {
+  float* at;
+  __device__ float* take(int floats) {
+    float* p = at;
+    at += floats;
+    return p;
+  }
+};
+
 // Walks the key tiles of a query tile up to the one holding its last query t_last (forward, dq):
 // once every thread is done with the previous tile, loads rows k0 .. k0 + kBc − 1 of k and v
 // (head columns from col; rows past T zero) into Ks and Vs, then calls body(k0, k_valid).
@@ -267,18 +302,16 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kBr = Tl::kRows, kBc = Tl::kCols, kR = Tl::kR, kC = Tl::kC, kDc = Tl::kDc;
   constexpr int kSp = Tl::kSp;
   extern __shared__ float smem[];
-  const int pitch = tile_pitch(D);
-  float* Qs = smem;              // [kBr][pitch]
-  float* Ks = Qs + kBr * pitch;  // [kBc][pitch]
-  float* Vs = Ks + kBc * pitch;  // [kBc][pitch]
-  float* Ps = Vs + kBc * pitch;  // [kBr][kSp]
+  const QueryCta cta = query_cta<kBr>(T, Hq, Hkv, D);
+  const int tx = cta.tx, ty = cta.ty, pitch = cta.pitch;
+  const auto [t0, b, h, hk, q_valid] = cta.tile;
+  SmemCarver sm{smem};
+  float* Qs = sm.take(kBr * pitch);  // [kBr][pitch]
+  float* Ks = sm.take(kBc * pitch);  // [kBc][pitch]
+  float* Vs = sm.take(kBc * pitch);  // [kBc][pitch]
+  float* Ps = sm.take(kBr * kSp);    // [kBr][kSp]
 
-  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-  const auto [t0, b, h, hk, q_valid] = query_tile<kBr>(T, Hq, Hkv);
-  const int64_t q_ld = static_cast<int64_t>(Hq) * D, kv_ld = static_cast<int64_t>(Hkv) * D;
-  const int64_t seq0 = b * T;
-
-  load_tile(Qs, pitch, q, seq0 + t0, q_valid, kBr, q_ld, static_cast<int64_t>(h) * D, D);
+  load_tile(Qs, pitch, q, cta.seq0 + t0, q_valid, kBr, cta.q_ld, cta.q_col, D);
 
   float m_run[kR], l_run[kR], acc[kR][kDc];
 #pragma unroll
@@ -292,7 +325,7 @@ __global__ void __launch_bounds__(kThreads)
   // Tile 0 holds key 0, which no query masks, so every row's running max is finite from the
   // first tile on.
   for_each_key_tile<kBc>(
-      k, v, Ks, Vs, pitch, seq0, t0 + q_valid - 1, T, kv_ld, static_cast<int64_t>(hk) * D, D,
+      k, v, Ks, Vs, pitch, cta.seq0, t0 + q_valid - 1, T, cta.kv_ld, cta.kv_col, D,
       [&](int64_t k0, int k_valid) {
         float s[kR][kC];  // Q·Kᵀ
         tile_dots<kR, kC>({Qs}, {Ks}, pitch, D, tx, ty, s);
@@ -328,7 +361,7 @@ __global__ void __launch_bounds__(kThreads)
       });
 
   for_each_output<kR, kDc>(
-      seq0 + t0, q_valid, q_ld, static_cast<int64_t>(h) * D, D, tx, ty,
+      cta.seq0 + t0, q_valid, cta.q_ld, cta.q_col, D, tx, ty,
       [&](int r, int c, int64_t i) { o.store(i, acc[r][c] / l_run[r]); },
       [&](int r, int row) {
         if (tx == 0) lse[(b * Hq + h) * T + t0 + row] = m_run[r] + logf(l_run[r]);
@@ -369,21 +402,19 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kBr = Tl::kRows, kBc = Tl::kCols, kR = Tl::kR, kC = Tl::kC, kDc = Tl::kDc;
   constexpr int kSp = Tl::kSp;
   extern __shared__ float smem[];
-  const int pitch = tile_pitch(D);
-  float* Qs = smem;               // [kBr][pitch]
-  float* dOs = Qs + kBr * pitch;  // [kBr][pitch]
-  float* Ks = dOs + kBr * pitch;  // [kBc][pitch]
-  float* Vs = Ks + kBc * pitch;   // [kBc][pitch]
-  float* dSs = Vs + kBc * pitch;  // [kBr][kSp]
-
-  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-  const auto [t0, b, h, hk, q_valid] = query_tile<kBr>(T, Hq, Hkv);
-  const int64_t q_ld = static_cast<int64_t>(Hq) * D, kv_ld = static_cast<int64_t>(Hkv) * D;
-  const int64_t seq0 = b * T;
+  const QueryCta cta = query_cta<kBr>(T, Hq, Hkv, D);
+  const int tx = cta.tx, ty = cta.ty, pitch = cta.pitch;
+  const auto [t0, b, h, hk, q_valid] = cta.tile;
+  SmemCarver sm{smem};
+  float* Qs = sm.take(kBr * pitch);   // [kBr][pitch]
+  float* dOs = sm.take(kBr * pitch);  // [kBr][pitch]
+  float* Ks = sm.take(kBc * pitch);   // [kBc][pitch]
+  float* Vs = sm.take(kBc * pitch);   // [kBc][pitch]
+  float* dSs = sm.take(kBr * kSp);    // [kBr][kSp]
   const int64_t stats0 = (b * Hq + h) * T;  // lse / di of query t at stats0 + t
 
-  load_tile(Qs, pitch, q, seq0 + t0, q_valid, kBr, q_ld, static_cast<int64_t>(h) * D, D);
-  load_tile(dOs, pitch, dout, seq0 + t0, q_valid, kBr, q_ld, static_cast<int64_t>(h) * D, D);
+  load_tile(Qs, pitch, q, cta.seq0 + t0, q_valid, kBr, cta.q_ld, cta.q_col, D);
+  load_tile(dOs, pitch, dout, cta.seq0 + t0, q_valid, kBr, cta.q_ld, cta.q_col, D);
 
   float lse_r[kR], di_r[kR], acc[kR][kDc];
 #pragma unroll
@@ -396,7 +427,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   for_each_key_tile<kBc>(
-      k, v, Ks, Vs, pitch, seq0, t0 + q_valid - 1, T, kv_ld, static_cast<int64_t>(hk) * D, D,
+      k, v, Ks, Vs, pitch, cta.seq0, t0 + q_valid - 1, T, cta.kv_ld, cta.kv_col, D,
       [&](int64_t k0, int k_valid) {
         float s[kR][kC], dp[kR][kC];  // Q·Kᵀ, dO·Vᵀ
         tile_dots<kR, kC>({Qs, dOs}, {Ks, Vs}, pitch, D, tx, ty, s, dp);
@@ -407,7 +438,7 @@ __global__ void __launch_bounds__(kThreads)
         accumulate_products<kSp, kR, kDc>({dSs}, {Ks}, k_valid, pitch, D, tx, ty, acc);
       });
 
-  for_each_output<kR, kDc>(seq0 + t0, q_valid, q_ld, static_cast<int64_t>(h) * D, D, tx, ty,
+  for_each_output<kR, kDc>(cta.seq0 + t0, q_valid, cta.q_ld, cta.q_col, D, tx, ty,
                            [&](int r, int c, int64_t i) { dq.store(i, scale * acc[r][c]); });
 }
 
@@ -423,14 +454,15 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kSp = Tl::kSp;
   extern __shared__ float smem[];
   const int pitch = tile_pitch(D);
-  float* Ks = smem;               // [kBk][pitch]
-  float* Vs = Ks + kBk * pitch;   // [kBk][pitch]
-  float* Qs = Vs + kBk * pitch;   // [kBq][pitch]
-  float* dOs = Qs + kBq * pitch;  // [kBq][pitch]
-  float* Ps = dOs + kBq * pitch;  // [kBk][kSp]
-  float* dSs = Ps + kBk * kSp;    // [kBk][kSp]
-  float* Ls = dSs + kBk * kSp;    // [kBq] lse of the query tile
-  float* Ds = Ls + kBq;           // [kBq] di of the query tile
+  SmemCarver sm{smem};
+  float* Ks = sm.take(kBk * pitch);   // [kBk][pitch]
+  float* Vs = sm.take(kBk * pitch);   // [kBk][pitch]
+  float* Qs = sm.take(kBq * pitch);   // [kBq][pitch]
+  float* dOs = sm.take(kBq * pitch);  // [kBq][pitch]
+  float* Ps = sm.take(kBk * kSp);     // [kBk][kSp]
+  float* dSs = sm.take(kBk * kSp);    // [kBk][kSp]
+  float* Ls = sm.take(kBq);           // [kBq] lse of the query tile
+  float* Ds = sm.take(kBq);           // [kBq] di of the query tile
 
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kBk;

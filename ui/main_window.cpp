@@ -202,7 +202,7 @@ void MainWindow::buildActions() {
 
 void MainWindow::updateActions() {
   const auto* row = session_->runRow(current_);
-  const bool linked = row && session_->isLinked(current_) && is_live(row->status);
+  const bool linked = row && session_->isLinked(current_) && run_status::is_live(row->status);
   launch_->setEnabled(session_->hasDatabase());
   pause_->setEnabled(linked && row->status == "running");
   resume_->setEnabled(linked && row->status == "paused");
@@ -240,7 +240,7 @@ void MainWindow::updateStatus() {
     if (!h.backend.isEmpty()) text += tr(" · %1 (%2)").arg(h.backend, h.device);
     if (h.dropped > 0) text += tr(" · %1 bad messages dropped").arg(h.dropped);
     if (h.reconnects > 0) text += tr(" · telemetry reconnected %n time(s)", "", h.reconnects);
-  } else if (is_live(row->status)) {
+  } else if (run_status::is_live(row->status)) {
     text += tr(" · not steerable here (no reachable worker; following the database)");
   }
   if (const RunData* d = session_->data(current_)) {

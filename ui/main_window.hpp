@@ -33,9 +33,9 @@ class MainWindow : public QMainWindow {
   RunsPanel* runsPanel() const { return runs_; }
   RunView* runView() const { return run_view_; }
   CompareView* compareView() const { return compare_; }
-  EngineReportView* system_report() const { return report_; }
+  EngineReportView* systemReport() const { return report_; }
   QTabWidget* centralTabs() const { return tabs_; }
-  QAction* launch_action() const { return launch_; }
+  QAction* launchAction() const { return launch_; }
   QAction* pauseAction() const { return pause_; }
   QAction* resumeAction() const { return resume_; }
   QAction* stopAction() const { return stop_; }

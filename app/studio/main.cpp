@@ -51,7 +51,7 @@ QString slug(QString s) {
 
 // Saves the run view's tabs, the compare view, the system report, the launch dialog and the
 // About dialog as DIR/studio-*.png.
-void save_screenshots(MainWindow& w, const QString& dir, qint64 run,
+void saveScreenshots(MainWindow& w, const QString& dir, qint64 run,
                       const std::vector<int64_t>& compare) {
   QDir().mkpath(dir);
   const auto save = [&](const QString& name) {
@@ -74,7 +74,7 @@ void save_screenshots(MainWindow& w, const QString& dir, qint64 run,
     w.compareRuns(compare);
     save(QStringLiteral("compare"));
   }
-  w.centralTabs()->setCurrentWidget(w.system_report());
+  w.centralTabs()->setCurrentWidget(w.systemReport());
   save(QStringLiteral("system"));
   if (LaunchDialog* d = w.openLaunchDialog()) {
     d->setPreset(QStringLiteral("demo"));
@@ -98,7 +98,7 @@ void save_screenshots(MainWindow& w, const QString& dir, qint64 run,
 
 // The screenshot scenario: what a user does in the studio, driven through the real session.
 // Returns the two run ids (empty on failure, with a message on stderr).
-std::vector<int64_t> run_scenario(MainWindow& w) {
+std::vector<int64_t> runScenario(MainWindow& w) {
   QString err;
   fp8rl::Json cfg = w.session()->cli().presetConfig(QStringLiteral("demo"), &err);
   if (cfg.is_null()) {
@@ -142,7 +142,7 @@ std::vector<int64_t> run_scenario(MainWindow& w) {
     w.session()->refresh();
     for (int64_t id : ids) {
       const auto* row = w.session()->runRow(id);
-      if (!row || fp8rl::ui::is_live(row->status)) return false;
+      if (!row || fp8rl::run_status::is_live(row->status)) return false;
     }
     return true;
   };
@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
   QApplication::setWindowIcon(
       QIcon(dir + QStringLiteral("/../share/fp8rl/icons/fp8rl-studio.svg")));
   if (parser.isSet(bench))
-    return fp8rl::studio::run_bench(
+    return fp8rl::studio::runBench(
         cli, {parser.value(db), parser.value(bench_runs).toInt(), parser.value(bench_steps).toInt(),
               parser.value(bench_live).toInt(), parser.value(bench_seconds).toInt()});
 
@@ -220,17 +220,17 @@ int main(int argc, char** argv) {
   if (parser.isSet(shots)) {
     const QString out = parser.value(shots);
     const bool with_scenario = parser.isSet(scenario);
-    QObject::connect(window.system_report(), &fp8rl::ui::EngineReportView::finished, &app,
+    QObject::connect(window.systemReport(), &fp8rl::ui::EngineReportView::finished, &app,
                      [&window, out, run_id, ids, with_scenario] {
                        QTimer::singleShot(300, [&window, out, run_id, ids, with_scenario] {
                          auto shown = ids;
                          qint64 first = run_id;
                          if (with_scenario) {
-                           shown = run_scenario(window);
+                           shown = runScenario(window);
                            if (!shown.empty()) first = shown.front();  // the FP8 run
                            std::reverse(shown.begin(), shown.end());   // BF16 is the base
                          }
-                         save_screenshots(window, out, first, shown);
+                         saveScreenshots(window, out, first, shown);
                          QApplication::quit();
                        });
                      });

@@ -30,7 +30,7 @@ namespace fp8rl::studio {
 
 namespace {
 
-void wait_ms(int ms) {
+void waitMs(int ms) {
   QEventLoop loop;
   QTimer::singleShot(ms, &loop, &QEventLoop::quit);
   loop.exec();
@@ -39,7 +39,7 @@ void wait_ms(int ms) {
 // A database of finished runs shaped like demo runs: the headline scalars of every step (the
 // dozen a chart or the runs panel reads; a real run records ~40), a validation accuracy and an
 // importance-weight histogram every 10 steps, a sample at the end; one transaction per run.
-void make_database(const QString& path, int runs, int steps) {
+void makeDatabase(const QString& path, int runs, int steps) {
   RunStore store(path.toStdString());
   std::mt19937 rng(1);
   std::normal_distribution<double> noise(0, 0.05);
@@ -86,7 +86,7 @@ struct Latency {
 };
 
 // How late a 10 ms timer fires while the event loop does the studio's work, for `ms`.
-Latency measure_latency(int ms) {
+Latency measureLatency(int ms) {
   std::vector<double> late;
   QElapsedTimer clock;
   clock.start();
@@ -115,7 +115,7 @@ Latency measure_latency(int ms) {
   return l;
 }
 
-double resident_mb() {
+double residentMb() {
   std::ifstream f("/proc/self/statm");
   long pages = 0, resident = 0;
   f >> pages >> resident;
@@ -128,7 +128,7 @@ const char* verdict(bool ok) {
 
 }  // namespace
 
-int run_bench(const QString& cli, const BenchOptions& opt) {
+int runBench(const QString& cli, const BenchOptions& opt) {
   QTemporaryDir tmp;
   if (!tmp.isValid()) {
     std::fprintf(stderr, "fp8rl-studio --bench: cannot create a temporary directory\n");
@@ -140,7 +140,7 @@ int run_bench(const QString& cli, const BenchOptions& opt) {
   t.start();
   int stored_runs = 0;
   try {
-    if (!QFileInfo::exists(db)) make_database(db, opt.runs, opt.steps);
+    if (!QFileInfo::exists(db)) makeDatabase(db, opt.runs, opt.steps);
     RunStore store(db.toStdString(), /*read_only=*/true);
     stored_runs = static_cast<int>(store.list_runs().size());
   } catch (const Error& e) {
@@ -159,10 +159,10 @@ int run_bench(const QString& cli, const BenchOptions& opt) {
   ui::MainWindow w(cli, db);
   w.show();
   QApplication::processEvents();
-  while (w.runsPanel()->visibleCount() < stored_runs && t.elapsed() < 60000) wait_ms(5);
+  while (w.runsPanel()->visibleCount() < stored_runs && t.elapsed() < 60000) waitMs(5);
   const double open_s = t.elapsed() / 1000.0;
   const int listed = w.runsPanel()->visibleCount();
-  const double rss_start = resident_mb();
+  const double rss_start = residentMb();
 
   // 2. Live workers streaming while the studio shows one of them (one worker thread each, so
   // they share the cores with the GUI as they would on a laptop).
@@ -190,7 +190,7 @@ int run_bench(const QString& cli, const BenchOptions& opt) {
   }
   QElapsedTimer wait;
   wait.start();
-  while (static_cast<int>(live.size()) < live_runs && wait.elapsed() < 60000) wait_ms(50);
+  while (static_cast<int>(live.size()) < live_runs && wait.elapsed() < 60000) waitMs(50);
   if (static_cast<int>(live.size()) < live_runs)
     std::printf("  only %zu of %d workers started within 60 s\n", live.size(), live_runs);
   if (!live.empty()) {
@@ -198,12 +198,12 @@ int run_bench(const QString& cli, const BenchOptions& opt) {
     if (live.size() >= 2) w.compareRuns({live[0], live[1]});
     w.showRun(live.front());
   }
-  wait_ms(3000);  // let them stream
+  waitMs(3000);  // let them stream
   const ui::RunData* shown = live.empty() ? nullptr : w.session()->data(live.front());
   const int64_t steps_before = shown ? shown->last_step : 0;
-  const Latency lat = measure_latency(opt.seconds * 1000);
+  const Latency lat = measureLatency(opt.seconds * 1000);
   const int64_t steps_after = shown ? shown->last_step : 0;
-  const double rss_end = resident_mb();
+  const double rss_end = residentMb();
   for (qint64 id : live) w.session()->stop(id);
 
   // 3. Replot of a chart with 1,000,000 points per curve.
@@ -238,11 +238,11 @@ int run_bench(const QString& cli, const BenchOptions& opt) {
     w.session()->refresh();
     for (qint64 id : live) {
       const auto* row = w.session()->runRow(id);
-      if (row && ui::is_live(row->status)) return false;
+      if (row && run_status::is_live(row->status)) return false;
     }
     return true;
   };
-  while (!all_stopped() && stopping.elapsed() < 60000) wait_ms(200);
+  while (!all_stopped() && stopping.elapsed() < 60000) waitMs(200);
 
   std::printf("\n%-52s %12s %10s %s\n", "measure", "value", "target", "");
   std::printf("%-52s %10.2f s %8s s %s\n",

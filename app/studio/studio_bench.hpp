@@ -19,6 +19,6 @@ struct BenchOptions {
 };
 
 // Runs the benchmark and prints its table; returns 0, or 1 when it could not be set up.
-int run_bench(const QString& cli, const BenchOptions& opt);
+int runBench(const QString& cli, const BenchOptions& opt);
 
 }  // namespace fp8rl::studio

@@ -357,7 +357,7 @@ void Qwen3Model::backward(const std::vector<float>& dlogp) {
   be_.rmsnorm_backward(dxf.m(), S.x_final.m(), norm_weight(final_norm_), S.rstd_f.f32(), dx.m(),
                        final_norm_.grad.m());
 
-  Tensor tmpH = Tensor::make(be_, M, H, ad);
+  Tensor tmp_h = Tensor::make(be_, M, H, ad);
   for (int64_t l = cfg_.num_hidden_layers - 1; l >= 0; --l) {
     Layer& L = *layers_[l];
     LayerActs& a = S.layers[static_cast<size_t>(l)];
@@ -368,12 +368,12 @@ void Qwen3Model::backward(const std::vector<float>& dlogp) {
     be_.swiglu_backward(dmlp.m(), a.gate.m(), a.up.m(), dgate.m(), dup.m());
     Tensor dh2 = Tensor::make(be_, M, H, ad);
     L.lin[4]->backward(a.in2, dgate.m(), dh2.m());
-    L.lin[5]->backward(a.in2, dup.m(), tmpH.m());
-    be_.add(dh2.m(), tmpH.m(), dh2.m());
-    be_.rmsnorm_backward(dh2.m(), a.x_mid.m(), norm_weight(L.post_norm), a.rstd2.f32(), tmpH.m(),
+    L.lin[5]->backward(a.in2, dup.m(), tmp_h.m());
+    be_.add(dh2.m(), tmp_h.m(), dh2.m());
+    be_.rmsnorm_backward(dh2.m(), a.x_mid.m(), norm_weight(L.post_norm), a.rstd2.f32(), tmp_h.m(),
                          L.post_norm.grad.m());
     Tensor dx_mid = Tensor::make(be_, M, H, ad);
-    be_.add(dx.m(), tmpH.m(), dx_mid.m());
+    be_.add(dx.m(), tmp_h.m(), dx_mid.m());
     // Attention
     Tensor dattn = Tensor::make(be_, M, Hq * D, ad);
     L.lin[3]->backward(a.in_o, dx_mid.m(), dattn.m());
@@ -391,13 +391,13 @@ void Qwen3Model::backward(const std::vector<float>& dlogp) {
                          a.rstd_k.f32(), heads_view(dk_raw, Hkv), L.k_norm.grad.m());
     Tensor dh1 = Tensor::make(be_, M, H, ad);
     L.lin[0]->backward(a.in1, dq_raw.m(), dh1.m());
-    L.lin[1]->backward(a.in1, dk_raw.m(), tmpH.m());
-    be_.add(dh1.m(), tmpH.m(), dh1.m());
-    L.lin[2]->backward(a.in1, dv.m(), tmpH.m());
-    be_.add(dh1.m(), tmpH.m(), dh1.m());
-    be_.rmsnorm_backward(dh1.m(), a.x_in.m(), norm_weight(L.in_norm), a.rstd1.f32(), tmpH.m(),
+    L.lin[1]->backward(a.in1, dk_raw.m(), tmp_h.m());
+    be_.add(dh1.m(), tmp_h.m(), dh1.m());
+    L.lin[2]->backward(a.in1, dv.m(), tmp_h.m());
+    be_.add(dh1.m(), tmp_h.m(), dh1.m());
+    be_.rmsnorm_backward(dh1.m(), a.x_in.m(), norm_weight(L.in_norm), a.rstd1.f32(), tmp_h.m(),
                          L.in_norm.grad.m());
-    be_.add(dx_mid.m(), tmpH.m(), dx.m());
+    be_.add(dx_mid.m(), tmp_h.m(), dx.m());
     a = LayerActs{};  // release this layer's activations early
   }
   be_.embedding_backward(ids(S.ids), dx.m(), embed_.grad.m());

@@ -558,8 +558,8 @@ class TestRunViews : public QObject {
     QCOMPARE(s->current("is_max")->text(), QString("3"));
     QCOMPARE(view.importance()->histogram()->verticalLines(),
              std::vector<double>({std::log(0.5), std::log(3.0)}));
-    QCOMPARE(run.live_setting("is_max"), std::optional<double>(3.0));
-    QCOMPARE(run.live_setting("is_min"), std::optional<double>(0.5));
+    QCOMPARE(run.liveSetting("is_max"), std::optional<double>(3.0));
+    QCOMPARE(run.liveSetting("is_min"), std::optional<double>(0.5));
   }
 
   void samplesAndEvents() {
@@ -670,24 +670,24 @@ class TestRunViews : public QObject {
 
   void auditAndTokenText() {
     RunData run;
-    QCOMPARE(audit_badge_text(run), std::string());
+    QCOMPARE(auditBadgeText(run), std::string());
     run.audit_step = 7;
     for (int l = 0; l < 12; ++l)
       run.audit.push_back(AuditRow{l, "gate", "fp8", "bf16", 0.25, false});
-    QCOMPARE(audit_badge_text(run), std::string("audit: 12 mismatches (step 7)"));
-    const std::string list = audit_mismatch_list(run);
+    QCOMPARE(auditBadgeText(run), std::string("audit: 12 mismatches (step 7)"));
+    const std::string list = auditMismatchList(run);
     QCOMPARE(std::count(list.begin(), list.end(), '\n'), 10);
     QVERIFY(list.find("… and 2 more") != std::string::npos);
-    QCOMPARE(audit_row_text(run.audit[3]),
+    QCOMPARE(auditRowText(run.audit[3]),
              std::string("L3.gate gen fp8 / trainer bf16, max |Δ| 0.25"));
-    QCOMPARE(logprob_diff_color(0.0), (Rgb{255, 255, 255}));
-    QCOMPARE(logprob_diff_color(1.0), logprob_diff_color(kLogprobDiffScale));  // saturates
-    QCOMPARE(logprob_diff_color(-1.0), logprob_diff_color(-kLogprobDiffScale));
-    QCOMPARE(token_text("c", 0.0123), std::string("'c' +0.0123"));
-    QVERIFY(kl_to_reference_off(Json::parse(R"({"grpo": {"kl_beta": 0}})")));
-    QVERIFY(kl_to_reference_off(Json::parse(R"({"grpo": {}})")));
-    QVERIFY(!kl_to_reference_off(Json::parse(R"({"grpo": {"kl_beta": 0.01}})")));
-    QVERIFY(!kl_to_reference_off(Json()));
+    QCOMPARE(logprobDiffColor(0.0), (Rgb{255, 255, 255}));
+    QCOMPARE(logprobDiffColor(1.0), logprobDiffColor(kLogprobDiffScale));  // saturates
+    QCOMPARE(logprobDiffColor(-1.0), logprobDiffColor(-kLogprobDiffScale));
+    QCOMPARE(tokenText("c", 0.0123), std::string("'c' +0.0123"));
+    QVERIFY(klToReferenceOff(Json::parse(R"({"grpo": {"kl_beta": 0}})")));
+    QVERIFY(klToReferenceOff(Json::parse(R"({"grpo": {}})")));
+    QVERIFY(!klToReferenceOff(Json::parse(R"({"grpo": {"kl_beta": 0.01}})")));
+    QVERIFY(!klToReferenceOff(Json()));
   }
 
   // With no KL penalty the KL chart says why it stays empty.
@@ -760,13 +760,13 @@ class TestRunViews : public QObject {
     QVERIFY(!s[0].speedup && !s[1].speedup);
   }
 
-  void configDiff() {
+  void configDiffRows() {
     const Json a = Json::parse(R"({"grpo": {"is_max": 2.0, "lr": 0.001, "clip": 0.2},
         "precision": {"default": "fp8", "overrides": ["0.gate=bf16"]}, "name": "x",
         "seed": 3})");
     const Json b = Json::parse(R"({"grpo": {"is_max": 2, "lr": 0.0020, "clip": 0.2},
         "precision": {"default": "bf16", "overrides": []}, "extra": true, "seed": 3})");
-    const auto rows = config_diff({&a, &b});
+    const auto rows = configDiff({&a, &b});
     QStringList keys;
     for (const auto& r : rows) keys << QString::fromStdString(r.key);
     QCOMPARE(keys,
@@ -776,12 +776,12 @@ class TestRunViews : public QObject {
     QCOMPARE(rows[2].values, std::vector<std::string>({"x", "—"}));
     QCOMPARE(rows[3].values, std::vector<std::string>({"fp8", "bf16"}));
     QCOMPARE(rows[4].values, std::vector<std::string>({"[\"0.gate=bf16\"]", "[]"}));
-    QVERIFY(config_diff({&a, &a}).empty());
-    QVERIFY(config_diff({&a}).empty());
+    QVERIFY(configDiff({&a, &a}).empty());
+    QVERIFY(configDiff({&a}).empty());
     // Three runs: a key differing in one of them is listed with every value.
     const Json c = Json::parse(R"({"grpo": {"is_max": 2.5, "lr": 0.001, "clip": 0.2},
         "precision": {"default": "fp8", "overrides": ["0.gate=bf16"]}, "name": "x", "seed": 3})");
-    const auto three = config_diff({&a, &a, &c});
+    const auto three = configDiff({&a, &a, &c});
     QCOMPARE(three.size(), size_t{1});
     QCOMPARE(three[0].key, std::string("grpo.is_max"));
     QCOMPARE(three[0].values, std::vector<std::string>({"2", "2", "2.5"}));

@@ -162,15 +162,15 @@ class TestSensitivityPanel : public QObject {
     QCOMPARE(e->all_fp8_but_kl, 8e-3 - 2e-3);
     QVERIFY(r.recommended(*e));
     QVERIFY(!r.recommended(*r.find(0, Module::q)));
-    QVERIFY(r.lm_head());
-    QVERIFY(!r.lm_head()->layer);
-    QVERIFY(r.recommended(*r.lm_head()));  // keep_lm_head_bf16
+    QVERIFY(r.lmHead());
+    QVERIFY(!r.lmHead()->layer);
+    QVERIFY(r.recommended(*r.lmHead()));  // keep_lm_head_bf16
     const auto& o = r.recommendation.overrides;
     QCOMPARE(o.size(), size_t{2});
     QCOMPARE(o[0].layer, std::optional<int64_t>(1));
     QCOMPARE(o[0].module, std::optional<Module>(Module::down));
     QCOMPARE(o[0].precision, Precision::bf16);
-    QCOMPARE(r.recommendation.override_texts(),
+    QCOMPARE(r.recommendation.overrideTexts(),
              std::vector<std::string>({"1.down=bf16", "0.up=bf16"}));
     QVERIFY(r.recommendation.meets_budget);
     QCOMPARE(r.seconds, 12.3);
@@ -201,19 +201,19 @@ class TestSensitivityPanel : public QObject {
   }
 
   void parsesProgressLines() {
-    const auto p = parse_sensitivity_progress("[#####...................] 12/120 only L0.q in FP8");
+    const auto p = parseSensitivityProgress("[#####...................] 12/120 only L0.q in FP8");
     QVERIFY(p);
     QCOMPARE(p->done, int64_t{12});
     QCOMPARE(p->planned, int64_t{120});
     QCOMPARE(p->what, std::string("only L0.q in FP8"));
-    QVERIFY(parse_sensitivity_progress("[] 0/3"));
-    QVERIFY(!parse_sensitivity_progress("loading checkpoint ckpt/step-20"));
-    QVERIFY(!parse_sensitivity_progress("fp8rl sensitivity: error: no such preset"));
+    QVERIFY(parseSensitivityProgress("[] 0/3"));
+    QVERIFY(!parseSensitivityProgress("loading checkpoint ckpt/step-20"));
+    QVERIFY(!parseSensitivityProgress("fp8rl sensitivity: error: no such preset"));
   }
 
   void gridOfReport() {
     const SensitivityReport r = SensitivityReport::parse(reportJson().dump());
-    const SensitivityGrid g = sensitivity_grid(r, SensitivityValue::only_fp8_kl);
+    const SensitivityGrid g = sensitivityGrid(r, SensitivityValue::only_fp8_kl);
     QCOMPARE(g.rows, kLayers + 1);
     QCOMPARE(g.cols, kModules);
     auto at = [&](int c, int row) { return static_cast<size_t>(c * g.rows + row); };
@@ -230,7 +230,7 @@ class TestSensitivityPanel : public QObject {
     QVERIFY(g.recommended[at(up, 0)]);
     QVERIFY(!g.recommended[at(down, 0)]);
     QCOMPARE(g.entries[at(down, 1)]->module, std::string("L1.down"));
-    const SensitivityGrid but = sensitivity_grid(r, SensitivityValue::all_fp8_but_kl);
+    const SensitivityGrid but = sensitivityGrid(r, SensitivityValue::all_fp8_but_kl);
     QCOMPARE(but.values[at(down, 1)], std::log10(8e-3 - 5e-3));
   }
 

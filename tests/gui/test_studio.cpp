@@ -77,15 +77,15 @@ class TestStudio : public QObject {
   void mainWindowShowsSystemReport() {
     QTemporaryDir dir;
     MainWindow w(QStringLiteral(FP8RL_CLI), dir.filePath("runs.sqlite"));
-    QSignalSpy done(w.system_report(), &EngineReportView::finished);
+    QSignalSpy done(w.systemReport(), &EngineReportView::finished);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     QVERIFY(done.count() > 0 || done.wait(60000));
     QCOMPARE(done.first().first().toInt(), 0);
-    QVERIFY2(w.system_report()->text().contains("CPU backend"),
-             qPrintable(w.system_report()->text()));
+    QVERIFY2(w.systemReport()->text().contains("CPU backend"),
+             qPrintable(w.systemReport()->text()));
     QVERIFY(w.windowTitle().contains(QStringLiteral("FP8 RL Studio")));
-    QVERIFY(w.launch_action()->isEnabled());
+    QVERIFY(w.launchAction()->isEnabled());
     QVERIFY(!w.pauseAction()->isEnabled());  // no run selected
   }
 
@@ -187,7 +187,7 @@ class TestStudio : public QObject {
     QTest::mouseClick(apply, Qt::LeftButton);
     w.resumeAction()->trigger();
     const auto* data = w.session()->data(a);
-    QVERIFY2(wait_for([&] { return !data->precision_changes().empty(); }, 30000),
+    QVERIFY2(wait_for([&] { return !data->precisionChanges().empty(); }, 30000),
              "no precision event from the worker");
     bool event_seen = false;
     for (const auto& e : data->events)

@@ -54,9 +54,9 @@ class TestUiData : public QObject {
  private slots:
   void stepPayloadKeepsNonFiniteAndTokens() {
     RunData d, delta;
-    add_step_payload(delta, step_payload(1, 0.25, 100));
-    add_step_payload(delta, step_payload(2, 0.5, 250));
-    merge_into(d, std::move(delta));
+    addStepPayload(delta, step_payload(1, 0.25, 100));
+    addStepPayload(delta, step_payload(2, 0.5, 250));
+    mergeInto(d, std::move(delta));
     QCOMPARE(d.series("reward/mean").size(), size_t(2));
     QCOMPARE(d.series("reward/mean")[1].value, 0.5);
     QCOMPARE(d.series("reward/mean")[1].tokens, 250.0);
@@ -68,24 +68,24 @@ class TestUiData : public QObject {
     const auto v = d.version;
     // Overlap (telemetry and store both delivering step 2) adds nothing.
     RunData again;
-    add_step_payload(again, step_payload(2, 0.5, 250));
-    merge_into(d, std::move(again));
+    addStepPayload(again, step_payload(2, 0.5, 250));
+    mergeInto(d, std::move(again));
     QCOMPARE(d.series("reward/mean").size(), size_t(2));
     QCOMPARE(d.version, v);
   }
 
   void malformedPayloadsThrowNamingTheProblem() {
     RunData d;
-    QVERIFY_THROWS_EXCEPTION(Error, add_step_payload(d, Json::parse("[1]")));
+    QVERIFY_THROWS_EXCEPTION(Error, addStepPayload(d, Json::parse("[1]")));
     try {
-      add_step_payload(d,
+      addStepPayload(d,
                        Json::parse(R"({"step": 1, "wall_seconds": 0, "scalars": {"x": "oops"}})"));
       QFAIL("no error");
     } catch (const Error& e) {
       QVERIFY2(QString::fromStdString(e.message()).contains("'x'"), e.what());
     }
     try {
-      add_histogram_payload(
+      addHistogramPayload(
           d, Json::parse(R"({"step": 1, "name": "h", "edges": [0, 1], "counts": [1]})"));
       QFAIL("no error");
     } catch (const Error& e) {
@@ -103,11 +103,11 @@ class TestUiData : public QObject {
     Json ev =
         Json::parse(R"({"step": 7, "kind": "precision", "message": "0.gate=bf16", "time": 1010})");
     ev["data"] = b;
-    add_event_payload(delta, ev, 1000);
-    merge_into(d, std::move(delta));
+    addEventPayload(delta, ev, 1000);
+    mergeInto(d, std::move(delta));
     QCOMPARE(d.events.size(), size_t(1));
     QCOMPARE(d.events[0].wall, 10.0);
-    const auto changes = d.precision_changes();
+    const auto changes = d.precisionChanges();
     QCOMPARE(changes.size(), size_t(1));
     QCOMPARE(changes[0].first, int64_t(7));
     QCOMPARE(QString::fromStdString(changes[0].second), QStringLiteral("L0.gate bf16"));
@@ -129,12 +129,12 @@ class TestUiData : public QObject {
           {histogram::kImportanceLogWeight, linear_histogram({0.0, 0.1}, -0.5, 0.5, 4)});
       store.record_step(id, r);
     }
-    RunData d = load_run(store, id);
+    RunData d = loadRun(store, id);
     QCOMPARE(d.series("reward/mean").size(), size_t(3));
     QCOMPARE(d.series("reward/mean")[2].tokens, 30.0);
     QCOMPARE(d.histograms[histogram::kImportanceLogWeight].size(), size_t(3));
     QCOMPARE(d.layers(), int64_t(3));
-    RunData more = load_run(store, id, 2);
+    RunData more = loadRun(store, id, 2);
     QCOMPARE(more.series("reward/mean").size(), size_t(1));
   }
 
@@ -215,13 +215,13 @@ class TestUiData : public QObject {
     QCOMPARE(finished.at(0).at(1).toString(), QStringLiteral("edit"));
     QVERIFY2(finished.at(0).at(2).toBool(), qPrintable(finished.at(0).at(3).toString()));
     s.resume(id);
-    QVERIFY2(wait_for([&] { return !d->precision_changes().empty(); }, 30000),
+    QVERIFY2(wait_for([&] { return !d->precisionChanges().empty(); }, 30000),
              "no precision event arrived");
-    QCOMPARE(QString::fromStdString(d->precision_changes().back().second),
+    QCOMPARE(QString::fromStdString(d->precisionChanges().back().second),
              QStringLiteral("L0.gate bf16"));
-    QVERIFY(d->current_precision().as_array()[0].at("gate").as_string() == "bf16");
+    QVERIFY(d->currentPrecision().as_array()[0].at("gate").as_string() == "bf16");
     QVERIFY2(
-        wait_for([&] { return d->live_setting("is_max") == std::optional<double>(3.0); }, 30000),
+        wait_for([&] { return d->liveSetting("is_max") == std::optional<double>(3.0); }, 30000),
         "the live setting did not arrive");
     QVERIFY(wait_for([&] { return d->last_step > paused_at + 1; }, 30000));
 

@@ -16,7 +16,7 @@ struct WorkerReaper {
   ~WorkerReaper() {
     session.refresh();
     for (const auto& r : session.runs())
-      if (fp8rl::ui::is_live(r.status) && r.pid > 0) ::kill(static_cast<pid_t>(r.pid), SIGKILL);
+      if (fp8rl::run_status::is_live(r.status) && r.pid > 0) ::kill(static_cast<pid_t>(r.pid), SIGKILL);
   }
 };
 

@@ -15,7 +15,7 @@ constexpr int kRawAlpha = 60;
 
 }  // namespace
 
-double x_of(const SeriesPoint& p, XAxisKind kind) {
+double xOf(const SeriesPoint& p, XAxisKind kind) {
   switch (kind) {
     case XAxisKind::wall:
       return p.wall;
@@ -61,7 +61,7 @@ bool ChartCurve::setPoints(const std::vector<SeriesPoint>& points, XAxisKind kin
     xs.resize(pts.size());
     bool ascending = true;
     for (size_t i = n; i < pts.size(); ++i) {
-      double x = x_of(pts[i], kind);
+      double x = xOf(pts[i], kind);
       if (!std::isfinite(x)) x = xs[i - 1];
       xs[i] = x;
       if (x < xs[i - 1]) ascending = false;
@@ -87,11 +87,11 @@ void ChartCurve::recomputeX(XAxisKind kind) {
   const size_t n = pts.size();
   xs.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    double x = x_of(pts[i], kind);
+    double x = xOf(pts[i], kind);
     if (!std::isfinite(x)) x = i > 0 ? xs[i - 1] : 0.0;  // keeps the sort well-defined
     xs[i] = x;
   }
-  ascending_order(xs, order);
+  ascendingOrder(xs, order);
 }
 
 void ChartCurve::recomputeEma(double smoothing, size_t from) {
@@ -116,7 +116,7 @@ void ChartCurve::rebuildDrawn() {
   fx.reserve(pts.size());
   fy.reserve(pts.size());
   if (!sm.empty()) fs.reserve(pts.size());
-  for (size_t r = 0; r < pts.size(); ++r) pushDrawn(pts_index(r));
+  for (size_t r = 0; r < pts.size(); ++r) pushDrawn(ptsIndex(r));
   fy_index.rebuild(fy);
   fs_index.rebuild(fs);
   dirty = nf_dirty = true;
@@ -147,7 +147,7 @@ void ChartCurve::rebuildSmoothedDrawn() {
   if (!sm.empty()) {
     fs.reserve(fx.size());
     for (size_t r = 0; r < pts.size(); ++r) {
-      const size_t i = pts_index(r);
+      const size_t i = ptsIndex(r);
       if (std::isfinite(pts[i].value)) fs.push_back(sm[i]);
     }
   }
@@ -156,7 +156,7 @@ void ChartCurve::rebuildSmoothedDrawn() {
 }
 
 std::optional<AxisRange> ChartCurve::valueRange(bool positive_only) const {
-  if (positive_only) return value_range(fy, true);
+  if (positive_only) return finiteRange(fy, true);
   if (fy.empty()) return std::nullopt;
   const auto [i, j] = fy_index.argminmax(fy, 0, fy.size());
   return AxisRange{fy[i], fy[j]};
@@ -176,9 +176,9 @@ void ChartCurve::applyStyle(double smoothing) const {
 
 void ChartCurve::reduce(double lo, double hi, int columns, bool log_y, bool smoothed,
                         ColumnSplit& split, std::vector<size_t>& scratch) {
-  split_columns(fx, lo, hi, columns, split);  // shared by both lines
+  splitColumns(fx, lo, hi, columns, split);  // shared by both lines
   auto fill = [&](QCPGraph* g, const std::vector<double>& y, const MinMaxIndex& index) {
-    reduce_min_max(y, index, split, scratch);
+    reduceMinMax(y, index, split, scratch);
     QVector<QCPGraphData> data(static_cast<qsizetype>(scratch.size()));
     for (size_t k = 0; k < scratch.size(); ++k) {
       const size_t i = scratch[k];

@@ -19,7 +19,7 @@ class QCustomPlot;
 namespace fp8rl::ui {
 
 // The x of p on an x axis of that kind.
-double x_of(const SeriesPoint& p, XAxisKind kind);
+double xOf(const SeriesPoint& p, XAxisKind kind);
 
 struct ChartCurve {
   // Adds the curve's three graphs to plot (raw on layer "raw", markers on layer "nonfinite").
@@ -58,10 +58,10 @@ struct ChartCurve {
   // Recomputes the smoothed values of the finite points only (after an EMA weight change).
   void rebuildSmoothedDrawn();
 
-  size_t pts_index(size_t rank) const { return order.empty() ? rank : order[rank]; }
-  double x_at_rank(size_t rank) const { return xs[pts_index(rank)]; }
+  size_t ptsIndex(size_t rank) const { return order.empty() ? rank : order[rank]; }
+  double xAtRank(size_t rank) const { return xs[ptsIndex(rank)]; }
   // pts index of the point nearest to x (pts must not be empty).
-  size_t nearest(double x) const { return nearest_index(xs, order, x); }
+  size_t nearest(double x) const { return nearestIndex(xs, order, x); }
   // Smallest and largest finite value (only the positive ones when positive_only).
   std::optional<AxisRange> valueRange(bool positive_only) const;
 

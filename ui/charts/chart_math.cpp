@@ -6,7 +6,7 @@
 
 namespace fp8rl::ui {
 
-void ascending_order(const std::vector<double>& xs, std::vector<size_t>& order) {
+void ascendingOrder(const std::vector<double>& xs, std::vector<size_t>& order) {
   order.clear();
   if (std::is_sorted(xs.begin(), xs.end())) return;
   order.resize(xs.size());
@@ -14,7 +14,7 @@ void ascending_order(const std::vector<double>& xs, std::vector<size_t>& order) 
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return xs[a] < xs[b]; });
 }
 
-size_t nearest_index(const std::vector<double>& xs, const std::vector<size_t>& order, double x) {
+size_t nearestIndex(const std::vector<double>& xs, const std::vector<size_t>& order, double x) {
   auto index = [&](size_t rank) { return order.empty() ? rank : order[rank]; };
   auto x_at = [&](size_t rank) { return xs[index(rank)]; };
   size_t lo = 0, hi = xs.size();
@@ -30,7 +30,7 @@ size_t nearest_index(const std::vector<double>& xs, const std::vector<size_t>& o
   return index(lo);
 }
 
-std::optional<AxisRange> value_range(std::span<const double> values, bool positive_only) {
+std::optional<AxisRange> finiteRange(std::span<const double> values, bool positive_only) {
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (double v : values)
     if (std::isfinite(v) && (!positive_only || v > 0)) lo = std::min(lo, v), hi = std::max(hi, v);
@@ -38,14 +38,14 @@ std::optional<AxisRange> value_range(std::span<const double> values, bool positi
   return AxisRange{lo, hi};
 }
 
-std::optional<AxisRange> range_union(const std::optional<AxisRange>& a,
+std::optional<AxisRange> rangeUnion(const std::optional<AxisRange>& a,
                                      const std::optional<AxisRange>& b) {
   if (!a) return b;
   if (!b) return a;
   return AxisRange{std::min(a->lo, b->lo), std::max(a->hi, b->hi)};
 }
 
-std::optional<AxisRange> percentile_range(const std::vector<std::span<const double>>& series,
+std::optional<AxisRange> percentileRange(const std::vector<std::span<const double>>& series,
                                           bool positive_only, size_t max_sample) {
   size_t total = 0;
   for (const auto& s : series) total += s.size();
@@ -66,7 +66,7 @@ std::optional<AxisRange> percentile_range(const std::vector<std::span<const doub
   return AxisRange{lo, *hi_at};
 }
 
-AxisRange autoscale_range(const std::optional<AxisRange>& data, bool log, double margin) {
+AxisRange autoscaleRange(const std::optional<AxisRange>& data, bool log, double margin) {
   if (log) {
     if (!data) return {0.1, 10};
     const double a = std::log10(data->lo), b = std::log10(data->hi);
@@ -83,7 +83,7 @@ AxisRange autoscale_range(const std::optional<AxisRange>& data, bool log, double
   return {mn - pad, mx + pad};
 }
 
-int tick_precision(double lo, double hi) {
+int tickPrecision(double lo, double hi) {
   const double magnitude = std::max(std::fabs(lo), std::fabs(hi));
   const double step = (hi - lo) / 5.0;  // about the ticker's spacing
   if (magnitude > 0 && step > 0 && std::isfinite(magnitude / step))
@@ -91,7 +91,7 @@ int tick_precision(double lo, double hi) {
   return 6;
 }
 
-void join_on_keys(const std::vector<std::vector<double>>& keys,
+void joinOnKeys(const std::vector<std::vector<double>>& keys,
                   const std::function<void(double key, const std::vector<size_t>& at)>& row) {
   std::vector<std::tuple<double, size_t, size_t>> all;  // key, series, point
   size_t total = 0;
@@ -114,7 +114,7 @@ void join_on_keys(const std::vector<std::vector<double>>& keys,
   }
 }
 
-bool histogram_well_formed(const std::vector<double>& edges, const std::vector<int64_t>& counts,
+bool histogramWellFormed(const std::vector<double>& edges, const std::vector<int64_t>& counts,
                            bool log_x) {
   if (edges.size() < 2 || counts.size() != edges.size() + 1) return false;
   for (size_t i = 0; i < edges.size(); ++i) {
@@ -125,7 +125,7 @@ bool histogram_well_formed(const std::vector<double>& edges, const std::vector<i
   return std::none_of(counts.begin(), counts.end(), [](int64_t c) { return c < 0; });
 }
 
-std::vector<double> bar_heights(const std::vector<int64_t>& counts, bool normalized) {
+std::vector<double> barHeights(const std::vector<int64_t>& counts, bool normalized) {
   std::vector<double> h(counts.size());
   double total = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
@@ -137,22 +137,22 @@ std::vector<double> bar_heights(const std::vector<int64_t>& counts, bool normali
   return h;
 }
 
-double underflow_edge(const std::vector<double>& edges, bool log_x) {
+double underflowEdge(const std::vector<double>& edges, bool log_x) {
   const double e0 = edges[0], e1 = edges[1];
   return log_x ? e0 * (e0 / e1) : e0 - (e1 - e0);
 }
 
-double overflow_edge(const std::vector<double>& edges, bool log_x) {
+double overflowEdge(const std::vector<double>& edges, bool log_x) {
   const size_t n = edges.size();
   const double a = edges[n - 2], b = edges[n - 1];
   return log_x ? b * (b / a) : b + (b - a);
 }
 
-double axis_midpoint(double a, double b, bool log_x) {
+double axisMidpoint(double a, double b, bool log_x) {
   return log_x ? std::sqrt(a * b) : (a + b) / 2;
 }
 
-AxisRange padded_bins_range(double lo, double hi, bool log_x) {
+AxisRange paddedBinsRange(double lo, double hi, bool log_x) {
   if (!(hi > lo)) return log_x ? AxisRange{0.1, 10} : AxisRange{0, 1};
   if (log_x) {
     const double pad = std::pow(hi / lo, 0.02);
@@ -162,7 +162,7 @@ AxisRange padded_bins_range(double lo, double hi, bool log_x) {
   return {lo - pad, hi + pad};
 }
 
-HeatmapColumns place_columns(const std::vector<double>& steps, double max_cells) {
+HeatmapColumns placeColumns(const std::vector<double>& steps, double max_cells) {
   HeatmapColumns p;
   const size_t cols = steps.size();
   if (cols == 0) return p;
@@ -192,8 +192,8 @@ HeatmapColumns place_columns(const std::vector<double>& steps, double max_cells)
   return p;
 }
 
-AxisRange colour_range(std::span<const double> values, bool log) {
-  AxisRange r = value_range(values, log).value_or(log ? AxisRange{1, 10} : AxisRange{0, 1});
+AxisRange colourRange(std::span<const double> values, bool log) {
+  AxisRange r = finiteRange(values, log).value_or(log ? AxisRange{1, 10} : AxisRange{0, 1});
   if (!(r.hi > r.lo)) {
     if (log)
       r.lo /= 2, r.hi *= 2;

@@ -46,29 +46,29 @@ struct DebiasedEma {
 
 // order := the indices of xs sorted by x, ties in index order; left empty when xs already
 // ascends (the common case: a line drawn against its steps).
-void ascending_order(const std::vector<double>& xs, std::vector<size_t>& order);
+void ascendingOrder(const std::vector<double>& xs, std::vector<size_t>& order);
 
 // The index into xs of the value nearest to x, where order lists xs's indices by ascending x
 // (empty: xs ascends itself); between two equally near ones the lower x. xs must not be empty.
-size_t nearest_index(const std::vector<double>& xs, const std::vector<size_t>& order, double x);
+size_t nearestIndex(const std::vector<double>& xs, const std::vector<size_t>& order, double x);
 
 // ---- Axis ranges
 
 // The smallest and the largest value (only the positive ones when positive_only); NaN and ±inf
 // are skipped. nullopt when no value qualifies.
-std::optional<AxisRange> value_range(std::span<const double> values, bool positive_only);
+std::optional<AxisRange> finiteRange(std::span<const double> values, bool positive_only);
 
 // The union of two ranges, either of which may be missing.
-std::optional<AxisRange> range_union(const std::optional<AxisRange>& a,
+std::optional<AxisRange> rangeUnion(const std::optional<AxisRange>& a,
                                      const std::optional<AxisRange>& b);
 
-// Values sampled (with a stride) for percentile_range: bounds the cost of a million-point line.
+// Values sampled (with a stride) for percentileRange: bounds the cost of a million-point line.
 inline constexpr size_t kPercentileSample = 262144;
 
 // The 1st and 99th percentile of the values of all series together (only the positive ones
 // when positive_only), taken from every stride-th value of each series, the stride chosen so
 // about max_sample values are sorted. Values must be finite. nullopt when none qualifies.
-std::optional<AxisRange> percentile_range(const std::vector<std::span<const double>>& series,
+std::optional<AxisRange> percentileRange(const std::vector<std::span<const double>>& series,
                                           bool positive_only,
                                           size_t max_sample = kPercentileSample);
 
@@ -76,46 +76,46 @@ std::optional<AxisRange> percentile_range(const std::vector<std::span<const doub
 // sides (the span in decades on a log axis, so data must then be positive). A flat line gets
 // ±10 % of its value (at least 1e-9), or ±margin decades on a log axis; no data: [0, 1], or
 // [0.1, 10] on a log axis.
-AxisRange autoscale_range(const std::optional<AxisRange>& data, bool log, double margin);
+AxisRange autoscaleRange(const std::optional<AxisRange>& data, bool log, double margin);
 
 // Significant digits for linear tick labels over [lo, hi] (about five ticks) so that
 // neighbouring ticks read differently: a line moving by 1e-8 around 1 otherwise shows "1" on
 // every tick. 6 to 15.
-int tick_precision(double lo, double hi);
+int tickPrecision(double lo, double hi);
 
 // ---- Tables
 
-// Marks a series without a point at a row's key in join_on_keys.
+// Marks a series without a point at a row's key in joinOnKeys.
 inline constexpr size_t kNoPoint = SIZE_MAX;
 
 // Joins series on their keys (the steps of a CSV export): calls row(key, at) once per distinct
 // key over all series, keys ascending, where at[s] is the index of series s's first point with
 // that key, or kNoPoint. keys[s] holds series s's keys, in any order; none may be NaN.
-void join_on_keys(const std::vector<std::vector<double>>& keys,
+void joinOnKeys(const std::vector<std::vector<double>>& keys,
                   const std::function<void(double key, const std::vector<size_t>& at)>& row);
 
 // ---- Histograms (edges: bins + 1; counts: bins + 2, underflow first and overflow last)
 
 // Whether edges and counts make a drawable histogram: at least one bin, finite and strictly
 // increasing edges (positive on a log axis), counts one more than edges, none negative.
-bool histogram_well_formed(const std::vector<double>& edges, const std::vector<int64_t>& counts,
+bool histogramWellFormed(const std::vector<double>& edges, const std::vector<int64_t>& counts,
                            bool log_x);
 
 // Bar heights, one per count: the counts, or when normalized their fractions of the total
 // (all 0 for an empty histogram).
-std::vector<double> bar_heights(const std::vector<int64_t>& counts, bool normalized);
+std::vector<double> barHeights(const std::vector<int64_t>& counts, bool normalized);
 
 // The outer ends of the underflow and overflow bars: one bin beyond the first and the last
 // edge (one bin's ratio on a log axis). edges: at least two.
-double underflow_edge(const std::vector<double>& edges, bool log_x);
-double overflow_edge(const std::vector<double>& edges, bool log_x);
+double underflowEdge(const std::vector<double>& edges, bool log_x);
+double overflowEdge(const std::vector<double>& edges, bool log_x);
 
 // The middle of [a, b] as the axis shows it (geometric on a log axis).
-double axis_midpoint(double a, double b, bool log_x);
+double axisMidpoint(double a, double b, bool log_x);
 
 // [lo, hi] widened by 2 % of the span on each side (of the ratio hi / lo on a log axis);
 // [0, 1] ([0.1, 10] on a log axis) when empty (!(hi > lo)).
-AxisRange padded_bins_range(double lo, double hi, bool log_x);
+AxisRange paddedBinsRange(double lo, double hi, bool log_x);
 
 // ---- Heatmaps
 
@@ -135,10 +135,10 @@ struct HeatmapColumns {
 // at most max(max_cells, steps.size()) cells (the grid cells between steps stay empty), else
 // one cell per step, evenly over the step range. A single step (or all steps equal) gets one
 // cell of width 1 around it. Empty steps: no cells.
-HeatmapColumns place_columns(const std::vector<double>& steps, double max_cells = kMaxGridCells);
+HeatmapColumns placeColumns(const std::vector<double>& steps, double max_cells = kMaxGridCells);
 
 // The colour range of a heatmap's values: the finite ones (the positive ones for a log scale);
 // [0, 1] ([1, 10] log) when there are none; widened by ±0.5 (by a factor 2 log) when flat.
-AxisRange colour_range(std::span<const double> values, bool log);
+AxisRange colourRange(std::span<const double> values, bool log);
 
 }  // namespace fp8rl::ui

@@ -25,7 +25,7 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int kReadoutMaxCurves = 12;
 
-QString x_axis_name(XAxisKind kind) {
+QString xAxisName(XAxisKind kind) {
   switch (kind) {
     case XAxisKind::wall:
       return QStringLiteral("Wall time (s)");
@@ -38,21 +38,21 @@ QString x_axis_name(XAxisKind kind) {
 }
 
 // Values in read-outs: non-finite ones by name.
-QString format_value(double v) {
+QString formatValue(double v) {
   if (std::isnan(v)) return QStringLiteral("nan");
   if (std::isinf(v)) return v > 0 ? QStringLiteral("inf") : QStringLiteral("-inf");
   return QString::number(v, 'g', 6);
 }
 
-QString format_wall(double seconds) {
-  if (!std::isfinite(seconds)) return format_value(seconds);
+QString formatWall(double seconds) {
+  if (!std::isfinite(seconds)) return formatValue(seconds);
   const double a = std::fabs(seconds);
   if (a < 120) return QString::number(seconds, 'f', 1) + QStringLiteral(" s");
   if (a < 7200) return QString::number(seconds / 60, 'f', 1) + QStringLiteral(" min");
   return QString::number(seconds / 3600, 'f', 2) + QStringLiteral(" h");
 }
 
-QString file_stem(const QString& title) {
+QString fileStem(const QString& title) {
   QString s;
   for (QChar ch : title) s += (ch.isLetterOrNumber() || ch == QLatin1Char('-')) ? ch : QChar('_');
   return s.isEmpty() ? QStringLiteral("chart") : s;
@@ -136,7 +136,7 @@ void ChartView::Impl::buildUi() {
   plot->addLayer(QStringLiteral("raw"), plot->layer(QStringLiteral("main")), QCustomPlot::limBelow);
   plot->addLayer(QStringLiteral("nonfinite"), plot->layer(QStringLiteral("main")),
                  QCustomPlot::limAbove);
-  plot->xAxis->setLabel(x_axis_name(x_kind));
+  plot->xAxis->setLabel(xAxisName(x_kind));
   const QFont small = q->smallFont();
   plot->xAxis->setLabelFont(small);
   plot->legend->setBrush(QColor(255, 255, 255, 200));
@@ -152,17 +152,17 @@ void ChartView::Impl::buildUi() {
   readout->hide();
 
   // Controls → options (the setters update the controls without emitting).
-  auto byUser = [this](auto set) {
+  auto by_user = [this](auto set) {
     return [this, set](auto value) {
       (q->*set)(value);
       userOptionsChanged();
     };
   };
-  QObject::connect(header, &ChartHeader::xAxisChosen, q, byUser(&ChartView::setXAxis));
-  QObject::connect(header, &ChartHeader::smoothingChosen, q, byUser(&ChartView::setSmoothing));
-  QObject::connect(header, &ChartHeader::logYChosen, q, byUser(&ChartView::setLogY));
+  QObject::connect(header, &ChartHeader::xAxisChosen, q, by_user(&ChartView::setXAxis));
+  QObject::connect(header, &ChartHeader::smoothingChosen, q, by_user(&ChartView::setSmoothing));
+  QObject::connect(header, &ChartHeader::logYChosen, q, by_user(&ChartView::setLogY));
   QObject::connect(header, &ChartHeader::ignoreOutliersChosen, q,
-                   byUser(&ChartView::setIgnoreOutliers));
+                   by_user(&ChartView::setIgnoreOutliers));
   QObject::connect(header, &ChartHeader::exportPngChosen, q, [this] {
     exportWithDialog(
         QStringLiteral("Export PNG"), QStringLiteral(".png"), QStringLiteral("PNG images (*.png)"),
@@ -202,7 +202,7 @@ void ChartView::Impl::exportWithDialog(const QString& caption, const QString& ex
                                        const QString& filter,
                                        const std::function<bool(const QString&, QString*)>& save) {
   const QString path =
-      QFileDialog::getSaveFileName(q, caption, file_stem(title) + extension, filter);
+      QFileDialog::getSaveFileName(q, caption, fileStem(title) + extension, filter);
   QString error;
   if (!path.isEmpty() && !save(path, &error)) QMessageBox::warning(q, caption, error);
 }
@@ -269,7 +269,7 @@ std::optional<AxisRange> ChartView::Impl::xRange() const {
   std::optional<AxisRange> r;
   for (auto& c : curves)
     if (!c->pts.empty())
-      r = range_union(r, AxisRange{c->x_at_rank(0), c->x_at_rank(c->pts.size() - 1)});
+      r = rangeUnion(r, AxisRange{c->xAtRank(0), c->xAtRank(c->pts.size() - 1)});
   return r;
 }
 
@@ -278,15 +278,15 @@ AxisRange ChartView::Impl::yRange() const {
   if (ignore_outliers) {
     std::vector<std::span<const double>> values;
     for (auto& c : curves) values.emplace_back(c->fy);
-    data = percentile_range(values, log_y);
+    data = percentileRange(values, log_y);
   } else {
-    for (auto& c : curves) data = range_union(data, c->valueRange(log_y));
+    for (auto& c : curves) data = rangeUnion(data, c->valueRange(log_y));
   }
-  return autoscale_range(data, log_y, ignore_outliers ? 0.10 : 0.05);
+  return autoscaleRange(data, log_y, ignore_outliers ? 0.10 : 0.05);
 }
 
 void ChartView::Impl::updateYPrecision(const QCPRange& r) {
-  if (!log_y) plot->yAxis->setNumberPrecision(tick_precision(r.lower, r.upper));
+  if (!log_y) plot->yAxis->setNumberPrecision(tickPrecision(r.lower, r.upper));
 }
 
 void ChartView::Impl::doRescale() {
@@ -321,7 +321,7 @@ bool ChartView::Impl::markerX(double step, double* x) const {
   auto it = std::lower_bound(p.begin(), p.end(), step,
                              [](const SeriesPoint& a, double s) { return a.step < s; });
   if (it == p.end() || (it != p.begin() && step - (it - 1)->step < it->step - step)) --it;
-  *x = x_of(*it, x_kind);
+  *x = xOf(*it, x_kind);
   return std::isfinite(*x);
 }
 
@@ -416,7 +416,7 @@ void ChartView::setXAxis(XAxisKind kind) {
   d_->header->showXAxis(kind);
   if (kind == d_->x_kind) return;
   d_->x_kind = kind;
-  d_->plot->xAxis->setLabel(x_axis_name(kind));
+  d_->plot->xAxis->setLabel(xAxisName(kind));
   for (auto& c : d_->curves) {
     c->recomputeX(kind);
     c->rebuildDrawn();
@@ -506,7 +506,7 @@ bool ChartView::exportCsv(const QString& path, QString* error) {
           for (const SeriesPoint& p : d_->curves[ci]->pts) steps[ci].push_back(p.step);
         }
         QString row;
-        join_on_keys(steps, [&](double, const std::vector<size_t>& at) {
+        joinOnKeys(steps, [&](double, const std::vector<size_t>& at) {
           const auto held = [&](size_t ci) -> const SeriesPoint& {
             return d_->curves[ci]->pts[at[ci]];
           };
@@ -542,7 +542,7 @@ QString ChartView::readoutAt(double pixel_x) const {
   }
   if (!best) return {};
   QString text = QStringLiteral("step %1 · wall %2 · tokens %3")
-                     .arg(QString::number(best->step, 'g', 12), format_wall(best->wall),
+                     .arg(QString::number(best->step, 'g', 12), formatWall(best->wall),
                           QString::number(best->tokens, 'g', 12));
   int shown = 0;
   for (auto [c, i] : nearest) {
@@ -551,9 +551,9 @@ QString ChartView::readoutAt(double pixel_x) const {
       break;
     }
     const SeriesPoint& p = c->pts[i];
-    text += QLatin1Char('\n') + c->label + QStringLiteral(": ") + format_value(p.value);
+    text += QLatin1Char('\n') + c->label + QStringLiteral(": ") + formatValue(p.value);
     if (std::isfinite(p.value) && !c->sm.empty())
-      text += QStringLiteral(" (smoothed %1)").arg(format_value(c->sm[i]));
+      text += QStringLiteral(" (smoothed %1)").arg(formatValue(c->sm[i]));
     if (p.step != best->step) text += QStringLiteral(" @ step %1").arg(p.step, 0, 'g', 12);
     if (d_->log_y && std::isfinite(p.value) && p.value <= 0)
       text += QStringLiteral(" (≤ 0: not drawn on log y)");

@@ -7,7 +7,7 @@ namespace {
 
 // The first index in [begin, end) with x >= v, searched outwards from begin: a column's end
 // lies close to its start, so this touches a few cache lines instead of log2(n) far ones.
-size_t gallop_lower_bound(const std::vector<double>& x, size_t begin, size_t end, double v) {
+size_t gallopLowerBound(const std::vector<double>& x, size_t begin, size_t end, double v) {
   size_t lo = begin, hi = begin, step = 1;
   while (hi < end && x[hi] < v) {
     lo = hi + 1;
@@ -74,7 +74,7 @@ std::pair<size_t, size_t> MinMaxIndex::argminmax(const std::vector<double>& y, s
   return {lo, hi};
 }
 
-void split_columns(const std::vector<double>& x, double lo, double hi, int columns,
+void splitColumns(const std::vector<double>& x, double lo, double hi, int columns,
                    ColumnSplit& split) {
   const size_t n = x.size();
   split.size = n;
@@ -90,13 +90,13 @@ void split_columns(const std::vector<double>& x, double lo, double hi, int colum
   size_t begin = split.first;
   for (int c = 0; c + 1 < columns; ++c) {
     // Column c holds the points with x < lo + (c + 1) · width (the last one: all the rest).
-    begin = gallop_lower_bound(x, begin, split.last, lo + width * (c + 1));
+    begin = gallopLowerBound(x, begin, split.last, lo + width * (c + 1));
     split.ends.push_back(begin);
   }
   split.ends.push_back(split.last);
 }
 
-void reduce_min_max(const std::vector<double>& y, const MinMaxIndex& index,
+void reduceMinMax(const std::vector<double>& y, const MinMaxIndex& index,
                     const ColumnSplit& split, std::vector<size_t>& out) {
   out.clear();
   if (split.size == 0 || y.size() < split.size) return;
@@ -117,12 +117,12 @@ void reduce_min_max(const std::vector<double>& y, const MinMaxIndex& index,
   if (split.last < split.size) out.push_back(split.last);
 }
 
-void reduce_min_max(const std::vector<double>& x, const std::vector<double>& y,
+void reduceMinMax(const std::vector<double>& x, const std::vector<double>& y,
                     const MinMaxIndex& index, double lo, double hi, int columns,
                     std::vector<size_t>& out) {
   ColumnSplit split;
-  split_columns(x, lo, hi, columns, split);
-  reduce_min_max(y, index, split, out);
+  splitColumns(x, lo, hi, columns, split);
+  reduceMinMax(y, index, split, out);
 }
 
 }  // namespace fp8rl::ui

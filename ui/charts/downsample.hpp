@@ -49,17 +49,17 @@ struct ColumnSplit {
 
 // Splits for `columns` equal columns; every point when the range holds at most 4 · columns
 // points. x must be sorted ascending (ties allowed). Costs O(columns · log(n / columns)).
-void split_columns(const std::vector<double>& x, double lo, double hi, int columns,
+void splitColumns(const std::vector<double>& x, double lo, double hi, int columns,
                    ColumnSplit& split);
 
 // Appends to out (cleared first) the sorted indices of the points to draw: all points of the
 // range, or the first/min/max/last of each column; plus the nearest point outside the range
 // on either side, so the line runs to the edges. y must be finite and indexed by index.
-void reduce_min_max(const std::vector<double>& y, const MinMaxIndex& index,
+void reduceMinMax(const std::vector<double>& y, const MinMaxIndex& index,
                     const ColumnSplit& split, std::vector<size_t>& out);
 
 // Both steps at once.
-void reduce_min_max(const std::vector<double>& x, const std::vector<double>& y,
+void reduceMinMax(const std::vector<double>& x, const std::vector<double>& y,
                     const MinMaxIndex& index, double lo, double hi, int columns,
                     std::vector<size_t>& out);
 

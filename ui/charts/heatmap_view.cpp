@@ -72,8 +72,8 @@ void HeatmapView::Impl::rebuild() {
   }
   map->setVisible(true);
 
-  // Columns: steps as x, on a grid where that stays small (see place_columns).
-  columns = place_columns(d.steps);
+  // Columns: steps as x, on a grid where that stays small (see placeColumns).
+  columns = placeColumns(d.steps);
   const QCPRange key_range(columns.cell_range.lo, columns.cell_range.hi);
   const double h = (d.row_hi - d.row_lo) / rows;
   const QCPRange value_range =
@@ -83,7 +83,7 @@ void HeatmapView::Impl::rebuild() {
   nf->setSize(columns.cells, rows);
   nf->setRange(key_range, value_range);
 
-  const AxisRange colours = colour_range(d.values, d.log_color);
+  const AxisRange colours = colourRange(d.values, d.log_color);
   const double lo = colours.lo, hi = colours.hi;
 
   md->fill(lo);

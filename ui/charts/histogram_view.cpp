@@ -39,9 +39,9 @@ void HistogramView::Impl::rebuild() {
   heights.clear();
   skipped = 0;
   for (const auto& h : given) {
-    if (histogram_well_formed(h.hist.edges, h.hist.counts, log_x)) {
+    if (histogramWellFormed(h.hist.edges, h.hist.counts, log_x)) {
       shown.push_back(h);
-      heights.push_back(bar_heights(h.hist.counts, normalized));
+      heights.push_back(barHeights(h.hist.counts, normalized));
     } else {
       ++skipped;
     }
@@ -86,8 +86,8 @@ void HistogramView::Impl::rebuild() {
       o->removeFromLegend();
     };
     const double under = height.front(), over = height.back();
-    outer(underflow_edge(e, log_x), e[0], under, h.label + QStringLiteral(" (underflow)"));
-    outer(e[bins], overflow_edge(e, log_x), over, h.label + QStringLiteral(" (overflow)"));
+    outer(underflowEdge(e, log_x), e[0], under, h.label + QStringLiteral(" (underflow)"));
+    outer(e[bins], overflowEdge(e, log_x), over, h.label + QStringLiteral(" (overflow)"));
     under_top = std::max(under_top, under);
     over_top = std::max(over_top, over);
     const QString nums =
@@ -105,8 +105,8 @@ void HistogramView::Impl::rebuild() {
   if (!shown.empty()) {
     // "<" and ">" over the outer bars (of the first histogram's ends).
     const auto& e0 = shown[0].hist.edges;
-    const double left = axis_midpoint(underflow_edge(e0, log_x), e0.front(), log_x);
-    const double right = axis_midpoint(overflow_edge(e0, log_x), e0.back(), log_x);
+    const double left = axisMidpoint(underflowEdge(e0, log_x), e0.front(), log_x);
+    const double right = axisMidpoint(overflowEdge(e0, log_x), e0.back(), log_x);
     for (auto [x, y, text] : {std::tuple{left, under_top, QStringLiteral("<")},
                               std::tuple{right, over_top, QStringLiteral(">")}}) {
       auto* label = new QCPItemText(plot);
@@ -136,8 +136,8 @@ void HistogramView::Impl::rebuild() {
 void HistogramView::Impl::fitAxes() {
   double lo = std::numeric_limits<double>::infinity(), hi = -lo, top = 0;
   for (size_t k = 0; k < shown.size(); ++k) {
-    lo = std::min(lo, underflow_edge(shown[k].hist.edges, log_x));
-    hi = std::max(hi, overflow_edge(shown[k].hist.edges, log_x));
+    lo = std::min(lo, underflowEdge(shown[k].hist.edges, log_x));
+    hi = std::max(hi, overflowEdge(shown[k].hist.edges, log_x));
     for (double v : heights[k]) top = std::max(top, v);
   }
   for (const auto& [x, label] : lines) {
@@ -145,7 +145,7 @@ void HistogramView::Impl::fitAxes() {
     lo = std::min(lo, x);
     hi = std::max(hi, x);
   }
-  const AxisRange range = padded_bins_range(lo, hi, log_x);
+  const AxisRange range = paddedBinsRange(lo, hi, log_x);
   plot->xAxis->setRange(range.lo, range.hi);
   plot->yAxis->setRange(0, top > 0 ? top * 1.12 : 1);
 }

@@ -306,7 +306,7 @@ void CompareView::updateDiff() {
     configs.push_back(&r->row.config);
     headers << runLabel(*r);
   }
-  const auto rows = config_diff(configs);
+  const auto rows = configDiff(configs);
   diff_->setColumnCount(static_cast<int>(runs_.size()));
   diff_->setHorizontalHeaderLabels(headers);
   diff_->setRowCount(static_cast<int>(rows.size()));

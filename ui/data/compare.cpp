@@ -121,7 +121,7 @@ std::vector<RunSummary> summarize(const std::vector<const RunData*>& runs, size_
   return out;
 }
 
-std::vector<ConfigDiffRow> config_diff(const std::vector<const Json*>& configs) {
+std::vector<ConfigDiffRow> configDiff(const std::vector<const Json*>& configs) {
   std::vector<std::map<std::string, Setting>> flat(configs.size());
   std::set<std::string> keys;  // the union, sorted
   for (size_t i = 0; i < configs.size(); ++i) {

@@ -32,6 +32,6 @@ struct ConfigDiffRow {
 
 // The settings whose values differ between the configs (flattened to dotted keys, lists
 // compared whole), sorted by key. Empty when all agree.
-std::vector<ConfigDiffRow> config_diff(const std::vector<const Json*>& configs);
+std::vector<ConfigDiffRow> configDiff(const std::vector<const Json*>& configs);
 
 }  // namespace fp8rl::ui

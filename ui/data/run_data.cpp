@@ -15,13 +15,13 @@ namespace {
 const std::vector<SeriesPoint> kEmpty;
 
 // tokens/total at or before step (0 before the first RL step).
-double tokens_at(const std::vector<SeriesPoint>& tokens, double step) {
+double tokensAt(const std::vector<SeriesPoint>& tokens, double step) {
   auto it = std::upper_bound(tokens.begin(), tokens.end(), step,
                              [](double s, const SeriesPoint& p) { return s < p.step; });
   return it == tokens.begin() ? 0.0 : std::prev(it)->value;
 }
 
-bool same_event(const RunStore::EventRow& a, const RunStore::EventRow& b) {
+bool sameEvent(const RunStore::EventRow& a, const RunStore::EventRow& b) {
   return a.step == b.step && a.event.kind == b.event.kind && a.event.message == b.event.message;
 }
 
@@ -32,18 +32,18 @@ const std::vector<SeriesPoint>& RunData::series(const std::string& key) const {
   return it == scalars.end() ? kEmpty : it->second;
 }
 
-std::vector<std::string> RunData::histogram_names(const std::string& prefix) const {
+std::vector<std::string> RunData::histogramNames(const std::string& prefix) const {
   std::vector<std::string> out;
   for (const auto& [name, steps] : histograms)
     if (name.compare(0, prefix.size(), prefix) == 0) out.push_back(name);
   return out;
 }
 
-Json RunData::current_precision() const {
+Json RunData::currentPrecision() const {
   return precision.empty() ? Json() : precision.back().second;
 }
 
-std::vector<std::pair<int64_t, std::string>> RunData::precision_changes() const {
+std::vector<std::pair<int64_t, std::string>> RunData::precisionChanges() const {
   std::vector<std::pair<int64_t, std::string>> out;
   for (size_t i = 1; i < precision.size(); ++i) {
     // Name what changed: "L0.gate bf16" for every differing cell.
@@ -67,7 +67,7 @@ std::vector<std::pair<int64_t, std::string>> RunData::precision_changes() const 
 }
 
 int64_t RunData::layers() const {
-  const Json p = current_precision();
+  const Json p = currentPrecision();
   if (p.is_array()) return static_cast<int64_t>(p.as_array().size());
   if (row.config.is_object() && row.config.contains("model")) {
     const Json& m = row.config.at("model");
@@ -77,7 +77,7 @@ int64_t RunData::layers() const {
   return 0;
 }
 
-std::optional<double> RunData::live_setting(const std::string& key) const {
+std::optional<double> RunData::liveSetting(const std::string& key) const {
   for (auto it = events.rbegin(); it != events.rend(); ++it) {
     const EventRecord& e = it->event;
     if (e.kind == event::kSet && e.data.is_object() && e.data.contains("key") &&
@@ -88,7 +88,7 @@ std::optional<double> RunData::live_setting(const std::string& key) const {
   return live_setting_in_config(row.config, key);
 }
 
-void merge_into(RunData& dst, RunData&& delta) {
+void mergeInto(RunData& dst, RunData&& delta) {
   bool added = false;
   // tokens/total first, so other scalars of the same steps find their token count.
   std::vector<std::string> keys;
@@ -104,7 +104,7 @@ void merge_into(RunData& dst, RunData&& delta) {
       if (key == metric::kTokensTotal)
         p.tokens = p.value;
       else
-        p.tokens = tokens_at(tokens, p.step);
+        p.tokens = tokensAt(tokens, p.step);
       out.push_back(p);
       added = true;
     }
@@ -117,7 +117,7 @@ void merge_into(RunData& dst, RunData&& delta) {
   for (auto& e : delta.events) {
     // Events arrive whole from the store or one by one from telemetry: keep the new ones.
     const bool known = std::any_of(dst.events.begin(), dst.events.end(),
-                                   [&](const RunStore::EventRow& x) { return same_event(x, e); });
+                                   [&](const RunStore::EventRow& x) { return sameEvent(x, e); });
     if (known) continue;
     dst.events.push_back(std::move(e));
     added = true;
@@ -155,7 +155,7 @@ void merge_into(RunData& dst, RunData&& delta) {
   if (added) ++dst.version;
 }
 
-void add_step_payload(RunData& delta, const Json& payload) {
+void addStepPayload(RunData& delta, const Json& payload) {
   StepRecord r = StepRecord::from_json(payload);
   for (const auto& [k, v] : r.scalars)
     delta.scalars[k].push_back({static_cast<double>(r.step), r.wall_seconds, 0.0, v});
@@ -168,13 +168,13 @@ void add_step_payload(RunData& delta, const Json& payload) {
   delta.last_step = std::max(delta.last_step, r.step);
 }
 
-void add_histogram_payload(RunData& delta, const Json& payload) {
+void addHistogramPayload(RunData& delta, const Json& payload) {
   int64_t step = 0;
   HistogramRecord h = histogram_from_json(payload, &step);
   delta.histograms[h.name][step] = std::move(h.hist);
 }
 
-void add_event_payload(RunData& delta, const Json& payload, double run_started_at) {
+void addEventPayload(RunData& delta, const Json& payload, double run_started_at) {
   RunStore::EventRow e;
   double t = 0;
   e.event = event_from_json(payload, &e.step, &t);
@@ -183,7 +183,7 @@ void add_event_payload(RunData& delta, const Json& payload, double run_started_a
   delta.events.push_back(std::move(e));
 }
 
-RunData load_run(RunStore& store, int64_t run, int64_t after_step) {
+RunData loadRun(RunStore& store, int64_t run, int64_t after_step) {
   RunData d;
   for (const auto& key : store.scalar_keys(run)) {
     auto& out = d.scalars[key];
@@ -210,7 +210,7 @@ RunData load_run(RunStore& store, int64_t run, int64_t after_step) {
   RunData out;
   out.id = run;
   if (auto row = store.find_run(run)) out.row = std::move(*row);
-  merge_into(out, std::move(d));
+  mergeInto(out, std::move(d));
   return out;
 }
 

@@ -25,11 +25,6 @@ struct SeriesPoint {
   double value = 0;   // NaN and ±inf kept as recorded
 };
 
-// Whether a run status means a worker may still be serving the run (running or paused).
-inline bool is_live(const std::string& status) {
-  return run_status::is_live(status);
-}
-
 struct RunData {
   int64_t id = -1;
   RunStore::RunRow row;  // status, config, endpoints, … as last read from the store
@@ -52,36 +47,36 @@ struct RunData {
   // The series of key, or an empty vector.
   const std::vector<SeriesPoint>& series(const std::string& key) const;
   // Histogram names with a given prefix (e.g. "fp8_scale_log2/"), sorted.
-  std::vector<std::string> histogram_names(const std::string& prefix = "") const;
+  std::vector<std::string> histogramNames(const std::string& prefix = "") const;
   // The latest precision map (array of layers, each {"q": "fp8", …}), or null.
-  Json current_precision() const;
+  Json currentPrecision() const;
   // Steps at which the precision changed after the first map (markers on every chart).
-  std::vector<std::pair<int64_t, std::string>> precision_changes() const;
+  std::vector<std::pair<int64_t, std::string>> precisionChanges() const;
   // Number of layers (from the precision map or the config), 0 when unknown.
   int64_t layers() const;
   // The value in force of a live setting (contract/live_settings.hpp): the latest "set" event's,
   // else the configuration's; nullopt when neither has it.
-  std::optional<double> live_setting(const std::string& key) const;
+  std::optional<double> liveSetting(const std::string& key) const;
 };
 
 // Appends everything in delta to dst (points with a step dst already has replace nothing:
 // they are skipped, so telemetry and store polling may overlap); a later audit replaces dst's;
 // bumps dst.version when anything was added.
-void merge_into(RunData& dst, RunData&& delta);
+void mergeInto(RunData& dst, RunData&& delta);
 
 // Telemetry payloads (docs/protocol.md) → additions to a delta. Malformed payloads throw
 // fp8rl::Error naming what is wrong (the caller counts and drops them).
-void add_step_payload(RunData& delta, const Json& payload);
-void add_histogram_payload(RunData& delta, const Json& payload);
+void addStepPayload(RunData& delta, const Json& payload);
+void addHistogramPayload(RunData& delta, const Json& payload);
 // Event times arrive as unix seconds; run_started_at (unix seconds, 0 when unknown) turns them
 // into seconds since the run started.
-void add_event_payload(RunData& delta, const Json& payload, double run_started_at);
+void addEventPayload(RunData& delta, const Json& payload, double run_started_at);
 
 // The recorded history of a run from the store: everything (after_step =
 // std::numeric_limits<int64_t>::min()) or what was recorded for steps after after_step (scalars,
 // histograms, samples, the latest audit among them; events and precision maps are always read
-// whole: merge_into keeps only the new ones). Throws fp8rl::Error when the store cannot be read.
-RunData load_run(RunStore& store, int64_t run,
+// whole: mergeInto keeps only the new ones). Throws fp8rl::Error when the store cannot be read.
+RunData loadRun(RunStore& store, int64_t run,
                  int64_t after_step = std::numeric_limits<int64_t>::min());
 
 }  // namespace fp8rl::ui

@@ -18,36 +18,36 @@ std::string number(double v, const char* format) {
 
 }  // namespace
 
-int64_t audit_mismatches(const RunData& run) {
+int64_t auditMismatches(const RunData& run) {
   return std::count_if(run.audit.begin(), run.audit.end(), [](const AuditRow& a) { return !a.ok; });
 }
 
-std::string audit_badge_text(const RunData& run) {
+std::string auditBadgeText(const RunData& run) {
   if (run.audit.empty()) return "";
   const std::string step = std::to_string(run.audit_step);
-  const int64_t bad = audit_mismatches(run);
+  const int64_t bad = auditMismatches(run);
   if (bad == 0) return "audit OK · step " + step;
   return "audit: " + std::to_string(bad) + (bad == 1 ? " mismatch" : " mismatches") + " (step " +
          step + ")";
 }
 
-std::string audit_row_text(const AuditRow& row) {
+std::string auditRowText(const AuditRow& row) {
   return "L" + std::to_string(row.layer) + "." + row.module + " gen " + row.generator_precision +
          " / trainer " + row.trainer_precision + ", max |Δ| " + number(row.max_abs_diff, "%.3g");
 }
 
-std::string audit_mismatch_list(const RunData& run, size_t max_rows) {
+std::string auditMismatchList(const RunData& run, size_t max_rows) {
   std::string out;
   size_t shown = 0;
   for (const AuditRow& a : run.audit) {
     if (a.ok) continue;
-    if (shown++ < max_rows) out += (out.empty() ? "" : "\n") + audit_row_text(a);
+    if (shown++ < max_rows) out += (out.empty() ? "" : "\n") + auditRowText(a);
   }
   if (shown > max_rows) out += "\n… and " + std::to_string(shown - max_rows) + " more";
   return out;
 }
 
-bool kl_to_reference_off(const Json& config) {
+bool klToReferenceOff(const Json& config) {
   if (!config.is_object() || !config.contains("grpo") || !config.at("grpo").is_object())
     return false;
   const Json& grpo = config.at("grpo");
@@ -55,7 +55,7 @@ bool kl_to_reference_off(const Json& config) {
   return grpo.at("kl_beta").is_number() && grpo.at("kl_beta").as_number() == 0;
 }
 
-Rgb logprob_diff_color(double diff, double scale) {
+Rgb logprobDiffColor(double diff, double scale) {
   if (!std::isfinite(diff)) return {0xcc, 0xcc, 0xcc};
   // Pale ends keep black text readable on the most saturated token.
   const double t = std::clamp(std::abs(diff) / scale, 0.0, 1.0);
@@ -64,7 +64,7 @@ Rgb logprob_diff_color(double diff, double scale) {
   return {mix(end.r), mix(end.g), mix(end.b)};
 }
 
-std::string token_text(const std::string& token, double diff) {
+std::string tokenText(const std::string& token, double diff) {
   return "'" + token + "' " + number(diff, "%+.3g");
 }
 

@@ -15,19 +15,19 @@ struct RunData;
 
 // The latest audit in one line: "audit: N mismatches (step S)" when a row is not ok, "audit OK ·
 // step S" when all are, "" when the run has no audit.
-std::string audit_badge_text(const RunData& run);
+std::string auditBadgeText(const RunData& run);
 // The rows of the latest audit that are not ok.
-int64_t audit_mismatches(const RunData& run);
+int64_t auditMismatches(const RunData& run);
 // One audit row: "L3.down gen fp8 / trainer bf16, max |Δ| 0.125".
-std::string audit_row_text(const AuditRow& row);
+std::string auditRowText(const AuditRow& row);
 // The first max_rows mismatched rows, a line each, then "… and N more" when there are more;
 // "" when every row is ok.
-std::string audit_mismatch_list(const RunData& run, size_t max_rows = 10);
+std::string auditMismatchList(const RunData& run, size_t max_rows = 10);
 
 // Whether a run's configuration turns the KL penalty off (grpo.kl_beta 0, or absent: its
 // default), so that the engine never computes the KL to a reference policy; false when the
 // configuration has no grpo section (not known).
-bool kl_to_reference_off(const Json& config);
+bool klToReferenceOff(const Json& config);
 
 // The colour of a token whose trainer and generator log-probs differ by diff = p − g:
 // white at 0, towards red for positive and blue for negative diffs, saturating at |diff| =
@@ -37,8 +37,8 @@ struct Rgb {
   bool operator==(const Rgb&) const = default;
 };
 inline constexpr double kLogprobDiffScale = 0.05;
-Rgb logprob_diff_color(double diff, double scale = kLogprobDiffScale);
+Rgb logprobDiffColor(double diff, double scale = kLogprobDiffScale);
 // "cba" → "'c' +0.0123": a token as quoted text with its diff (3 significant digits, signed).
-std::string token_text(const std::string& token, double diff);
+std::string tokenText(const std::string& token, double diff);
 
 }  // namespace fp8rl::ui

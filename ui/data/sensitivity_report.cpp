@@ -94,7 +94,7 @@ std::string num(double v) {
 }
 
 // "L3.down" → (3, down); throws naming path when it is neither that nor "lm_head".
-void parse_module_name(SensitivityEntry& e, const std::string& path) {
+void parseModuleName(SensitivityEntry& e, const std::string& path) {
   if (e.module == "lm_head") return;
   static const std::regex re(R"(L(\d+)\.([a-z]+))");
   std::smatch m;
@@ -122,7 +122,7 @@ std::string SensitivityMeasure::describe() const {
          ") · grad norm " + num(grad_norm) + " (Δ " + num(delta_grad_norm) + ")";
 }
 
-std::vector<std::string> SensitivityRecommendation::override_texts() const {
+std::vector<std::string> SensitivityRecommendation::overrideTexts() const {
   std::vector<std::string> out;
   for (const auto& o : overrides) out.push_back(o.to_string());
   return out;
@@ -135,10 +135,10 @@ SensitivityReport SensitivityReport::parse(const std::string& text) {
   } catch (const Error& e) {
     fail(e.message());
   }
-  return from_json(doc);
+  return fromJson(doc);
 }
 
-SensitivityReport SensitivityReport::from_json(const Json& doc) {
+SensitivityReport SensitivityReport::fromJson(const Json& doc) {
   if (!doc.is_object()) fail(std::string("the document is ") + doc.type_name() + ", not an object");
   SensitivityReport r;
   const Json& b = need(doc, "", "batch");
@@ -165,7 +165,7 @@ SensitivityReport SensitivityReport::from_json(const Json& doc) {
     e.module = text(j, p, "module");
     const Json& layer = need(j, p, "layer");
     if (!layer.is_null()) e.layer = integer(j, p, "layer");
-    parse_module_name(e, p);
+    parseModuleName(e, p);
     e.only_fp8 = measure(j, p, "only_fp8");
     e.all_fp8_but_kl = number(j, p, "all_fp8_but_kl");
     if (e.layer) r.layers = std::max(r.layers, *e.layer + 1);
@@ -202,7 +202,7 @@ const SensitivityEntry* SensitivityReport::find(int64_t layer, Module m) const {
   return nullptr;
 }
 
-const SensitivityEntry* SensitivityReport::lm_head() const {
+const SensitivityEntry* SensitivityReport::lmHead() const {
   for (const auto& e : ranking)
     if (!e.layer) return &e;
   return nullptr;
@@ -224,11 +224,11 @@ std::string SensitivityReport::describe(const SensitivityEntry& e) const {
   return s;
 }
 
-double sensitivity_value(const SensitivityEntry& e, SensitivityValue which) {
+double sensitivityValue(const SensitivityEntry& e, SensitivityValue which) {
   return which == SensitivityValue::only_fp8_kl ? e.only_fp8.kl : e.all_fp8_but_kl;
 }
 
-SensitivityGrid sensitivity_grid(const SensitivityReport& report, SensitivityValue which) {
+SensitivityGrid sensitivityGrid(const SensitivityReport& report, SensitivityValue which) {
   SensitivityGrid g;
   const int layers = static_cast<int>(report.layers);
   g.rows = layers + 1;
@@ -238,13 +238,13 @@ SensitivityGrid sensitivity_grid(const SensitivityReport& report, SensitivityVal
   g.entries.assign(cells, nullptr);
   double lowest = std::numeric_limits<double>::infinity();
   for (const auto& e : report.ranking) {
-    const double v = sensitivity_value(e, which);
+    const double v = sensitivityValue(e, which);
     if (v > 0 && std::isfinite(v)) lowest = std::min(lowest, v);
   }
   const double floor = std::isfinite(lowest) ? std::log10(lowest) : 0.0;
   auto put = [&](int c, int r, const SensitivityEntry& e) {
     const size_t i = static_cast<size_t>(c) * static_cast<size_t>(g.rows) + static_cast<size_t>(r);
-    const double v = sensitivity_value(e, which);
+    const double v = sensitivityValue(e, which);
     g.values[i] = v > 0 ? std::log10(v) : (std::isnan(v) ? v : floor);
     g.recommended[i] = report.recommended(e);
     g.entries[i] = &e;
@@ -258,7 +258,7 @@ SensitivityGrid sensitivity_grid(const SensitivityReport& report, SensitivityVal
   return g;
 }
 
-std::optional<SensitivityProgress> parse_sensitivity_progress(const std::string& line) {
+std::optional<SensitivityProgress> parseSensitivityProgress(const std::string& line) {
   static const std::regex re(R"(^\s*\[[^\]]*\]\s*(\d+)\s*/\s*(\d+)\s*(.*?)\s*$)");
   std::smatch m;
   if (!std::regex_match(line, m, re)) return std::nullopt;

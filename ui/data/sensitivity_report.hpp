@@ -45,7 +45,7 @@ struct SensitivityRecommendation {
   bool keep_lm_head_bf16 = true;
 
   // The overrides as text ("1.down=bf16"), in order.
-  std::vector<std::string> override_texts() const;
+  std::vector<std::string> overrideTexts() const;
 };
 
 struct SensitivityReport {
@@ -64,11 +64,11 @@ struct SensitivityReport {
   // Parses the command's JSON; throws Error("sensitivity report: …") naming the missing or
   // malformed key by its path ("recommendation.kl", "ranking[3].only_fp8.loss").
   static SensitivityReport parse(const std::string& text);
-  static SensitivityReport from_json(const Json& doc);
+  static SensitivityReport fromJson(const Json& doc);
 
   // The entry of a layer's linear / of the lm_head, or nullptr when the ranking lacks it.
   const SensitivityEntry* find(int64_t layer, Module m) const;
-  const SensitivityEntry* lm_head() const;
+  const SensitivityEntry* lmHead() const;
   // Whether the recommendation keeps this linear / the lm_head in BF16.
   bool recommended(const SensitivityEntry& e) const;
   // Every measure of an entry, several lines ("L1.down (rank 1 of 15)\nonly L1.down in FP8: …").
@@ -77,7 +77,7 @@ struct SensitivityReport {
 
 // Which KL a heatmap cell shows.
 enum class SensitivityValue { only_fp8_kl, all_fp8_but_kl };
-double sensitivity_value(const SensitivityEntry& e, SensitivityValue which);
+double sensitivityValue(const SensitivityEntry& e, SensitivityValue which);
 
 // A report as a heatmap: columns are the seven linears (Module order), rows the layers (row l
 // is layer l) and, last, the lm_head (its value in every column). Cell (c, r) is at c * rows + r
@@ -91,7 +91,7 @@ struct SensitivityGrid {
   std::vector<char> recommended;                 // kept in BF16 by the recommendation
   std::vector<const SensitivityEntry*> entries;  // nullptr where the ranking lacks the cell
 };
-SensitivityGrid sensitivity_grid(const SensitivityReport& report, SensitivityValue which);
+SensitivityGrid sensitivityGrid(const SensitivityReport& report, SensitivityValue which);
 
 // A progress line of the command ("[####......] 12/120 only L0.q in FP8").
 struct SensitivityProgress {
@@ -99,6 +99,6 @@ struct SensitivityProgress {
   std::string what;
 };
 // nullopt when the line is not a progress line.
-std::optional<SensitivityProgress> parse_sensitivity_progress(const std::string& line);
+std::optional<SensitivityProgress> parseSensitivityProgress(const std::string& line);
 
 }  // namespace fp8rl::ui

@@ -83,7 +83,7 @@ void SensitivityRunner::readProgress() {
     const std::string line = partial_.mid(start, i - start).toStdString();
     start = i + 1;
     if (line.empty()) continue;
-    if (const auto p = parse_sensitivity_progress(line))
+    if (const auto p = parseSensitivityProgress(line))
       emit progress(p->done, p->planned, QString::fromStdString(p->what));
     else {
       tail_ << QString::fromStdString(line);

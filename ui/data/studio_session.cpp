@@ -93,7 +93,7 @@ struct StudioSession::Snapshot {
 
 namespace {
 
-StudioSession::Snapshot read_snapshot(RunStore& store, const std::string& db_path,
+StudioSession::Snapshot readSnapshot(RunStore& store, const std::string& db_path,
                                       const std::vector<PollRequest>& polls,
                                       int64_t configs_known) {
   StudioSession::Snapshot snap;
@@ -105,10 +105,10 @@ StudioSession::Snapshot read_snapshot(RunStore& store, const std::string& db_pat
     if (dead && mark_crashed_runs(db_path) > 0) snap.runs = store.list_runs(configs_known);
     for (const auto& p : polls)
       for (const auto& r : snap.runs)
-        if (r.id == p.id && (is_live(r.status) || r.status != p.status ||
+        if (r.id == p.id && (run_status::is_live(r.status) || r.status != p.status ||
                              r.precision_summary != p.precision_summary ||
                              (r.last_step && *r.last_step > p.after_step)))
-          snap.polled.emplace(p.id, load_run(store, p.id, p.after_step));
+          snap.polled.emplace(p.id, loadRun(store, p.id, p.after_step));
   } catch (const Error& e) {
     snap.error = QStringLiteral("cannot read run database %1: %2")
                      .arg(QString::fromStdString(db_path), q(e.message()));
@@ -162,7 +162,7 @@ class StudioSession::Reader {
       Snapshot snap;
       try {
         if (!store) store = std::make_unique<RunStore>(db_, /*read_only=*/true);
-        snap = read_snapshot(*store, db_, polls, configs_known);
+        snap = readSnapshot(*store, db_, polls, configs_known);
       } catch (const Error& e) {
         snap.error = QStringLiteral("cannot read run database %1: %2")
                          .arg(QString::fromStdString(db_), q(e.message()));
@@ -199,7 +199,7 @@ std::vector<PollRequest> StudioSession::pollRequests() const {
 
 void StudioSession::refresh() {
   if (!store_) return;
-  apply(read_snapshot(*store_, db_path_.toStdString(), pollRequests(), configsKnown()));
+  apply(readSnapshot(*store_, db_path_.toStdString(), pollRequests(), configsKnown()));
 }
 
 void StudioSession::refreshInBackground() {
@@ -233,15 +233,15 @@ void StudioSession::apply(Snapshot snap) {
   run_index_.clear();
   for (size_t i = 0; i < runs_.size(); ++i) run_index_[runs_[i].id] = i;
   for (const auto& r : runs_) {
-    if (is_live(r.status) && !r.control_endpoint.empty() && !links_.count(r.id)) attach(r);
+    if (run_status::is_live(r.status) && !r.control_endpoint.empty() && !links_.count(r.id)) attach(r);
     auto it = data_.find(r.id);
-    if (!is_live(r.status) && links_.count(r.id)) {
+    if (!run_status::is_live(r.status) && links_.count(r.id)) {
       // Take what the link still holds, then let it go; the store has the rest.
       drain();
       links_.erase(r.id);
       if (it != data_.end() && !snap.polled.count(r.id)) {
         try {
-          snap.polled.emplace(r.id, load_run(*store_, r.id, it->second->last_step));
+          snap.polled.emplace(r.id, loadRun(*store_, r.id, it->second->last_step));
         } catch (const Error& e) {
           emit problem(QStringLiteral("cannot read run %1: %2").arg(r.id).arg(q(e.message())));
         }
@@ -255,7 +255,7 @@ void StudioSession::apply(Snapshot snap) {
     d.row = r;
     const int64_t before = d.version;
     if (auto p = snap.polled.find(r.id); p != snap.polled.end())
-      merge_into(d, std::move(p->second));
+      mergeInto(d, std::move(p->second));
     if (row_changed && d.version == before) ++d.version;
     if (d.version != before) emit runUpdated(r.id);
   }
@@ -270,7 +270,7 @@ const RunData* StudioSession::data(int64_t run) {
     return nullptr;
   }
   try {
-    auto d = std::make_unique<RunData>(load_run(*store_, run));
+    auto d = std::make_unique<RunData>(loadRun(*store_, run));
     d->version = 1;
     // What the link received before the history was read is merged on the next drain.
     return data_.emplace(run, std::move(d)).first->second.get();
@@ -317,7 +317,7 @@ void StudioSession::drain() {
     auto it = data_.find(id);
     if (it == data_.end()) continue;  // nobody looks at this run yet; its history is in the store
     const int64_t before = it->second->version;
-    merge_into(*it->second, std::move(delta));
+    mergeInto(*it->second, std::move(delta));
     if (it->second->version != before) emit runUpdated(id);
   }
 }

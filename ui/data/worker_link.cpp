@@ -10,7 +10,7 @@ namespace fp8rl::ui {
 
 namespace {
 
-double steady_seconds() {
+double steadySeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
@@ -51,14 +51,14 @@ void WorkerLink::send(const QString& command, Json fields) {
 WorkerLink::Health WorkerLink::health() const {
   std::lock_guard lock(mu_);
   Health h = health_;
-  h.heartbeat_age = last_heartbeat_ > 0 ? steady_seconds() - last_heartbeat_ : -1;
+  h.heartbeat_age = last_heartbeat_ > 0 ? steadySeconds() - last_heartbeat_ : -1;
   return h;
 }
 
 void WorkerLink::handle(const std::string& topic, const Json& payload) {
   if (topic == ipc::kTopicHeartbeat) {
     std::lock_guard lock(mu_);
-    last_heartbeat_ = steady_seconds();
+    last_heartbeat_ = steadySeconds();
     if (payload.is_object() && payload.contains("state") && payload.at("state").is_string())
       health_.state = QString::fromStdString(payload.at("state").as_string());
   }
@@ -78,17 +78,17 @@ void WorkerLink::handle(const std::string& topic, const Json& payload) {
   if (topic == ipc::kTopicHeartbeat) return;
   RunData delta;
   if (topic == ipc::kTopicStep)
-    add_step_payload(delta, payload);
+    addStepPayload(delta, payload);
   else if (topic == ipc::kTopicHistogram)
-    add_histogram_payload(delta, payload);
+    addHistogramPayload(delta, payload);
   else if (topic == ipc::kTopicEvent)
-    add_event_payload(delta, payload, started_at_);
+    addEventPayload(delta, payload, started_at_);
   else
     return;
   bool notify = false;
   {
     std::lock_guard lock(mu_);
-    merge_into(pending_, std::move(delta));
+    mergeInto(pending_, std::move(delta));
     notify = !std::exchange(signalled_, true);
   }
   if (notify) emit dataReady();
@@ -108,11 +108,11 @@ void WorkerLink::loop() {
     }
   };
   if (!connect()) return;
-  double last_message = steady_seconds();
+  double last_message = steadySeconds();
   int64_t dropped_earlier = 0;  // by clients replaced on reconnecting
   // hello: the worker's backend and device, and a protocol check. A freshly spawned worker
   // may take a moment to bind, so keep asking for a while.
-  const double t0 = steady_seconds();
+  const double t0 = steadySeconds();
   bool greeted = false;
   while (!stop_ && !greeted) {
     try {
@@ -131,7 +131,7 @@ void WorkerLink::loop() {
     } catch (const Error& e) {
       std::lock_guard lock(mu_);
       health_.error = QString::fromStdString(e.message());
-      if (steady_seconds() - t0 > 15) break;  // keep listening to telemetry anyway
+      if (steadySeconds() - t0 > 15) break;  // keep listening to telemetry anyway
     }
   }
   if (!start_.is_null() && !stop_) {
@@ -168,15 +168,15 @@ void WorkerLink::loop() {
     try {
       auto m = client->receive(50);
       if (m) {
-        last_message = steady_seconds();
+        last_message = steadySeconds();
         handle(m->topic, m->payload);
-      } else if (steady_seconds() - last_message > kReconnectSeconds) {
+      } else if (steadySeconds() - last_message > kReconnectSeconds) {
         // A worker heartbeats twice a second: silence this long means the telemetry connection
         // may be gone (ZeroMQ closes one that brings a message beyond kMaxTelemetryBytes and
         // does not reopen it). Connect afresh; the steps missed meanwhile are in the store.
         dropped_earlier += client->dropped();
         if (!connect()) return;
-        last_message = steady_seconds();
+        last_message = steadySeconds();
         std::lock_guard lock(mu_);
         ++health_.reconnects;
       }

@@ -45,7 +45,7 @@ void AuditTab::showNew() {
       tr("%1. The generator's compute copy of each linear against the trainer's quantization "
          "of its master weights: a row is ok when both use the same precision and the weights "
          "are bit-identical.")
-          .arg(QString::fromStdString(audit_badge_text(*run_))));
+          .arg(QString::fromStdString(auditBadgeText(*run_))));
   // Mismatches first, then by layer and module as recorded.
   std::vector<const AuditRow*> rows;
   for (const AuditRow& a : run_->audit) rows.push_back(&a);

@@ -207,8 +207,8 @@ void ImportanceTab::setBounds() {
                      c.at("grpo").at("importance").is_string() &&
                      c.at("grpo").at("importance").as_string() == "off";
     if (!off) {  // with importance "off" the bounds mean nothing
-      bounds.first = run_->live_setting("is_min").value_or(0);
-      bounds.second = run_->live_setting("is_max").value_or(0);
+      bounds.first = run_->liveSetting("is_min").value_or(0);
+      bounds.second = run_->liveSetting("is_max").value_or(0);
     }
   }
   if (bounds == bounds_) return;

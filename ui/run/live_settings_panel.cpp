@@ -45,7 +45,7 @@ LiveSettingsPanel::LiveSettingsPanel(QWidget* parent) : QWidget(parent) {
 
 void LiveSettingsPanel::setRun(const RunData* run) {
   for (auto& [key, row] : rows_) {
-    const auto v = run ? run->live_setting(key) : std::nullopt;
+    const auto v = run ? run->liveSetting(key) : std::nullopt;
     row.current->setText(v ? QString::number(*v, 'g', 6) : QStringLiteral("–"));
   }
 }

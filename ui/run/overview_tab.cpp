@@ -96,7 +96,7 @@ void OverviewTab::showNew() {
 void OverviewTab::updateKlMessage() {
   // With no KL penalty the engine never computes the KL to a reference: say so rather than
   // leave an empty chart.
-  const bool none = kl_to_reference_off(run_->row.config) && run_->series(metric::kKl).empty();
+  const bool none = klToReferenceOff(run_->row.config) && run_->series(metric::kKl).empty();
   kl_->setMessage(none ? tr("not computed: grpo.kl_beta is 0 — no reference policy") : QString());
 }
 

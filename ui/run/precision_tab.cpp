@@ -114,7 +114,7 @@ PrecisionTab::PrecisionTab(QWidget* parent)
 }
 
 bool PrecisionTab::runIsLive() const {
-  return run_ && is_live(run_->row.status);
+  return run_ && run_status::is_live(run_->row.status);
 }
 
 void PrecisionTab::clearRun() {
@@ -140,7 +140,7 @@ void PrecisionTab::showNew() {
   const auto& maps = run_->precision;
   if (!maps.empty() && (maps.size() != maps_ || maps.back().first != last_map_step_)) {
     // A new map is in effect (after an Apply, or first seen): show it, edits dropped.
-    grid_->setMap(run_->current_precision());
+    grid_->setMap(run_->currentPrecision());
     errors_.clear();
     status_->setText(tr("Map of step %1 in effect.").arg(static_cast<qint64>(maps.back().first)));
     maps_ = maps.size();
@@ -165,7 +165,7 @@ void PrecisionTab::updateErrors() {
 }
 
 void PrecisionTab::updateHistory() {
-  const auto changes = run_->precision_changes();
+  const auto changes = run_->precisionChanges();
   history_->setRowCount(0);
   auto add = [this](int64_t step, const QString& what) {
     const int row = history_->rowCount();

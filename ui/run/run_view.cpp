@@ -24,14 +24,14 @@ namespace fp8rl::ui {
 std::vector<ChartMarker> precisionMarkers(const RunData* run) {
   std::vector<ChartMarker> markers;
   if (!run) return markers;
-  for (const auto& [step, what] : run->precision_changes())
+  for (const auto& [step, what] : run->precisionChanges())
     markers.push_back({static_cast<double>(step), QString::fromStdString(what)});
   return markers;
 }
 
 bool syncPrecisionMarkers(const RunData* run, const std::vector<ChartView*>& charts,
                           size_t* shown) {
-  const size_t n = run ? run->precision_changes().size() : 0;
+  const size_t n = run ? run->precisionChanges().size() : 0;
   if (n == *shown) return false;
   *shown = n;
   const auto markers = precisionMarkers(run);
@@ -140,11 +140,11 @@ void RunView::showNew() {
 }
 
 void RunView::updateBadge() {
-  const std::string text = run_ ? audit_badge_text(*run_) : std::string();
+  const std::string text = run_ ? auditBadgeText(*run_) : std::string();
   badge_->setVisible(!text.empty());
   if (text.empty()) return;
   badge_->setText(QString::fromStdString(text));
-  const bool bad = audit_mismatches(*run_) > 0;
+  const bool bad = auditMismatches(*run_) > 0;
   badge_->setStyleSheet(bad ? QStringLiteral("QPushButton { background: #d62728; color: white; "
                                              "font-weight: bold; border-radius: 9px; "
                                              "padding: 2px 10px; margin: 2px; }")
@@ -153,7 +153,7 @@ void RunView::updateBadge() {
   badge_->setToolTip(
       bad ? tr("The generator and the trainer disagree on these linears:\n%1\n\nClick for the "
                "audit table.")
-                .arg(QString::fromStdString(audit_mismatch_list(*run_)))
+                .arg(QString::fromStdString(auditMismatchList(*run_)))
           : tr("Every linear's precision and weights agree between the generator and the "
                "trainer. Click for the audit table."));
 }

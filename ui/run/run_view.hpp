@@ -67,7 +67,7 @@ class RunView : public RunTab {
 };
 
 // Helpers the tabs share (defined in run_view.cpp).
-// The run's precision changes (RunData::precision_changes) as chart markers; none for nullptr.
+// The run's precision changes (RunData::precisionChanges) as chart markers; none for nullptr.
 std::vector<ChartMarker> precisionMarkers(const RunData* run);
 // Puts the run's precision markers on the charts when their number differs from *shown (the
 // number the charts show; SIZE_MAX forces it) and updates *shown; true when it set them.

@@ -115,7 +115,7 @@ class TokenDelegate : public QStyledItemDelegate {
           QObject::tr("token %1 of %2: %3 (p − g = log π_train − log π_gen)")
               .arg(t + 1)
               .arg(tokens.size())
-              .arg(QString::fromStdString(token_text(tokens[t].toStdString(), diff))),
+              .arg(QString::fromStdString(tokenText(tokens[t].toStdString(), diff))),
           view);
       return true;
     }
@@ -143,7 +143,7 @@ class TokenDelegate : public QStyledItemDelegate {
 }  // namespace
 
 QColor SamplesTab::tokenColor(double diff) {
-  const Rgb c = logprob_diff_color(diff);
+  const Rgb c = logprobDiffColor(diff);
   return QColor(c.r, c.g, c.b);
 }
 

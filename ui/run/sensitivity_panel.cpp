@@ -203,7 +203,7 @@ void SensitivityPanel::showReport() {
     return;
   }
   const auto which = static_cast<SensitivityValue>(value_->currentData().toInt());
-  const SensitivityGrid g = sensitivity_grid(*r, which);
+  const SensitivityGrid g = sensitivityGrid(*r, which);
   d.rows = g.rows;
   d.row_lo = 0;
   d.row_hi = g.rows;
@@ -258,7 +258,7 @@ void SensitivityPanel::setStatus(const QString& text) {
 void SensitivityPanel::updateButtons() {
   const bool busy = runner_->running();
   const SensitivityReport* r = report();
-  const bool live = run_ && is_live(run_->row.status);
+  const bool live = run_ && run_status::is_live(run_->row.status);
   measure_->setEnabled(run_ && !busy);
   progress_->setVisible(busy);
   cancel_->setVisible(busy);
