@@ -135,6 +135,9 @@ void MainWindow::buildActions() {
   stop_ = new QAction(tr("&Stop"), this);
   stop_->setToolTip(tr("Checkpoint, then stop the run"));
   checkpoint_ = new QAction(tr("&Checkpoint"), this);
+  continue_ = new QAction(tr("Co&ntinue"), this);
+  continue_->setToolTip(tr("Continue a stopped, crashed or failed run from its last checkpoint "
+                           "in a new worker, with the live edits made before it"));
   compare_action_ = new QAction(tr("C&ompare selected"), this);
   compare_action_->setToolTip(tr("Compare the runs selected in the runs panel (two or more)"));
   open_db_ = new QAction(tr("&Open database…"), this);
@@ -149,12 +152,18 @@ void MainWindow::buildActions() {
   connect(resume_, &QAction::triggered, this, [this] { session_->resume(current_); });
   connect(stop_, &QAction::triggered, this, [this] {
     if (QMessageBox::question(this, tr("Stop run"),
-                              tr("Checkpoint and stop run %1? It cannot continue in this "
-                                 "worker afterwards (fp8rl train --resume can).")
+                              tr("Checkpoint and stop run %1? Run › Continue picks it up "
+                                 "again from that checkpoint in a new worker.")
                                   .arg(current_)) == QMessageBox::Yes)
       session_->stop(current_);
   });
   connect(checkpoint_, &QAction::triggered, this, [this] { session_->checkpoint(current_); });
+  connect(continue_, &QAction::triggered, this, [this] {
+    const QString error = session_->continueRun(current_);
+    statusBar()->showMessage(error.isEmpty() ? tr("Continuing run %1 in a new worker…").arg(current_)
+                                             : tr("Cannot continue: %1").arg(error),
+                             8000);
+  });
   connect(compare_action_, &QAction::triggered, this,
           [this] { compareRuns(runs_->selectedRuns()); });
   connect(open_db_, &QAction::triggered, this, [this] {
@@ -182,7 +191,7 @@ void MainWindow::buildActions() {
   file->addSeparator();
   file->addAction(quit);
   auto* run = menuBar()->addMenu(tr("&Run"));
-  for (QAction* a : {launch_, pause_, resume_, stop_, checkpoint_}) run->addAction(a);
+  for (QAction* a : {launch_, pause_, resume_, stop_, checkpoint_, continue_}) run->addAction(a);
   run->addSeparator();
   run->addAction(compare_action_);
   auto* help = menuBar()->addMenu(tr("&Help"));
@@ -192,7 +201,8 @@ void MainWindow::buildActions() {
   auto* toolbar = addToolBar(tr("Runs"));
   toolbar->setObjectName(QStringLiteral("runs_toolbar"));
   toolbar->setToolButtonStyle(Qt::ToolButtonTextOnly);
-  for (QAction* a : {launch_, pause_, resume_, stop_, checkpoint_}) toolbar->addAction(a);
+  for (QAction* a : {launch_, pause_, resume_, stop_, checkpoint_, continue_})
+    toolbar->addAction(a);
   toolbar->addSeparator();
   toolbar->addAction(compare_action_);
   toolbar->addSeparator();
@@ -208,6 +218,9 @@ void MainWindow::updateActions() {
   resume_->setEnabled(linked && row->status == "paused");
   stop_->setEnabled(linked);
   checkpoint_->setEnabled(linked);
+  const QString refusal = row ? session_->continueRefusal(current_) : tr("no run selected");
+  continue_->setEnabled(session_->hasDatabase() && refusal.isEmpty());
+  continue_->setStatusTip(refusal);
   export_csv_->setEnabled(row != nullptr);
   compare_action_->setEnabled(runs_->selectedRuns().size() >= 2);
 }

@@ -38,6 +38,7 @@ class MainWindow : public QMainWindow {
   QAction* launchAction() const { return launch_; }
   QAction* pauseAction() const { return pause_; }
   QAction* resumeAction() const { return resume_; }
+  QAction* continueAction() const { return continue_; }
   QAction* stopAction() const { return stop_; }
   QAction* checkpointAction() const { return checkpoint_; }
   QAction* compareAction() const { return compare_action_; }
@@ -70,7 +71,7 @@ class MainWindow : public QMainWindow {
   CompareView* compare_;
   EngineReportView* report_;
   QTabWidget* tabs_;
-  QAction *launch_, *pause_, *resume_, *stop_, *checkpoint_, *compare_action_, *open_db_,
+  QAction *launch_, *pause_, *resume_, *stop_, *checkpoint_, *continue_, *compare_action_, *open_db_,
       *export_csv_;
   QLabel *db_label_, *health_label_;
   LaunchDialog* dialog_ = nullptr;

@@ -125,15 +125,15 @@ void RunSession::Impl::start() {
   if (opt.resume_run) {
     run->restore(opt.resume_dir);
     step = run->rl_done() > 0 ? run->rl_done() : run->sft_done() - cfg.sft_steps;
-    {
-      std::lock_guard lock(mu);
-      st.run_id = *opt.resume_run;
-      st.step = step;
-    }
+    // The steps after the checkpoint go before anyone hears the run id (a studio rereads the
+    // run when it does).
     if (rec) {
-      rec->truncate_after(id(), step);
-      rec->reopen_run(id());
+      rec->truncate_after(*opt.resume_run, step);
+      rec->reopen_run(*opt.resume_run);
     }
+    std::lock_guard lock(mu);
+    st.run_id = *opt.resume_run;
+    st.step = step;
   } else if (rec) {
     const int64_t new_id = rec->create_run(opt.name.empty() ? cfg.name : opt.name,
                                            opt.preset.empty() ? "custom" : opt.preset, cfg.doc,

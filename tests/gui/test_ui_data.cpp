@@ -261,6 +261,55 @@ class TestUiData : public QObject {
     QVERIFY(!s.isLinked(id));
     QVERIFY(s.data(id)->last_step >= 2);
   }
+
+  // A crashed run continues from its checkpoint in a new worker: same run id, the data reread
+  // (the steps after the checkpoint are recorded again), steerable again.
+  void crashedRunContinues() {
+    QTemporaryDir dir;
+    StudioSession s(QStringLiteral(FP8RL_CLI));
+    QCOMPARE(s.openDatabase(dir.filePath("runs.sqlite")), QString());
+    WorkerReaper reaper{s};
+    QSignalSpy launched(&s, &StudioSession::runLaunched);
+    Json c = tiny_config(s.cli(), 400);
+    c["checkpoint"]["every"] = 2;
+    QCOMPARE(s.launch(c, QString()), QString());
+    QVERIFY(launched.wait(60000) || launched.count() == 1);
+    const qint64 id = launched.first().first().toLongLong();
+    const RunData* d = s.data(id);
+    QVERIFY(s.continueRefusal(id).contains("running"));
+    QVERIFY(wait_for(
+        [&] {
+          s.refresh();
+          return d->last_step >= 5 && s.runRow(id)->checkpoint_step.value_or(0) >= 2;
+        },
+        60000));
+    QVERIFY(::kill(static_cast<pid_t>(s.runRow(id)->pid), SIGKILL) == 0);
+    QVERIFY(wait_for(
+        [&] {
+          s.refresh();
+          return s.runRow(id)->status == "crashed";
+        },
+        10000));
+    QVERIFY(s.continueRefusal(id).isEmpty());
+    const int64_t ckpt = *s.runRow(id)->checkpoint_step;
+    launched.clear();
+    QCOMPARE(s.continueRun(id), QString());
+    QVERIFY(launched.wait(60000) || launched.count() == 1);
+    QCOMPARE(launched.first().first().toLongLong(), id);
+    QVERIFY(s.isLinked(id));
+    QCOMPARE(s.data(id), d);  // reread in place
+    QVERIFY(d->last_step <= ckpt + 1);  // the steps after the checkpoint were dropped, then …
+    QVERIFY(wait_for([&] { return d->last_step >= ckpt + 2; }, 60000));  // … come again
+    s.refresh();
+    QCOMPARE(QString::fromStdString(s.runRow(id)->status), QStringLiteral("running"));
+    s.stop(id);
+    QVERIFY(wait_for(
+        [&] {
+          s.refresh();
+          return s.runRow(id)->status == "stopped";
+        },
+        60000));
+  }
 };
 
 QTEST_MAIN(TestUiData)

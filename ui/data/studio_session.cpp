@@ -306,6 +306,17 @@ void StudioSession::drain() {
     });
     links_[id] = std::move(launching_[i]);
     launching_.erase(launching_.begin() + static_cast<std::ptrdiff_t>(i));
+    // A continued run: its worker has dropped the steps after the checkpoint from the store;
+    // reread them in place (views hold the data's address).
+    if (auto d = data_.find(id); stale_.erase(id) && d != data_.end() && store_) {
+      try {
+        const int64_t version = d->second->version;
+        *d->second = loadRun(*store_, id);
+        d->second->version = version + 1;
+      } catch (const Error& e) {
+        emit problem(tr("cannot reread run %1: %2").arg(id).arg(q(e.message())));
+      }
+    }
     refresh();
     emit runLaunched(id);
   }
@@ -325,14 +336,41 @@ void StudioSession::drain() {
 QString StudioSession::launch(const Json& config, const QString& name, const QString& preset,
                               const RankLaunch& ranks) {
   if (!store_) return tr("open a run database first");
-  EngineCli::Spawned w;
-  QString error;
-  if (!cli_.spawnWorker(db_path_, ranks, &w, &error)) return error;
   Json start;
   start["config"] = config;
   if (!name.isEmpty()) start["name"] = name.toStdString();
   // The configuration is complete; the preset only names where it came from.
   if (!preset.isEmpty()) start["preset"] = preset.toStdString();
+  return startWorker(start, ranks);
+}
+
+QString StudioSession::continueRefusal(int64_t run) const {
+  const RunStore::RunRow* row = runRow(run);
+  if (!row) return tr("no run %1").arg(run);
+  const std::string& s = row->status;
+  if (s != run_status::kStopped && s != run_status::kCrashed && s != run_status::kFailed)
+    return tr("run %1 is %2: only a stopped, crashed or failed run continues")
+        .arg(run)
+        .arg(q(s));
+  if (row->checkpoint_dir.empty() || !row->checkpoint_step)
+    return tr("run %1 has no checkpoint to continue from").arg(run);
+  return {};
+}
+
+QString StudioSession::continueRun(int64_t run) {
+  if (!store_) return tr("open a run database first");
+  if (const QString why = continueRefusal(run); !why.isEmpty()) return why;
+  Json start;
+  start["resume"] = run;
+  const QString error = startWorker(start, {});
+  if (error.isEmpty()) stale_.insert(run);
+  return error;
+}
+
+QString StudioSession::startWorker(const Json& start, const RankLaunch& ranks) {
+  EngineCli::Spawned w;
+  QString error;
+  if (!cli_.spawnWorker(db_path_, ranks, &w, &error)) return error;
   // Spawned here on IPC endpoints: plain ZeroMQ, no server key.
   auto link = std::make_unique<WorkerLink>(-1, w.control, w.telemetry, QString(),
                                            QDateTime::currentMSecsSinceEpoch() / 1000.0, start);

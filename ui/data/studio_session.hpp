@@ -10,12 +10,13 @@
 #include <QStringList>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
+#include "contract/live_edit.hpp"
 #include "core/json.hpp"
 #include "store/run_store.hpp"
 #include "ui/data/engine_cli.hpp"
-#include "contract/live_edit.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/worker_link.hpp"
 
@@ -65,6 +66,13 @@ class StudioSession : public QObject {
   // launch choice, not configuration): rank 0 records the run and serves the studio.
   QString launch(const Json& config, const QString& name, const QString& preset = QString(),
                  const RankLaunch& ranks = {});
+  // Why a recorded run cannot be continued ("" when it can): it must be stopped, crashed or
+  // failed, with a checkpoint.
+  QString continueRefusal(int64_t run) const;
+  // Continues a stopped, crashed or failed run from its last checkpoint in a new worker, with
+  // the configuration and live edits saved there; returns "" or why not. The steps after the
+  // checkpoint are recorded again; the run's data here is reread once the worker has it.
+  QString continueRun(int64_t run);
 
   // Control of a live run (errors and notes arrive as commandFinished).
   void pause(int64_t run);
@@ -97,6 +105,8 @@ class StudioSession : public QObject {
 
  private:
   void attach(const RunStore::RunRow& row);
+  // Spawns a worker and sends it `start`; its link waits in launching_ for the run id.
+  QString startWorker(const Json& start, const RankLaunch& ranks);
   void send(int64_t run, const QString& command, Json fields = Json(Json::Object{}));
   class Reader;
   std::vector<PollRequest> pollRequests() const;
@@ -112,6 +122,7 @@ class StudioSession : public QObject {
   std::map<int64_t, std::unique_ptr<RunData>> data_;
   std::map<int64_t, std::unique_ptr<WorkerLink>> links_;  // by run id
   std::vector<std::unique_ptr<WorkerLink>> launching_;    // run id not known yet
+  std::set<int64_t> stale_;  // continued runs whose data is reread once their worker reports
   QTimer* drain_timer_;
   QTimer* refresh_timer_;
   QString last_error_;
