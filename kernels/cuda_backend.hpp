@@ -166,7 +166,7 @@ class CudaBackend final : public Backend {
                         const Matrix& dx, const Matrix& dw) override;
 
   // rope.cu.
-  void rope(const Matrix& x, int64_t heads, const int32_t* positions, float theta,
+  void rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
             bool inverse) override;
 
   // attention.cu. FP32 tiled attention with online softmax (D ≤ 256). Backward recomputes the

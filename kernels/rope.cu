@@ -1,7 +1,8 @@
 // Rotary position embedding in place, Hugging Face rotate_half layout (mirrors
 // engine/backend/cpu/rope.cpp). Shapes: x [M, heads·D], positions [M] int32 (device).
 // For head h and i < D/2 the pair (x[i], x[i + D/2]) rotates by angle = positions[m] · inv_freq,
-// inv_freq = powf(theta, −2i/D) in FP32; inverse rotates by −angle (the backward pass). The
+// inv_freq = rope_inv_freq(rope, i, D) in FP32 (backend/rope_rules.hpp: theta^(−2i/D), Llama 3's
+// scaling when asked); inverse rotates by −angle (the backward pass). The
 // device's powf and sincosf (full range reduction: no fast math) are within a few ulp of the
 // CPU's; the rotation itself is spelled with _rn intrinsics so nvcc cannot contract it into FMAs.
 #include <cuda_runtime.h>
@@ -24,13 +25,12 @@ constexpr int kThreads = 128;
 // and written by one thread only, so the update in place is race-free.
 __global__ void __launch_bounds__(kThreads)
     rope_kernel(Out x, int64_t M, int64_t cols, int half, int pairs,
-                const int32_t* __restrict__ pos, float theta, bool inverse) {
-  const float D = static_cast<float>(2 * half);
+                const int32_t* __restrict__ pos, Rope rope, bool inverse) {
   for (int64_t m = blockIdx.x; m < M; m += gridDim.x) {
     const float p = static_cast<float>(pos[m]);
     for (int j = threadIdx.x; j < pairs; j += kThreads) {
       const int head = j / half, i = j - head * half;
-      const float inv_freq = powf(theta, -2.0f * static_cast<float>(i) / D);
+      const float inv_freq = rope_inv_freq(rope, i, 2 * half);
       float angle = p * inv_freq;
       if (inverse) angle = -angle;
       float s, c;
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void CudaBackend::rope(const Matrix& x, int64_t heads, const int32_t* positions, float theta,
+void CudaBackend::rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
                        bool inverse) {
   cuda::check_activation("rope", "x", x);
   check(heads > 0 && x.cols % heads == 0, "rope: width of " + cuda::shape_of("x", x) +
@@ -62,7 +62,7 @@ void CudaBackend::rope(const Matrix& x, int64_t heads, const int32_t* positions,
   make_current();
   rope_kernel<<<cuda::grid_for(M, 1, int64_t{64} * sm_count_), kThreads, 0, stream_>>>(
       cuda::out_of(x), M, x.cols, static_cast<int>(D / 2), static_cast<int>(heads * (D / 2)),
-      positions, theta, inverse);
+      positions, rope, inverse);
   cuda::check_launch("rope_kernel");
 }
 

@@ -18,8 +18,8 @@ engine/contract  (core|contract)/
 engine/fp8       (core|fp8)/
 engine/text      (core|text)/
 engine/backend   (core|fp8|backend)/|dist/communicator\.hpp
-kernels          ((core|fp8)/|backend/(backend|cuda_module_api|sampling_rules)\.hpp|dist/communicator\.hpp)
-engine/model     ((core|fp8|contract|model)/|backend/(backend|sampling_rules)\.hpp)
+kernels          ((core|fp8)/|backend/(backend|cuda_module_api|sampling_rules|rope_rules)\.hpp|dist/communicator\.hpp)
+engine/model     ((core|fp8|contract|model)/|backend/(backend|sampling_rules|rope_rules)\.hpp)
 engine/rollout   ((core|fp8|contract|model|rollout)/|backend/(backend|sampling_rules)\.hpp)
 engine/rl        ((core|fp8|contract|model|rollout|text|rl|dist)/|backend/backend\.hpp)
 engine/session   ((core|contract|rl|session|dist)/|backend/backend\.hpp)

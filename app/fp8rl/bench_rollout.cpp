@@ -56,7 +56,7 @@ Json bench_rollout(Backend& be, const RolloutOptions& o) {
   const int kModes = static_cast<int>(modes.size());
   // One model (one random initialisation, the slow part for large shapes): each mode switches
   // its linears' precision, which re-makes the compute copies from the same masters.
-  Qwen3Model model(be, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 7);
+  DecoderModel model(be, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 7);
   std::vector<std::vector<RolloutStats>> stats(o.batches.size(),
                                                std::vector<RolloutStats>(modes.size()));
   for (int mi = 0; mi < kModes; ++mi) {

@@ -8,7 +8,7 @@
 #include "bench.hpp"
 #include "core/error.hpp"
 #include "model/optimizer.hpp"
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 #include "rl/run_loop.hpp"
 
 namespace fp8rl::cli::bench {
@@ -76,7 +76,7 @@ Json bench_train(Backend& be, const TrainOptions& o) {
   // One model (one random initialisation, the slow part for large shapes): each mode switches
   // the linears' precision, which re-makes the compute copies from the FP32 masters, and gets a
   // fresh optimizer.
-  Qwen3Model model(be, cfg, PrecisionMap(L, Precision::bf16), 7);
+  DecoderModel model(be, cfg, PrecisionMap(L, Precision::bf16), 7);
   OptimizerConfig oc;
   oc.lr = 1e-4;
   // Every mode starts from the same weights (a host copy of the masters), so that the losses

@@ -79,7 +79,7 @@ int cmd_init(const std::vector<std::string>& args) {
     throw Error(config_path + ": " + e.message());
   }
   auto cpu = make_cpu_backend();
-  Qwen3Model model(*cpu, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32),
+  DecoderModel model(*cpu, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32),
                    static_cast<uint64_t>(a.get_int("seed", 0)), a.get_number("init-std", 0.02));
   save_checkpoint(a.get("output", ""), model);
   std::printf("wrote %s (%lld parameters)\n", a.get("output", "").c_str(),

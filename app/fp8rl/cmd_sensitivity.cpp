@@ -183,7 +183,7 @@ int cmd_sensitivity(const std::vector<std::string>& args) {
     std::fprintf(stderr, "fp8rl sensitivity: using the CPU (%s)\n", sel.fallback_reason.c_str());
 
   const auto task = make_run_task(cfg);
-  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<DecoderModel> model;
   try {
     model = make_run_model(cfg, *sel.backend, *task);
   } catch (const Error& e) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/rope_rules.hpp"
 #include "dist/communicator.hpp"
 #include "fp8/format.hpp"
 
@@ -188,9 +189,10 @@ class Backend {
                                 const float* rstd, const Matrix& dx, const Matrix& dw) = 0;
 
   // Rotary embedding in place on x [M, heads·D], Hugging Face "rotate_half" layout: for each
-  // head, pairs (i, i + D/2), i < D/2, rotate by angle positions[m] · theta^(−2i/D).
-  // inverse = true rotates by −angle (the backward pass). positions: int32, backend memory.
-  virtual void rope(const Matrix& x, int64_t heads, const int32_t* positions, float theta,
+  // head, pairs (i, i + D/2), i < D/2, rotate by angle positions[m] · rope_inv_freq(rope, i, D)
+  // (backend/rope_rules.hpp: theta^(−2i/D), Llama 3's scaling when asked). inverse = true
+  // rotates by −angle (the backward pass). positions: int32, backend memory.
+  virtual void rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
                     bool inverse) = 0;
 
   // Causal grouped-query attention over B sequences of T tokens. q [B·T, Hq·D], k, v

@@ -137,7 +137,7 @@ void verify_checkpoint(const std::string& dir) {
   }
 }
 
-void save_checkpoint(const std::string& dir, Qwen3Model& model, const AdamW* optimizer,
+void save_checkpoint(const std::string& dir, DecoderModel& model, const AdamW* optimizer,
                      const Json& trainer_state) {
   std::filesystem::create_directories(dir);
   Json cfg = model.config().to_json();
@@ -176,7 +176,7 @@ std::optional<BlockFp8Config> read_checkpoint_quantization(const std::string& di
   return parse_block_fp8_config(read_config_json(dir), dir + "/config.json");
 }
 
-std::unique_ptr<Qwen3Model> load_checkpoint(Backend& be, const std::string& folder,
+std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const std::string& folder,
                                             const PrecisionMap& precision, QuantOptions qopt) {
   const std::string dir = checkpoint_dir_to_read(folder);
   verify_checkpoint(dir);
@@ -195,13 +195,13 @@ std::unique_ptr<Qwen3Model> load_checkpoint(Backend& be, const std::string& fold
   if (block_fp8 && pm.layers() == cfg.num_hidden_layers)
     for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
       for (int mi = 0; mi < kModules; ++mi) {
-        const auto it = f.tensors.find(Qwen3Model::linear_weight_name(l, Module(mi)));
+        const auto it = f.tensors.find(DecoderModel::linear_weight_name(l, Module(mi)));
         if (pm.at(l, Module(mi)) == Precision::fp8 && it != f.tensors.end() &&
             !is_fp8_dtype(it->second.dtype))
           pm.set(l, Module(mi), Precision::bf16);
       }
 
-  auto model = std::make_unique<Qwen3Model>(be, cfg, pm, 0, 0.02, qopt);
+  auto model = std::make_unique<DecoderModel>(be, cfg, pm, 0, 0.02, qopt);
   std::map<std::string, Linear*> linears;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
     for (int mi = 0; mi < kModules; ++mi) {

@@ -12,13 +12,13 @@
 
 #include "model/fp8_checkpoint.hpp"
 #include "model/optimizer.hpp"
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 
 namespace fp8rl {
 
 // Writes the model (FP32 masters; sharded above kDefaultMaxShardBytes) and the optimizer when
 // given into dir (created if needed).
-void save_checkpoint(const std::string& dir, Qwen3Model& model, const AdamW* optimizer = nullptr,
+void save_checkpoint(const std::string& dir, DecoderModel& model, const AdamW* optimizer = nullptr,
                      const Json& trainer_state = Json());
 
 // Writes a checkpoint directory so that whoever reads it — or a process killed meanwhile — sees
@@ -56,7 +56,7 @@ std::optional<BlockFp8Config> read_checkpoint_quantization(const std::string& di
 // (Linear::set_fp8_weight), so fp8 inference computes with exactly the file's bytes until the
 // optimizer changes the weights (the next refresh()). Linears the file keeps in BF16 run in
 // bf16 where `precision` says fp8. Scales of the wrong dtype or shape are errors naming them.
-std::unique_ptr<Qwen3Model> load_checkpoint(Backend& be, const std::string& dir,
+std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const std::string& dir,
                                             const PrecisionMap& precision, QuantOptions qopt = {});
 
 // Loads optimizer.safetensors of dir into an optimizer built for the same model.

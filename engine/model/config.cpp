@@ -1,16 +1,24 @@
 #include "model/config.hpp"
 
-#include <map>
+#include <algorithm>
 
 #include "core/error.hpp"
+#include "model/family.hpp"
 
 namespace fp8rl {
+
+bool MoeConfig::layer_has_experts(int64_t layer) const {
+  return enabled() && (layer + 1) % decoder_sparse_step == 0 &&
+         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) ==
+             mlp_only_layers.end();
+}
 
 void ModelConfig::validate() const {
   auto positive = [](int64_t v, const char* name) {
     check(v > 0,
           std::string("model config: ") + name + " must be positive, got " + std::to_string(v));
   };
+  model_family(family);  // throws naming the known families
   positive(hidden_size, "hidden_size");
   positive(num_hidden_layers, "num_hidden_layers");
   positive(num_attention_heads, "num_attention_heads");
@@ -27,12 +35,43 @@ void ModelConfig::validate() const {
         "model config: head_dim must be even (rotary pairs), got " + std::to_string(head_dim));
   check(rope_theta > 0, "model config: rope_theta must be positive");
   check(rms_norm_eps > 0, "model config: rms_norm_eps must be positive");
+  if (rope_scaling == RopeScalingType::llama3) {
+    check(rope_factor > 0, "model config: rope_scaling.factor must be positive");
+    check(rope_low_freq_factor > 0 && rope_high_freq_factor > rope_low_freq_factor,
+          "model config: rope_scaling needs 0 < low_freq_factor < high_freq_factor");
+    check(rope_original_max_position_embeddings > 0,
+          "model config: rope_scaling.original_max_position_embeddings must be positive");
+  }
+  if (moe.enabled()) {
+    positive(moe.experts_per_token, "num_experts_per_tok");
+    positive(moe.intermediate_size, "moe_intermediate_size");
+    positive(moe.decoder_sparse_step, "decoder_sparse_step");
+    check(moe.experts_per_token <= moe.num_experts,
+          "model config: num_experts_per_tok (" + std::to_string(moe.experts_per_token) +
+              ") is larger than num_experts (" + std::to_string(moe.num_experts) + ")");
+    for (int64_t l : moe.mlp_only_layers)
+      check(l >= 0 && l < num_hidden_layers,
+            "model config: mlp_only_layers lists layer " + std::to_string(l) + " of " +
+                std::to_string(num_hidden_layers));
+  }
+}
+
+Rope ModelConfig::rope() const {
+  Rope r;
+  r.theta = static_cast<float>(rope_theta);
+  r.scaling = rope_scaling;
+  r.factor = static_cast<float>(rope_factor);
+  r.low_freq_factor = static_cast<float>(rope_low_freq_factor);
+  r.high_freq_factor = static_cast<float>(rope_high_freq_factor);
+  r.original_max_positions = static_cast<float>(rope_original_max_position_embeddings);
+  return r;
 }
 
 Json ModelConfig::to_json() const {
+  const ModelFamily& f = model_family(family);
   Json j;
-  j["architectures"] = Json(Json::Array{Json("Qwen3ForCausalLM")});
-  j["model_type"] = "qwen3";
+  j["architectures"] = Json(Json::Array{Json(f.architecture)});
+  j["model_type"] = f.model_type;
   j["hidden_size"] = hidden_size;
   j["num_hidden_layers"] = num_hidden_layers;
   j["num_attention_heads"] = num_attention_heads;
@@ -47,20 +86,29 @@ Json ModelConfig::to_json() const {
   j["hidden_act"] = "silu";
   j["attention_bias"] = false;
   j["torch_dtype"] = "bfloat16";
+  if (eos_token_ids.size() == 1) j["eos_token_id"] = static_cast<int64_t>(eos_token_ids[0]);
+  if (eos_token_ids.size() > 1) {
+    Json::Array ids;
+    for (int32_t id : eos_token_ids) ids.emplace_back(static_cast<int64_t>(id));
+    j["eos_token_id"] = Json(std::move(ids));
+  }
+  f.write(*this, j);
   return j;
 }
 
 ModelConfig ModelConfig::from_json(const Json& j) {
   check(j.is_object(), "expected a JSON object");
-  if (j.contains("model_type")) {
-    const auto& t = j.at("model_type").as_string("model_type");
-    check(t == "qwen3", "model_type \"" + t + "\" is not supported (only qwen3)");
-  }
+  const ModelFamily& f = model_family_of(j);
   if (j.contains("attention_bias"))
     check(!j.at("attention_bias").as_bool("attention_bias"),
           "attention_bias = true is not supported");
+  if (j.contains("hidden_act"))
+    check(j.at("hidden_act").as_string("hidden_act") == "silu",
+          "hidden_act \"" + j.at("hidden_act").as_string() + "\" is not supported (only silu)");
   ModelConfig c;
+  c.family = f.name;
   auto integer = [&](const char* key) {
+    check(j.contains(key), std::string("config.json has no ") + key);
     return j.at(key).as_int(std::string(key));
   };
   c.hidden_size = integer("hidden_size");
@@ -68,27 +116,53 @@ ModelConfig ModelConfig::from_json(const Json& j) {
   c.num_attention_heads = integer("num_attention_heads");
   c.num_key_value_heads =
       j.contains("num_key_value_heads") ? integer("num_key_value_heads") : c.num_attention_heads;
-  c.head_dim = j.contains("head_dim") ? integer("head_dim") : c.hidden_size / c.num_attention_heads;
+  check(c.num_attention_heads > 0, "num_attention_heads must be positive");
+  c.head_dim = j.contains("head_dim") && !j.at("head_dim").is_null()
+                   ? integer("head_dim")
+                   : c.hidden_size / c.num_attention_heads;
   c.intermediate_size = integer("intermediate_size");
   c.vocab_size = integer("vocab_size");
   if (j.contains("max_position_embeddings"))
     c.max_position_embeddings = integer("max_position_embeddings");
-  if (j.contains("rope_theta"))
-    c.rope_theta = j.at("rope_theta").as_number("rope_theta");
+  if (j.contains("rope_theta")) c.rope_theta = j.at("rope_theta").as_number("rope_theta");
   if (j.contains("rms_norm_eps"))
     c.rms_norm_eps = j.at("rms_norm_eps").as_number("rms_norm_eps");
   if (j.contains("tie_word_embeddings"))
     c.tie_word_embeddings = j.at("tie_word_embeddings").as_bool("tie_word_embeddings");
+  if (j.contains("eos_token_id") && !j.at("eos_token_id").is_null()) {
+    const Json& e = j.at("eos_token_id");
+    if (e.is_array())
+      for (const auto& id : e.as_array())
+        c.eos_token_ids.push_back(static_cast<int32_t>(id.as_int("eos_token_id item")));
+    else
+      c.eos_token_ids.push_back(static_cast<int32_t>(e.as_int("eos_token_id")));
+  }
+  read_rope_scaling(j, c);
+  f.read(j, c);
   c.validate();
   return c;
 }
 
 int64_t ModelConfig::parameter_count() const {
   const int64_t H = hidden_size, D = head_dim;
-  const int64_t attn = H * num_attention_heads * D * 2 + H * num_key_value_heads * D * 2 + 2 * D;
-  const int64_t mlp = 3 * H * intermediate_size;
-  const int64_t layer = attn + mlp + 2 * H;
-  return num_hidden_layers * layer + vocab_size * H * (tie_word_embeddings ? 1 : 2) + H;
+  const int64_t attn = H * num_attention_heads * D * 2 + H * num_key_value_heads * D * 2 +
+                       (qk_norm ? 2 * D : 0);
+  int64_t total = vocab_size * H * (tie_word_embeddings ? 1 : 2) + H;
+  for (int64_t l = 0; l < num_hidden_layers; ++l) {
+    const int64_t mlp = moe.layer_has_experts(l)
+                            ? moe.num_experts * 3 * H * moe.intermediate_size + moe.num_experts * H
+                            : 3 * H * intermediate_size;
+    total += attn + mlp + 2 * H;
+  }
+  return total;
+}
+
+int64_t ModelConfig::active_parameter_count() const {
+  int64_t total = parameter_count();
+  for (int64_t l = 0; l < num_hidden_layers; ++l)
+    if (moe.layer_has_experts(l))
+      total -= (moe.num_experts - moe.experts_per_token) * 3 * hidden_size * moe.intermediate_size;
+  return total;
 }
 
 }  // namespace fp8rl

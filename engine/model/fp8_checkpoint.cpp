@@ -54,7 +54,7 @@ struct LinearRef {
 };
 
 // The decoder linears by weight name.
-std::map<std::string, LinearRef> decoder_linears(Qwen3Model& model) {
+std::map<std::string, LinearRef> decoder_linears(DecoderModel& model) {
   std::map<std::string, LinearRef> out;
   for (int64_t l = 0; l < model.config().num_hidden_layers; ++l)
     for (int mi = 0; mi < kModules; ++mi) {
@@ -65,7 +65,7 @@ std::map<std::string, LinearRef> decoder_linears(Qwen3Model& model) {
 }
 
 // config.json of an export: the base (or the model's own) with torch_dtype set.
-Json export_config(Qwen3Model& model, const Json& base, const std::string& dir) {
+Json export_config(DecoderModel& model, const Json& base, const std::string& dir) {
   Json cfg = base.is_null() ? model.config().to_json() : base;
   check(cfg.is_object(), dir + "/config.json: the base configuration is not a JSON object");
   // The base must describe this model: sizes read back from it must be the model's.
@@ -250,7 +250,7 @@ bool module_name_matches(const std::string& pattern, const std::string& name) {
   return p == pattern.size();
 }
 
-ExportSummary save_fp8_checkpoint(const std::string& dir, Qwen3Model& model,
+ExportSummary save_fp8_checkpoint(const std::string& dir, DecoderModel& model,
                                   const Fp8ExportOptions& opt) {
   const QuantOptions qopt = model.quant_options();
   check(qopt.format == Fp8Format::e4m3, "block-FP8 export: the model quantizes weights to " +
@@ -326,7 +326,7 @@ ExportSummary save_fp8_checkpoint(const std::string& dir, Qwen3Model& model,
   return s;
 }
 
-ExportSummary save_bf16_checkpoint(const std::string& dir, Qwen3Model& model,
+ExportSummary save_bf16_checkpoint(const std::string& dir, DecoderModel& model,
                                    uint64_t max_shard_bytes, const Json& base_config) {
   Json cfg = export_config(model, base_config, dir);
   if (cfg.contains("quantization_config")) cfg.as_object().erase("quantization_config");

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/json.hpp"
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 #include "model/safetensors.hpp"
 
 namespace fp8rl {
@@ -100,13 +100,13 @@ struct ExportSummary {
 // quantizer's tiles of its masters with F32 scales (exactly what the model computes with). The
 // model's quantizer must use E4M3. Every other tensor is the BF16 rounding of its master; BF16
 // linears and lm_head are listed in modules_to_not_convert.
-ExportSummary save_fp8_checkpoint(const std::string& dir, Qwen3Model& model,
+ExportSummary save_fp8_checkpoint(const std::string& dir, DecoderModel& model,
                                   const Fp8ExportOptions& opt = {});
 
 // Writes dir/config.json (no quantization_config) and every tensor as the BF16 rounding of its
 // master: for a model loaded from FP8, the dequantized weights rounded once to BF16 (exact when
 // the scales are powers of two).
-ExportSummary save_bf16_checkpoint(const std::string& dir, Qwen3Model& model,
+ExportSummary save_bf16_checkpoint(const std::string& dir, DecoderModel& model,
                                    uint64_t max_shard_bytes = kDefaultMaxShardBytes,
                                    const Json& base_config = Json());
 

@@ -114,7 +114,7 @@ Side trainer_side(Backend& be, const Linear& lin, Precision p, const QuantOption
 
 }  // namespace
 
-std::vector<AuditRow> audit_weights(Qwen3Model& model, const PrecisionMap& trainer_map,
+std::vector<AuditRow> audit_weights(DecoderModel& model, const PrecisionMap& trainer_map,
                                     const QuantOptions& trainer_qopt) {
   Backend& be = model.backend();
   std::vector<AuditRow> rows;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "contract/step_record.hpp"
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 
 namespace fp8rl {
 
@@ -17,7 +17,7 @@ namespace fp8rl {
 // from the master (the quantizer with trainer_qopt, or a checkpoint's own FP8 tiles while they
 // are in use). max_abs_diff compares the two as FP32 values; ok needs equal precisions and
 // bit-identical codes, scales and BF16 values. Downloads every weight: a pass over the model.
-std::vector<AuditRow> audit_weights(Qwen3Model& model, const PrecisionMap& trainer_map,
+std::vector<AuditRow> audit_weights(DecoderModel& model, const PrecisionMap& trainer_map,
                                     const QuantOptions& trainer_qopt);
 
 }  // namespace fp8rl

@@ -38,7 +38,7 @@ std::unique_ptr<Task> make_run_task(const RunConfig& cfg) {
   return make_task(tc);
 }
 
-std::unique_ptr<Qwen3Model> make_run_model(const RunConfig& cfg, Backend& be, const Task& task) {
+std::unique_ptr<DecoderModel> make_run_model(const RunConfig& cfg, Backend& be, const Task& task) {
   const ModelConfig* mc = &cfg.model;
   ModelConfig from_ckpt;
   QuantOptions qopt;
@@ -56,9 +56,9 @@ std::unique_ptr<Qwen3Model> make_run_model(const RunConfig& cfg, Backend& be, co
             ") is smaller than the task tokenizer's (" +
             std::to_string(task.tokenizer().vocab_size()) + ")");
   const PrecisionMap pm = cfg.precision_map(model_cfg.num_hidden_layers);
-  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<DecoderModel> model;
   if (cfg.init_checkpoint.empty()) {
-    model = std::make_unique<Qwen3Model>(be, model_cfg, pm, cfg.seed, cfg.init_std, qopt);
+    model = std::make_unique<DecoderModel>(be, model_cfg, pm, cfg.seed, cfg.init_std, qopt);
   } else {
     model = load_checkpoint(be, cfg.init_checkpoint, pm, qopt);
   }

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 #include "rl/run_config.hpp"
 #include "rl/tasks.hpp"
 #include "rollout/generator.hpp"
@@ -27,7 +27,7 @@ std::unique_ptr<Task> make_run_task(const RunConfig& cfg);
 // The run's model: random (seeded by cfg.seed) with the config's sizes and the task's
 // vocabulary, or loaded from cfg.init_checkpoint; the config's precision map and lm_head
 // precision. Throws when the vocabulary is too small for the task.
-std::unique_ptr<Qwen3Model> make_run_model(const RunConfig& cfg, Backend& be, const Task& task);
+std::unique_ptr<DecoderModel> make_run_model(const RunConfig& cfg, Backend& be, const Task& task);
 
 // The text of a generated response without its <eos>; *ended = it finished with <eos>.
 std::string response_text(const Task& task, const Sequence& s, bool* ended);

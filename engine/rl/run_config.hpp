@@ -34,7 +34,7 @@ struct RunConfig {
   Precision default_precision = Precision::fp8;
   std::vector<std::string> precision_overrides;  // "LAYER.MODULE=PRECISION", * wildcards
   KvDType kv_cache = KvDType::bf16;
-  // The lm_head's precision (Qwen3Model::set_lm_head_precision); an fp32 map runs it in fp32.
+  // The lm_head's precision (DecoderModel::set_lm_head_precision); an fp32 map runs it in fp32.
   Precision lm_head = Precision::bf16;
   // Decode steps recorded as graphs where the backend can (DecodeGraphs::automatic; "off":
   // every step launched op by op).

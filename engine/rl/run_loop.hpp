@@ -22,7 +22,7 @@
 #include "dist/communicator.hpp"
 #include "model/kv_cache.hpp"
 #include "model/optimizer.hpp"
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 #include "rl/run_config.hpp"
 #include "rl/tasks.hpp"
 #include "rollout/generator.hpp"
@@ -37,7 +37,7 @@ class GrpoRun {
   ~GrpoRun();
 
   const RunConfig& config() const { return cfg_; }
-  Qwen3Model& model() { return *model_; }
+  DecoderModel& model() { return *model_; }
   const Task& task() const { return *task_; }
   Backend& backend() { return be_; }
   Communicator& communicator() { return *comm_; }
@@ -102,7 +102,7 @@ class GrpoRun {
   RunConfig cfg_;
   Backend& be_;
   std::unique_ptr<Task> task_;
-  std::unique_ptr<Qwen3Model> model_;
+  std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<AdamW> opt_, sft_opt_;
   std::unique_ptr<Generator> gen_;
   int64_t sft_done_ = 0, rl_done_ = 0;

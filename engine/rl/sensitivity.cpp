@@ -38,7 +38,7 @@ std::string LinearRef::bf16_override() const {
   return PrecisionOverride{layer, module, Precision::bf16}.to_string();
 }
 
-SensitivityProbe::SensitivityProbe(Qwen3Model& model, const RunConfig& cfg, const Task& task,
+SensitivityProbe::SensitivityProbe(DecoderModel& model, const RunConfig& cfg, const Task& task,
                                    int64_t prompts)
     : model_(model), saved_map_(model.precision()), saved_head_(model.lm_head_setting()) {
   check(prompts > 0, "sensitivity: the batch needs at least one prompt");
@@ -164,7 +164,7 @@ SensitivityMeasure SensitivityProbe::measure(const PrecisionMap& pm, Precision l
   return m;
 }
 
-SensitivityResult analyse_sensitivity(Qwen3Model& model, const RunConfig& cfg, const Task& task,
+SensitivityResult analyse_sensitivity(DecoderModel& model, const RunConfig& cfg, const Task& task,
                                       const SensitivityOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   if (opt.budget)

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "contract/precision.hpp"
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 #include "rl/group_rollouts.hpp"
 #include "rl/run_config.hpp"
 
@@ -108,7 +108,7 @@ struct SensitivityResult {
 // 4 GiB, naming the size).
 class SensitivityProbe {
  public:
-  SensitivityProbe(Qwen3Model& model, const RunConfig& cfg, const Task& task, int64_t prompts);
+  SensitivityProbe(DecoderModel& model, const RunConfig& cfg, const Task& task, int64_t prompts);
   ~SensitivityProbe();
   SensitivityProbe(const SensitivityProbe&) = delete;
   SensitivityProbe& operator=(const SensitivityProbe&) = delete;
@@ -122,9 +122,9 @@ class SensitivityProbe {
   const SensitivityMeasure& reference() const { return ref_; }
 
  private:
-  Qwen3Model& model_;
+  DecoderModel& model_;
   PrecisionMap saved_map_;
-  Precision saved_head_;  // the lm_head setting (Qwen3Model::lm_head_setting)
+  Precision saved_head_;  // the lm_head setting (DecoderModel::lm_head_setting)
   LossConfig loss_;
   float inv_t_;
   size_t micro_batch_;
@@ -141,7 +141,7 @@ class SensitivityProbe {
 
 // The whole analysis on `model` (its precision map and lm_head setting are restored afterwards;
 // its gradients are left zeroed). Throws for a negative or non-finite budget, naming it.
-SensitivityResult analyse_sensitivity(Qwen3Model& model, const RunConfig& cfg, const Task& task,
+SensitivityResult analyse_sensitivity(DecoderModel& model, const RunConfig& cfg, const Task& task,
                                       const SensitivityOptions& opt);
 
 // The `--set` form of a precision override list: precision.overrides=["*.*=fp8", "3.down=bf16"]

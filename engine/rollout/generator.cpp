@@ -118,7 +118,7 @@ int64_t graph_bucket(int64_t n) {
 // the active sequences are padding: token 0 at position 0 of the cache's extra slot pad_slot.
 class GraphStep {
  public:
-  GraphStep(Qwen3Model& model, KvCache& cache, int64_t rows, int32_t pad_slot,
+  GraphStep(DecoderModel& model, KvCache& cache, int64_t rows, int32_t pad_slot,
             const SamplingParams& params)
       : model_(model),
         cache_(cache),
@@ -176,7 +176,7 @@ class GraphStep {
     const auto* base = static_cast<const char*>(in_.data());
     const auto* uniforms = reinterpret_cast<const double*>(base);
     const auto* ints = reinterpret_cast<const int32_t*>(base + rows_ * 8);
-    const Qwen3Model::CachedStepInputs in{
+    const DecoderModel::CachedStepInputs in{
         ints, ints + rows_, ints + 2 * rows_, ints + 3 * rows_, ints + 4 * rows_, rows_, rows_};
     const Tensor logits = model_.forward_cached_step(in, cache_);
     auto* tokens = static_cast<int32_t*>(out_.data());
@@ -184,7 +184,7 @@ class GraphStep {
                                    reinterpret_cast<float*>(tokens + rows_));
   }
 
-  Qwen3Model& model_;
+  DecoderModel& model_;
   KvCache& cache_;
   int64_t rows_;
   int32_t pad_slot_;
@@ -196,7 +196,7 @@ class GraphStep {
 };
 }  // namespace
 
-Generator::Generator(Qwen3Model& model, GeneratorOptions opt) : model_(model), opt_(opt) {
+Generator::Generator(DecoderModel& model, GeneratorOptions opt) : model_(model), opt_(opt) {
   check(opt_.kv_dtype != KvDType::fp32 || model_.activation_dtype() == DType::f32,
         "an fp32 KV cache needs the fp32 model (use bf16 or fp8)");
   check(opt_.kv_dtype == KvDType::fp32 || model_.activation_dtype() == DType::bf16,

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/kv_cache.hpp"
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 #include "rollout/sampling.hpp"
 
 namespace fp8rl {
@@ -65,7 +65,7 @@ struct GeneratorOptions {
 
 class Generator {
  public:
-  Generator(Qwen3Model& model, GeneratorOptions opt);
+  Generator(DecoderModel& model, GeneratorOptions opt);
 
   // Generates a response for every prompt. Each sequence samples with its own generator
   // seeded from (params.seed, its index or params.sequence_ids[i]), so results do not depend
@@ -82,7 +82,7 @@ class Generator {
   void calibrate(const std::vector<std::vector<int32_t>>& prompts);
 
  private:
-  Qwen3Model& model_;
+  DecoderModel& model_;
   GeneratorOptions opt_;
   std::unique_ptr<KvCache> cache_;
   std::vector<std::pair<float, float>> scales_;

@@ -14,7 +14,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 #include "op_case.hpp"
 #include "rollout/generator.hpp"
 
@@ -40,7 +40,7 @@ struct PgError {
 };
 
 // The trainer's p (one forward over prompt + response) against the recorded g of every token.
-PgError p_vs_g(Qwen3Model& m, const std::vector<Sequence>& seqs, float inv_t) {
+PgError p_vs_g(DecoderModel& m, const std::vector<Sequence>& seqs, float inv_t) {
   PgError e;
   double sum = 0;
   for (const Sequence& s : seqs) {
@@ -65,7 +65,7 @@ Result graphs_vs_eager(Backend& test, Rng& rng, Precision p, KvDType kv, double 
   if (test.name() == "cpu")
     return skip("the CPU backend records no graphs (test_rollout checks the padded step)");
   const ModelConfig cfg = generation_model();
-  Qwen3Model m(test, cfg, PrecisionMap(cfg.num_hidden_layers, p), rng.next(), 0.05);
+  DecoderModel m(test, cfg, PrecisionMap(cfg.num_hidden_layers, p), rng.next(), 0.05);
   Generator eager(m, {kv, 0, SamplingSite::backend, DecodeGraphs::off});
   Generator graphs(m, {kv, 0, SamplingSite::backend, DecodeGraphs::automatic});
   // 20 prompts (bucket 32) of 3–17 tokens.

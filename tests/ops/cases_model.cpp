@@ -223,12 +223,26 @@ void add_rmsnorm(Registry& reg, int64_t M, int64_t H, DType dt) {
 }
 
 // ---------------------------------------------------------------- RoPE
-void add_rope(Registry& reg, int64_t M, int64_t heads, int64_t D, DType dt) {
-  const float theta = 1e6f;
+// Hugging Face's inverse frequencies in FP64, written from _compute_default_rope_parameters and
+// _compute_llama3_parameters (not from backend/rope_rules.hpp).
+double reference_inv_freq(const Rope& r, int64_t i, int64_t D) {
+  double f = std::pow(double(r.theta), -2.0 * double(i) / double(D));
+  if (r.scaling != RopeScalingType::llama3) return f;
+  const double pi = 3.14159265358979323846, L = r.original_max_positions;
+  const double wavelen = 2 * pi / f, low = r.low_freq_factor, high = r.high_freq_factor;
+  const double scaled = wavelen > L / low ? f / r.factor : f;
+  const bool medium = !(wavelen < L / high) && !(wavelen > L / low);
+  if (!medium) return scaled;
+  const double s = (L / wavelen - low) / (high - low);
+  return (1 - s) * scaled / r.factor + s * scaled;
+}
+
+void add_rope(Registry& reg, int64_t M, int64_t heads, int64_t D, DType dt, Rope rope = {}) {
+  const char* kind = rope.scaling == RopeScalingType::llama3 ? " llama3" : "";
   auto run_rope = [=](Backend& be, const HostTensor& x, const std::vector<int32_t>& pos, bool inv) {
     Dev X(be, x);
     DevIds P(be, pos);
-    be.rope(X.m(), heads, P.ptr(), theta, inv);
+    be.rope(X.m(), heads, P.ptr(), rope, inv);
     return X.get();
   };
   auto positions = [=](Rng& rng) {
@@ -236,8 +250,8 @@ void add_rope(Registry& reg, int64_t M, int64_t heads, int64_t D, DType dt) {
     for (auto& v : p) v = static_cast<int32_t>(rng.next() % 4096);
     return p;
   };
-  add(reg, {fmt("rope %s [%lld, %lldx%lld]", dtype_name(dt), (long long)M, (long long)heads,
-                (long long)D),
+  add(reg, {fmt("rope%s %s [%lld, %lldx%lld]", kind, dtype_name(dt), (long long)M,
+                (long long)heads, (long long)D),
             dt == DType::f32 ? 2e-4 : 2e-2,
             [=](Backend& be, Rng& rng) {
               const auto x = make(rng, M, heads * D, dt);
@@ -253,7 +267,7 @@ void add_rope(Registry& reg, int64_t M, int64_t heads, int64_t D, DType dt) {
               for (int64_t m = 0; m < M; ++m)
                 for (int64_t h = 0; h < heads; ++h)
                   for (int64_t i = 0; i < D / 2; ++i) {
-                    const double a = p[m] * std::pow(double(theta), -2.0 * i / D);
+                    const double a = p[m] * reference_inv_freq(rope, i, D);
                     const int64_t j = m * heads * D + h * D + i;
                     want[j] = x.v[j] * std::cos(a) - x.v[j + D / 2] * std::sin(a);
                     want[j + D / 2] = x.v[j + D / 2] * std::cos(a) + x.v[j] * std::sin(a);
@@ -566,6 +580,8 @@ void add_model_cases(Registry& reg) {
     add_rmsnorm(reg, 130, 128, dt);
     add_rope(reg, 9, 4, 64, dt);
     add_rope(reg, 3, 2, 128, dt);
+    // Llama 3.1's rope_scaling: every frequency band (kept, blended, slowed) at D = 128.
+    add_rope(reg, 9, 4, 128, dt, Rope{500000.0f, RopeScalingType::llama3, 8.0f, 1.0f, 4.0f, 8192.0f});
     add_attention(reg, 2, 7, 4, 2, 16, dt);
     add_attention(reg, 1, 65, 8, 2, 32, dt);
     add_attention(reg, 3, 1, 2, 1, 64, dt);

@@ -77,7 +77,7 @@ class TestAudit : public QObject {
     RunConfig cfg = RunConfig::load("demo", "", {"grpo.steps=2", "sft.steps=0"});
     auto be = make_cpu_backend();
     GrpoRun run(cfg, *be);
-    Qwen3Model& model = run.model();
+    DecoderModel& model = run.model();
     QVERIFY(audit_weights(model, model.precision(), model.quant_options()).size() > 2);
     QCOMPARE(mismatches(audit_weights(model, model.precision(), model.quant_options())),
              int64_t(0));

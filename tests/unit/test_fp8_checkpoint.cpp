@@ -118,7 +118,7 @@ class TestFp8Checkpoint : public QObject {
     QTemporaryDir tmp;
     const std::string root = tmp.path().toStdString();
     const std::string src = root + "/bf16", f8 = root + "/fp8", back = root + "/back";
-    Qwen3Model a(*cpu_, cfg_, all(Precision::fp32), 1, 0.05);
+    DecoderModel a(*cpu_, cfg_, all(Precision::fp32), 1, 0.05);
     save_bf16_checkpoint(src, a);
     QCOMPARE(run_cli({"--checkpoint", src, "--to", "fp8", "--output", f8}), 0);
     QCOMPARE(
@@ -171,7 +171,7 @@ class TestFp8Checkpoint : public QObject {
   void fp8LoadExportIsByteIdentical() {
     QTemporaryDir tmp;
     const std::string root = tmp.path().toStdString();
-    Qwen3Model a(*cpu_, cfg_, all(Precision::fp8), 2, 0.05);
+    DecoderModel a(*cpu_, cfg_, all(Precision::fp8), 2, 0.05);
     save_fp8_checkpoint(root + "/d1", a);
     auto b = load_checkpoint(*cpu_, root + "/d1", all(Precision::fp8));
     save_fp8_checkpoint(root + "/d2", *b);
@@ -197,7 +197,7 @@ class TestFp8Checkpoint : public QObject {
     // Inference computes with exactly the file's tiles, not a re-quantization of the masters.
     for (int64_t l = 0; l < L_; ++l)
       for (int mi = 0; mi < kModules; ++mi) {
-        const std::string name = Qwen3Model::linear_weight_name(l, Module(mi));
+        const std::string name = DecoderModel::linear_weight_name(l, Module(mi));
         const Fp8WeightTiles file = tiles_in(foreign, name);
         const Fp8Matrix& q = c->linear(l, Module(mi)).fp8_weight()->q;
         QVERIFY2(std::memcmp(q.codes, file.codes.data(), file.codes.size()) == 0, name.c_str());
@@ -217,7 +217,7 @@ class TestFp8Checkpoint : public QObject {
     int64_t scales = 0, ulp_off = 0;
     for (int64_t l = 0; l < L_; ++l)
       for (int mi = 0; mi < kModules; ++mi) {
-        const std::string name = Qwen3Model::linear_weight_name(l, Module(mi));
+        const std::string name = DecoderModel::linear_weight_name(l, Module(mi));
         const Param* p = b->find(name);
         const Fp8WeightTiles file = tiles_in(d1, name);
         Fp8Tensor q = Fp8Tensor::make(*cpu_, p->master.rows, p->master.cols,
@@ -243,7 +243,7 @@ class TestFp8Checkpoint : public QObject {
     const std::string dir = tmp.path().toStdString() + "/ckpt";
     PrecisionMap pm = all(Precision::fp8);
     pm.set(1, Module::down, Precision::bf16);
-    Qwen3Model a(*cpu_, cfg_, pm, 3, 0.05);
+    DecoderModel a(*cpu_, cfg_, pm, 3, 0.05);
     const auto ids = token_ids(2 * 9, cfg_.vocab_size);
     const auto before = a.logits(ids, 2, 9);
     save_fp8_checkpoint(dir, a);
@@ -266,7 +266,7 @@ class TestFp8Checkpoint : public QObject {
     QTemporaryDir tmp;
     const std::string one = tmp.path().toStdString() + "/one",
                       many = tmp.path().toStdString() + "/many";
-    Qwen3Model a(*cpu_, cfg_, all(Precision::fp8), 4, 0.05);
+    DecoderModel a(*cpu_, cfg_, all(Precision::fp8), 4, 0.05);
     QCOMPARE(save_fp8_checkpoint(one, a).files, int64_t{1});
     Fp8ExportOptions opt;
     opt.max_shard_bytes = 50000;
@@ -314,7 +314,7 @@ class TestFp8Checkpoint : public QObject {
   void refusalsNameTheTensorOrField() {
     QTemporaryDir tmp;
     const std::string dir = tmp.path().toStdString() + "/ckpt";
-    Qwen3Model a(*cpu_, cfg_, all(Precision::fp8), 5, 0.05);
+    DecoderModel a(*cpu_, cfg_, all(Precision::fp8), 5, 0.05);
     save_fp8_checkpoint(dir, a);
     const auto good = SafeTensorsFile::read_dir(dir);
     const Json good_cfg = read_json(dir + "/config.json");
@@ -380,7 +380,7 @@ class TestFp8Checkpoint : public QObject {
   void modulesToNotConvertAreHonoured() {
     QTemporaryDir tmp;
     const std::string dir = tmp.path().toStdString() + "/ckpt";
-    Qwen3Model a(*cpu_, cfg_, all(Precision::fp8), 6, 0.05);
+    DecoderModel a(*cpu_, cfg_, all(Precision::fp8), 6, 0.05);
     Fp8ExportOptions opt;
     opt.keep_bf16 = {"model.layers.0.*", "*.down_proj"};
     const ExportSummary s = save_fp8_checkpoint(dir, a, opt);
@@ -395,7 +395,7 @@ class TestFp8Checkpoint : public QObject {
       listed.push_back(m.as_string());
     for (int64_t l = 0; l < L_; ++l)
       for (int mi = 0; mi < kModules; ++mi) {
-        const std::string w = Qwen3Model::linear_weight_name(l, Module(mi));
+        const std::string w = DecoderModel::linear_weight_name(l, Module(mi));
         const std::string module = w.substr(0, w.size() - 7);
         const bool kept = l == 0 || Module(mi) == Module::down;
         QCOMPARE(f.tensors.at(w).dtype, std::string(kept ? "BF16" : "F8_E4M3"));
@@ -410,7 +410,7 @@ class TestFp8Checkpoint : public QObject {
     QVERIFY(b->precision().at(1, Module::gate) == Precision::fp8);
     QVERIFY(b->linear(0, Module::q).given_fp8_weight() == nullptr);
     QVERIFY(b->linear(1, Module::q).given_fp8_weight() != nullptr);
-    const std::string w0 = Qwen3Model::linear_weight_name(0, Module::q);
+    const std::string w0 = DecoderModel::linear_weight_name(0, Module::q);
     QVERIFY(same_bits(download_floats(*cpu_, b->find(w0)->master),
                       safetensor_floats(f.tensors.at(w0), w0)));
 
@@ -455,10 +455,10 @@ class TestFp8Checkpoint : public QObject {
     // A checkpoint with one E5M2 linear and an F16 norm.
     QTemporaryDir tmp;
     const std::string dir = tmp.path().toStdString() + "/ckpt";
-    Qwen3Model a(*cpu_, cfg_, all(Precision::fp8), 7, 0.05);
+    DecoderModel a(*cpu_, cfg_, all(Precision::fp8), 7, 0.05);
     save_fp8_checkpoint(dir, a);
     auto f = SafeTensorsFile::read_dir(dir);
-    const std::string gate = Qwen3Model::linear_weight_name(1, Module::gate);
+    const std::string gate = DecoderModel::linear_weight_name(1, Module::gate);
     for (auto& c : f.tensors[gate].data) c = float_to_e5m2(e4m3_to_float(c));
     f.tensors[gate].dtype = "F8_E5M2";
     SafeTensor& norm = f.tensors["model.norm.weight"];
@@ -491,7 +491,7 @@ class TestFp8Checkpoint : public QObject {
     doc["precision"]["scale_format"] = "pow2";
     const RunConfig rc = RunConfig::from_json(doc);
     const PrecisionMap pm = rc.precision_map(L_);
-    Qwen3Model a(*cpu_, cfg_, pm, 8, 0.05, QuantOptions{Fp8Format::e4m3, true});
+    DecoderModel a(*cpu_, cfg_, pm, 8, 0.05, QuantOptions{Fp8Format::e4m3, true});
     AdamW opt(*cpu_, a.parameters(), OptimizerConfig{});
     Json st;
     st["config"] = doc;
@@ -506,7 +506,7 @@ class TestFp8Checkpoint : public QObject {
     int fp8 = 0;
     for (int64_t l = 0; l < L_; ++l)
       for (int mi = 0; mi < kModules; ++mi) {
-        const std::string w = Qwen3Model::linear_weight_name(l, Module(mi));
+        const std::string w = DecoderModel::linear_weight_name(l, Module(mi));
         if (pm.at(l, Module(mi)) == Precision::bf16) {
           QCOMPARE(f.tensors.at(w).dtype, std::string("BF16"));
           continue;
@@ -539,7 +539,7 @@ class TestFp8Checkpoint : public QObject {
                       "*.gate_proj,*.up_proj", "--max-shard-size", "1GB"}),
              0);
     QCOMPARE(SafeTensorsFile::read_dir(out)
-                 .tensors.at(Qwen3Model::linear_weight_name(1, Module::up))
+                 .tensors.at(DecoderModel::linear_weight_name(1, Module::up))
                  .dtype,
              std::string("BF16"));
   }

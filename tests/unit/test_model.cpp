@@ -11,7 +11,7 @@
 #include "core/rng.hpp"
 #include "model/checkpoint.hpp"
 #include "model/optimizer.hpp"
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 
 using namespace fp8rl;
 
@@ -70,7 +70,7 @@ class TestModel : public QObject {
 
   void gradcheck(bool tied) {
     const ModelConfig cfg = tiny(tied);
-    Qwen3Model model(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 7, 0.3);
+    DecoderModel model(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 7, 0.3);
     Rng rng(11);
     const Batch b = random_batch(rng, 2, 5, cfg.vocab_size);
     std::vector<float> r(10);
@@ -131,7 +131,7 @@ class TestModel : public QObject {
       std::map<std::string, std::vector<float>> grads;
     };
     auto run = [&](Precision p) {
-      Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, p), 3, 0.05);
+      DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, p), 3, 0.05);
       Out o;
       o.logits = m.logits(b.ids, b.B, b.T);
       m.zero_grad();
@@ -190,7 +190,7 @@ class TestModel : public QObject {
     cfg.hidden_size = 128;
     cfg.head_dim = 32;
     cfg.intermediate_size = 256;
-    Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp8), 4, 0.05);
+    DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp8), 4, 0.05);
     m.set_quant_observer(&obs);
     Rng rng(8);
     const Batch b = random_batch(rng, 2, 9, cfg.vocab_size);
@@ -217,7 +217,7 @@ class TestModel : public QObject {
     const std::string dir = tmp.path().toStdString() + "/ckpt";
     const ModelConfig cfg = tiny();
     const PrecisionMap pm(cfg.num_hidden_layers, Precision::bf16);
-    Qwen3Model model(*cpu_, cfg, pm, 9, 0.1);
+    DecoderModel model(*cpu_, cfg, pm, 9, 0.1);
     Rng rng(2);
     const Batch b = random_batch(rng, 2, 6, cfg.vocab_size);
     const auto before = model.logits(b.ids, b.B, b.T);
@@ -257,7 +257,7 @@ class TestModel : public QObject {
     QTemporaryDir tmp;
     const std::string dir = tmp.path().toStdString();
     const ModelConfig cfg = tiny();
-    Qwen3Model model(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 1);
+    DecoderModel model(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 1);
     AdamW opt(*cpu_, model.parameters(), OptimizerConfig{});
     Rng rng(3);
     const Batch b = random_batch(rng, 1, 4, cfg.vocab_size);
@@ -273,7 +273,7 @@ class TestModel : public QObject {
 
   void scheduleWarmupAndCosine() {
     const ModelConfig cfg = tiny();
-    Qwen3Model model(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 1);
+    DecoderModel model(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 1);
     OptimizerConfig oc;
     oc.lr = 1.0;
     oc.warmup_steps = 4;
@@ -303,7 +303,7 @@ class TestModel : public QObject {
     const int64_t L = 6, T = 2 * L + 1, B = 16, steps = 150;
     std::map<Precision, double> final_loss;
     for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp8}) {
-      Qwen3Model model(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, p), 17, 0.05);
+      DecoderModel model(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, p), 17, 0.05);
       OptimizerConfig oc;
       oc.lr = 3e-3;
       AdamW opt(*cpu_, model.parameters(), oc);
@@ -342,7 +342,7 @@ class TestModel : public QObject {
 
   void badInputsAreErrors() {
     const ModelConfig cfg = tiny();
-    Qwen3Model model(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 1);
+    DecoderModel model(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 1);
     QVERIFY_THROWS_EXCEPTION(Error, model.forward({1, 2, 99}, {1, 2, 3}, 1, 3, 1.0f, false));
     QVERIFY_THROWS_EXCEPTION(Error, model.backward({1.0f}));
     PrecisionMap mixed(cfg.num_hidden_layers, Precision::fp8);

@@ -186,19 +186,22 @@ class TestModelFolder : public QObject {
                  "--set", "task.path=" + data});
     QVERIFY2(r.code == 1 && r.out.contains("bad.jsonl:"), qPrintable(r.out));
     // An architecture this engine does not run.
-    const QString llama = root_.filePath("llama");
-    QDir().mkpath(llama);
+    const QString mistral = root_.filePath("mistral");
+    QDir().mkpath(mistral);
     for (const QString& f : QDir(root_.filePath("small")).entryList(QDir::Files))
-      QFile::copy(root_.filePath("small") + "/" + f, llama + "/" + f);
-    QFile cfg(llama + "/config.json");
+      QFile::copy(root_.filePath("small") + "/" + f, mistral + "/" + f);
+    QFile cfg(mistral + "/config.json");
     QVERIFY(cfg.open(QIODevice::ReadOnly));
     QByteArray text = cfg.readAll();
     cfg.close();
-    write_file(llama + "/config.json", text.replace("\"qwen3\"", "\"llama\""));
-    r = run_cli({"train", "--preset", "math", "--model", llama, "--no-db", "--set",
+    write_file(mistral + "/config.json",
+               text.replace("\"qwen3\"", "\"mistral\"")
+                   .replace("Qwen3ForCausalLM", "MistralForCausalLM"));
+    r = run_cli({"train", "--preset", "math", "--model", mistral, "--no-db", "--set",
                  "task.path=" + root_.filePath("gsm8k.jsonl")});
-    QVERIFY2(r.code == 1 && r.out.contains("llama/config.json") &&
-                 r.out.contains("model_type \"llama\" is not supported"),
+    QVERIFY2(r.code == 1 && r.out.contains("mistral/config.json") &&
+                 r.out.contains("\"MistralForCausalLM\" is not supported (supported: "
+                                "Qwen3ForCausalLM, LlamaForCausalLM, Qwen3MoeForCausalLM)"),
              qPrintable(r.out));
   }
 };

@@ -9,7 +9,7 @@
 #include "backend/backend_registry.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 #include "rollout/generator.hpp"
 
 using namespace fp8rl;
@@ -40,7 +40,7 @@ std::vector<std::vector<int32_t>> random_prompts(Rng& rng, int n, int64_t V) {
 }
 
 // The trainer's log-probs of a generated sequence: one forward over prompt + response.
-std::vector<float> trainer_logprobs(Qwen3Model& m, const Sequence& s, float inv_t) {
+std::vector<float> trainer_logprobs(DecoderModel& m, const Sequence& s, float inv_t) {
   std::vector<int32_t> ids = s.prompt;
   ids.insert(ids.end(), s.response.begin(), s.response.end() - 1);
   std::vector<int32_t> targets(ids.begin() + 1, ids.end());
@@ -59,7 +59,7 @@ class TestRollout : public QObject {
   void greedyEqualsFullForwardArgmax() {
     const ModelConfig cfg = small_config();
     for (uint64_t seed : {1, 2, 3}) {
-      Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), seed, 0.2);
+      DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), seed, 0.2);
       Generator gen(m, {KvDType::fp32, 0});
       Rng rng(seed);
       const auto prompts = random_prompts(rng, 5, cfg.vocab_size);
@@ -87,7 +87,7 @@ class TestRollout : public QObject {
   void generationLogprobsMatchTrainerInEveryPrecision() {
     const ModelConfig cfg = small_config();
     for (Precision prec : {Precision::bf16, Precision::fp8}) {
-      Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, prec), 5, 0.2);
+      DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, prec), 5, 0.2);
       Generator gen(m, {KvDType::bf16, 0});
       Rng rng(7);
       SamplingParams sp;
@@ -117,7 +117,7 @@ class TestRollout : public QObject {
 
   void fp8KvCacheDriftIsBounded() {
     const ModelConfig cfg = small_config();
-    Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp8), 9, 0.05);
+    DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp8), 9, 0.05);
     Rng rng(4);
     const auto prompts = random_prompts(rng, 6, cfg.vocab_size);
     SamplingParams sp;
@@ -158,7 +158,7 @@ class TestRollout : public QObject {
 
   void seededSamplingIsDeterministic() {
     const ModelConfig cfg = small_config();
-    Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 5, 0.2);
+    DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 5, 0.2);
     Generator gen(m, {KvDType::bf16, 0});
     Rng rng(8);
     const auto prompts = random_prompts(rng, 4, cfg.vocab_size);
@@ -182,7 +182,7 @@ class TestRollout : public QObject {
   // bit for bit: the same uniforms reach the same rows while sequences leave the batch.
   void backendSamplingEqualsHostSampling() {
     const ModelConfig cfg = small_config();
-    Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 5, 0.2);
+    DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 5, 0.2);
     Generator host(m, {KvDType::bf16, 0, SamplingSite::host});
     Generator backend(m, {KvDType::bf16, 0, SamplingSite::backend});
     Rng rng(11);
@@ -220,7 +220,7 @@ class TestRollout : public QObject {
     for (auto [p, kv] :
          {std::pair{Precision::fp32, KvDType::fp32}, std::pair{Precision::bf16, KvDType::bf16},
           std::pair{Precision::fp8, KvDType::fp8}}) {
-      Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, p), 5, 0.2);
+      DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, p), 5, 0.2);
       Generator eager(m, {kv, 0, SamplingSite::backend, DecodeGraphs::off});
       Generator padded(m, {kv, 0, SamplingSite::backend, DecodeGraphs::unrecorded});
       Generator automatic(m, {kv, 0, SamplingSite::backend, DecodeGraphs::automatic});
@@ -266,7 +266,7 @@ class TestRollout : public QObject {
 
   void stopsAndLeavesTheBatch() {
     const ModelConfig cfg = small_config();
-    Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 2, 0.2);
+    DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 2, 0.2);
     Generator gen(m, {KvDType::fp32, 0});
     Rng rng(1);
     const auto prompts = random_prompts(rng, 6, cfg.vocab_size);
@@ -296,7 +296,7 @@ class TestRollout : public QObject {
 
   void cacheMemoryIsPlannedUpFront() {
     const ModelConfig cfg = small_config();
-    Qwen3Model m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 2);
+    DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 2);
     Generator gen(m, {KvDType::bf16, 4096});
     SamplingParams sp;
     sp.max_new_tokens = 50;

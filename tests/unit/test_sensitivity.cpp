@@ -33,7 +33,7 @@ constexpr int kDead[2] = {5, 133};  // one intermediate channel in each 128-colu
 // in every precision (silu(0)·0), so the outliers change no output, but they set their tiles'
 // FP8 scales (amax / 448), and nearly every ordinary weight rounds to zero in E4M3 (those above
 // about 2 init_std to its smallest subnormal).
-void plant_outliers(Qwen3Model& model, double init_std) {
+void plant_outliers(DecoderModel& model, double init_std) {
   Backend& be = model.backend();
   Param& down = model.linear(kLayer, Module::down).weight();
   QCOMPARE(down.master.cols, int64_t{256});
@@ -57,7 +57,7 @@ class TestSensitivity : public QObject {
   std::unique_ptr<Backend> be_ = make_cpu_backend();
   RunConfig cfg_;
   std::unique_ptr<Task> task_;
-  std::unique_ptr<Qwen3Model> model_;
+  std::unique_ptr<DecoderModel> model_;
   SensitivityResult r_;
 
  private slots:

@@ -42,7 +42,7 @@ class CpuBackend final : public Backend {
                        float* rstd) override;
   void rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w, const float* rstd,
                         const Matrix& dx, const Matrix& dw) override;
-  void rope(const Matrix& x, int64_t heads, const int32_t* positions, float theta,
+  void rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
             bool inverse) override;
   void attention_forward(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B, int64_t T,
                          int64_t Hq, int64_t Hkv, const Matrix& o, float* lse) override;

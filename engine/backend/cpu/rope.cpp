@@ -9,7 +9,7 @@ namespace fp8rl {
 using cpu::ld;
 using cpu::st;
 
-void CpuBackend::rope(const Matrix& x, int64_t heads, const int32_t* positions, float theta,
+void CpuBackend::rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
                       bool inverse) {
   check(heads > 0 && x.cols % heads == 0, "rope: width " + std::to_string(x.cols) +
                                               " is not a multiple of heads " +
@@ -19,8 +19,7 @@ void CpuBackend::rope(const Matrix& x, int64_t heads, const int32_t* positions, 
   parallel_for(x.rows, 16, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m)
       for (int64_t i = 0; i < half; ++i) {
-        const float inv_freq =
-            std::pow(theta, -2.0f * static_cast<float>(i) / static_cast<float>(D));
+        const float inv_freq = rope_inv_freq(rope, i, D);
         float angle = static_cast<float>(positions[m]) * inv_freq;
         if (inverse) angle = -angle;
         const float c = std::cos(angle), s = std::sin(angle);

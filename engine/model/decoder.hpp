@@ -32,10 +32,10 @@ struct LayerQuantRecord {
   QuantStats stats;
 };
 
-class Qwen3Model {
+class DecoderModel {
  public:
   // Random initialisation (normal(0, init_std) matrices, unit norms), seeded.
-  Qwen3Model(Backend& be, const ModelConfig& cfg, const PrecisionMap& precision, uint64_t seed,
+  DecoderModel(Backend& be, const ModelConfig& cfg, const PrecisionMap& precision, uint64_t seed,
              double init_std = 0.02, QuantOptions qopt = {});
 
   const ModelConfig& config() const { return cfg_; }
@@ -122,7 +122,7 @@ class Qwen3Model {
   static std::string linear_weight_name(int64_t layer, Module m);
 
   struct Layer;  // defined in qwen3.cpp
-  ~Qwen3Model();
+  ~DecoderModel();
 
  private:
   struct Saved;

@@ -1,4 +1,4 @@
-#include "model/qwen3.hpp"
+#include "model/decoder.hpp"
 
 #include <cmath>
 
@@ -7,7 +7,7 @@
 
 namespace fp8rl {
 
-struct Qwen3Model::Layer {
+struct DecoderModel::Layer {
   Param in_norm, post_norm, q_norm, k_norm;
   std::unique_ptr<Linear> lin[kModules];
 };
@@ -46,7 +46,7 @@ const int32_t* ids(const Tensor& t) {
 
 }  // namespace
 
-struct Qwen3Model::Saved {
+struct DecoderModel::Saved {
   int64_t B = 0, T = 0;
   float inv_t = 1.0f;
   Tensor ids, targets, positions;
@@ -56,9 +56,9 @@ struct Qwen3Model::Saved {
   Tensor logits;
 };
 
-Qwen3Model::~Qwen3Model() = default;
+DecoderModel::~DecoderModel() = default;
 
-Qwen3Model::Qwen3Model(Backend& be, const ModelConfig& cfg, const PrecisionMap& precision,
+DecoderModel::DecoderModel(Backend& be, const ModelConfig& cfg, const PrecisionMap& precision,
                        uint64_t seed, double init_std, QuantOptions qopt)
     : be_(be), cfg_(cfg), precision_(precision), qopt_(qopt) {
   cfg_.validate();
@@ -76,8 +76,10 @@ Qwen3Model::Qwen3Model(Backend& be, const ModelConfig& cfg, const PrecisionMap& 
     const std::string p = "model.layers." + std::to_string(l) + ".";
     layer->in_norm = Param::make(be, p + "input_layernorm.weight", 1, H, false);
     layer->post_norm = Param::make(be, p + "post_attention_layernorm.weight", 1, H, false);
-    layer->q_norm = Param::make(be, p + "self_attn.q_norm.weight", 1, D, false);
-    layer->k_norm = Param::make(be, p + "self_attn.k_norm.weight", 1, D, false);
+    if (cfg_.qk_norm) {
+      layer->q_norm = Param::make(be, p + "self_attn.q_norm.weight", 1, D, false);
+      layer->k_norm = Param::make(be, p + "self_attn.k_norm.weight", 1, D, false);
+    }
     const int64_t shapes[kModules][2] = {{Hq * D, H}, {Hkv * D, H}, {Hkv * D, H}, {H, Hq * D},
                                          {I, H},      {I, H},       {H, I}};
     for (int mi = 0; mi < kModules; ++mi) {
@@ -105,13 +107,13 @@ Qwen3Model::Qwen3Model(Backend& be, const ModelConfig& cfg, const PrecisionMap& 
   set_precision(precision_);
 }
 
-void Qwen3Model::set_lm_head_precision(Precision p) {
+void DecoderModel::set_lm_head_precision(Precision p) {
   check(!saved_, "cannot change the lm_head precision with saved activations");
   lm_head_wanted_ = p;
   lm_head_->set_precision(act_dtype_ == DType::f32 ? Precision::fp32 : p, qopt_);
 }
 
-LinearInput Qwen3Model::head_input(const Tensor& xf, Tensor& widened, bool training) {
+LinearInput DecoderModel::head_input(const Tensor& xf, Tensor& widened, bool training) {
   if (lm_head_->precision() != Precision::fp32 || xf.m().dtype == DType::f32)
     return LinearInput(xf.m(), training);
   widened = Tensor::make(be_, xf.m().rows, xf.m().cols, DType::f32);
@@ -119,7 +121,7 @@ LinearInput Qwen3Model::head_input(const Tensor& xf, Tensor& widened, bool train
   return LinearInput(widened.m(), training);
 }
 
-void Qwen3Model::set_precision(const PrecisionMap& p) {
+void DecoderModel::set_precision(const PrecisionMap& p) {
   check(p.layers() == cfg_.num_hidden_layers, "precision map layer count differs from the model");
   p.validate();
   const DType ad = p.all_fp32() ? DType::f32 : DType::bf16;
@@ -135,9 +137,14 @@ void Qwen3Model::set_precision(const PrecisionMap& p) {
   bf16_copies_.clear();
   if (ad == DType::bf16) {
     std::vector<Param*> ps = {&embed_, &final_norm_};
-    for (auto& layer : layers_)
-      for (Param* q : {&layer->in_norm, &layer->post_norm, &layer->q_norm, &layer->k_norm})
-        ps.push_back(q);
+    for (auto& layer : layers_) {
+      ps.push_back(&layer->in_norm);
+      ps.push_back(&layer->post_norm);
+      if (cfg_.qk_norm) {
+        ps.push_back(&layer->q_norm);
+        ps.push_back(&layer->k_norm);
+      }
+    }
     for (Param* q : ps)
       bf16_copies_.emplace_back(q, Tensor::make(be_, q->master.rows, q->master.cols, DType::bf16));
   }
@@ -146,19 +153,21 @@ void Qwen3Model::set_precision(const PrecisionMap& p) {
   for (auto& [q, copy] : bf16_copies_) be_.convert(q->master.m(), copy.m());
 }
 
-std::string Qwen3Model::linear_weight_name(int64_t layer, Module m) {
+std::string DecoderModel::linear_weight_name(int64_t layer, Module m) {
   const int mi = static_cast<int>(m);
   return "model.layers." + std::to_string(layer) + (mi < 4 ? ".self_attn." : ".mlp.") +
          module_name(m) + ".weight";
 }
 
-std::vector<Param*> Qwen3Model::parameters() {
+std::vector<Param*> DecoderModel::parameters() {
   std::vector<Param*> out = {&embed_};
   for (auto& layer : layers_) {
     out.push_back(&layer->in_norm);
     for (int mi = 0; mi < 4; ++mi) out.push_back(&layer->lin[mi]->weight());
-    out.push_back(&layer->q_norm);
-    out.push_back(&layer->k_norm);
+    if (cfg_.qk_norm) {
+      out.push_back(&layer->q_norm);
+      out.push_back(&layer->k_norm);
+    }
     out.push_back(&layer->post_norm);
     for (int mi = 4; mi < kModules; ++mi) out.push_back(&layer->lin[mi]->weight());
   }
@@ -167,27 +176,27 @@ std::vector<Param*> Qwen3Model::parameters() {
   return out;
 }
 
-Param* Qwen3Model::find(const std::string& name) {
+Param* DecoderModel::find(const std::string& name) {
   for (Param* p : parameters())
     if (p->name == name) return p;
   return nullptr;
 }
 
-void Qwen3Model::set_quant_observer(QuantObserver* o) {
+void DecoderModel::set_quant_observer(QuantObserver* o) {
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
     for (int mi = 0; mi < kModules; ++mi) layers_[l]->lin[mi]->set_observer(o, l, Module(mi));
 }
 
-Linear& Qwen3Model::linear(int64_t layer, Module m) {
+Linear& DecoderModel::linear(int64_t layer, Module m) {
   check(layer >= 0 && layer < cfg_.num_hidden_layers, "layer index out of range");
   return *layers_[layer]->lin[static_cast<int>(m)];
 }
 
-void Qwen3Model::zero_grad() {
+void DecoderModel::zero_grad() {
   for (Param* p : parameters()) be_.zero(p->grad.buf.data(), p->grad.buf.bytes());
 }
 
-std::vector<LayerQuantRecord> Qwen3Model::refresh() {
+std::vector<LayerQuantRecord> DecoderModel::refresh() {
   std::vector<LayerQuantRecord> records;
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
     for (int mi = 0; mi < kModules; ++mi) {
@@ -200,17 +209,17 @@ std::vector<LayerQuantRecord> Qwen3Model::refresh() {
   return records;
 }
 
-Matrix Qwen3Model::norm_weight(Param& p) {
+Matrix DecoderModel::norm_weight(Param& p) {
   for (auto& [q, copy] : bf16_copies_)
     if (q == &p) return copy.m();
   return p.master.m();
 }
 
-void Qwen3Model::clear_activations() {
+void DecoderModel::clear_activations() {
   saved_.reset();
 }
 
-Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T, bool training) {
+Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T, bool training) {
   check(B > 0 && T > 0 && static_cast<int64_t>(tokens.size()) == B * T,
         "forward: " + std::to_string(tokens.size()) + " token ids for B=" + std::to_string(B) +
             ", T=" + std::to_string(T));
@@ -223,8 +232,8 @@ Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
                                                std::to_string(cfg_.vocab_size));
   const int64_t M = B * T, H = cfg_.hidden_size, D = cfg_.head_dim, I = cfg_.intermediate_size;
   const int64_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
-  const float eps = static_cast<float>(cfg_.rms_norm_eps),
-              theta = static_cast<float>(cfg_.rope_theta);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const Rope rope = cfg_.rope();
   const DType ad = act_dtype_;
   auto S = std::make_unique<Saved>();
   S->B = B;
@@ -251,16 +260,21 @@ Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
     L.lin[0]->forward(a.in1, a.q_raw.m());
     L.lin[1]->forward(a.in1, a.k_raw.m());
     L.lin[2]->forward(a.in1, a.v.m());
-    a.rstd_q = Tensor::make(be_, M * Hq, 1, DType::f32);
-    a.rstd_k = Tensor::make(be_, M * Hkv, 1, DType::f32);
-    a.q = Tensor::make(be_, M, Hq * D, ad);
-    a.k = Tensor::make(be_, M, Hkv * D, ad);
-    be_.rmsnorm_forward(heads_view(a.q_raw, Hq), norm_weight(L.q_norm), eps, heads_view(a.q, Hq),
-                        a.rstd_q.f32());
-    be_.rmsnorm_forward(heads_view(a.k_raw, Hkv), norm_weight(L.k_norm), eps, heads_view(a.k, Hkv),
-                        a.rstd_k.f32());
-    be_.rope(a.q.m(), Hq, ids(S->positions), theta, false);
-    be_.rope(a.k.m(), Hkv, ids(S->positions), theta, false);
+    if (cfg_.qk_norm) {
+      a.rstd_q = Tensor::make(be_, M * Hq, 1, DType::f32);
+      a.rstd_k = Tensor::make(be_, M * Hkv, 1, DType::f32);
+      a.q = Tensor::make(be_, M, Hq * D, ad);
+      a.k = Tensor::make(be_, M, Hkv * D, ad);
+      be_.rmsnorm_forward(heads_view(a.q_raw, Hq), norm_weight(L.q_norm), eps, heads_view(a.q, Hq),
+                          a.rstd_q.f32());
+      be_.rmsnorm_forward(heads_view(a.k_raw, Hkv), norm_weight(L.k_norm), eps,
+                          heads_view(a.k, Hkv), a.rstd_k.f32());
+    } else {  // RoPE rotates q and k in place: the projections' outputs are not needed again
+      a.q = std::move(a.q_raw);
+      a.k = std::move(a.k_raw);
+    }
+    be_.rope(a.q.m(), Hq, ids(S->positions), rope, false);
+    be_.rope(a.k.m(), Hkv, ids(S->positions), rope, false);
     if (calibrator_) amax.push_back({be_.amax(a.q.m()), be_.amax(a.k.m()), be_.amax(a.v.m())});
     a.o = Tensor::make(be_, M, Hq * D, ad);
     a.lse = Tensor::make(be_, B * Hq, T, DType::f32);
@@ -304,7 +318,7 @@ Tensor Qwen3Model::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
   return logits;
 }
 
-ForwardResult Qwen3Model::forward(const std::vector<int32_t>& tokens,
+ForwardResult DecoderModel::forward(const std::vector<int32_t>& tokens,
                                   const std::vector<int32_t>& targets, int64_t B, int64_t T,
                                   float inv_temperature, bool training, bool want_entropy) {
   check(targets.size() == tokens.size(), "forward: targets and tokens differ in length");
@@ -328,18 +342,18 @@ ForwardResult Qwen3Model::forward(const std::vector<int32_t>& tokens,
   return r;
 }
 
-std::vector<float> Qwen3Model::logits(const std::vector<int32_t>& tokens, int64_t B, int64_t T) {
+std::vector<float> DecoderModel::logits(const std::vector<int32_t>& tokens, int64_t B, int64_t T) {
   return download_floats(be_, run(tokens, B, T, false));
 }
 
-void Qwen3Model::backward(const std::vector<float>& dlogp) {
+void DecoderModel::backward(const std::vector<float>& dlogp) {
   check(saved_ != nullptr,
         "backward: no training forward to differentiate (call forward with training = true)");
   Saved& S = *saved_;
   const int64_t B = S.B, T = S.T, M = B * T, H = cfg_.hidden_size, D = cfg_.head_dim;
   const int64_t I = cfg_.intermediate_size, Hq = cfg_.num_attention_heads,
                 Hkv = cfg_.num_key_value_heads;
-  const float theta = static_cast<float>(cfg_.rope_theta);
+  const Rope rope = cfg_.rope();
   const DType ad = act_dtype_;
   check(static_cast<int64_t>(dlogp.size()) == M, "backward: dlogp has " +
                                                      std::to_string(dlogp.size()) +
@@ -382,13 +396,20 @@ void Qwen3Model::backward(const std::vector<float>& dlogp) {
     be_.attention_backward(dattn.m(), a.q.m(), a.k.m(), a.v.m(), a.o.m(), a.lse.f32(), B, T, Hq,
                            Hkv, dq.m(), dk.m(), dv.m());
     // A rotation's adjoint is the opposite rotation.
-    be_.rope(dq.m(), Hq, ids(S.positions), theta, true);
-    be_.rope(dk.m(), Hkv, ids(S.positions), theta, true);
-    Tensor dq_raw = Tensor::make(be_, M, Hq * D, ad), dk_raw = Tensor::make(be_, M, Hkv * D, ad);
-    be_.rmsnorm_backward(heads_view(dq, Hq), heads_view(a.q_raw, Hq), norm_weight(L.q_norm),
-                         a.rstd_q.f32(), heads_view(dq_raw, Hq), L.q_norm.grad.m());
-    be_.rmsnorm_backward(heads_view(dk, Hkv), heads_view(a.k_raw, Hkv), norm_weight(L.k_norm),
-                         a.rstd_k.f32(), heads_view(dk_raw, Hkv), L.k_norm.grad.m());
+    be_.rope(dq.m(), Hq, ids(S.positions), rope, true);
+    be_.rope(dk.m(), Hkv, ids(S.positions), rope, true);
+    Tensor dq_raw, dk_raw;
+    if (cfg_.qk_norm) {
+      dq_raw = Tensor::make(be_, M, Hq * D, ad);
+      dk_raw = Tensor::make(be_, M, Hkv * D, ad);
+      be_.rmsnorm_backward(heads_view(dq, Hq), heads_view(a.q_raw, Hq), norm_weight(L.q_norm),
+                           a.rstd_q.f32(), heads_view(dq_raw, Hq), L.q_norm.grad.m());
+      be_.rmsnorm_backward(heads_view(dk, Hkv), heads_view(a.k_raw, Hkv), norm_weight(L.k_norm),
+                           a.rstd_k.f32(), heads_view(dk_raw, Hkv), L.k_norm.grad.m());
+    } else {
+      dq_raw = std::move(dq);
+      dk_raw = std::move(dk);
+    }
     Tensor dh1 = Tensor::make(be_, M, H, ad);
     L.lin[0]->backward(a.in1, dq_raw.m(), dh1.m());
     L.lin[1]->backward(a.in1, dk_raw.m(), tmp_h.m());
@@ -408,7 +429,7 @@ void Qwen3Model::backward(const std::vector<float>& dlogp) {
 
 namespace fp8rl {
 
-std::vector<float> Qwen3Model::forward_cached(const std::vector<int32_t>& tokens,
+std::vector<float> DecoderModel::forward_cached(const std::vector<int32_t>& tokens,
                                               const std::vector<int32_t>& slots,
                                               const std::vector<int32_t>& positions,
                                               const std::vector<int32_t>& output_rows,
@@ -418,7 +439,7 @@ std::vector<float> Qwen3Model::forward_cached(const std::vector<int32_t>& tokens
   return download_floats(be_, logits);
 }
 
-Tensor Qwen3Model::forward_cached_device(const std::vector<int32_t>& tokens,
+Tensor DecoderModel::forward_cached_device(const std::vector<int32_t>& tokens,
                                          const std::vector<int32_t>& slots,
                                          const std::vector<int32_t>& positions,
                                          const std::vector<int32_t>& output_rows, KvCache& cache) {
@@ -446,13 +467,13 @@ Tensor Qwen3Model::forward_cached_device(const std::vector<int32_t>& tokens,
                              cache);
 }
 
-Tensor Qwen3Model::forward_cached_step(const CachedStepInputs& in, KvCache& cache) {
+Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& cache) {
   if (in.r == 0) return Tensor{};
   const int64_t n = in.n, r = in.r;
   const int64_t H = cfg_.hidden_size, D = cfg_.head_dim, I = cfg_.intermediate_size;
   const int64_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
-  const float eps = static_cast<float>(cfg_.rms_norm_eps),
-              theta = static_cast<float>(cfg_.rope_theta);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const Rope rope = cfg_.rope();
   const DType ad = act_dtype_;
 
   Tensor x = Tensor::make(be_, n, H, ad), h = Tensor::make(be_, n, H, ad);
@@ -467,15 +488,18 @@ Tensor Qwen3Model::forward_cached_step(const CachedStepInputs& in, KvCache& cach
     Layer& L = *layers_[l];
     be_.rmsnorm_forward(x.m(), norm_weight(L.in_norm), eps, h.m(), rstd.f32());
     LinearInput in1(h.m(), false);
-    L.lin[0]->forward(in1, q_raw.m());
-    L.lin[1]->forward(in1, k_raw.m());
+    // Without QK-norm the projections write q and k directly.
+    L.lin[0]->forward(in1, cfg_.qk_norm ? q_raw.m() : q.m());
+    L.lin[1]->forward(in1, cfg_.qk_norm ? k_raw.m() : k.m());
     L.lin[2]->forward(in1, v.m());
-    be_.rmsnorm_forward(heads_view(q_raw, Hq), norm_weight(L.q_norm), eps, heads_view(q, Hq),
-                        rstd.f32());
-    be_.rmsnorm_forward(heads_view(k_raw, Hkv), norm_weight(L.k_norm), eps, heads_view(k, Hkv),
-                        rstd.f32());
-    be_.rope(q.m(), Hq, in.positions, theta, false);
-    be_.rope(k.m(), Hkv, in.positions, theta, false);
+    if (cfg_.qk_norm) {
+      be_.rmsnorm_forward(heads_view(q_raw, Hq), norm_weight(L.q_norm), eps, heads_view(q, Hq),
+                          rstd.f32());
+      be_.rmsnorm_forward(heads_view(k_raw, Hkv), norm_weight(L.k_norm), eps, heads_view(k, Hkv),
+                          rstd.f32());
+    }
+    be_.rope(q.m(), Hq, in.positions, rope, false);
+    be_.rope(k.m(), Hkv, in.positions, rope, false);
     const KvCacheView view = cache.layer(l);
     be_.kv_write(k.m(), v.m(), in.slot_ids, in.positions, view);
     be_.attention_cached(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m());

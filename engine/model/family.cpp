@@ -1,0 +1,81 @@
+#include "model/family.hpp"
+
+#include "core/error.hpp"
+
+namespace fp8rl {
+
+// The families, each defined in its own file of model/families/.
+extern const ModelFamily kQwen3Family;
+extern const ModelFamily kLlamaFamily;
+extern const ModelFamily kQwen3MoeFamily;
+
+const std::vector<const ModelFamily*>& model_families() {
+  static const std::vector<const ModelFamily*> all = {&kQwen3Family, &kLlamaFamily,
+                                                      &kQwen3MoeFamily};
+  return all;
+}
+
+std::string model_family_names() {
+  std::string out;
+  for (const ModelFamily* f : model_families()) out += (out.empty() ? "" : ", ") + std::string(f->name);
+  return out;
+}
+
+const ModelFamily& model_family(const std::string& name) {
+  for (const ModelFamily* f : model_families())
+    if (name == f->name) return *f;
+  throw Error("unknown model family \"" + name + "\" (known: " + model_family_names() + ")");
+}
+
+const ModelFamily& model_family_of(const Json& config) {
+  std::string arch, type;
+  if (config.contains("architectures") && config.at("architectures").is_array() &&
+      !config.at("architectures").as_array().empty())
+    arch = config.at("architectures").as_array()[0].as_string("architectures[0]");
+  if (config.contains("model_type")) type = config.at("model_type").as_string("model_type");
+  for (const ModelFamily* f : model_families())
+    if (arch == f->architecture || (arch.empty() && type == f->model_type)) return *f;
+  std::string known;
+  for (const ModelFamily* f : model_families())
+    known += (known.empty() ? "" : ", ") + std::string(f->architecture);
+  throw Error("model architecture \"" + (arch.empty() ? "model_type " + type : arch) +
+              "\" is not supported (supported: " + known + ")");
+}
+
+void read_rope_scaling(const Json& config, ModelConfig& c) {
+  if (!config.contains("rope_scaling") || config.at("rope_scaling").is_null()) return;
+  const Json& s = config.at("rope_scaling");
+  check(s.is_object(), "rope_scaling must be an object or null");
+  const char* type_key = s.contains("rope_type") ? "rope_type" : "type";
+  check(s.contains(type_key), "rope_scaling has no rope_type");
+  const std::string type = s.at(type_key).as_string("rope_scaling.rope_type");
+  if (type == "default") return;
+  check(type == "llama3", "rope_scaling.rope_type \"" + type +
+                              "\" is not supported (supported: default, llama3)");
+  auto field = [&](const char* key) {
+    check(s.contains(key), std::string("rope_scaling (llama3) has no ") + key);
+    return s.at(key).as_number(std::string("rope_scaling.") + key);
+  };
+  c.rope_scaling = RopeScalingType::llama3;
+  c.rope_factor = field("factor");
+  c.rope_low_freq_factor = field("low_freq_factor");
+  c.rope_high_freq_factor = field("high_freq_factor");
+  c.rope_original_max_position_embeddings =
+      static_cast<int64_t>(field("original_max_position_embeddings"));
+}
+
+void write_rope_scaling(const ModelConfig& c, Json& config) {
+  if (c.rope_scaling != RopeScalingType::llama3) {
+    config["rope_scaling"] = Json();
+    return;
+  }
+  Json s;
+  s["rope_type"] = "llama3";
+  s["factor"] = c.rope_factor;
+  s["low_freq_factor"] = c.rope_low_freq_factor;
+  s["high_freq_factor"] = c.rope_high_freq_factor;
+  s["original_max_position_embeddings"] = c.rope_original_max_position_embeddings;
+  config["rope_scaling"] = std::move(s);
+}
+
+}  // namespace fp8rl
