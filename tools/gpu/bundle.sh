@@ -125,7 +125,7 @@ python3 "$src/tools/gpu/bundle_elf.py" check "$new" || die "the bundle is not se
   echo "source: $(git -C "$src" describe --always --dirty 2>/dev/null || echo unknown)"
   echo "build: $build_how"
   echo "compiler: $(c++ --version | head -n 1); CUDA: $("${CUDACXX:-nvcc}" --version 2>/dev/null | tail -n 1)"
-  echo "$("$new/bin/fp8rl" --version | head -n 1)"
+  "$new/bin/fp8rl" --version | sed -n 1p
   echo "left out: $left_out" | tr '\n' ' '
   echo
   glibc=$(for f in "$new"/bin/* "$new"/lib/*; do objdump -T "$f" 2>/dev/null; done |
@@ -145,8 +145,8 @@ mv "$new" "$out"
 bytes=$(du -sb "$out" | cut -f1)
 mib=$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')
 echo "bundle.sh: $out: $mib MiB ($bytes bytes) in $(find "$out" -type f | wc -l) files; largest:"
-find "$out" -type f -printf '%s %P\n' | sort -rn | head -n 5 |
-  awk '{ printf "  %8.1f MiB  %s\n", $1 / 1048576, $2 }'
+find "$out" -type f -printf '%s %P\n' | sort -rn |
+  awk 'NR <= 5 { printf "  %8.1f MiB  %s\n", $1 / 1048576, $2 }'
 echo "bundle.sh: built in $((t_built - t_start)) s, assembled in $(($(date +%s) - t_built)) s"
 if [ "$max_mib" -gt 0 ] && [ "$bytes" -gt $((max_mib * 1048576)) ]; then
   die "the bundle is $mib MiB, above the limit of $max_mib MiB"

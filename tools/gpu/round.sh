@@ -462,7 +462,7 @@ for i in "${selected[@]}"; do
     used[$i]=$(($(date +%s) - t0))
     if [ $any_failed -eq 0 ]; then
       result[$i]="ok"
-    elif awk -F'\t' -v p="$part" '$2 == p && ($3 == 124 || $3 == 137)' "$status" | grep -q .; then
+    elif awk -F'\t' -v p="$part" '$2 == p && ($3 == 124 || $3 == 137) { t = 1 } END { exit !t }' "$status"; then
       result[$i]="timed out"
     else
       result[$i]="failed"
