@@ -161,7 +161,7 @@ any_failed=0
 round_start=$(date +%s)
 part="setup"
 part_deadline=$((round_start + 60))
-child=""
+child="" child_name="" child_t0=0 cur=""
 declare -A given=() used=() result=()
 for i in "${selected[@]}"; do given[$i]="–"; used[$i]="–"; result[$i]="pending"; done
 
@@ -193,6 +193,11 @@ on_signal() {
   say "round: stopped by a signal during part $part; results so far are in $out"
   [ -n "$child" ] && kill -TERM "$child" 2>/dev/null
   wait 2>/dev/null
+  if [ -n "$child_name" ]; then
+    printf '%s\t%s\tinterrupted\t%s\t0\tlogs/%s.log\n' "$child_name" "$part" \
+      "$(($(date +%s) - child_t0))" "$child_name" >>"$status"
+  fi
+  [ -n "$cur" ] && result[$cur]="stopped by a signal"
   publish
   exit 1
 }
@@ -212,10 +217,10 @@ cmd() {
   fi
   echo "\$ $*" >"$work/logs/$name.log"
   timeout -k 5 "$left" "$@" >>"$work/logs/$name.log" 2>&1 </dev/null &
-  child=$!
+  child=$! child_name=$name child_t0=$t0
   wait "$child"
   rc=$?
-  child=""
+  child="" child_name=""
   secs=$(($(date +%s) - t0))
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$part" "$rc" "$secs" "$left" "logs/$name.log" >>"$status"
   if [ $rc -eq 0 ]; then
@@ -447,7 +452,7 @@ part_ranks() {
 n=0
 for i in "${selected[@]}"; do
   n=$((n + 1))
-  part=${names[$i]}
+  part=${names[$i]} cur=$i
   t0=$(date +%s)
   part_deadline=$((round_start + ends[$i]))
   given[$i]=$((part_deadline - t0))
@@ -457,16 +462,14 @@ for i in "${selected[@]}"; do
   if [ "${given[$i]}" -lt 3 ]; then
     result[$i]="skipped: no time left"
     say "   skipped: no time left"
+    any_failed=1
   else
     "part_${part//[-.]/_}"
     used[$i]=$(($(date +%s) - t0))
-    if [ $any_failed -eq 0 ]; then
-      result[$i]="ok"
-    elif awk -F'\t' -v p="$part" '$2 == p && ($3 == 124 || $3 == 137) { t = 1 } END { exit !t }' "$status"; then
-      result[$i]="timed out"
-    else
-      result[$i]="failed"
-    fi
+    # The part's result from its commands' exit codes.
+    result[$i]=$(awk -F'\t' -v p="$part" '$2 == p {
+        n++; if ($3 == "skipped") s++; else if ($3 == 124 || $3 == 137) t++; else if ($3 != 0) f++ }
+      END { print t ? "timed out" : f ? "failed" : (n && s == n) ? "skipped" : "ok" }' "$status")
   fi
   any_failed=$((any_failed | failed_before))
   publish
