@@ -20,7 +20,7 @@
 # CUDA runtime come from the GPU machine (the runtime is linked into the module), NCCL too when
 # a run asks for more than one rank. Checked before it is written (bundle_elf.py check): every
 # library an ELF file needs is in lib/ or provided by the GPU machine. Prints the size; fails
-# above the limit, which leaves room for results in what a GPU machine's call can carry.
+# above the limit (a command on the GPU machine takes 64 MiB along, the source tree included).
 # Rehearse it without a GPU in a root holding only Debian's base system and python3:
 # tools/gpu/rehearse-bundle.sh (docs/benchmarks.md).
 set -euo pipefail
