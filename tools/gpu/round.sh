@@ -331,8 +331,6 @@ cmd doctor "$fp8rl" doctor
 if [ $smoke -eq 0 ] && ! grep -q '^  usable: *yes' "$work/logs/doctor.log" 2>/dev/null; then
   say "   WARNING: the CUDA backend is not usable here ($(grep -m1 '^  usable:' "$work/logs/doctor.log" 2>/dev/null | sed 's/^ *usable: *//')); the GPU parts will fail, the PyTorch baseline still runs"
 fi
-py_torch=""
-if command -v "$py" >/dev/null && "$py" -c "import torch" >/dev/null 2>&1; then py_torch=$py; fi
 publish
 
 # --- The parts. j: where the benchmarks write their rows.
@@ -349,7 +347,11 @@ else
 fi
 
 # torch_decode NAME MODEL BATCHES: the PyTorch baseline at the shape of bench-rollout-<tag>.
+py_torch="" # the python that imports torch; looked for when first needed (importing takes seconds)
 torch_decode() {
+  if [ -z "$py_torch" ] && command -v "$py" >/dev/null && "$py" -c "import torch" >/dev/null 2>&1; then
+    py_torch=$py
+  fi
   if [ -z "$py_torch" ]; then
     skip "$1" "no python3 that imports torch (set PYTHON)"
     [ $smoke -eq 0 ] && any_failed=1
