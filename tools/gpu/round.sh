@@ -329,7 +329,7 @@ if cmd version "$fp8rl" --version; then
 fi
 cmd doctor "$fp8rl" doctor
 if [ $smoke -eq 0 ] && ! grep -q '^  usable: *yes' "$work/logs/doctor.log" 2>/dev/null; then
-  say "   WARNING: the CUDA backend is not usable here ($(grep -m1 '^  usable:' "$work/logs/doctor.log" 2>/dev/null | sed 's/^ *usable: *//')); the GPU parts will fail, the PyTorch baseline still runs"
+  say "   WARNING: the CUDA backend is not usable here ($(grep -m1 '^  usable:' "$work/logs/doctor.log" 2>/dev/null | sed 's/^ *usable: *\(no: \)\{0,1\}//')); the GPU parts will fail, the PyTorch baseline still runs"
 fi
 publish
 
