@@ -20,6 +20,17 @@ function(fp8rl_executable target)
   set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
 endfunction()
 
+# fp8rl_relocatable(TARGET): the executable looks for shared libraries in ../lib beside its own
+# folder before the system's (an RPATH of $ORIGIN/../lib, inherited by the libraries it loads),
+# so a folder holding bin/ and lib/ runs anywhere: the GPU bundle of tools/gpu/bundle.sh copies
+# the executable with the libraries it needs. Build tree only: installed copies have no RPATH.
+function(fp8rl_relocatable target)
+  set_target_properties(${target} PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
+  # DT_RPATH, not DT_RUNPATH: only an RPATH is also searched for the dependencies of the
+  # libraries the executable loads (libzmq's own, say), and it comes before LD_LIBRARY_PATH.
+  target_link_options(${target} PRIVATE "LINKER:--disable-new-dtags")
+endfunction()
+
 # fp8rl_forbid_links(TARGET FORBIDDEN...): fails the configuration when TARGET links, directly
 # or through the libraries it links, any of the FORBIDDEN targets (the layering of
 # docs/DESIGN.md: e.g. the studio must not link the run loop, the model or a backend).

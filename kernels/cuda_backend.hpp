@@ -7,7 +7,8 @@
 // bit for quantize/dequantize/transpose; GEMMs agree up to FP32 summation order.
 //
 // Files: cuda_backend.cu (life cycle, memory, device_communicator), nccl_communicator.cpp (the
-// NCCL communicator of data-parallel runs; built with NCCL only), quantize.cu (quantize,
+// NCCL communicator of data-parallel runs; built with NCCL's header only) and nccl_library.cpp
+// (NCCL loaded at run time), quantize.cu (quantize,
 // quantize_with_transpose, dequantize, transpose_fp8), gemm.cu (gemm, gemm_fp8,
 // gemm_fp8_unsupported), and the model ops with the CPU reference's stems: elementwise.cu
 // (convert, transpose, add, scale, sum_squares, adamw), embedding.cu, rmsnorm.cu, rope.cu,
@@ -223,9 +224,10 @@ class CudaBackend final : public Backend {
                                         std::string& why_not) override;
 
   // cuda_backend.cu: an NcclCommunicator (nccl_communicator.hpp) on this device and stream when
-  // the module was built with NCCL and host has more than one rank, else null (the caller then
-  // stages through host memory). Collective over host; throws Error on every rank when NCCL
-  // cannot join them (e.g. two ranks on one GPU). It must be destroyed before the backend.
+  // the module was built with NCCL's header and host has more than one rank, else null (the
+  // caller then stages through host memory). NCCL is loaded then, not before. Collective over
+  // host; throws Error on every rank when NCCL cannot join them (e.g. two ranks on one GPU, or
+  // libnccl.so.2 not found). It must be destroyed before the backend.
   std::unique_ptr<Communicator> device_communicator(Communicator& host) override;
 
   // quantize.cu: "" when this build's kernels can run on the current device, else why not

@@ -11,7 +11,7 @@
 #include "cuda_backend.hpp"
 
 #if FP8RL_HAVE_NCCL
-#include <nccl.h>
+#include "nccl_library.hpp"
 #endif
 
 #define FP8RL_EXPORT __attribute__((visibility("default")))
@@ -35,8 +35,14 @@ bool probe(Fp8rlCudaInfo* info) {
   if (cudaRuntimeGetVersion(&v) == cudaSuccess) info->runtime_version = v;
   info->cublaslt_version = cublasLtGetVersion();
 #if FP8RL_HAVE_NCCL
-  v = 0;
-  if (ncclGetVersion(&v) == ncclSuccess) info->nccl_version = v;
+  // Loaded here only to report it (a missing NCCL fails nothing: one rank never needs it).
+  std::string nccl_why;
+  info->nccl_version = fp8rl::nccl::version(&nccl_why);
+  if (info->nccl_version == 0)
+    std::snprintf(info->nccl_problem, sizeof info->nccl_problem, "%s", nccl_why.c_str());
+#else
+  std::snprintf(info->nccl_problem, sizeof info->nccl_problem,
+                "this CUDA module was built without NCCL's header (nccl.h)");
 #endif
   (void)cudaGetLastError();
 

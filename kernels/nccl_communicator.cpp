@@ -1,5 +1,6 @@
-// NcclCommunicator (see nccl_communicator.hpp). Compiled only when the module is built with NCCL
-// (kernels/CMakeLists.txt adds it with FP8RL_HAVE_NCCL).
+// NcclCommunicator (see nccl_communicator.hpp). Compiled only when the module is built with NCCL's
+// header (kernels/CMakeLists.txt adds it with FP8RL_HAVE_NCCL); NCCL itself is loaded at run time
+// (nccl_library.hpp) by the first communicator.
 #include "nccl_communicator.hpp"
 
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "cuda_check.hpp"
+#include "nccl_library.hpp"
 
 namespace fp8rl {
 namespace {
@@ -36,9 +38,9 @@ const char* nccl_status_name(ncclResult_t r) {
 }
 
 // "<call>: <NCCL's error string> (<ncclGetLastError>)"; comm may be null.
-std::string nccl_message(ncclResult_t r, const char* call, ncclComm_t comm) {
-  std::string m = std::string(call) + ": " + ncclGetErrorString(r);
-  const char* last = ncclGetLastError(comm);
+std::string nccl_message(const nccl::Api& api, ncclResult_t r, const char* call, ncclComm_t comm) {
+  std::string m = std::string(call) + ": " + api.get_error_string(r);
+  const char* last = api.last_error ? api.last_error(comm) : nullptr;
   if (last && *last) m += std::string(" (") + last + ")";
   return m;
 }
@@ -56,7 +58,7 @@ struct DeviceIdentity {
   unsigned char uuid[16] = {};
   char bus_id[32] = {};  // "0000:1b:00.0"
   char host[64] = {};
-  char problem[192] = {};
+  char problem[448] = {};
 };
 static_assert(std::is_trivially_copyable_v<DeviceIdentity>);
 
@@ -92,8 +94,9 @@ static_assert(std::is_trivially_copyable_v<InitOutcome>);
 NcclCommunicator::NcclCommunicator(Communicator& host, int device, cudaStream_t stream)
     : rank_(host.rank()), size_(host.size()), device_(device), stream_(stream) {
   try {
-    // 1. Local setup: the device, its identity and the barrier's scratch value. A failure here is
-    // reported through the gather below, so that every rank throws.
+    // 1. Local setup: the device, its identity, the barrier's scratch value and the NCCL library
+    // (loaded here, by the first communicator). A failure here is reported through the gather
+    // below, so that every rank throws.
     DeviceIdentity mine;
     mine.device = device;
     try {
@@ -108,6 +111,7 @@ NcclCommunicator::NcclCommunicator(Communicator& host, int device, cudaStream_t 
       FP8RL_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
       FP8RL_CUDA_CHECK(cudaMemsetAsync(scratch_, 0, sizeof(float), stream_));
       FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      api_ = &nccl::api();  // loads NCCL on first use; throws naming what failed
       mine.ok = 1;
     } catch (const std::exception& e) {
       copy_text(mine.problem, e.what());
@@ -121,7 +125,7 @@ NcclCommunicator::NcclCommunicator(Communicator& host, int device, cudaStream_t 
       if (!all[r].ok)
         failed += (failed.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " +
                   all[r].problem;
-    if (!failed.empty()) throw Error("NCCL communicator: device setup failed on " + failed);
+    if (!failed.empty()) throw Error("NCCL communicator: setup failed on " + failed);
     std::string shared;
     for (int a = 0; a < size_; ++a)
       for (int b = a + 1; b < size_; ++b)
@@ -140,9 +144,9 @@ NcclCommunicator::NcclCommunicator(Communicator& host, int device, cudaStream_t 
     Bootstrap boot;
     std::string boot_problem;
     if (rank_ == 0) {
-      const ncclResult_t r = ncclGetUniqueId(&boot.id);
+      const ncclResult_t r = api_->get_unique_id(&boot.id);
       boot.result = r;
-      if (r != ncclSuccess) boot_problem = nccl_message(r, "ncclGetUniqueId", nullptr);
+      if (r != ncclSuccess) boot_problem = nccl_message(*api_, r, "ncclGetUniqueId", nullptr);
     }
     host.broadcast(&boot, sizeof boot, 0);
     if (boot.result != ncclSuccess) {
@@ -150,19 +154,19 @@ NcclCommunicator::NcclCommunicator(Communicator& host, int device, cudaStream_t 
       throw Error(
           "NCCL communicator: " + (rank_ == 0 ? boot_problem
                                               : std::string("ncclGetUniqueId failed on rank 0: ") +
-                                                    ncclGetErrorString(r)),
+                                                    api_->get_error_string(r)),
           nccl_status_name(r));
     }
 
     // 4. The communicator, and the ranks' agreement on the outcome.
     InitOutcome outcome;
     (void)cudaSetDevice(device_);  // current since step 1; ncclCommInitRank takes the current one
-    const ncclResult_t r = ncclCommInitRank(&comm_, size_, boot.id, rank_);
+    const ncclResult_t r = api_->comm_init_rank(&comm_, size_, boot.id, rank_);
     outcome.result = r;
     if (r != ncclSuccess) {
-      copy_text(outcome.problem, nccl_message(r, "ncclCommInitRank", comm_));
+      copy_text(outcome.problem, nccl_message(*api_, r, "ncclCommInitRank", comm_));
       // A communicator whose initialisation failed is still allocated: abort frees it.
-      if (comm_) (void)ncclCommAbort(comm_);
+      if (comm_) (void)api_->comm_abort(comm_);
       comm_ = nullptr;
     }
     std::vector<InitOutcome> outcomes(static_cast<size_t>(size_));
@@ -193,10 +197,10 @@ void NcclCommunicator::release(bool abort) noexcept {
   if (comm_) {
     ncclResult_t async = ncclSuccess;
     // Destroy flushes the communicator's work; after an error that may never finish: abort.
-    if (abort || ncclCommGetAsyncError(comm_, &async) != ncclSuccess || async != ncclSuccess)
-      (void)ncclCommAbort(comm_);
+    if (abort || api_->comm_get_async_error(comm_, &async) != ncclSuccess || async != ncclSuccess)
+      (void)api_->comm_abort(comm_);
     else
-      (void)ncclCommDestroy(comm_);
+      (void)api_->comm_destroy(comm_);
     comm_ = nullptr;
   }
   if (scratch_) (void)cudaFree(scratch_);
@@ -209,7 +213,7 @@ std::string NcclCommunicator::who() const {
 }
 
 void NcclCommunicator::abort_comm(const std::string& why, bool lost) {
-  if (comm_) (void)ncclCommAbort(comm_);
+  if (comm_) (void)api_->comm_abort(comm_);
   comm_ = nullptr;
   lost_ = lost;
   dead_why_ = why.empty() ? "unknown failure" : why;
@@ -231,7 +235,7 @@ void NcclCommunicator::begin() {
 void NcclCommunicator::check_nccl(ncclResult_t r, const char* call, std::source_location where) {
   if (r == ncclSuccess) return;
   // The last-error text first: the communicator is gone after the abort.
-  const std::string m = who() + ": " + nccl_message(r, call, comm_);
+  const std::string m = who() + ": " + nccl_message(*api_, r, call, comm_);
   const bool lost = r == ncclRemoteError;
   abort_comm(m, lost);
   if (lost) throw PeerLost(m + ": another rank exited or its connection failed", {}, where);
@@ -258,10 +262,10 @@ void NcclCommunicator::wait(const char* what) {
     if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
 
     ncclResult_t async = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
+    check_nccl(api_->comm_get_async_error(comm_, &async), "ncclCommGetAsyncError");
     if (async != ncclSuccess && async != ncclInProgress) {
       const std::string m = who() + ": NCCL asynchronous error while waiting for " + what + ": " +
-                            nccl_message(async, nccl_status_name(async), comm_) +
+                            nccl_message(*api_, async, nccl_status_name(async), comm_) +
                             "; another rank exited or its connection failed";
       abort_comm(m, true);
       throw PeerLost(m);
@@ -284,8 +288,8 @@ void NcclCommunicator::reduce_sum(void* data, size_t n, ncclDataType_t type, siz
   begin();
   // Reduced once, on rank 0, then broadcast: every rank gets the same bits. The broadcast is
   // ordered after the reduction by the stream (no group: it depends on the reduction's result).
-  check_nccl(ncclReduce(data, data, n, type, ncclSum, 0, comm_, stream_), "ncclReduce");
-  check_nccl(ncclBroadcast(data, data, n, type, 0, comm_, stream_), "ncclBroadcast");
+  check_nccl(api_->reduce(data, data, n, type, ncclSum, 0, comm_, stream_), "ncclReduce");
+  check_nccl(api_->broadcast(data, data, n, type, 0, comm_, stream_), "ncclBroadcast");
   wait("a sum");
   bytes_ += n * element_bytes;
 }
@@ -303,7 +307,8 @@ void NcclCommunicator::all_reduce_max(double* data, size_t n) {
   check(data != nullptr, "all_reduce_max: null buffer");
   begin();
   // The maximum is exact, and each element is computed once and passed on: the same everywhere.
-  check_nccl(ncclAllReduce(data, data, n, ncclFloat64, ncclMax, comm_, stream_), "ncclAllReduce");
+  check_nccl(api_->all_reduce(data, data, n, ncclFloat64, ncclMax, comm_, stream_),
+             "ncclAllReduce");
   wait("a maximum");
   bytes_ += n * sizeof(double);
 }
@@ -314,7 +319,7 @@ void NcclCommunicator::broadcast(void* data, size_t bytes, int root) {
   if (bytes == 0) return;
   check(data != nullptr, "broadcast: null buffer");
   begin();
-  check_nccl(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
+  check_nccl(api_->broadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
   wait("a broadcast");
   bytes_ += bytes;
 }
@@ -323,14 +328,14 @@ void NcclCommunicator::all_gather(const void* send, size_t bytes, void* recv) {
   if (bytes == 0) return;
   check(send != nullptr && recv != nullptr, "all_gather: null buffer");
   begin();
-  check_nccl(ncclAllGather(send, recv, bytes, ncclUint8, comm_, stream_), "ncclAllGather");
+  check_nccl(api_->all_gather(send, recv, bytes, ncclUint8, comm_, stream_), "ncclAllGather");
   wait("an all-gather");
   bytes_ += bytes;
 }
 
 void NcclCommunicator::barrier() {
   begin();
-  check_nccl(ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_),
+  check_nccl(api_->all_reduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_),
              "ncclAllReduce");
   wait("a barrier");
 }

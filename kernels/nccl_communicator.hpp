@@ -1,12 +1,15 @@
 // The NCCL communicator: the collectives of a data-parallel run (engine/dist/communicator.hpp)
 // over device memory, for the CUDA backend. CudaBackend::device_communicator() makes one when the
-// module was built with NCCL (FP8RL_HAVE_NCCL) and the run has more than one rank; the run loop
-// then all-reduces its gradients where they lie instead of staging them through host memory.
+// module was built with NCCL's header (FP8RL_HAVE_NCCL) and the run has more than one rank; the run
+// loop then all-reduces its gradients where they lie instead of staging them through host memory.
 //
 // Buffers: every pointer passed to the collectives is device memory on the backend's device
 // (device_buffers() is true). The collectives run on the backend's stream, so they are ordered
 // after the work already queued on it, and each ends by waiting for that stream: the results can
 // be read (or downloaded) as soon as the call returns.
+//
+// NCCL is loaded at run time by the first communicator (nccl_library.hpp); when it cannot be
+// loaded on some rank, the constructor throws fp8rl::Error on every rank, naming what failed.
 //
 // Bootstrap: the host communicator (MPI) joins the same ranks. The constructor first gathers every
 // rank's GPU identity over it, then rank 0 creates the NCCL unique id and broadcasts it, then every
@@ -48,6 +51,7 @@
 #include <string>
 
 #include "dist/communicator.hpp"
+#include "nccl_library.hpp"
 
 namespace fp8rl {
 
@@ -97,6 +101,7 @@ class NcclCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
+  const nccl::Api* api_ = nullptr;  // NCCL's entry points, set once the library is loaded
   ncclComm_t comm_ = nullptr;
   float* scratch_ = nullptr;  // one float on the device, 0 (barrier)
   std::string dead_why_;      // why the communicator was aborted ("" while alive)

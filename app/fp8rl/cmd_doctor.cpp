@@ -86,7 +86,11 @@ int cmd_doctor(const std::vector<std::string>& args) {
     std::printf("  runtime:        %s\n", cuda_version(i.runtime_version).c_str());
     std::printf("  cuBLASLt:       %s\n",
                 triple(static_cast<long long>(i.cublaslt_version), 10000, 100).c_str());
-    std::printf("  NCCL:           %s\n", triple(i.nccl_version, 10000, 100).c_str());
+    if (i.nccl_version > 0)
+      std::printf("  NCCL:           %s\n", triple(i.nccl_version, 10000, 100).c_str());
+    else
+      std::printf("  NCCL:           not available: %s\n",
+                  i.nccl_problem[0] ? i.nccl_problem : "no reason given");
     std::printf("  devices:        %d\n", i.device_count);
     if (i.device_count > 0) {
       std::printf("  device 0:       %s, compute capability %d.%d, %d SMs\n", i.device_name,

@@ -10,7 +10,7 @@ namespace fp8rl {
 class Backend;
 }
 
-inline constexpr int kFp8rlCudaAbi = 6;
+inline constexpr int kFp8rlCudaAbi = 7;
 
 extern "C" {
 
@@ -26,6 +26,9 @@ struct Fp8rlCudaInfo {
   size_t cublaslt_version = 0;  // cublasLtGetVersion (e.g. 130100)
   int nccl_version = 0;         // ncclGetVersion; 0 when NCCL is not available
   char problem[512] = {};       // why no device is usable; empty when device 0 is usable
+  // Why NCCL is not available (it is loaded at run time, and needed only for more than one
+  // rank); empty when nccl_version is set.
+  char nccl_problem[512] = {};
 };
 
 // Fills info and returns 1 when device 0 can run the backend (device present, compute

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/rng.hpp"
 
 namespace fp8rl {
@@ -93,14 +94,23 @@ DecoderModel::DecoderModel(Backend& be, const ModelConfig& cfg, const PrecisionM
   lm_head_ = cfg_.tie_word_embeddings ? std::make_unique<Linear>(be, &embed_)
                                       : std::make_unique<Linear>(be, "lm_head", cfg_.vocab_size, H);
 
-  // Initialise: normal(0, init_std) matrices, unit norm weights.
+  // Initialise: normal(0, init_std) matrices, unit norm weights. Element i of a matrix takes
+  // the generator's draws 2i and 2i + 1 after the matrix's start, so chunks fill in parallel
+  // with the values of one sequential pass (a Qwen3-0.6B shape is 6·10^8 draws).
   Rng rng(seed);
   for (Param* prm : parameters()) {
     std::vector<float> v(static_cast<size_t>(prm->master.size()));
-    if (prm->decay)
-      for (auto& x : v) x = static_cast<float>(rng.normal() * init_std);
-    else
+    if (prm->decay) {
+      const Rng start = rng;
+      parallel_for(static_cast<int64_t>(v.size()), int64_t{1} << 16, [&](int64_t b, int64_t e) {
+        Rng r = start.ahead(2 * static_cast<uint64_t>(b));
+        for (int64_t i = b; i < e; ++i)
+          v[static_cast<size_t>(i)] = static_cast<float>(r.normal() * init_std);
+      });
+      rng = rng.ahead(2 * static_cast<uint64_t>(v.size()));
+    } else {
       std::fill(v.begin(), v.end(), 1.0f);
+    }
     upload_floats(be, prm->master, v);
   }
   zero_grad();

@@ -125,7 +125,7 @@ void add_gemm_case(Registry& reg, Shape s, DType in, DType out, float beta) {
                                                      s.M, s.N, s.K, beta, to_double(c0, out));
                    const double tol = tolerance(out, self, s.K);
                    if (!(err <= tol)) return fail(fmt("relative error %.3g > %.3g", err, tol));
-                   return pass(fmt("rel. err %.2g", err));
+                   return pass(fmt("rel. err %.2g (bound %.2g)", err, tol));
                  }});
 }
 
@@ -238,8 +238,8 @@ void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format f
            const double tol = tolerance(out, true, k);
            if (!(err <= tol))
              return fail(fmt("vs FP64 of dequantized inputs: %.3g > %.3g", err, tol));
-           return pass(
-               fmt("rel. err vs FP64 %.2g, global diff %.2g", err, global_difference(g, want)));
+           return pass(fmt("rel. err vs FP64 %.2g (bound %.2g), global diff %.2g", err, tol,
+                           global_difference(g, want)));
          }
          std::vector<uint8_t> w;
          if (auto problem = run(ref, w)) return fail("reference: " + *problem);
@@ -247,8 +247,8 @@ void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format f
          const double err = error_vs_terms(g, want, da, db, m, n, k, beta, dc);
          const double tol = tolerance(out, false, k);
          if (!(err <= tol)) return fail(fmt("vs CPU: relative error %.3g > %.3g", err, tol));
-         return pass(
-             fmt("rel. err vs CPU %.2g, global diff %.2g", err, global_difference(g, want)));
+         return pass(fmt("rel. err vs CPU %.2g (bound %.2g), global diff %.2g", err, tol,
+                         global_difference(g, want)));
        }});
 }
 

@@ -107,7 +107,7 @@ Result compare_outputs(const std::vector<std::pair<std::string, std::vector<doub
       return fail(fmt("%s: relative error %.3g > %.3g", got[i].first.c_str(), err, tol));
     detail += fmt("%s%s %.1e", detail.empty() ? "" : ", ", got[i].first.c_str(), err);
   }
-  return pass(detail);
+  return pass("rel. err " + detail + (tol > 0 ? fmt(" (bound %.1e each)", tol) : " (exact)"));
 }
 
 double tol_for(DType dt) {
@@ -155,7 +155,7 @@ Result fd_check(const char* what, const std::vector<float>& x, const std::vector
   if (!(err <= tol))
     return fail(fmt("%s: d/du analytic %.6g vs finite difference %.6g (err %.3g)", what, analytic,
                     numeric, err));
-  return pass(fmt("%s fd err %.1e", what, err));
+  return pass(fmt("%s fd err %.1e (bound %.1e)", what, err, tol));
 }
 
 double dot(const std::vector<double>& a, const std::vector<float>& r) {
@@ -282,7 +282,7 @@ void add_rope(Registry& reg, int64_t M, int64_t heads, int64_t D, DType dt, Rope
               std::vector<double> xv(x.v.begin(), x.v.end());
               const double err2 = relative_error(back, xv);
               if (err2 > 1e-5) return fail(fmt("inverse does not undo forward: %.3g", err2));
-              return pass(fmt("fwd err %.1e", err));
+              return pass(fmt("fwd err %.1e (bound 1e-3), inverse %.1e (bound 1e-5)", err, err2));
             }});
 }
 
@@ -366,7 +366,7 @@ void add_attention(Registry& reg, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                 Result r = fd_check(name, *x, *g, loss, rng);
                 if (r.outcome != Outcome::pass) return r;
               }
-              return pass(fmt("fwd err %.1e", err));
+              return pass(fmt("fwd err %.1e (bound 1e-5), finite differences within 2e-2", err));
             }});
 }
 
@@ -504,7 +504,7 @@ void add_misc(Registry& reg) {
              want_dt[ids[m] * H + h] += dout.v[m * H + h];
            }
          if (relative_error(dt, want_dt) > 1e-6) return fail("backward scatter-add mismatch");
-         return pass();
+         return pass("forward rows exact, backward scatter-add within 1e-6");
        }});
   add(reg, {"convert/transpose/add f32,bf16 [37,129]", 0.0,
             [](Backend& be, Rng& rng) {
@@ -535,7 +535,7 @@ void add_misc(Registry& reg) {
                   if (s[r * 7 + c] != round_to_bf16(a.v[r * 7 + c] + b.v[r * 7 + c]))
                     return fail("add");
                 }
-              return pass();
+              return pass("exact");
             }});
   add(reg,
       {"adamw/sum_squares/scale n=10007", 1e-6,
@@ -568,7 +568,7 @@ void add_misc(Registry& reg) {
          double want = 0;
          for (float x : g.v) want += double(x) * x;
          if (std::fabs(be.sum_squares(G.f32(), n) - want) > 1e-9 * want) return fail("sum_squares");
-         return pass();
+         return pass("first AdamW step within 1e-5, sum_squares within 1e-9 relative");
        }});
 }
 
@@ -649,7 +649,7 @@ void add_kv_case(Registry& reg, DType dt, bool fp8, int64_t T, int64_t Hq, int64
               const double err = relative_error(o, O.get());
               const double tol = dt == DType::bf16 ? 1e-2 : 1e-5;
               if (!(err <= tol)) return fail(fmt("vs attention_forward: %.3g > %.3g", err, tol));
-              return pass(fmt("vs attention_forward %.1e", err));
+              return pass(fmt("vs attention_forward %.1e (bound %.1e)", err, tol));
             }});
 }
 

@@ -183,7 +183,7 @@ Result compare(const Quantized& got, const Quantized& want, ScaleBlock block, in
   if (!close(g.err_sq, w.err_sq, rel) || !close(g.ref_sq, w.ref_sq, rel))
     return fail(fmt("error sums differ: err %.12g/%.12g ref %.12g/%.12g", g.err_sq, w.err_sq,
                     g.ref_sq, w.ref_sq));
-  return pass(fmt("rel. quant. error %.4f", g.relative_error()));
+  return pass(fmt("codes and scales bit-exact; rel. quant. error %.4f", g.relative_error()));
 }
 
 // Inputs with the awkward values a real run meets: all-zero, NaN, inf, tiny and huge blocks.
@@ -255,7 +255,7 @@ void add_transpose_quantize_case(Registry& reg, int64_t rows, int64_t cols, DTyp
          if (r.outcome != Outcome::pass) return fail("along K: " + r.detail);
          r = compare(gt, wt, ScaleBlock::row1x128, cols, rows, 1e-6);
          if (r.outcome != Outcome::pass) return fail("transposed: " + r.detail);
-         return pass();
+         return pass("both operands bit-exact with the reference");
        }});
 }
 
@@ -296,7 +296,7 @@ void add_dequantize_case(Registry& reg, int64_t rows, int64_t cols, ScaleBlock b
                                  float_to_bf16(want).bits));
              }
            }
-         return pass();
+         return pass("every element bit-exact");
        }});
 }
 
@@ -335,7 +335,7 @@ void add_transpose_fp8_case(Registry& reg, int64_t rows, int64_t cols) {
                return fail(fmt("scale of tile (%lld,%lld) not transposed", (long long)(r / kBlock),
                                (long long)(c / kBlock)));
            }
-         return pass();
+         return pass("codes and tile scales transposed exactly");
        }});
 }
 

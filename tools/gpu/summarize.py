@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
-"""Summarises a tools/gpu/run.sh output folder as a markdown table of ratios against the targets.
+"""Summarises a GPU round's results folder as markdown: each target with its measured ratio and
+whether it was met, the parts of the round with their time caps, the other measurements, and
+each command's exit code.
 
-Reads OUT/status.tsv (each command's exit code) and OUT/json/*.json (the rows written by
-`fp8rl bench ... --json` and tools/gpu/torch_decode.py --json); prints markdown on stdout.
-Python 3 standard library only. Exit code 0 unless the folder cannot be read.
+    summarize.py [--brief] RESULTS_DIR
+
+Reads RESULTS_DIR/status.tsv (each command: exit code, seconds, cap, log), RESULTS_DIR/parts.tsv
+(each part of the round: share, cap, time used, result) when present, RESULTS_DIR/json/*.json
+(the rows written by `fp8rl bench ... --json` and torch_decode.py --json) and the op tests' log
+(logs/ops.log). --brief prints the targets and the parts only (the round prints it after each
+part). Python 3 standard library only. Exit code 0 unless the folder cannot be read.
 """
 
 import csv
+import glob
 import json
 import os
+import re
 import sys
 
+# The targets of the GPU round (docs/benchmarks.md).
 TARGETS = {
-    "fprop": 1.6,           # FP8 fprop vs BF16 at 8192^3
-    "quant": 0.75,          # quantization vs copy bandwidth
-    "bf16_vs_torch": 2.0,   # BF16 decode vs PyTorch eager
-    "fp8_decode": 1.3,      # FP8 decode vs BF16, Qwen3-0.6B batch 64
+    "fprop": 1.6,           # FP8 fprop GEMM vs cuBLASLt BF16 at 8192^3
+    "quant": 0.75,          # quantization kernels vs copy bandwidth
+    "fp8_decode": 1.3,      # FP8 + FP8 KV decode vs BF16, Qwen3-0.6B shape, batch 64
+    "bf16_vs_torch": 2.0,   # our BF16 decode vs a PyTorch eager decode loop
 }
 # The whole-step targets as `fp8rl bench step` reports them: name → (label, relation, target).
 STEP_TARGETS = [
@@ -24,6 +33,7 @@ STEP_TARGETS = [
     ("recalibration share of the step (fp8 modes, worst)",
      "GRPO step recalibration share (FP8 modes, worst)", "≤", 0.03),
 ]
+TIMED_OUT = ("124", "137")  # timeout(1): the command ran past its cap (TERM, then KILL)
 
 
 def load(folder, name):
@@ -51,26 +61,34 @@ def fmt_pct(v):
     return "–" if v is None else f"{100 * v:.1f}%"
 
 
+def read_tsv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
 class Summary:
     def __init__(self, folder):
         self.folder = folder
-        self.status = {}
-        path = os.path.join(folder, "status.tsv")
-        with open(path) as f:
-            for row in csv.DictReader(f, delimiter="\t"):
-                self.status[row["command"]] = row
+        self.status = {row["command"]: row for row in read_tsv(os.path.join(folder, "status.tsv"))}
+        try:
+            self.parts = read_tsv(os.path.join(folder, "parts.tsv"))
+        except OSError:
+            self.parts = []
         self.targets = []  # (measurement, value text, target text, verdict)
         self.info = []     # (measurement, value text)
 
     def why_missing(self, command):
         st = self.status.get(command)
         if st is None:
-            return f"MISSING ({command} did not run)"
-        if st["exit_code"] == "0":
-            return f"MISSING (no rows in json/{command}.json)"
-        if st["exit_code"] == "skipped":
-            return f"SKIPPED ({command}: {st['log']})"
-        return f"MISSING ({command} failed: exit {st['exit_code']}, see {st['log']})"
+            return f"not measured ({command} did not run)"
+        code, log = st["exit_code"], st.get("log", "")
+        if code == "0":
+            return f"not measured (no rows in json/{command}.json)"
+        if code == "skipped":
+            return f"skipped ({command}: {log})"
+        if code in TIMED_OUT:
+            return f"not measured ({command} ran past its cap of {st.get('cap', '?')} s, {log})"
+        return f"not measured ({command} failed: exit {code}, see {log})"
 
     def target(self, name, value, relation, target, fmt, command):
         if value is None:
@@ -78,17 +96,46 @@ class Summary:
             return
         ok = value >= target if relation == "≥" else value <= target
         self.targets.append((name, fmt(value), f"{relation} {fmt(target)}",
-                             "PASS" if ok else "FAIL"))
+                             "met" if ok else "missed"))
 
-    # --- the benchmarks
+    # --- the parts of the round
+
+    def ops(self):
+        """The op registry: every case within its bound on the backend under test."""
+        st = self.status.get("ops")
+        counts, backend = None, None
+        try:
+            with open(os.path.join(self.folder, "logs", "ops.log")) as f:
+                for line in f:
+                    m = re.match(r"(\d+) passed, (\d+) failed, (\d+) skipped", line)
+                    if m:
+                        counts = tuple(int(x) for x in m.groups())
+                    m = re.match(r"== backend (\S+)", line)
+                    if m:
+                        backend = m.group(1)
+        except OSError:
+            pass
+        label = f"op registry on {backend or 'the backend'}: every case within its bound"
+        if counts is None or st is None:
+            self.targets.append((label, "–", "0 failed", self.why_missing("ops")))
+            return
+        passed, failed, skipped = counts
+        ok = failed == 0 and passed > 0 and st["exit_code"] == "0"
+        self.targets.append((label, f"{passed} passed, {failed} failed, {skipped} skipped",
+                             "0 failed", "met" if ok else "missed"))
 
     def gemm(self):
-        run = first_run(load(self.folder, "bench-gemm"))
-        rows = run.get("rows", []) if run else []
+        rows = []  # bench-gemm.json (the 8192^3 target) first, then bench-gemm-*.json
+        names = sorted(os.path.basename(p)[:-5] for p in
+                       glob.glob(os.path.join(self.folder, "json", "bench-gemm-*.json")))
+        for name in ["bench-gemm"] + names:
+            run = first_run(load(self.folder, name))
+            rows += run.get("rows", []) if run else []
         fprop = [r for r in rows if r.get("gemm") == "fprop" and "fp8_vs_bf16" in r]
-        pick = next((r for r in fprop if r.get("shape") == "square 8192^3"),
+        pick = next((r for r in fprop if (r.get("M"), r.get("N"), r.get("K")) == (8192,) * 3),
                     fprop[0] if fprop else None)
-        label = f"GEMM fprop FP8 vs BF16 at {pick['shape']}" if pick else "GEMM fprop FP8 vs BF16"
+        label = (f"GEMM fprop FP8 vs BF16 at {pick['M']}x{pick['N']}x{pick['K']}" if pick
+                 else "GEMM fprop FP8 vs BF16 at 8192^3")
         self.target(label, pick and pick.get("fp8_vs_bf16"), "≥", TARGETS["fprop"], fmt_ratio,
                     "bench-gemm")
         for r in rows:
@@ -111,6 +158,8 @@ class Summary:
         for tag in ("0.6b", "1.7b"):
             run = first_run(load(self.folder, f"bench-rollout-{tag}"))
             torch = load(self.folder, f"torch-decode-{tag}")
+            if tag == "1.7b" and not run and f"bench-rollout-{tag}" not in self.status:
+                continue  # an extra part: not reported when it was not asked for
             rows = run.get("rows", []) if run else []
             model = run.get("model", tag) if run else f"qwen3-{tag}"
             batches = sorted({r["batch"] for r in rows}) or [None]
@@ -132,15 +181,19 @@ class Summary:
                 if bf16 and t_tps:
                     self.info.append((f"decode tok/s {where}: fp8rl bf16 / torch",
                                       f"{bf16:.0f} / {t_tps:.0f}"))
-                for mode in ("fp8 linears, bf16 KV", "fp8 linears, fp8 KV"):
-                    v = mine.get(mode, {}).get("vs_bf16")
-                    label = f"FP8 decode vs BF16 ({mode}), {where}"
-                    # The target is set for Qwen3-0.6B at batch 64 (the smallest batch here).
-                    if tag == "0.6b" and batch == batches[0]:
-                        self.target(label, v, "≥", TARGETS["fp8_decode"], fmt_ratio,
-                                    f"bench-rollout-{tag}")
-                    elif v is not None:
-                        self.info.append((label, fmt_ratio(v)))
+                # The FP8 target is set for the 0.6B shape at its first (smallest) batch.
+                target_here = tag == "0.6b" and batch == batches[0]
+                v = mine.get("fp8 linears, fp8 KV", {}).get("vs_bf16")
+                label = f"FP8 + FP8 KV decode vs BF16, {where}"
+                if target_here:
+                    self.target(label, v, "≥", TARGETS["fp8_decode"], fmt_ratio,
+                                f"bench-rollout-{tag}")
+                elif v is not None:
+                    self.info.append((label, fmt_ratio(v)))
+                v = mine.get("fp8 linears, bf16 KV", {}).get("vs_bf16")
+                if v is not None:
+                    self.info.append((f"FP8 linears (BF16 KV) decode vs BF16, {where}",
+                                      fmt_ratio(v)))
                 # What recording the decode steps as graphs gained (BF16, same run).
                 graphed = mine.get("bf16 linears, bf16 KV", {})
                 eager = mine.get("bf16, no decode graphs", {}).get("decode_tokens_per_s")
@@ -149,22 +202,6 @@ class Summary:
                                       fmt_ratio(bf16 / eager)))
                 if graphed.get("graphs_unused"):
                     self.info.append((f"decode graphs unused, {where}", graphed["graphs_unused"]))
-
-    def train(self):
-        for tag in ("0.6b", "1.7b"):
-            run = first_run(load(self.folder, f"bench-train-{tag}"))
-            if not run:
-                self.info.append((f"train step qwen3-{tag}", self.why_missing(f"bench-train-{tag}")))
-                continue
-            rows = {r["precision"]: r for r in run.get("rows", [])}
-            where = f"{run.get('model')} {run.get('batch')}x{run.get('seq_len')}"
-            bf16, fp8 = rows.get("bf16", {}), rows.get("fp8", {})
-            if bf16.get("tokens_per_s") and fp8.get("tokens_per_s"):
-                self.info.append((f"train step tok/s, {where}: bf16 / fp8",
-                                  f"{bf16['tokens_per_s']:.0f} / {fp8['tokens_per_s']:.0f} "
-                                  f"({fmt_ratio(fp8.get('vs_bf16'))})"))
-            self.info.append((f"train step FP8 re-quantization share, {where}",
-                              fmt_pct(fp8.get("requantization_share"))))
 
     def step(self):
         run = first_run(load(self.folder, "bench-step-gpu"))
@@ -182,52 +219,102 @@ class Summary:
             self.info.append((f"GRPO step s / rollout tok/s, {r['mode']}",
                               f"{r['step_seconds']:.3f} / {r['rollout_tokens_per_s']:.0f}"))
 
+    def train(self):
+        for tag in ("0.6b", "1.7b"):
+            run = first_run(load(self.folder, f"bench-train-{tag}"))
+            if not run:
+                if f"bench-train-{tag}" in self.status:
+                    self.info.append((f"train step qwen3-{tag}",
+                                      self.why_missing(f"bench-train-{tag}")))
+                continue
+            rows = {r["precision"]: r for r in run.get("rows", [])}
+            where = f"{run.get('model')} {run.get('batch')}x{run.get('seq_len')}"
+            bf16, fp8 = rows.get("bf16", {}), rows.get("fp8", {})
+            if bf16.get("tokens_per_s") and fp8.get("tokens_per_s"):
+                self.info.append((f"train step tok/s, {where}: bf16 / fp8",
+                                  f"{bf16['tokens_per_s']:.0f} / {fp8['tokens_per_s']:.0f} "
+                                  f"({fmt_ratio(fp8.get('vs_bf16'))})"))
+            self.info.append((f"train step FP8 re-quantization share, {where}",
+                              fmt_pct(fp8.get("requantization_share"))))
+
+    def ranks(self):
+        run = first_run(load(self.folder, "bench-ranks"))
+        for r in (run or {}).get("rows", []):
+            self.info.append((f"GRPO step on {r['ranks']} rank(s): s / speed-up",
+                              f"{r['step_seconds']:.3f} / {fmt_ratio(r.get('speedup'))}"))
+
     # --- output
 
     def device(self):
-        for name in ("bench-gemm", "bench-rollout-0.6b", "bench-train-0.6b", "bench-step-gpu"):
+        for name in ("bench-gemm", "bench-rollout-0.6b", "bench-step-gpu", "bench-train-0.6b"):
             run = first_run(load(self.folder, name))
             if run and run.get("device"):
                 return f"{run.get('backend')}: {run['device']}"
         return "unknown (no benchmark ran)"
 
+    def targets_table(self):
+        out = ["## Targets", "", "| measurement | value | target | verdict |", "|---|---|---|---|"]
+        out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in self.targets]
+        return out
+
+    def parts_table(self):
+        if not self.parts:
+            return []
+        out = ["", "## Parts of the round", "",
+               "| part | measures | share | cap planned (s) | cap given (s) | used (s) | result |",
+               "|---|---|---|---|---|---|---|"]
+        for p in self.parts:
+            out.append(f"| {p['part']} | {p['what']} | {p['share']} | {p['planned_s']} | "
+                       f"{p['given_s']} | {p['used_s']} | {p['result']} |")
+        return out
+
+    def brief(self):
+        met = sum(1 for t in self.targets if t[3] == "met")
+        missed = sum(1 for t in self.targets if t[3] == "missed")
+        head = [f"targets: {met} met, {missed} missed, "
+                f"{len(self.targets) - met - missed} not measured", ""]
+        return "\n".join(head + self.targets_table() + self.parts_table()) + "\n"
+
     def markdown(self):
-        out = ["# GPU benchmark summary", "",
+        out = ["# GPU round summary", "",
                f"- results: {self.folder}", f"- device: {self.device()}"]
         if self.device().startswith("cpu:"):
-            out.append("- CPU backend (a smoke run of the script): these numbers say nothing "
+            out.append("- CPU backend (a smoke run of the round): these numbers say nothing "
                        "about the GPU targets")
         failed = [c for c, s in self.status.items() if s["exit_code"] not in ("0", "skipped")]
         skipped = [c for c, s in self.status.items() if s["exit_code"] == "skipped"]
         out.append(f"- commands: {len(self.status)}, failed: {len(failed)}"
                    + (f" ({', '.join(failed)})" if failed else "")
                    + (f", skipped: {', '.join(skipped)}" if skipped else ""))
-        out += ["", "## Targets", "", "| measurement | value | target | verdict |",
-                "|---|---|---|---|"]
-        out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in self.targets]
+        out += [""] + self.targets_table() + self.parts_table()
         out += ["", "## Other measurements", "", "| measurement | value |", "|---|---|"]
         out += [f"| {a} | {b} |" for a, b in self.info]
-        out += ["", "## Commands", "", "| command | exit code | seconds | log |", "|---|---|---|---|"]
+        out += ["", "## Commands", "", "| command | part | exit code | seconds | cap (s) | log |",
+                "|---|---|---|---|---|---|"]
         for c, s in self.status.items():
-            out.append(f"| {c} | {s['exit_code']} | {s['seconds']} | {s['log']} |")
+            code = s["exit_code"] + (" (timed out)" if s["exit_code"] in TIMED_OUT else "")
+            out.append(f"| {c} | {s.get('part', '')} | {code} | {s['seconds']} | "
+                       f"{s.get('cap', '')} | {s['log']} |")
         return "\n".join(out) + "\n"
 
 
 def main(argv):
-    if len(argv) != 1:
-        print("usage: summarize.py OUT_DIR", file=sys.stderr)
+    brief = "--brief" in argv
+    args = [a for a in argv if a != "--brief"]
+    if len(args) != 1:
+        print("usage: summarize.py [--brief] RESULTS_DIR", file=sys.stderr)
         return 2
     try:
-        s = Summary(argv[0])
-    except OSError as e:
-        print(f"summarize.py: cannot read {argv[0]}/status.tsv: {e}", file=sys.stderr)
+        s = Summary(args[0])
+    except (OSError, KeyError) as e:
+        print(f"summarize.py: cannot read {args[0]}/status.tsv: {e!r}", file=sys.stderr)
         return 1
-    for part in (s.gemm, s.quant, s.decode, s.train, s.step):
+    for part in (s.ops, s.gemm, s.quant, s.decode, s.step, s.train, s.ranks):
         try:
             part()
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             s.info.append((f"summary of {part.__name__}", f"unreadable results: {e!r}"))
-    sys.stdout.write(s.markdown())
+    sys.stdout.write(s.brief() if brief else s.markdown())
     return 0
 
 
