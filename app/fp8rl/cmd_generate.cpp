@@ -7,6 +7,8 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "model/checkpoint.hpp"
+#include "model/family.hpp"
+#include "rl/group_rollouts.hpp"
 #include "rollout/generator.hpp"
 #include "text/tokenizer.hpp"
 
@@ -34,7 +36,9 @@ int cmd_generate(const std::vector<std::string>& args) {
         "off\n"
         "launches every op of every decode step instead of replaying recorded CUDA graphs\n"
         "(decode_graphs in the output says how many steps replayed one, or why none did).\n");
-  const auto tokenizer = load_tokenizer(dir);
+  ChatOptions chat;  // the family's template (Llama 3.1's or Qwen3's)
+  chat.template_name = model_family(read_checkpoint_config(dir).family).chat_template;
+  const auto tokenizer = load_tokenizer(dir, chat);
   std::vector<int32_t> prompt;
   if (!a.get("prompt", "").empty()) {
     check(a.get("token-ids", "").empty(), "give --prompt or --token-ids, not both");
@@ -56,7 +60,10 @@ int cmd_generate(const std::vector<std::string>& args) {
   sp.top_p = a.get_number("top-p", 1);
   sp.top_k = a.get_int("top-k", 0);
   sp.seed = static_cast<uint64_t>(a.get_int("seed", 0));
-  sp.eos_token = a.get_int("eos", tokenizer ? tokenizer->eos() : -1);
+  if (a.has("eos") || !tokenizer)
+    sp.eos_token = a.get_int("eos", -1);
+  else
+    stop_at_eos(sp, *tokenizer);  // every stop id the model folder names
   const std::string graphs = a.get("graphs", "auto");
   check(graphs == "auto" || graphs == "off", "--graphs must be auto or off, got '" + graphs + "'");
   Generator gen(*model, {kv, 0, SamplingSite::automatic,

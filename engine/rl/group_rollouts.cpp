@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/checkpoint.hpp"
+#include "model/family.hpp"
 #include "text/model_tokenizer.hpp"
 
 namespace fp8rl {
@@ -15,6 +16,15 @@ uint64_t mix_seed(uint64_t a, uint64_t b) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+ChatOptions chat_options(const RunConfig& cfg, const std::string& model_dir) {
+  ChatOptions chat;
+  chat.system = cfg.chat_system_prompt;
+  chat.thinking = cfg.chat_thinking;
+  chat.date = cfg.chat_date;
+  chat.template_name = model_family(read_checkpoint_config(model_dir).family).chat_template;
+  return chat;
 }
 
 std::unique_ptr<Task> make_run_task(const RunConfig& cfg) {
@@ -27,8 +37,7 @@ std::unique_ptr<Task> make_run_task(const RunConfig& cfg) {
   if (tc.name == "jsonl" && !dir.empty()) {
     namespace fs = std::filesystem;
     if (fs::exists(dir + "/tokenizer.json"))
-      tc.tokenizer = std::make_shared<ModelTokenizer>(
-          dir, ChatOptions{cfg.chat_system_prompt, cfg.chat_thinking});
+      tc.tokenizer = std::make_shared<ModelTokenizer>(dir, chat_options(cfg, dir));
     else
       check(fs::exists(dir + "/fp8rl_tokenizer.json"),
             dir +
@@ -48,8 +57,6 @@ std::unique_ptr<DecoderModel> make_run_model(const RunConfig& cfg, Backend& be, 
     mc = &from_ckpt;
   }
   ModelConfig model_cfg = *mc;
-  check(model_cfg.vocab_size >= task.tokenizer().vocab_size() || !cfg.init_checkpoint.empty(),
-        "model vocabulary too small for the task");
   if (cfg.init_checkpoint.empty()) model_cfg.vocab_size = task.tokenizer().vocab_size();
   check(model_cfg.vocab_size >= task.tokenizer().vocab_size(),
         "the checkpoint's vocabulary (" + std::to_string(model_cfg.vocab_size) +
@@ -64,6 +71,13 @@ std::unique_ptr<DecoderModel> make_run_model(const RunConfig& cfg, Backend& be, 
   }
   model->set_lm_head_precision(cfg.lm_head);
   return model;
+}
+
+void stop_at_eos(SamplingParams& sp, const Tokenizer& t) {
+  sp.eos_token = t.eos();
+  sp.more_eos_tokens.clear();
+  for (int32_t id : t.stop_ids())
+    if (id != sp.eos_token) sp.more_eos_tokens.push_back(id);
 }
 
 std::string response_text(const Task& task, const Sequence& s, bool* ended) {
@@ -134,7 +148,7 @@ GroupRollouts generate_group_rollouts(const RunConfig& cfg, const Task& task, Ge
   SamplingParams sp = cfg.sampling;
   if (keep) sp.sequence_ids = std::move(sequence_ids);
   sp.max_new_tokens = task.max_response_tokens();
-  sp.eos_token = task.tokenizer().eos();
+  stop_at_eos(sp, task.tokenizer());
   sp.seed = mix_seed(cfg.seed, 0x9e7000000ull + static_cast<uint64_t>(step));
   out.sequences = gen.generate(prompt_ids, sp);
 

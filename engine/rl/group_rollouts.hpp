@@ -12,6 +12,7 @@
 #include "rl/run_config.hpp"
 #include "rl/tasks.hpp"
 #include "rollout/generator.hpp"
+#include "text/chat_template.hpp"
 
 namespace fp8rl {
 
@@ -27,6 +28,12 @@ std::unique_ptr<Task> make_run_task(const RunConfig& cfg);
 // The run's model: random (seeded by cfg.seed) with the config's sizes and the task's
 // vocabulary, or loaded from cfg.init_checkpoint; the config's precision map and lm_head
 // precision. Throws when the vocabulary is too small for the task.
+// The chat template and options of a model folder's prompts: its family's template (from its
+// config.json), the run's system prompt, thinking switch and pinned date (task.*).
+ChatOptions chat_options(const RunConfig& cfg, const std::string& model_dir);
+// Responses end at any of the tokenizer's stop ids (eos first).
+void stop_at_eos(SamplingParams& sp, const Tokenizer& t);
+
 std::unique_ptr<DecoderModel> make_run_model(const RunConfig& cfg, Backend& be, const Task& task);
 
 // The text of a generated response without its <eos>; *ended = it finished with <eos>.

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "contract/live_settings.hpp"
+#include "model/family.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/yaml.hpp"
@@ -35,6 +36,13 @@ const std::map<std::string, std::vector<std::string>>& RunConfig::choices() {
       {"grpo.importance", {"tis", "icepop", "off"}},
       {"grpo.decode_graphs", {"auto", "off"}},
       {"optimizer.schedule", {"constant", "cosine"}},
+      {"model.family", [] {
+         std::vector<std::string> names;
+         for (const ModelFamily* f : model_families()) names.push_back(f->name);
+         return names;
+       }()},
+      {"model.rope_scaling", {"none", "llama3"}},
+      {"moe.routing_replay", {"off", "rollout"}},
   };
   return c;
 }
@@ -56,8 +64,10 @@ task:
   instruction: ""
   max_response_tokens: 0
   system_prompt: ""
+  date: "26 Jul 2024"    # Llama 3.1's "Today Date" in every prompt, pinned for reproducible prompts
   thinking: "on"
 model:
+  family: qwen3          # qwen3, llama (Llama 3.1) or qwen3_moe (model/family.hpp)
   hidden_size: 128
   num_hidden_layers: 2
   num_attention_heads: 4
@@ -66,8 +76,22 @@ model:
   intermediate_size: 256
   max_position_embeddings: 64
   rope_theta: 10000
+  rope_scaling: none     # llama3: Llama 3.1's, with the four rope_* values below
+  rope_factor: 8.0
+  rope_low_freq_factor: 1.0
+  rope_high_freq_factor: 4.0
+  rope_original_max_position_embeddings: 8192
+  num_experts: 8         # qwen3_moe: experts per MoE layer, each token's top
+  num_experts_per_tok: 2
+  moe_intermediate_size: 128
+  norm_topk_prob: true
+  decoder_sparse_step: 1
   init_std: 0.05
   checkpoint: ""
+moe:
+  routing_replay: "off"  # rollout: the trainer replays the generator's expert choices
+  freeze_router: false   # the routers' weights are not trained
+  router_aux_loss_coef: 0.0  # load-balancing loss (off in RL: it made log-probs diverge)
 precision:
   default: fp8
   overrides: []
@@ -233,16 +257,48 @@ RunConfig RunConfig::from_json(const Json& in) {
         "setting 'task.max_response_tokens' must be ≥ 0 (0: the longest answer + 1)");
   c.chat_system_prompt = str("task", "system_prompt");
   c.chat_thinking = str("task", "thinking") == "on";
+  c.chat_date = str("task", "date");
   c.task.seed = c.seed;
 
-  c.model.hidden_size = positive("model", "hidden_size");
-  c.model.num_hidden_layers = positive("model", "num_hidden_layers");
-  c.model.num_attention_heads = positive("model", "num_attention_heads");
-  c.model.num_key_value_heads = positive("model", "num_key_value_heads");
-  c.model.head_dim = positive("model", "head_dim");
-  c.model.intermediate_size = positive("model", "intermediate_size");
-  c.model.max_position_embeddings = positive("model", "max_position_embeddings");
-  c.model.rope_theta = num("model", "rope_theta");
+  {
+    // The model section is a config.json of its family (model/family.hpp) without the
+    // vocabulary, which the task's tokenizer sets (rl/group_rollouts.cpp: make_run_model).
+    const Json& m = doc.at("model");
+    const ModelFamily& family = model_family(str("model", "family"));
+    Json hf;
+    hf["architectures"] = Json(Json::Array{Json(family.architecture)});
+    for (const char* key : {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                            "num_key_value_heads", "head_dim", "intermediate_size",
+                            "max_position_embeddings"})
+      hf[key] = positive("model", key);
+    hf["rope_theta"] = num("model", "rope_theta");
+    hf["vocab_size"] = int64_t{1};
+    if (str("model", "rope_scaling") == "llama3") {
+      Json s;
+      s["rope_type"] = "llama3";
+      s["factor"] = num("model", "rope_factor");
+      s["low_freq_factor"] = num("model", "rope_low_freq_factor");
+      s["high_freq_factor"] = num("model", "rope_high_freq_factor");
+      s["original_max_position_embeddings"] =
+          integer("model", "rope_original_max_position_embeddings");
+      hf["rope_scaling"] = std::move(s);
+    }
+    if (std::string(family.name) == "qwen3_moe") {
+      for (const char* key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                              "decoder_sparse_step"})
+        hf[key] = integer("model", key);
+      hf["norm_topk_prob"] = m.at("norm_topk_prob").as_bool("model.norm_topk_prob");
+    }
+    try {
+      c.model = ModelConfig::from_json(hf);
+    } catch (const Error& e) {
+      throw Error("settings 'model': " + e.message());
+    }
+  }
+  c.moe_routing_replay = str("moe", "routing_replay") == "rollout";
+  c.moe_freeze_router = doc.at("moe").at("freeze_router").as_bool("moe.freeze_router");
+  c.moe_router_aux_loss_coef = num("moe", "router_aux_loss_coef");
+  check(c.moe_router_aux_loss_coef >= 0, "setting 'moe.router_aux_loss_coef' must be ≥ 0");
   c.init_std = num("model", "init_std");
   c.init_checkpoint = str("model", "checkpoint");
   check(c.init_std > 0, "setting 'model.init_std' must be positive");

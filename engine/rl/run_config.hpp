@@ -26,11 +26,17 @@ struct RunConfig {
   TaskConfig task;
   ModelConfig model;
   double init_std = 0.02;
+  // Mixture-of-experts models (model.family qwen3_moe): the trainer replays the generator's
+  // expert choices (moe.routing_replay rollout), the routers stay as they are
+  // (moe.freeze_router), the load-balancing loss's weight (moe.router_aux_loss_coef; 0: off).
+  bool moe_routing_replay = false, moe_freeze_router = false;
+  double moe_router_aux_loss_coef = 0;
   std::string init_checkpoint;  // model.checkpoint: start from it instead of random init
   // The chat template's system message and thinking switch (task.system_prompt, task.thinking)
   // for prompts in a model's tokenizer.
   std::string chat_system_prompt;
   bool chat_thinking = true;
+  std::string chat_date;  // task.date: Llama 3.1's "Today Date"
   Precision default_precision = Precision::fp8;
   std::vector<std::string> precision_overrides;  // "LAYER.MODULE=PRECISION", * wildcards
   KvDType kv_cache = KvDType::bf16;

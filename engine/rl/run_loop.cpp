@@ -558,7 +558,7 @@ double GrpoRun::validate(std::vector<SampleRecord>* samples) {
   SamplingParams sp;
   sp.temperature = 0;  // greedy
   sp.max_new_tokens = task_->max_response_tokens();
-  sp.eos_token = task_->tokenizer().eos();
+  stop_at_eos(sp, task_->tokenizer());
   std::vector<Sequence> seqs;
   if (!prompts.empty()) seqs = gen_->generate(prompts, sp);
   double right = 0;

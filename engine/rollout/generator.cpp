@@ -281,7 +281,9 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
   }
   auto finished = [&](int64_t i, int32_t tok) -> bool {
     Sequence& s = out[i];
-    if (params.eos_token >= 0 && tok == params.eos_token)
+    if ((params.eos_token >= 0 && tok == params.eos_token) ||
+        std::find(params.more_eos_tokens.begin(), params.more_eos_tokens.end(), tok) !=
+            params.more_eos_tokens.end())
       s.finish_reason = "eos";
     else if (std::find(params.stop_tokens.begin(), params.stop_tokens.end(), tok) !=
              params.stop_tokens.end())

@@ -16,6 +16,7 @@ struct SamplingParams {
   int64_t top_k = 0;         // 0: off
   int64_t max_new_tokens = 64;
   int32_t eos_token = -1;  // −1: none
+  std::vector<int32_t> more_eos_tokens;  // further ids that end a sequence (several eos ids)
   std::vector<int32_t> stop_tokens;
   uint64_t seed = 0;
   // Generator::generate: the index each prompt's sequence seeds its sampler with, one per

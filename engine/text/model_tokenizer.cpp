@@ -2,7 +2,11 @@
 
 #include <filesystem>
 
+#include <algorithm>
+
 #include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/json.hpp"
 #include "text/char_tokenizer.hpp"
 
 namespace fp8rl {
@@ -13,6 +17,29 @@ ModelTokenizer::ModelTokenizer(const std::string& dir, ChatOptions chat)
         dir + "/tokenizer_config.json: no eos_token (a response must have a token that ends it)");
   eos_ = *bpe_.eos_id();
   pad_ = bpe_.pad_id().value_or(eos_);
+  // Every eos id the model folder names also ends a response (Llama 3.1 Instruct:
+  // <|end_of_text|>, <|eom_id|>, <|eot_id|>).
+  stop_ = {eos_};
+  namespace fs = std::filesystem;
+  for (const char* file : {"config.json", "generation_config.json"}) {
+    const std::string path = dir + "/" + file;
+    if (!fs::exists(path)) continue;
+    try {
+      const Json j = Json::parse(read_text_file(path));
+      if (!j.is_object() || !j.contains("eos_token_id") || j.at("eos_token_id").is_null()) continue;
+      const Json& e = j.at("eos_token_id");
+      std::vector<Json> ids = e.is_array() ? e.as_array() : std::vector<Json>{e};
+      for (const Json& id : ids) {
+        const int64_t v = id.as_int("eos_token_id");
+        check(v >= 0 && v < bpe_.size(), "eos_token_id " + std::to_string(v) +
+                                             " is not a token of tokenizer.json");
+        if (std::find(stop_.begin(), stop_.end(), v) == stop_.end())
+          stop_.push_back(static_cast<int32_t>(v));
+      }
+    } catch (const Error& e) {
+      throw Error(path + ": " + e.message());
+    }
+  }
 }
 
 std::vector<int32_t> ModelTokenizer::encode(const std::string& text) const {
@@ -20,7 +47,7 @@ std::vector<int32_t> ModelTokenizer::encode(const std::string& text) const {
 }
 
 std::vector<int32_t> ModelTokenizer::encode_prompt(const std::string& prompt) const {
-  return bpe_.encode(qwen3_chat_prompt(prompt, chat_), /*special=*/true);
+  return bpe_.encode(chat_prompt(prompt, chat_), /*special=*/true);
 }
 
 std::string ModelTokenizer::decode(const std::vector<int32_t>& ids) const {
@@ -40,16 +67,16 @@ std::string ModelTokenizer::token_text(int32_t id) const {
 
 void ModelTokenizer::save(const std::string& dir) const {
   namespace fs = std::filesystem;
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
     const fs::path from = fs::path(dir_) / f;
     if (fs::exists(from))
       fs::copy_file(from, fs::path(dir) / f, fs::copy_options::overwrite_existing);
   }
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir, const ChatOptions& chat) {
   if (std::filesystem::exists(dir + "/tokenizer.json"))
-    return std::make_unique<ModelTokenizer>(dir);
+    return std::make_unique<ModelTokenizer>(dir, chat);
   if (auto c = CharTokenizer::load(dir)) return std::make_unique<CharTokenizer>(std::move(*c));
   return nullptr;
 }

