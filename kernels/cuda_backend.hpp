@@ -167,6 +167,10 @@ class CudaBackend final : public Backend {
                         const Matrix& dx, const Matrix& dw) override;
 
   // rope.cu.
+  void moe_combine(const Matrix& y, const int32_t* pos, const float* w, int64_t k,
+                   const Matrix& out) override;
+  void moe_combine_backward(const Matrix& dout, const Matrix& y, const int32_t* pos,
+                            const float* w, int64_t k, const Matrix& dy, float* dw) override;
   void rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
             bool inverse) override;
 

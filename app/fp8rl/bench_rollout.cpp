@@ -56,12 +56,12 @@ Json bench_rollout(Backend& be, const RolloutOptions& o) {
   const int kModes = static_cast<int>(modes.size());
   // One model (one random initialisation, the slow part for large shapes): each mode switches
   // its linears' precision, which re-makes the compute copies from the same masters.
-  DecoderModel model(be, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 7);
+  DecoderModel model(be, cfg, uniform_precision(cfg, Precision::bf16), 7);
   std::vector<std::vector<RolloutStats>> stats(o.batches.size(),
                                                std::vector<RolloutStats>(modes.size()));
   for (int mi = 0; mi < kModes; ++mi) {
     const Mode& m = modes[mi];
-    model.set_precision(PrecisionMap(cfg.num_hidden_layers, m.p));
+    model.set_precision(uniform_precision(cfg, m.p));
     Generator gen(model, {m.kv, 0, SamplingSite::automatic, m.graphs});
     if (m.kv == KvDType::fp8) gen.calibrate({all_prompts.front()});
     for (size_t bi = 0; bi < o.batches.size(); ++bi) {

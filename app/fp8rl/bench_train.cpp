@@ -38,7 +38,7 @@ Json bench_train(Backend& be, const TrainOptions& o) {
   check(o.seq_len <= cfg.max_position_embeddings,
         "--seq-len " + std::to_string(o.seq_len) + " exceeds the model's " +
             std::to_string(cfg.max_position_embeddings) + " positions");
-  const int64_t B = o.batch, T = o.seq_len, L = cfg.num_hidden_layers;
+  const int64_t B = o.batch, T = o.seq_len;
   std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
   std::printf(
       "model: %s (%s; %.1fM parameters); batch %lld x %lld tokens; per mode %lld warm-up + "
@@ -76,7 +76,7 @@ Json bench_train(Backend& be, const TrainOptions& o) {
   // One model (one random initialisation, the slow part for large shapes): each mode switches
   // the linears' precision, which re-makes the compute copies from the FP32 masters, and gets a
   // fresh optimizer.
-  DecoderModel model(be, cfg, PrecisionMap(L, Precision::bf16), 7);
+  DecoderModel model(be, cfg, uniform_precision(cfg, Precision::bf16), 7);
   OptimizerConfig oc;
   oc.lr = 1e-4;
   // Every mode starts from the same weights (a host copy of the masters), so that the losses
@@ -87,7 +87,7 @@ Json bench_train(Backend& be, const TrainOptions& o) {
     const auto params = model.parameters();
     for (size_t pi = 0; pi < params.size(); ++pi)
       upload_floats(be, params[pi]->master, initial[pi]);
-    model.set_precision(PrecisionMap(L, m.p));
+    model.set_precision(uniform_precision(cfg, m.p));
     AdamW opt(be, model.parameters(), oc);
     Times sum;
     for (int64_t i = 0; i < o.warmup + o.steps; ++i) {

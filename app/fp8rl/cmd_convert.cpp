@@ -108,14 +108,14 @@ struct RunPrecision {
 
 // The precision map and scale format of the run that wrote dir (trainer_state.json's "config");
 // nullopt when dir is not a run's checkpoint.
-std::optional<RunPrecision> run_precision(const std::string& dir, int64_t layers) {
+std::optional<RunPrecision> run_precision(const std::string& dir, const ModelConfig& model) {
   const std::string path = dir + "/trainer_state.json";
   if (!std::filesystem::exists(path)) return std::nullopt;
   const Json st = read_json_file(path);
   if (!st.is_object() || !st.contains("config")) return std::nullopt;
   try {
     const RunConfig rc = RunConfig::from_json(st.at("config"));
-    return RunPrecision{rc.precision_map(layers), rc.pow2_scales};
+    return RunPrecision{rc.precision_map(model), rc.pow2_scales};
   } catch (const Error& e) {
     throw Error(path + ": the run's config: " + e.message());
   }
@@ -162,25 +162,21 @@ int cmd_convert(const std::vector<std::string>& args) {
 
   const Json source_config = read_json_file(in + "/config.json");
   const ModelConfig cfg = read_checkpoint_config(in);
-  const int64_t L = cfg.num_hidden_layers;
   // Quantization is bit-identical on every backend; the CPU needs no device.
   auto cpu = make_cpu_backend();
   ExportSummary s;
   if (to == "fp8") {
-    PrecisionMap pm(L, Precision::fp8);
+    PrecisionMap pm = uniform_precision(cfg, Precision::fp8);
     QuantOptions qopt;
-    if (const auto run = run_precision(in, L)) {
+    if (const auto run = run_precision(in, cfg)) {
       qopt.pow2_scales = run->pow2_scales;
       int64_t fp8 = 0, bf16 = 0;
-      for (int64_t l = 0; l < L; ++l)
-        for (int mi = 0; mi < kModules; ++mi)
-          (run->map.at(l, Module(mi)) == Precision::fp8 ? fp8 : bf16) += 1;
+      for (const LinearSlot& slot : run->map.linears())
+        if (!slot.router) (run->map.get(slot) == Precision::fp8 ? fp8 : bf16) += 1;
       if (fp8 > 0 && bf16 > 0) {
         // The run computed these in BF16: export them as it ran them.
-        for (int64_t l = 0; l < L; ++l)
-          for (int mi = 0; mi < kModules; ++mi)
-            if (run->map.at(l, Module(mi)) != Precision::fp8)
-              pm.set(l, Module(mi), Precision::bf16);
+        for (const LinearSlot& slot : run->map.linears())
+          if (!slot.router && run->map.get(slot) != Precision::fp8) pm.set(slot, Precision::bf16);
         std::fprintf(stderr, "fp8rl convert: the run's precision map keeps %lld linears in BF16\n",
                      static_cast<long long>(bf16));
       } else if (fp8 == 0) {
@@ -196,7 +192,7 @@ int cmd_convert(const std::vector<std::string>& args) {
     eo.base_config = source_config;
     s = save_fp8_checkpoint(out, *model, eo);
   } else {
-    auto model = load_checkpoint(*cpu, in, PrecisionMap(L, Precision::bf16));
+    auto model = load_checkpoint(*cpu, in, uniform_precision(cfg, Precision::bf16));
     s = save_bf16_checkpoint(out, *model, max_shard, source_config);
   }
   const int64_t copied = copy_side_files(in, out);

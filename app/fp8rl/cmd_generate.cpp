@@ -53,7 +53,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   const Precision p = parse_precision(a.get("precision", cpu ? "fp32" : "bf16"));
   const KvDType kv = parse_kv_dtype(a.get("kv-cache", p == Precision::fp32 ? "fp32" : "bf16"));
   const ModelConfig cfg = read_checkpoint_config(dir);
-  auto model = load_checkpoint(*sel.backend, dir, PrecisionMap(cfg.num_hidden_layers, p));
+  auto model = load_checkpoint(*sel.backend, dir, uniform_precision(cfg, p));
   SamplingParams sp;
   sp.max_new_tokens = a.get_int("max-new-tokens", 32);
   sp.temperature = a.get_number("temperature", 1);

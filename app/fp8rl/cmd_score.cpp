@@ -46,7 +46,7 @@ int cmd_score(const std::vector<std::string>& args) {
   const Precision p =
       parse_precision(a.get("precision", sel.backend->name() == "cpu" ? "fp32" : "bf16"));
   const ModelConfig cfg = read_checkpoint_config(dir);
-  auto model = load_checkpoint(*sel.backend, dir, PrecisionMap(cfg.num_hidden_layers, p));
+  auto model = load_checkpoint(*sel.backend, dir, uniform_precision(cfg, p));
   const int64_t T = static_cast<int64_t>(ids.size()) - 1;
   std::vector<int32_t> in(ids.begin(), ids.end() - 1), targets(ids.begin() + 1, ids.end());
   const auto r = model->forward(in, targets, 1, T, static_cast<float>(1.0 / temperature), false);
@@ -79,7 +79,7 @@ int cmd_init(const std::vector<std::string>& args) {
     throw Error(config_path + ": " + e.message());
   }
   auto cpu = make_cpu_backend();
-  DecoderModel model(*cpu, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32),
+  DecoderModel model(*cpu, cfg, uniform_precision(cfg, Precision::fp32),
                    static_cast<uint64_t>(a.get_int("seed", 0)), a.get_number("init-std", 0.02));
   save_checkpoint(a.get("output", ""), model);
   std::printf("wrote %s (%lld parameters)\n", a.get("output", "").c_str(),

@@ -180,6 +180,17 @@ class Backend {
   // dtable [V, H] (f32) += scatter of dout [M, H] rows into rows ids[M].
   virtual void embedding_backward(const int32_t* ids, const Matrix& dout, const Matrix& dtable) = 0;
 
+  // Mixture-of-experts combine: out [M, H] = Σ_{j<k} w[m·k + j] · y[pos[m·k + j]] (j ascending,
+  // FP32 sums), where y [N, H] holds the experts' outputs, one row per (token, choice), and
+  // pos (int32), w (f32) [M·k] live in backend memory. With w all 1 it sums rows back to their
+  // tokens (the experts' input gradients).
+  virtual void moe_combine(const Matrix& y, const int32_t* pos, const float* w, int64_t k,
+                           const Matrix& out) = 0;
+  // Its backward: dy[pos[i]] = w[i]·dout[i / k] (rows of dy no pos names are left as they are)
+  // and dw[i] = Σ_h dout[i / k][h]·y[pos[i]][h] (f32, h ascending), for i < M·k.
+  virtual void moe_combine_backward(const Matrix& dout, const Matrix& y, const int32_t* pos,
+                                    const float* w, int64_t k, const Matrix& dy, float* dw) = 0;
+
   // Row-wise RMSNorm: y [M, H] = x · rstd · w, rstd[m] = 1/sqrt(mean_h x² + eps) (f32, saved).
   // w: [1, H] f32 or bf16. Per-head norms call it with x viewed as [M·heads, D].
   virtual void rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const Matrix& y,

@@ -193,21 +193,18 @@ std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const std::string& fo
   // the map asks for fp8, as in the serving engines that read the file.
   PrecisionMap pm = precision;
   if (block_fp8 && pm.layers() == cfg.num_hidden_layers)
-    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
-      for (int mi = 0; mi < kModules; ++mi) {
-        const auto it = f.tensors.find(DecoderModel::linear_weight_name(l, Module(mi)));
-        if (pm.at(l, Module(mi)) == Precision::fp8 && it != f.tensors.end() &&
-            !is_fp8_dtype(it->second.dtype))
-          pm.set(l, Module(mi), Precision::bf16);
-      }
+    for (const LinearSlot& s : pm.linears()) {
+      const auto it = f.tensors.find(DecoderModel::weight_name(s));
+      if (pm.get(s) == Precision::fp8 && it != f.tensors.end() && !is_fp8_dtype(it->second.dtype))
+        pm.set(s, Precision::bf16);
+    }
 
   auto model = std::make_unique<DecoderModel>(be, cfg, pm, 0, 0.02, qopt);
   std::map<std::string, Linear*> linears;
-  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
-    for (int mi = 0; mi < kModules; ++mi) {
-      Linear& lin = model->linear(l, Module(mi));
-      linears[lin.weight().name] = &lin;
-    }
+  for (const LinearSlot& s : model->linear_slots()) {
+    Linear& lin = model->linear(s);
+    linears[lin.weight().name] = &lin;
+  }
   std::vector<std::pair<Linear*, Fp8WeightTiles>> given;
   std::map<std::string, std::string> loaded_dtype;
   std::vector<std::string> missing;

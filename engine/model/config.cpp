@@ -165,4 +165,15 @@ int64_t ModelConfig::active_parameter_count() const {
   return total;
 }
 
+std::vector<int64_t> ModelConfig::experts_per_layer() const {
+  std::vector<int64_t> e(static_cast<size_t>(num_hidden_layers), 0);
+  for (int64_t l = 0; l < num_hidden_layers; ++l)
+    if (moe.layer_has_experts(l)) e[static_cast<size_t>(l)] = moe.num_experts;
+  return e;
+}
+
+PrecisionMap uniform_precision(const ModelConfig& cfg, Precision p) {
+  return PrecisionMap(cfg.experts_per_layer(), p);
+}
+
 }  // namespace fp8rl

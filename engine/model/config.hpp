@@ -67,6 +67,11 @@ struct ModelConfig {
   int64_t parameter_count() const;
   // Parameters a token uses (its experts_per_token experts, not all of them).
   int64_t active_parameter_count() const;
+  // Experts of each layer (0: a dense MLP): the shape of its precision map.
+  std::vector<int64_t> experts_per_layer() const;
 };
+
+// A precision map of this model's shape with every linear p (routers bf16, or fp32 with p).
+PrecisionMap uniform_precision(const ModelConfig& cfg, Precision p);
 
 }  // namespace fp8rl

@@ -5,12 +5,26 @@
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/rng.hpp"
+#include "model/moe.hpp"
 
 namespace fp8rl {
 
 struct DecoderModel::Layer {
   Param in_norm, post_norm, q_norm, k_norm;
-  std::unique_ptr<Linear> lin[kModules];
+  std::unique_ptr<Linear> lin[kModules];  // a layer with experts has no gate, up, down here
+  std::unique_ptr<MoeBlock> moe;          // the experts and router of a mixture-of-experts layer
+  // Its linears (dense ones, or q/k/v/o then the router and each expert's), with the module
+  // each reports as and the precision the map gives it.
+  template <class F>
+  void for_each_linear(int64_t l, const PrecisionMap* pm, F f) {
+    for (int mi = 0; mi < kModules; ++mi)
+      if (lin[mi]) f(*lin[mi], Module(mi), pm ? pm->at(l, Module(mi)) : Precision::fp32);
+    if (!moe) return;
+    f(moe->router(), Module::gate, pm ? pm->router(l) : Precision::fp32);
+    for (int64_t e = 0; e < moe->num_experts(); ++e)
+      for (Module m : {Module::gate, Module::up, Module::down})
+        f(moe->expert(e, m), m, pm ? pm->expert(l, e, m) : Precision::fp32);
+  }
 };
 
 namespace {
@@ -83,11 +97,14 @@ DecoderModel::DecoderModel(Backend& be, const ModelConfig& cfg, const PrecisionM
     }
     const int64_t shapes[kModules][2] = {{Hq * D, H}, {Hkv * D, H}, {Hkv * D, H}, {H, Hq * D},
                                          {I, H},      {I, H},       {H, I}};
+    const bool experts = cfg_.moe.layer_has_experts(l);
     for (int mi = 0; mi < kModules; ++mi) {
+      if (experts && mi >= 4) break;  // the MLP is the experts'
       std::string name = linear_weight_name(l, Module(mi));
       name.resize(name.size() - 7);  // the Linear adds ".weight"
       layer->lin[mi] = std::make_unique<Linear>(be, name, shapes[mi][0], shapes[mi][1]);
     }
+    if (experts) layer->moe = std::make_unique<MoeBlock>(be, p + "mlp.", H, cfg_.moe);
     layers_.push_back(std::move(layer));
   }
   final_norm_ = Param::make(be, "model.norm.weight", 1, H, false);
@@ -139,9 +156,15 @@ void DecoderModel::set_precision(const PrecisionMap& p) {
         "cannot switch between fp32 and bf16/fp8 with saved activations");
   precision_ = p;
   act_dtype_ = ad;
-  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
-    for (int mi = 0; mi < kModules; ++mi)
-      layers_[l]->lin[mi]->set_precision(precision_.at(l, Module(mi)), qopt_);
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    check(p.experts(l) == (layers_[l]->moe ? layers_[l]->moe->num_experts() : 0),
+          "precision map: layer " + std::to_string(l) + " has " + std::to_string(p.experts(l)) +
+              " experts, the model's " +
+              std::to_string(layers_[l]->moe ? layers_[l]->moe->num_experts() : 0));
+    layers_[l]->for_each_linear(l, &precision_, [&](Linear& lin, Module, Precision pr) {
+      lin.set_precision(pr, qopt_);
+    });
+  }
   lm_head_->set_precision(ad == DType::f32 ? Precision::fp32 : lm_head_wanted_, qopt_);
   // BF16 copies of the embedding and norm weights (the BF16 parts of the recipe).
   bf16_copies_.clear();
@@ -179,7 +202,10 @@ std::vector<Param*> DecoderModel::parameters() {
       out.push_back(&layer->k_norm);
     }
     out.push_back(&layer->post_norm);
-    for (int mi = 4; mi < kModules; ++mi) out.push_back(&layer->lin[mi]->weight());
+    if (layer->moe)
+      layer->moe->parameters(out);
+    else
+      for (int mi = 4; mi < kModules; ++mi) out.push_back(&layer->lin[mi]->weight());
   }
   out.push_back(&final_norm_);
   if (!cfg_.tie_word_embeddings) out.push_back(&lm_head_->weight());
@@ -194,12 +220,31 @@ Param* DecoderModel::find(const std::string& name) {
 
 void DecoderModel::set_quant_observer(QuantObserver* o) {
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
-    for (int mi = 0; mi < kModules; ++mi) layers_[l]->lin[mi]->set_observer(o, l, Module(mi));
+    layers_[l]->for_each_linear(l, nullptr, [&](Linear& lin, Module m, Precision) {
+      lin.set_observer(o, l, m);
+    });
 }
 
 Linear& DecoderModel::linear(int64_t layer, Module m) {
   check(layer >= 0 && layer < cfg_.num_hidden_layers, "layer index out of range");
-  return *layers_[layer]->lin[static_cast<int>(m)];
+  Linear* lin = layers_[layer]->lin[static_cast<int>(m)].get();
+  check(lin != nullptr, "layer " + std::to_string(layer) + " has experts, not a dense " +
+                            module_short(m) + " (ask expert_linear)");
+  return *lin;
+}
+
+Linear& DecoderModel::linear(const LinearSlot& s) {
+  if (!s.router && s.expert < 0) return linear(s.layer, s.module);
+  MoeBlock* block = moe(s.layer);
+  check(block != nullptr, "layer " + std::to_string(s.layer) + " has no experts (" + s.name() + ")");
+  return s.router ? block->router() : block->expert(s.expert, s.module);
+}
+
+std::string DecoderModel::weight_name(const LinearSlot& s) {
+  if (!s.router && s.expert < 0) return linear_weight_name(s.layer, s.module);
+  const std::string p = "model.layers." + std::to_string(s.layer) + ".mlp.";
+  if (s.router) return p + "gate.weight";
+  return p + "experts." + std::to_string(s.expert) + "." + module_name(s.module) + ".weight";
 }
 
 void DecoderModel::zero_grad() {
@@ -209,11 +254,10 @@ void DecoderModel::zero_grad() {
 std::vector<LayerQuantRecord> DecoderModel::refresh() {
   std::vector<LayerQuantRecord> records;
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
-    for (int mi = 0; mi < kModules; ++mi) {
-      Linear& lin = *layers_[l]->lin[mi];
+    layers_[l]->for_each_linear(l, nullptr, [&](Linear& lin, Module m, Precision) {
       const QuantStats st = lin.refresh();
-      if (lin.precision() == Precision::fp8) records.push_back({l, Module(mi), "weight", st});
-    }
+      if (lin.precision() == Precision::fp8) records.push_back({l, m, "weight", st});
+    });
   lm_head_->refresh();
   for (auto& [p, copy] : bf16_copies_) be_.convert(p->master.m(), copy.m());
   return records;
@@ -227,6 +271,61 @@ Matrix DecoderModel::norm_weight(Param& p) {
 
 void DecoderModel::clear_activations() {
   saved_.reset();
+  for (auto& layer : layers_)
+    if (layer->moe) layer->moe->clear();
+}
+
+bool DecoderModel::has_experts() const {
+  return cfg_.moe.enabled();
+}
+
+void DecoderModel::begin_routing(int64_t rows) {
+  last_routing_.assign(layers_.size(), {});
+  routing_rows_ = rows;
+}
+
+void DecoderModel::moe_forward(int64_t l, LinearInput& in, const Matrix& out, bool training,
+                               std::vector<char>* differing) {
+  MoeBlock& moe = *layers_[static_cast<size_t>(l)]->moe;
+  const int32_t* ref = nullptr;
+  if (reference_ && static_cast<size_t>(l) < reference_->size() &&
+      !(*reference_)[static_cast<size_t>(l)].empty()) {
+    const auto& r = (*reference_)[static_cast<size_t>(l)];
+    check(static_cast<int64_t>(r.size()) == routing_rows_ * moe.top_k(),
+          "routing replay: layer " + std::to_string(l) + " has " + std::to_string(r.size()) +
+              " expert ids for " + std::to_string(routing_rows_) + " rows × " +
+              std::to_string(moe.top_k()));
+    ref = r.data();
+  }
+  RoutingStats* stats = nullptr;
+  if (collect_routing_ && training) {
+    auto& t = routing_telemetry_;
+    if (t.stats.size() != layers_.size()) t.stats.assign(layers_.size(), {});
+    stats = &t.stats[static_cast<size_t>(l)];
+  }
+  moe.forward(in, out, training, ref, replay_, &last_routing_[static_cast<size_t>(l)], stats,
+              differing);
+}
+
+void DecoderModel::set_routing_reference(const Routing* reference, bool replay) {
+  reference_ = reference;
+  replay_ = replay && reference != nullptr;
+}
+
+DecoderModel::RoutingTelemetry DecoderModel::take_routing_telemetry() {
+  RoutingTelemetry t = std::move(routing_telemetry_);
+  routing_telemetry_ = RoutingTelemetry{};
+  return t;
+}
+
+void DecoderModel::set_router_aux_loss_coef(double c) {
+  for (auto& layer : layers_)
+    if (layer->moe) layer->moe->set_aux_loss_coef(c);
+}
+
+MoeBlock* DecoderModel::moe(int64_t layer) {
+  check(layer >= 0 && layer < cfg_.num_hidden_layers, "layer index out of range");
+  return layers_[static_cast<size_t>(layer)]->moe.get();
 }
 
 Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t T, bool training) {
@@ -256,6 +355,9 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
   Tensor x = Tensor::make(be_, M, H, ad);
   be_.embedding_forward(ids(S->ids), norm_weight(embed_), x.m());
   std::vector<std::array<float, 3>> amax;  // KV calibration: (q, k, v) per layer
+  begin_routing(M);
+  std::vector<char> differing(static_cast<size_t>(M), 0);  // tokens routed otherwise than the
+                                                           // reference in some layer
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     Layer& L = *layers_[l];
     LayerActs a;
@@ -298,20 +400,28 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
     a.h2 = Tensor::make(be_, M, H, ad);
     be_.rmsnorm_forward(a.x_mid.m(), norm_weight(L.post_norm), eps, a.h2.m(), a.rstd2.f32());
     a.in2 = LinearInput(a.h2.m(), training);
-    a.gate = Tensor::make(be_, M, I, ad);
-    a.up = Tensor::make(be_, M, I, ad);
-    L.lin[4]->forward(a.in2, a.gate.m());
-    L.lin[5]->forward(a.in2, a.up.m());
-    a.mlp = Tensor::make(be_, M, I, ad);
-    be_.swiglu_forward(a.gate.m(), a.up.m(), a.mlp.m());
-    a.in_down = LinearInput(a.mlp.m(), training);
     Tensor mlp_out = Tensor::make(be_, M, H, ad);
-    L.lin[6]->forward(a.in_down, mlp_out.m());
+    if (L.moe) {
+      moe_forward(l, a.in2, mlp_out.m(), training, &differing);
+    } else {
+      a.gate = Tensor::make(be_, M, I, ad);
+      a.up = Tensor::make(be_, M, I, ad);
+      L.lin[4]->forward(a.in2, a.gate.m());
+      L.lin[5]->forward(a.in2, a.up.m());
+      a.mlp = Tensor::make(be_, M, I, ad);
+      be_.swiglu_forward(a.gate.m(), a.up.m(), a.mlp.m());
+      a.in_down = LinearInput(a.mlp.m(), training);
+      L.lin[6]->forward(a.in_down, mlp_out.m());
+    }
     x = Tensor::make(be_, M, H, ad);
     be_.add(a.x_mid.m(), mlp_out.m(), x.m());
     if (training) S->layers.push_back(std::move(a));
   }
   if (calibrator_) calibrator_->add(amax);
+  if (collect_routing_ && has_experts()) {
+    routing_telemetry_.tokens += M;
+    for (char d : differing) routing_telemetry_.tokens_differing += d;
+  }
   S->rstd_f = Tensor::make(be_, M, 1, DType::f32);
   S->xf = Tensor::make(be_, M, H, ad);
   be_.rmsnorm_forward(x.m(), norm_weight(final_norm_), eps, S->xf.m(), S->rstd_f.f32());
@@ -386,14 +496,18 @@ void DecoderModel::backward(const std::vector<float>& dlogp) {
     Layer& L = *layers_[l];
     LayerActs& a = S.layers[static_cast<size_t>(l)];
     // MLP
-    Tensor dmlp = Tensor::make(be_, M, I, ad), dgate = Tensor::make(be_, M, I, ad),
-           dup = Tensor::make(be_, M, I, ad);
-    L.lin[6]->backward(a.in_down, dx.m(), dmlp.m());
-    be_.swiglu_backward(dmlp.m(), a.gate.m(), a.up.m(), dgate.m(), dup.m());
     Tensor dh2 = Tensor::make(be_, M, H, ad);
-    L.lin[4]->backward(a.in2, dgate.m(), dh2.m());
-    L.lin[5]->backward(a.in2, dup.m(), tmp_h.m());
-    be_.add(dh2.m(), tmp_h.m(), dh2.m());
+    if (L.moe) {
+      L.moe->backward(a.in2, dx.m(), dh2.m());
+    } else {
+      Tensor dmlp = Tensor::make(be_, M, I, ad), dgate = Tensor::make(be_, M, I, ad),
+             dup = Tensor::make(be_, M, I, ad);
+      L.lin[6]->backward(a.in_down, dx.m(), dmlp.m());
+      be_.swiglu_backward(dmlp.m(), a.gate.m(), a.up.m(), dgate.m(), dup.m());
+      L.lin[4]->backward(a.in2, dgate.m(), dh2.m());
+      L.lin[5]->backward(a.in2, dup.m(), tmp_h.m());
+      be_.add(dh2.m(), tmp_h.m(), dh2.m());
+    }
     be_.rmsnorm_backward(dh2.m(), a.x_mid.m(), norm_weight(L.post_norm), a.rstd2.f32(), tmp_h.m(),
                          L.post_norm.grad.m());
     Tensor dx_mid = Tensor::make(be_, M, H, ad);
@@ -486,6 +600,7 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
   const Rope rope = cfg_.rope();
   const DType ad = act_dtype_;
 
+  begin_routing(n);
   Tensor x = Tensor::make(be_, n, H, ad), h = Tensor::make(be_, n, H, ad);
   Tensor q = Tensor::make(be_, n, Hq * D, ad), q_raw = Tensor::make(be_, n, Hq * D, ad);
   Tensor k = Tensor::make(be_, n, Hkv * D, ad), k_raw = Tensor::make(be_, n, Hkv * D, ad);
@@ -518,11 +633,15 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
     be_.add(x.m(), out.m(), x.m());
     be_.rmsnorm_forward(x.m(), norm_weight(L.post_norm), eps, h.m(), rstd.f32());
     LinearInput in2(h.m(), false);
-    L.lin[4]->forward(in2, gate.m());
-    L.lin[5]->forward(in2, up.m());
-    be_.swiglu_forward(gate.m(), up.m(), mlp.m());
-    LinearInput in_down(mlp.m(), false);
-    L.lin[6]->forward(in_down, out.m());
+    if (L.moe) {
+      moe_forward(l, in2, out.m(), false, nullptr);
+    } else {
+      L.lin[4]->forward(in2, gate.m());
+      L.lin[5]->forward(in2, up.m());
+      be_.swiglu_forward(gate.m(), up.m(), mlp.m());
+      LinearInput in_down(mlp.m(), false);
+      L.lin[6]->forward(in_down, out.m());
+    }
     be_.add(x.m(), out.m(), x.m());
   }
   // Only the requested rows go through the final norm and lm_head (a row gather is an

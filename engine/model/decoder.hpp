@@ -16,6 +16,7 @@
 #include "model/config.hpp"
 #include "model/kv_cache.hpp"
 #include "model/linear.hpp"
+#include "model/moe.hpp"
 
 namespace fp8rl {
 
@@ -106,6 +107,31 @@ class DecoderModel {
   // inputs. Returns logits [r, V] (f32) in backend memory; r = 0 gives an empty tensor.
   Tensor forward_cached_step(const CachedStepInputs& in, KvCache& cache);
 
+  // --- Mixture of experts (model/moe.hpp)
+  bool has_experts() const;
+  // Layer l's experts and router, or null for a dense layer.
+  MoeBlock* moe(int64_t layer);
+  // Expert ids per (row, choice) for each layer: [layer][rows·k], empty for dense layers; −1 for
+  // a row nobody routed.
+  using Routing = std::vector<std::vector<int32_t>>;
+  // The routing another forward chose for the next forwards' rows (the generator's, for the
+  // trainer): compared with the routers' own choices (routing telemetry) and, with replay,
+  // routed by. null: none.
+  void set_routing_reference(const Routing* reference, bool replay);
+  // The expert ids the last forward or generation step used, per layer ([rows·k]).
+  const Routing& last_routing() const { return last_routing_; }
+  // What the training forwards' routing looked like since the last take, per layer (empty
+  // stats for dense layers), and how many tokens were routed otherwise than the reference in
+  // at least one layer.
+  struct RoutingTelemetry {
+    std::vector<RoutingStats> stats;
+    int64_t tokens = 0, tokens_differing = 0;
+  };
+  void collect_routing(bool on) { collect_routing_ = on; }
+  RoutingTelemetry take_routing_telemetry();
+  // The load-balancing loss's weight in every layer with experts (0: off, the RL default).
+  void set_router_aux_loss_coef(double c);
+
   // While set, every forward records per layer the amax of q, k and v after RoPE and QK-norm
   // (one entry per forward call = micro-batch) for the FP8 KV-cache scales.
   void set_kv_calibrator(KvScaleCalibrator* c) { calibrator_ = c; }
@@ -118,6 +144,13 @@ class DecoderModel {
   std::vector<LayerQuantRecord> refresh();
 
   Linear& linear(int64_t layer, Module m);
+  // Any decoder linear: a dense module, a router or an expert's module.
+  Linear& linear(const LinearSlot& s);
+  // Every decoder linear of this model, in the precision map's order.
+  std::vector<LinearSlot> linear_slots() const { return precision_.linears(); }
+  // Hugging Face name of a linear's weight ("model.layers.3.mlp.experts.5.up_proj.weight",
+  // "model.layers.3.mlp.gate.weight" for a router).
+  static std::string weight_name(const LinearSlot& s);
   // Hugging Face name of a decoder linear's weight, e.g. "model.layers.3.mlp.down_proj.weight".
   static std::string linear_weight_name(int64_t layer, Module m);
 
@@ -145,6 +178,16 @@ class DecoderModel {
   std::vector<std::pair<Param*, Tensor>> bf16_copies_;  // embedding and norm weights
   std::unique_ptr<Saved> saved_;
   KvScaleCalibrator* calibrator_ = nullptr;
+  // Routing of the layers with experts.
+  void begin_routing(int64_t rows);
+  void moe_forward(int64_t layer, LinearInput& in, const Matrix& out, bool training,
+                   std::vector<char>* differing);
+  const Routing* reference_ = nullptr;
+  bool replay_ = false;
+  Routing last_routing_;
+  int64_t routing_rows_ = 0;
+  bool collect_routing_ = false;
+  RoutingTelemetry routing_telemetry_;
 };
 
 }  // namespace fp8rl

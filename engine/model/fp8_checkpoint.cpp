@@ -48,19 +48,17 @@ std::string module_of(const std::string& weight_name) {
 }
 
 struct LinearRef {
-  int64_t layer;
-  Module module;
+  LinearSlot slot;
   Linear* lin;
 };
 
-// The decoder linears by weight name.
+// The decoder linears (routers and experts' included) by weight name.
 std::map<std::string, LinearRef> decoder_linears(DecoderModel& model) {
   std::map<std::string, LinearRef> out;
-  for (int64_t l = 0; l < model.config().num_hidden_layers; ++l)
-    for (int mi = 0; mi < kModules; ++mi) {
-      Linear& lin = model.linear(l, Module(mi));
-      out.emplace(lin.weight().name, LinearRef{l, Module(mi), &lin});
-    }
+  for (const LinearSlot& s : model.linear_slots()) {
+    Linear& lin = model.linear(s);
+    out.emplace(lin.weight().name, LinearRef{s, &lin});
+  }
   return out;
 }
 
@@ -281,14 +279,14 @@ ExportSummary save_fp8_checkpoint(const std::string& dir, DecoderModel& model,
   f.metadata["format"] = "pt";
   BlockFp8Config qc;
   ExportSummary s;
-  // fp8[layer][module]: written as FP8 (for the fused-group check).
-  std::vector<std::array<bool, kModules>> fp8(
-      static_cast<size_t>(model.config().num_hidden_layers));
+  // Written as FP8, by the module's prefix ("model.layers.3.self_attn", "…mlp",
+  // "…mlp.experts.5") and module (for the fused-group check).
+  std::map<std::string, std::array<bool, kModules>> fp8;
   for (Param* p : model.parameters()) {
     const auto it = linears.find(p->name);
     const bool is_fp8 =
         it != linears.end() &&
-        model.precision().at(it->second.layer, it->second.module) == Precision::fp8 &&
+        model.precision().get(it->second.slot) == Precision::fp8 &&
         !kept.count(module_of(p->name));
     if (!is_fp8) {
       f.tensors[p->name] = make_safetensor(download_floats(be, p->master), param_shape(*p), "BF16");
@@ -308,15 +306,23 @@ ExportSummary save_fp8_checkpoint(const std::string& dir, DecoderModel& model,
     f.tensors[p->name + "_scale_inv"] =
         make_safetensor(tile_scales_to_hf(tiles.scale_inv, N, K), {blocks_of(N), blocks_of(K)},
                         tiles.scale_dtype == DType::bf16 ? "BF16" : "F32");
-    fp8[static_cast<size_t>(it->second.layer)][static_cast<size_t>(it->second.module)] = true;
+    if (!it->second.slot.router)
+      fp8[p->name.substr(0, p->name.rfind('.', p->name.size() - 8))]
+         [static_cast<size_t>(it->second.slot.module)] = true;
     ++s.fp8_linears;
   }
   qc.modules_to_not_convert.push_back("lm_head");  // never quantized; listed for readers
-  for (size_t l = 0; l < fp8.size(); ++l) {
-    const auto& r = fp8[l];
-    const std::string layer = "model.layers." + std::to_string(l);
-    if (!(r[0] == r[1] && r[1] == r[2])) s.split_fused.push_back(layer + ": q/k/v_proj");
-    if (r[4] != r[5]) s.split_fused.push_back(layer + ": gate/up_proj");
+  for (const LinearSlot& sl : model.linear_slots()) {
+    // Each fused group once: at its q (attention) or its gate (a dense MLP, an expert).
+    if (sl.router || !(sl.module == Module::q || sl.module == Module::gate)) continue;
+    const std::string name = DecoderModel::weight_name(sl);
+    const std::string group = name.substr(0, name.rfind('.', name.size() - 8));
+    const auto r = fp8.count(group) ? fp8[group] : std::array<bool, kModules>{};
+    if (sl.module == Module::q && !(r[0] == r[1] && r[1] == r[2]))
+      s.split_fused.push_back(group.substr(0, group.rfind('.')) + ": q/k/v_proj");
+    if (sl.module == Module::gate && r[4] != r[5])
+      s.split_fused.push_back((group.ends_with(".mlp") ? group.substr(0, group.size() - 4) : group) +
+                              ": gate/up_proj");
   }
   cfg["quantization_config"] = qc.to_json();
   s.tensors = static_cast<int64_t>(f.tensors.size());

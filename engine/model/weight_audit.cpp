@@ -118,15 +118,14 @@ std::vector<AuditRow> audit_weights(DecoderModel& model, const PrecisionMap& tra
                                     const QuantOptions& trainer_qopt) {
   Backend& be = model.backend();
   std::vector<AuditRow> rows;
-  for (int64_t l = 0; l < model.config().num_hidden_layers; ++l)
-    for (int mi = 0; mi < kModules; ++mi) {
-      const Module m = Module(mi);
-      const Linear& lin = model.linear(l, m);
+  for (const LinearSlot& s : model.linear_slots()) {
+      const Linear& lin = model.linear(s);
       const Side g = generator_side(be, lin);
-      const Side t = trainer_side(be, lin, trainer_map.at(l, m), trainer_qopt);
+      const Side t = trainer_side(be, lin, trainer_map.get(s), trainer_qopt);
       AuditRow row;
-      row.layer = l;
-      row.module = module_short(m);
+      row.layer = s.layer;
+      // "q", "router", "e5.up": the linear within its layer.
+      row.module = s.name().substr(s.name().find('.') + 1);
       row.generator_precision = precision_name(g.precision);
       row.trainer_precision = precision_name(t.precision);
       double diff = 0;

@@ -62,7 +62,7 @@ std::unique_ptr<DecoderModel> make_run_model(const RunConfig& cfg, Backend& be, 
         "the checkpoint's vocabulary (" + std::to_string(model_cfg.vocab_size) +
             ") is smaller than the task tokenizer's (" +
             std::to_string(task.tokenizer().vocab_size()) + ")");
-  const PrecisionMap pm = cfg.precision_map(model_cfg.num_hidden_layers);
+  const PrecisionMap pm = cfg.precision_map(model_cfg);
   std::unique_ptr<DecoderModel> model;
   if (cfg.init_checkpoint.empty()) {
     model = std::make_unique<DecoderModel>(be, model_cfg, pm, cfg.seed, cfg.init_std, qopt);

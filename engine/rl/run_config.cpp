@@ -364,7 +364,7 @@ RunConfig RunConfig::from_json(const Json& in) {
   // Validates the overrides: against the configured layers, or only their grammar when the
   // model comes from a checkpoint (whose layer count applies when the model is built).
   if (c.init_checkpoint.empty())
-    c.precision_map(c.model.num_hidden_layers);
+    c.precision_map(c.model);
   else
     for (const auto& o : c.precision_overrides) PrecisionOverride::parse(o);
   return c;
@@ -379,8 +379,8 @@ RunConfig RunConfig::with_live_state(const LiveState& live) const {
   return from_json(d);
 }
 
-PrecisionMap RunConfig::precision_map(int64_t layers) const {
-  PrecisionMap pm(layers, default_precision);
+PrecisionMap RunConfig::precision_map(const ModelConfig& shape) const {
+  PrecisionMap pm = uniform_precision(shape, default_precision);
   for (const auto& o : precision_overrides) apply_precision_override(pm, o);
   pm.validate();
   return pm;

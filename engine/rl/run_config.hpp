@@ -61,8 +61,8 @@ struct RunConfig {
   int64_t audit_every = 1;
   std::string checkpoint_dir;
 
-  // The precision map of a model with `layers` layers (default + overrides).
-  PrecisionMap precision_map(int64_t layers) const;
+  // The precision map of a model of this shape (default + overrides).
+  PrecisionMap precision_map(const ModelConfig& shape) const;
   // This configuration with a run's live state written into it: every live setting through its
   // config path, the map as precision.overrides from precision.default. What a checkpoint
   // saves, so a resumed run continues with its live edits.

@@ -22,20 +22,17 @@ double log_sum_exp(const float* z, int64_t V, double s) {
   return m + std::log(sum);
 }
 
-PrecisionMap uniform(int64_t layers, Precision p) {
-  return PrecisionMap(layers, p);
-}
+
 
 }  // namespace
 
 std::string LinearRef::name() const {
-  return lm_head ? std::string("lm_head")
-                 : "L" + std::to_string(layer) + "." + module_short(module);
+  return lm_head ? std::string("lm_head") : slot.name();
 }
 
 std::string LinearRef::bf16_override() const {
   check(!lm_head, "the lm_head has no precision override (it is set by precision.lm_head)");
-  return PrecisionOverride{layer, module, Precision::bf16}.to_string();
+  return slot.override_text(Precision::bf16);
 }
 
 SensitivityProbe::SensitivityProbe(DecoderModel& model, const RunConfig& cfg, const Task& task,
@@ -48,8 +45,7 @@ SensitivityProbe::SensitivityProbe(DecoderModel& model, const RunConfig& cfg, co
   loss_.importance = ImportanceMode::off;  // importance weights 1: one policy generated
   inv_t_ = static_cast<float>(1.0 / cfg.sampling.temperature);
   micro_batch_ = static_cast<size_t>(cfg.micro_batch_size);
-  const int64_t L = model.config().num_hidden_layers;
-  model_.set_precision(uniform(L, Precision::bf16));
+  model_.set_precision(uniform_precision(model_.config(), Precision::bf16));
   model_.set_lm_head_precision(Precision::bf16);
   {
     // The reference generates with a BF16 KV cache (an all-BF16 model).
@@ -70,7 +66,7 @@ SensitivityProbe::SensitivityProbe(DecoderModel& model, const RunConfig& cfg, co
   ref_logits_.reserve(static_cast<size_t>(tokens_ * V));
   for_each_response_row(
       [&](const float* z, int32_t) { ref_logits_.insert(ref_logits_.end(), z, z + V); });
-  ref_ = measure(uniform(L, Precision::bf16), Precision::bf16, true);
+  ref_ = measure(uniform_precision(model_.config(), Precision::bf16), Precision::bf16, true);
 }
 
 SensitivityProbe::~SensitivityProbe() {
@@ -171,8 +167,8 @@ SensitivityResult analyse_sensitivity(DecoderModel& model, const RunConfig& cfg,
     check(std::isfinite(*opt.budget) && *opt.budget >= 0,
           "sensitivity: the KL budget must be a non-negative number, got " +
               std::to_string(*opt.budget));
-  const int64_t L = model.config().num_hidden_layers;
-  const int64_t n_linears = L * kModules;
+  const int64_t n_linears =
+      static_cast<int64_t>(uniform_precision(model.config(), Precision::bf16).linears().size());
   // Planned: the reference, two all-FP8 baselines, every module alone in FP8 and every decoder
   // linear alone in BF16, the recommendation with the lm_head in FP8 and its full measure; the
   // greedy search adds one per step.
@@ -198,29 +194,31 @@ SensitivityResult analyse_sensitivity(DecoderModel& model, const RunConfig& cfg,
                             static_cast<double>(batch.rewards.size());
   r.reference = probe.reference();
 
-  const PrecisionMap all_bf16 = uniform(L, Precision::bf16), all_fp8 = uniform(L, Precision::fp8);
+  const PrecisionMap all_bf16 = uniform_precision(model.config(), Precision::bf16),
+                     all_fp8 = uniform_precision(model.config(), Precision::fp8);
   r.all_fp8 = probe.measure(all_fp8, Precision::bf16, true);
   tick("all FP8");
   r.all_fp8_lm_head_fp8 = probe.measure(all_fp8, Precision::fp8, true);
   tick("all FP8 with the lm_head");
 
-  for (int64_t l = 0; l < L; ++l)
-    for (int mi = 0; mi < kModules; ++mi) {
-      ModuleSensitivity ms;
-      ms.linear = LinearRef{false, l, Module(mi)};
-      PrecisionMap only = all_bf16;
-      only.set(l, Module(mi), Precision::fp8);
-      ms.only_fp8 = probe.measure(only, Precision::bf16, true);
-      tick("only " + ms.linear.name() + " in FP8");
-      PrecisionMap but = all_fp8;
-      but.set(l, Module(mi), Precision::bf16);
-      ms.all_fp8_but_kl = probe.measure(but, Precision::bf16, false).kl;
-      tick("all FP8 but " + ms.linear.name());
-      r.ranking.push_back(ms);
-    }
+  // Every decoder linear, the routers and each expert's too (the all-FP8 map keeps routers in
+  // BF16, their default: "only the router in FP8" is then measured against it).
+  for (const LinearSlot& slot : all_bf16.linears()) {
+    ModuleSensitivity ms;
+    ms.linear = LinearRef{false, slot};
+    PrecisionMap only = all_bf16;
+    only.set(slot, Precision::fp8);
+    ms.only_fp8 = probe.measure(only, Precision::bf16, true);
+    tick("only " + ms.linear.name() + " in FP8");
+    PrecisionMap but = all_fp8;
+    but.set(slot, slot.router ? Precision::fp8 : Precision::bf16);
+    ms.all_fp8_but_kl = probe.measure(but, Precision::bf16, false).kl;
+    tick((slot.router ? "all FP8 with " : "all FP8 but ") + ms.linear.name());
+    r.ranking.push_back(ms);
+  }
   {
     ModuleSensitivity head;
-    head.linear = LinearRef{true, 0, Module::q};
+    head.linear = LinearRef{true, {}};
     head.only_fp8 = probe.measure(all_bf16, Precision::fp8, true);
     head.all_fp8_but_kl = r.all_fp8.kl;
     tick("only the lm_head in FP8");
@@ -239,7 +237,7 @@ SensitivityResult analyse_sensitivity(DecoderModel& model, const RunConfig& cfg,
   // first), re-measured with the set applied after each addition, until under the budget.
   std::vector<const ModuleSensitivity*> candidates;
   for (const auto& ms : r.ranking)
-    if (!ms.linear.lm_head) candidates.push_back(&ms);
+    if (!ms.linear.lm_head && !ms.linear.slot.router) candidates.push_back(&ms);
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const ModuleSensitivity* a, const ModuleSensitivity* b) {
                      return a->all_fp8_but_kl < b->all_fp8_but_kl;
@@ -251,7 +249,7 @@ SensitivityResult analyse_sensitivity(DecoderModel& model, const RunConfig& cfg,
     if (kl <= r.budget) break;
     r.keep_bf16.push_back(c->linear);
     r.overrides.push_back(c->linear.bf16_override());
-    rec.set(c->linear.layer, c->linear.module, Precision::bf16);
+    rec.set(c->linear.slot, Precision::bf16);
     ++planned;
     kl = probe.measure(rec, Precision::bf16, false).kl;
     r.kl_after_each.push_back(kl);
@@ -310,7 +308,7 @@ Json sensitivity_json(const SensitivityResult& r) {
     Json e;
     e["rank"] = static_cast<int64_t>(i + 1);
     e["module"] = ms.linear.name();
-    e["layer"] = ms.linear.lm_head ? Json() : Json(ms.linear.layer);
+    e["layer"] = ms.linear.lm_head ? Json() : Json(ms.linear.slot.layer);
     e["only_fp8"] = measure_json(ms.only_fp8);
     e["all_fp8_but_kl"] = ms.all_fp8_but_kl;
     ranking.push_back(e);

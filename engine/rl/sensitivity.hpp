@@ -26,13 +26,13 @@ namespace fp8rl {
 // A decoder linear (layer, module) or the lm_head.
 struct LinearRef {
   bool lm_head = false;
-  int64_t layer = 0;
-  Module module = Module::q;
+  LinearSlot slot;  // a decoder linear: a dense module, a router or an expert's module
 
-  // "L3.down" (layer and short module name) or "lm_head".
+  // "L3.down", "L3.router", "L3.e5.up" (LinearSlot::name) or "lm_head".
   std::string name() const;
-  // The precision override that keeps a decoder linear in BF16 ("3.down=bf16"); the lm_head
-  // has none (the override grammar covers decoder linears only): throws for it.
+  // The precision override that keeps a decoder linear in BF16 ("3.down=bf16",
+  // "3.experts.5.up=bf16"); the lm_head has none (the override grammar covers decoder linears
+  // only): throws for it.
   std::string bf16_override() const;
 };
 

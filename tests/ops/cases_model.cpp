@@ -286,6 +286,55 @@ void add_rope(Registry& reg, int64_t M, int64_t heads, int64_t D, DType dt, Rope
             }});
 }
 
+// ---------------------------------------------------------------- mixture-of-experts combine
+// M tokens, k choices each over N = M·k expert-output rows in a random (expert-sorted-like)
+// order; forward and backward against FP64 sums written here.
+void add_moe_combine(Registry& reg, int64_t M, int64_t k, int64_t H, DType dt) {
+  struct Data {
+    HostTensor y, dout;
+    std::vector<int32_t> pos;
+    HostTensor w;  // f32 [M·k]
+  };
+  auto data = [=](Rng& rng) {
+    Data d{make(rng, M * k, H, dt), make(rng, M, H, dt), {}, make(rng, M * k, 1, DType::f32)};
+    d.pos.resize(static_cast<size_t>(M * k));
+    for (size_t i = 0; i < d.pos.size(); ++i) d.pos[i] = static_cast<int32_t>(i);
+    for (size_t i = d.pos.size(); i > 1; --i)  // a permutation: each row one (token, choice)
+      std::swap(d.pos[i - 1], d.pos[static_cast<size_t>(rng.next() % i)]);
+    return d;
+  };
+  auto run = [=](Backend& be, const Data& d) {
+    Dev Y(be, d.y), D(be, d.dout), W(be, d.w), out(be, M, H, dt), dY(be, M * k, H, dt),
+        dW(be, M * k, 1, DType::f32);
+    DevIds P(be, d.pos);
+    be.moe_combine(Y.m(), P.ptr(), W.f32(), k, out.m());
+    be.moe_combine_backward(D.m(), Y.m(), P.ptr(), W.f32(), k, dY.m(), dW.f32());
+    return Outputs{{"out", out.get()}, {"dy", dY.get()}, {"dw", dW.get()}};
+  };
+  add(reg, {fmt("moe_combine %s [%lld x %lld choices, %lld]", dtype_name(dt), (long long)M,
+                (long long)k, (long long)H),
+            dt == DType::f32 ? 1e-5 : 1e-2,
+            [=](Backend& be, Rng& rng) { return run(be, data(rng)); },
+            [=](Backend& be, Rng& rng) {
+              const Data d = data(rng);
+              const Outputs got = run(be, d);
+              std::vector<double> out(static_cast<size_t>(M * H)), dy(static_cast<size_t>(M * k * H)),
+                  dw(static_cast<size_t>(M * k));
+              for (int64_t i = 0; i < M * k; ++i) {
+                const int64_t m = i / k, r = d.pos[static_cast<size_t>(i)];
+                for (int64_t h = 0; h < H; ++h) {
+                  const double yv = d.y.v[static_cast<size_t>(r * H + h)];
+                  const double g = d.dout.v[static_cast<size_t>(m * H + h)];
+                  out[static_cast<size_t>(m * H + h)] += d.w.v[static_cast<size_t>(i)] * yv;
+                  dy[static_cast<size_t>(r * H + h)] = d.w.v[static_cast<size_t>(i)] * g;
+                  dw[static_cast<size_t>(i)] += g * yv;
+                }
+              }
+              return compare_outputs(got, {{"out", out}, {"dy", dy}, {"dw", dw}},
+                                     dt == DType::f32 ? 1e-5 : 1e-2);
+            }});
+}
+
 // ---------------------------------------------------------------- attention
 void add_attention(Registry& reg, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                    DType dt) {
@@ -580,6 +629,8 @@ void add_model_cases(Registry& reg) {
     add_rmsnorm(reg, 130, 128, dt);
     add_rope(reg, 9, 4, 64, dt);
     add_rope(reg, 3, 2, 128, dt);
+    add_moe_combine(reg, 7, 2, 48, dt);    // awkward sizes: 7 tokens, odd width
+    add_moe_combine(reg, 33, 8, 160, dt);  // Qwen3-30B-A3B's top-8
     // Llama 3.1's rope_scaling: every frequency band (kept, blended, slowed) at D = 128.
     add_rope(reg, 9, 4, 128, dt, Rope{500000.0f, RopeScalingType::llama3, 8.0f, 1.0f, 4.0f, 8192.0f});
     add_attention(reg, 2, 7, 4, 2, 16, dt);

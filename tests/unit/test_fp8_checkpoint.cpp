@@ -490,7 +490,7 @@ class TestFp8Checkpoint : public QObject {
     doc["precision"]["overrides"] = Json(Json::Array{Json("0.*=bf16"), Json("1.down=bf16")});
     doc["precision"]["scale_format"] = "pow2";
     const RunConfig rc = RunConfig::from_json(doc);
-    const PrecisionMap pm = rc.precision_map(L_);
+    const PrecisionMap pm = rc.precision_map(cfg_);
     DecoderModel a(*cpu_, cfg_, pm, 8, 0.05, QuantOptions{Fp8Format::e4m3, true});
     AdamW opt(*cpu_, a.parameters(), OptimizerConfig{});
     Json st;

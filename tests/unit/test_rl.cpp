@@ -204,7 +204,7 @@ class TestRl : public QObject {
     const RunConfig c =
         RunConfig::load("", "", {"precision.overrides=[*.down=bf16, 0.q=bf16]", "grpo.steps=5"});
     QCOMPARE(c.steps, int64_t{5});
-    const PrecisionMap pm = c.precision_map(2);
+    const PrecisionMap pm = c.precision_map(c.model);
     QVERIFY(pm.at(1, Module::down) == Precision::bf16 && pm.at(0, Module::q) == Precision::bf16);
     QVERIFY(pm.at(1, Module::q) == Precision::fp8);
   }

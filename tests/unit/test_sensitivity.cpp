@@ -72,7 +72,7 @@ class TestSensitivity : public QObject {
   void plantedModuleRanksFirstAndIsKept() {
     QVERIFY(r_.ranking.size() == 2 * kModules + 1);
     const LinearRef& top = r_.ranking.front().linear;
-    QVERIFY2(!top.lm_head && top.layer == kLayer && top.module == Module::down,
+    QVERIFY2(!top.lm_head && top.slot.layer == kLayer && top.slot.module == Module::down,
              qPrintable(QString::fromStdString(top.name())));
     // Far ahead of the next: the plant, not chance.
     QVERIFY(r_.ranking[0].only_fp8.kl > 10 * r_.ranking[1].only_fp8.kl);
@@ -97,7 +97,7 @@ class TestSensitivity : public QObject {
     for (int64_t l = 0; l < L; ++l)
       for (int mi = 0; mi < kModules; ++mi) {
         bool kept = false;
-        for (const auto& k : r_.keep_bf16) kept |= k.layer == l && k.module == Module(mi);
+        for (const auto& k : r_.keep_bf16) kept |= k.slot.layer == l && k.slot.module == Module(mi);
         QCOMPARE(pm.at(l, Module(mi)), kept ? Precision::bf16 : Precision::fp8);
       }
     SensitivityProbe probe(*model_, cfg_, *task_, cfg_.prompts_per_step);
@@ -148,7 +148,7 @@ class TestSensitivity : public QObject {
 
   // The config's map (fp8 with 0.q in bf16) and lm_head (fp32) are back after the analysis.
   void modelPrecisionIsRestored() {
-    QVERIFY(model_->precision() == cfg_.precision_map(cfg_.model.num_hidden_layers));
+    QVERIFY(model_->precision() == cfg_.precision_map(cfg_.model));
     QCOMPARE(model_->precision().at(0, Module::q), Precision::bf16);
     QCOMPARE(model_->lm_head_precision(), Precision::fp32);
     QCOMPARE(model_->lm_head_setting(), Precision::fp32);

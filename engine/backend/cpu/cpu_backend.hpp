@@ -42,6 +42,10 @@ class CpuBackend final : public Backend {
                        float* rstd) override;
   void rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w, const float* rstd,
                         const Matrix& dx, const Matrix& dw) override;
+  void moe_combine(const Matrix& y, const int32_t* pos, const float* w, int64_t k,
+                   const Matrix& out) override;
+  void moe_combine_backward(const Matrix& dout, const Matrix& y, const int32_t* pos,
+                            const float* w, int64_t k, const Matrix& dy, float* dw) override;
   void rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
             bool inverse) override;
   void attention_forward(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B, int64_t T,

@@ -1,0 +1,308 @@
+#include "model/moe.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <numeric>
+
+#include "backend/sampling_rules.hpp"
+#include "core/error.hpp"
+
+namespace fp8rl {
+namespace {
+
+constexpr Module kExpertModules[3] = {Module::gate, Module::up, Module::down};
+
+// Rows [first, first + n) of t.
+Matrix rows_of(const Tensor& t, int64_t first, int64_t n) {
+  return Matrix{static_cast<uint8_t*>(t.buf.data()) +
+                    static_cast<size_t>(first * t.cols) * dtype_size(t.dtype),
+                n, t.cols, t.dtype};
+}
+
+Tensor upload_ints(Backend& be, const std::vector<int32_t>& v) {
+  Tensor t;
+  t.buf = be.alloc(std::max<size_t>(v.size(), 1) * 4);
+  t.rows = static_cast<int64_t>(v.size());
+  t.cols = 1;
+  if (!v.empty()) be.upload(t.buf.data(), v.data(), v.size() * 4);
+  return t;
+}
+
+Tensor upload_f32(Backend& be, const std::vector<float>& v) {
+  Tensor t = Tensor::make(be, static_cast<int64_t>(v.size()), 1, DType::f32);
+  if (!v.empty()) be.upload(t.buf.data(), v.data(), v.size() * 4);
+  return t;
+}
+
+}  // namespace
+
+void RoutingStats::add(const RoutingStats& o) {
+  if (load.size() < o.load.size()) load.resize(o.load.size(), 0);
+  for (size_t e = 0; e < o.load.size(); ++e) load[e] += o.load[e];
+  tokens += o.tokens;
+  compared += o.compared;
+  differing += o.differing;
+  entropy += o.entropy;
+  aux_loss += o.aux_loss;
+}
+
+struct MoeBlock::Saved {
+  int64_t M = 0;
+  std::vector<float> probs;       // [M, E] router softmax (FP32)
+  std::vector<int32_t> chosen;    // [M·k] expert ids
+  std::vector<float> weights;     // [M·k]
+  std::vector<int64_t> first, count;  // each expert's rows of X
+  Tensor pos, w;                  // device [M·k]: row of (token, choice); its weight
+  Tensor x, g, u, a, y;           // [M·k, H], [M·k, I] ×3, [M·k, H]
+  std::vector<LinearInput> in_x, in_a;  // per expert: views of x and a
+  std::vector<float> aux_grad;    // [E]: d(aux loss)/dP_e · (1/M), added to each token's dp
+};
+
+MoeBlock::MoeBlock(Backend& be, const std::string& prefix, int64_t hidden, const MoeConfig& cfg)
+    : be_(be),
+      hidden_(hidden),
+      inter_(cfg.intermediate_size),
+      k_(cfg.experts_per_token),
+      norm_topk_(cfg.norm_topk_prob) {
+  router_ = std::make_unique<Linear>(be, prefix + "gate", cfg.num_experts, hidden);
+  experts_.resize(static_cast<size_t>(cfg.num_experts));
+  for (int64_t e = 0; e < cfg.num_experts; ++e) {
+    const std::string p = prefix + "experts." + std::to_string(e) + ".";
+    auto& ex = experts_[static_cast<size_t>(e)];
+    ex[0] = std::make_unique<Linear>(be, p + "gate_proj", inter_, hidden);
+    ex[1] = std::make_unique<Linear>(be, p + "up_proj", inter_, hidden);
+    ex[2] = std::make_unique<Linear>(be, p + "down_proj", hidden, inter_);
+  }
+}
+
+MoeBlock::~MoeBlock() = default;
+
+Linear& MoeBlock::expert(int64_t e, Module m) {
+  check(e >= 0 && e < num_experts(), "expert " + std::to_string(e) + " of " +
+                                         std::to_string(num_experts()));
+  for (int i = 0; i < 3; ++i)
+    if (kExpertModules[i] == m) return *experts_[static_cast<size_t>(e)][static_cast<size_t>(i)];
+  throw Error(std::string("an expert has gate, up and down, not ") + module_short(m));
+}
+
+void MoeBlock::parameters(std::vector<Param*>& out) {
+  out.push_back(&router_->weight());
+  for (auto& ex : experts_)
+    for (auto& lin : ex) out.push_back(&lin->weight());
+}
+
+void MoeBlock::clear() {
+  saved_.reset();
+}
+
+void MoeBlock::forward(LinearInput& h, const Matrix& out, bool training, const int32_t* reference,
+                       bool replay, std::vector<int32_t>* choices, RoutingStats* stats,
+                       std::vector<char>* differing) {
+  const int64_t M = h.x().rows, H = hidden_, E = num_experts(), k = k_;
+  check(h.x().cols == H && out.rows == M && out.cols == H, "moe: shapes of h and out differ");
+  const DType ad = out.dtype;
+  auto S = std::make_unique<Saved>();
+  S->M = M;
+
+  // 1. Router logits → FP32 softmax over all experts (host).
+  Tensor logits = Tensor::make(be_, M, E, ad);
+  router_->forward(h, logits.m());
+  std::vector<float> z(static_cast<size_t>(M * E));
+  if (ad == DType::f32) {
+    be_.download(z.data(), logits.buf.data(), z.size() * 4);
+  } else {
+    Tensor l32 = Tensor::make(be_, M, E, DType::f32);
+    be_.convert(logits.m(), l32.m());
+    be_.download(z.data(), l32.buf.data(), z.size() * 4);
+  }
+  S->probs.resize(z.size());
+  for (int64_t m = 0; m < M; ++m) {
+    float sum = 0;
+    float* p = S->probs.data() + m * E;
+    softmax_exps(z.data() + m * E, E, 1.0f, p, &sum);
+    for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+  }
+
+  // 2. Each token's experts: the top k of the softmax (ties to the lower index), or the
+  // replayed ones; weights from the full softmax, divided by their sum when norm_topk_prob.
+  S->chosen.resize(static_cast<size_t>(M * k));
+  S->weights.resize(static_cast<size_t>(M * k));
+  RoutingStats st;
+  st.load.assign(static_cast<size_t>(E), 0);
+  st.tokens = M;
+  std::vector<int32_t> order(static_cast<size_t>(E)), live(static_cast<size_t>(k));
+  for (int64_t m = 0; m < M; ++m) {
+    const float* p = S->probs.data() + m * E;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    std::copy(order.begin(), order.begin() + k, live.begin());
+    int32_t* c = S->chosen.data() + m * k;
+    const bool known = reference && reference[m * k] >= 0;
+    const bool replayed = known && replay;
+    for (int64_t j = 0; j < k; ++j) {
+      c[j] = replayed ? reference[m * k + j] : live[static_cast<size_t>(j)];
+      check(c[j] >= 0 && c[j] < E, "routing replay: expert id " + std::to_string(c[j]) +
+                                       " of a layer with " + std::to_string(E) + " experts");
+    }
+    if (known) {
+      ++st.compared;
+      std::vector<int32_t> a(reference + m * k, reference + (m + 1) * k), b(live);
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      if (a != b) {
+        ++st.differing;
+        if (differing) (*differing)[static_cast<size_t>(m)] = 1;
+      }
+    }
+    float total = 0;
+    for (int64_t j = 0; j < k; ++j) total += p[c[j]];
+    for (int64_t j = 0; j < k; ++j)
+      S->weights[static_cast<size_t>(m * k + j)] = norm_topk_ ? p[c[j]] / total : p[c[j]];
+    double ent = 0;
+    for (int64_t e = 0; e < E; ++e)
+      if (p[e] > 0) ent -= static_cast<double>(p[e]) * std::log(static_cast<double>(p[e]));
+    st.entropy += ent;
+    for (int64_t j = 0; j < k; ++j) ++st.load[static_cast<size_t>(c[j])];
+  }
+  if (choices) *choices = S->chosen;
+  // The load-balancing loss coef·E·Σ_e f_e·P_e and its gradient with respect to P_e (f fixed).
+  if (aux_coef_ > 0 && M > 0) {
+    S->aux_grad.assign(static_cast<size_t>(E), 0.0f);
+    double loss = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      const double f = static_cast<double>(st.load[static_cast<size_t>(e)]) / static_cast<double>(M * k);
+      double P = 0;
+      for (int64_t m = 0; m < M; ++m) P += S->probs[static_cast<size_t>(m * E + e)];
+      P /= static_cast<double>(M);
+      loss += aux_coef_ * static_cast<double>(E) * f * P;
+      S->aux_grad[static_cast<size_t>(e)] =
+          static_cast<float>(aux_coef_ * static_cast<double>(E) * f / static_cast<double>(M));
+    }
+    st.aux_loss = loss;
+  }
+  if (stats) stats->add(st);
+
+  // 3. Dispatch: (token, choice) pairs sorted by expert, then token; row r of X is pair
+  // token_of[r]; pos[m·k + j] is the pair's row.
+  std::vector<int32_t> token_of(static_cast<size_t>(M * k)), pos(static_cast<size_t>(M * k));
+  S->first.assign(static_cast<size_t>(E), 0);
+  S->count.assign(static_cast<size_t>(E), 0);
+  for (int32_t c : S->chosen) ++S->count[static_cast<size_t>(c)];
+  for (int64_t e = 1; e < E; ++e)
+    S->first[static_cast<size_t>(e)] = S->first[static_cast<size_t>(e - 1)] + S->count[static_cast<size_t>(e - 1)];
+  std::vector<int64_t> next(S->first);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t r = next[static_cast<size_t>(S->chosen[static_cast<size_t>(m * k + j)])]++;
+      token_of[static_cast<size_t>(r)] = static_cast<int32_t>(m);
+      pos[static_cast<size_t>(m * k + j)] = static_cast<int32_t>(r);
+    }
+  S->pos = upload_ints(be_, pos);
+  S->w = upload_f32(be_, S->weights);
+  const Tensor tok = upload_ints(be_, token_of);
+  S->x = Tensor::make(be_, M * k, H, ad);
+  if (M > 0) be_.embedding_forward(tok.buf.as<const int32_t>(), h.x(), S->x.m());
+
+  // 4. Each expert on its rows: down(silu(gate(x))·up(x)).
+  S->g = Tensor::make(be_, M * k, inter_, ad);
+  S->u = Tensor::make(be_, M * k, inter_, ad);
+  S->a = Tensor::make(be_, M * k, inter_, ad);
+  S->y = Tensor::make(be_, M * k, H, ad);
+  S->in_x.resize(static_cast<size_t>(E));
+  S->in_a.resize(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t f = S->first[static_cast<size_t>(e)], n = S->count[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    auto& ex = experts_[static_cast<size_t>(e)];
+    LinearInput& in_x = S->in_x[static_cast<size_t>(e)] = LinearInput(rows_of(S->x, f, n), training);
+    ex[0]->forward(in_x, rows_of(S->g, f, n));
+    ex[1]->forward(in_x, rows_of(S->u, f, n));
+    be_.swiglu_forward(rows_of(S->g, f, n), rows_of(S->u, f, n), rows_of(S->a, f, n));
+    LinearInput& in_a = S->in_a[static_cast<size_t>(e)] = LinearInput(rows_of(S->a, f, n), training);
+    ex[2]->forward(in_a, rows_of(S->y, f, n));
+  }
+
+  // 5. Back to the tokens, weighted.
+  if (M > 0) be_.moe_combine(S->y.m(), S->pos.buf.as<const int32_t>(), S->w.f32(), k, out);
+  if (training)
+    saved_ = std::move(S);
+  else
+    saved_.reset();
+}
+
+void MoeBlock::backward(LinearInput& h, const Matrix& dout, const Matrix& dh) {
+  check(saved_ != nullptr, "moe backward: no training forward to differentiate");
+  Saved& S = *saved_;
+  const int64_t M = S.M, H = hidden_, E = num_experts(), k = k_;
+  const DType ad = S.x.dtype;
+  check(dout.rows == M && dout.cols == H && dh.rows == M && dh.cols == H,
+        "moe backward: dout and dh must be [M, H] of the forward");
+  if (M == 0) {
+    saved_.reset();
+    return;
+  }
+  // 1. Through the combine: each pair's output gradient, and each weight's.
+  Tensor dy = Tensor::make(be_, M * k, H, ad);
+  Tensor dw = Tensor::make(be_, M * k, 1, DType::f32);
+  be_.moe_combine_backward(dout, S.y.m(), S.pos.buf.as<const int32_t>(), S.w.f32(), k, dy.m(),
+                           dw.f32());
+  // 2. Through each expert.
+  Tensor dx = Tensor::make(be_, M * k, H, ad), tmp = Tensor::make(be_, M * k, H, ad);
+  Tensor da = Tensor::make(be_, M * k, inter_, ad), dg = Tensor::make(be_, M * k, inter_, ad),
+         du = Tensor::make(be_, M * k, inter_, ad);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t f = S.first[static_cast<size_t>(e)], n = S.count[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    auto& ex = experts_[static_cast<size_t>(e)];
+    ex[2]->backward(S.in_a[static_cast<size_t>(e)], rows_of(dy, f, n), rows_of(da, f, n));
+    be_.swiglu_backward(rows_of(da, f, n), rows_of(S.g, f, n), rows_of(S.u, f, n),
+                        rows_of(dg, f, n), rows_of(du, f, n));
+    ex[0]->backward(S.in_x[static_cast<size_t>(e)], rows_of(dg, f, n), rows_of(dx, f, n));
+    ex[1]->backward(S.in_x[static_cast<size_t>(e)], rows_of(du, f, n), rows_of(tmp, f, n));
+    be_.add(rows_of(dx, f, n), rows_of(tmp, f, n), rows_of(dx, f, n));
+  }
+  // 3. The experts' input gradients summed back to their tokens.
+  const Tensor ones = upload_f32(be_, std::vector<float>(static_cast<size_t>(M * k), 1.0f));
+  be_.moe_combine(dx.m(), S.pos.buf.as<const int32_t>(), ones.f32(), k, dh);
+  // 4. The router: d weights → d probabilities (through the renormalisation) → d logits
+  // (through the softmax), on the host in FP32; then the router linear's backward.
+  std::vector<float> dwh(static_cast<size_t>(M * k));
+  be_.download(dwh.data(), dw.buf.data(), dwh.size() * 4);
+  std::vector<float> dz(static_cast<size_t>(M * E), 0.0f), dp(static_cast<size_t>(E));
+  for (int64_t m = 0; m < M; ++m) {
+    const float* p = S.probs.data() + m * E;
+    const int32_t* c = S.chosen.data() + m * k;
+    const float* w = S.weights.data() + m * k;
+    const float* g = dwh.data() + m * k;
+    std::fill(dp.begin(), dp.end(), 0.0f);
+    if (norm_topk_) {
+      float total = 0, gw = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        total += p[c[j]];
+        gw += g[j] * w[j];
+      }
+      for (int64_t j = 0; j < k; ++j) dp[static_cast<size_t>(c[j])] += (g[j] - gw) / total;
+    } else {
+      for (int64_t j = 0; j < k; ++j) dp[static_cast<size_t>(c[j])] += g[j];
+    }
+    if (!S.aux_grad.empty())
+      for (int64_t e = 0; e < E; ++e) dp[static_cast<size_t>(e)] += S.aux_grad[static_cast<size_t>(e)];
+    float dot = 0;
+    for (int64_t e = 0; e < E; ++e) dot += dp[static_cast<size_t>(e)] * p[e];
+    for (int64_t e = 0; e < E; ++e) dz[static_cast<size_t>(m * E + e)] = p[e] * (dp[static_cast<size_t>(e)] - dot);
+  }
+  Tensor dlogits = Tensor::make(be_, M, E, ad);
+  if (ad == DType::f32) {
+    be_.upload(dlogits.buf.data(), dz.data(), dz.size() * 4);
+  } else {
+    const Tensor d32 = upload_f32(be_, dz);
+    be_.convert(Matrix{d32.buf.data(), M, E, DType::f32}, dlogits.m());
+  }
+  router_->backward(h, dlogits.m(), rows_of(tmp, 0, M));
+  be_.add(dh, rows_of(tmp, 0, M), dh);
+  saved_.reset();
+}
+
+}  // namespace fp8rl

@@ -1,0 +1,87 @@
+// The mixture-of-experts MLP of Qwen3-MoE (Hugging Face Qwen3MoeSparseMoeBlock), forward and
+// backward: a bias-free router linear (mlp.gate, [E, H]) → an FP32 softmax over all E experts
+// → each token's top k → their probabilities divided by their sum (norm_topk_prob) → the
+// weighted sum of those experts' SwiGLU outputs (mlp.experts.{e}.{gate,up,down}_proj). Every
+// token reaches its experts (no capacity limit).
+//
+// Dispatch: the (token, choice) pairs are sorted by expert, so each expert runs one GEMM per
+// linear on its contiguous rows (each expert's linears in their own precision: FP8 with
+// per-expert 128x128 weight tiles and 1x128 activation blocks, or BF16); the rows go back to
+// their tokens with Backend::moe_combine. Routing (softmax, top-k) runs on the host in FP32,
+// with softmax_exps (backend/sampling_rules.hpp), the same on every backend.
+//
+// Routing replay: given expert ids per (token, choice) — the generator's — the block routes by
+// them instead of its router's top k, with weights gathered from its own full softmax and
+// renormalised, so the router keeps its gradient (rollout routing replay, arXiv 2510.11370).
+// An id of −1 routes that token by the router.
+//
+// Shapes: h, out, dh, dout [M, H]; E experts of intermediate size I; k choices per token.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+#include "model/linear.hpp"
+
+namespace fp8rl {
+
+// What a forward's routing looked like, accumulated over forwards (telemetry).
+struct RoutingStats {
+  std::vector<int64_t> load;  // (token, choice) pairs per expert
+  int64_t tokens = 0;         // tokens routed
+  int64_t compared = 0;       // tokens with a reference routing (the generator's)
+  int64_t differing = 0;      // of those, tokens whose reference experts (as a set) differ from
+                              // the router's own top k
+  double entropy = 0;         // Σ over tokens of the router softmax's entropy (nats)
+  double aux_loss = 0;        // Σ over forwards of the load-balancing loss (when its weight > 0)
+  void add(const RoutingStats& o);
+};
+
+class MoeBlock {
+ public:
+  // prefix: "model.layers.3.mlp." (the Hugging Face names of the router and experts follow).
+  MoeBlock(Backend& be, const std::string& prefix, int64_t hidden, const MoeConfig& cfg);
+  ~MoeBlock();
+
+  int64_t num_experts() const { return static_cast<int64_t>(experts_.size()); }
+  int64_t top_k() const { return k_; }
+  Linear& router() { return *router_; }
+  // An expert's gate, up or down.
+  Linear& expert(int64_t e, Module m);
+  // Parameters in Hugging Face order: the router, then each expert's gate, up, down.
+  void parameters(std::vector<Param*>& out);
+
+  // The load-balancing loss's weight (0: none): coef·E·Σ_e f_e·P_e over a forward's tokens, f_e
+  // the share of choices that went to e, P_e the mean router probability of e (Switch
+  // Transformer); its gradient reaches the router through P.
+  void set_aux_loss_coef(double c) { aux_coef_ = c; }
+
+  // out [M, H] (written) = the block of h [M, H]. reference: [M·k] expert ids another forward
+  // chose (the generator's; −1 for a token it did not route) or null; with replay the block
+  // routes by them, else it only compares. choices (may be null) receives the ids used, [M·k],
+  // each token's by descending weight. training keeps what backward() needs. stats (may be
+  // null) accumulates the routing; differing[m] (when given, size M) is set for tokens whose
+  // reference experts differ (as a set) from the router's own top k.
+  void forward(LinearInput& h, const Matrix& out, bool training, const int32_t* reference,
+               bool replay, std::vector<int32_t>* choices, RoutingStats* stats,
+               std::vector<char>* differing);
+  // dh [M, H] (written) = the input gradient for dout [M, H]; the router's and experts' weight
+  // gradients accumulate. Needs a training forward first, and h as it gave it.
+  void backward(LinearInput& h, const Matrix& dout, const Matrix& dh);
+  // Releases what forward kept.
+  void clear();
+
+ private:
+  struct Saved;
+  Backend& be_;
+  int64_t hidden_, inter_, k_;
+  bool norm_topk_;
+  double aux_coef_ = 0;
+  std::unique_ptr<Linear> router_;
+  std::vector<std::array<std::unique_ptr<Linear>, 3>> experts_;  // gate, up, down
+  std::unique_ptr<Saved> saved_;
+};
+
+}  // namespace fp8rl
