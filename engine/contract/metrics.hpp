@@ -68,6 +68,18 @@ inline std::string fp8(int64_t layer, const std::string& kind, const std::string
   return kFp8Prefix + std::to_string(layer) + "/" + kind + "/" + stat;
 }
 // The generator's FP8 KV-cache scales: "kv_scale/L{layer}/{k|v}".
+// Mixture of experts (layers with experts only): the share of tokens whose experts differ
+// between the generator and the trainer's router (per layer, and in at least one layer), the
+// router softmax's mean entropy (nats; per layer and over layers), the load-balancing loss.
+inline constexpr const char* kMoePrefix = "moe/L";
+inline constexpr const char* kMoeRoutingMismatch = "moe/routing_mismatch";    // mean over layers
+inline constexpr const char* kMoeTokensRerouted = "moe/tokens_rerouted";      // any layer
+inline constexpr const char* kMoeRouterEntropy = "moe/router_entropy";        // mean over layers
+inline constexpr const char* kMoeAuxLoss = "moe/aux_loss";
+inline std::string moe(int64_t layer, const std::string& stat) {  // routing_mismatch, router_entropy
+  return std::string(kMoePrefix) + std::to_string(layer) + "/" + stat;
+}
+
 inline constexpr const char* kKvScalePrefix = "kv_scale/L";
 inline std::string kv_scale(int64_t layer, const std::string& k_or_v) {
   return kKvScalePrefix + std::to_string(layer) + "/" + k_or_v;
@@ -88,6 +100,13 @@ inline constexpr const char* kImportanceLogWeight = "importance_log_weight";
 inline constexpr double kImportanceLogWeightRange = 0.5;
 inline constexpr int kImportanceLogWeightBins = 80;
 // log2 of the FP8 dequantization scales: "fp8_scale_log2/L{layer}/{kind}".
+// Tokens per expert of a layer with experts in a step's training forwards: bin e counts the
+// (token, choice) pairs that went to expert e (edges 0, 1, …, E).
+inline constexpr const char* kExpertLoadPrefix = "expert_load/L";
+inline std::string expert_load(int64_t layer) {
+  return std::string(kExpertLoadPrefix) + std::to_string(layer);
+}
+
 inline constexpr const char* kFp8ScalePrefix = "fp8_scale_log2/L";
 inline std::string fp8_scale_log2(int64_t layer, const std::string& kind) {
   return kFp8ScalePrefix + std::to_string(layer) + "/" + kind;

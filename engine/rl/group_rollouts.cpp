@@ -104,6 +104,17 @@ MicroBatch pack_micro_batch(const std::vector<TrainSeq>& seqs, size_t begin, siz
     }
     // Response token k sits at ids[prompt_len + k] and is predicted by row prompt_len + k − 1.
     mb.rows.push_back({i, b * mb.T + s.prompt_len - 1});
+    // Routing: the generator's choices at the positions it fed.
+    if (mb.routing.size() < s.routing.size()) mb.routing.resize(s.routing.size());
+    for (size_t l = 0; l < s.routing.size(); ++l) {
+      const auto& r = s.routing[l];
+      if (r.empty()) continue;
+      const int64_t positions = static_cast<int64_t>(s.ids.size()) - 1;
+      const int64_t k = static_cast<int64_t>(r.size()) / std::max<int64_t>(positions, 1);
+      auto& dst = mb.routing[l];
+      if (dst.empty()) dst.assign(static_cast<size_t>(mb.B * mb.T * k), -1);
+      std::copy(r.begin(), r.end(), dst.begin() + (b * mb.T) * k);
+    }
   }
   return mb;
 }
@@ -171,6 +182,7 @@ GroupRollouts generate_group_rollouts(const RunConfig& cfg, const Task& task, Ge
     t.ids.insert(t.ids.end(), s.response.begin(), s.response.end());
     t.prompt_len = static_cast<int64_t>(s.prompt.size());
     t.g = s.logprobs;
+    t.routing = s.routing;
     t.advantage = out.advantages[static_cast<size_t>(i)];
     out.train_tokens += static_cast<int64_t>(t.ids.size()) - 1;
     out.response_tokens += static_cast<int64_t>(s.response.size());

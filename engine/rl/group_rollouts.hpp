@@ -45,6 +45,7 @@ struct TrainSeq {
   int64_t prompt_len = 0;
   std::vector<float> g;  // generation log-probs of the response tokens
   double advantage = 0;
+  DecoderModel::Routing routing;  // the generator's expert choices (mixture of experts)
 };
 
 // A padded micro-batch: B sequences × T positions; position t predicts ids[t + 1]. rows[i]:
@@ -54,6 +55,9 @@ struct MicroBatch {
   int64_t B = 0, T = 0;
   std::vector<int32_t> ids, targets;
   std::vector<std::pair<size_t, int64_t>> rows;
+  // The generator's expert choices for the batch's rows ([layer][B·T·k]; −1 for padding):
+  // empty when the sequences carry none.
+  DecoderModel::Routing routing;
 };
 
 // Packs seqs[begin, end) into one micro-batch (padding with <pad>).

@@ -76,13 +76,19 @@ GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be, Communicator* comm) : cfg_(c
   model_ = make_run_model(cfg_, be_, *task_);
   observer_ = std::make_unique<Observer>(be_);
   model_->set_quant_observer(observer_.get());
-  opt_ = std::make_unique<AdamW>(be_, model_->parameters(), cfg_.optimizer);
+  // Mixture of experts: frozen routers stay out of the optimizers (moe.freeze_router); the
+  // load-balancing loss only when asked (moe.router_aux_loss_coef).
+  std::vector<Param*> trained = model_->parameters();
+  if (cfg_.moe_freeze_router)
+    std::erase_if(trained, [](const Param* p) { return p->name.ends_with(".mlp.gate.weight"); });
+  model_->set_router_aux_loss_coef(cfg_.moe_router_aux_loss_coef);
+  opt_ = std::make_unique<AdamW>(be_, trained, cfg_.optimizer);
   if (cfg_.sft_steps > 0) {
     OptimizerConfig sft = cfg_.optimizer;
     sft.lr = cfg_.sft_lr;
     sft.schedule = "constant";
     sft.warmup_steps = 0;
-    sft_opt_ = std::make_unique<AdamW>(be_, model_->parameters(), sft);
+    sft_opt_ = std::make_unique<AdamW>(be_, trained, sft);
   }
   gen_ = std::make_unique<Generator>(
       *model_, GeneratorOptions{cfg_.kv_cache, 0, SamplingSite::automatic,
@@ -363,6 +369,8 @@ void GrpoRun::training_phase(RlBatch& b) {
     const auto t0 = Clock::now();
     for (size_t i = 0; i < train.size(); i += mbs) {
       const MicroBatch mb = pack_micro_batch(train, i, std::min(train.size(), i + mbs));
+      model_->set_routing_reference(mb.routing.empty() ? nullptr : &mb.routing,
+                                    cfg_.moe_routing_replay);
       const auto res = model_->forward(mb.ids, mb.targets, mb.B, mb.T, inv_t, false);
       for (auto [si, row] : mb.rows)
         b.p[si].assign(res.logp.begin() + row,
@@ -389,6 +397,10 @@ void GrpoRun::training_phase(RlBatch& b) {
         // FP8 telemetry from the first micro-batch of the step only (bounded cost).
         observer_->enabled = epoch == 0 && m == 0 && i == m0;
         const MicroBatch mb = pack_micro_batch(train, i, std::min(m1, i + mbs));
+        // Routing telemetry from the first epoch's forwards (each token once).
+        model_->collect_routing(epoch == 0);
+        model_->set_routing_reference(mb.routing.empty() ? nullptr : &mb.routing,
+                                      cfg_.moe_routing_replay);
         const auto res = model_->forward(mb.ids, mb.targets, mb.B, mb.T, inv_t, true, true);
         std::vector<float> dlogp(res.logp.size(), 0.0f);
         for (auto [si, row] : mb.rows) {
@@ -410,6 +422,8 @@ void GrpoRun::training_phase(RlBatch& b) {
           }
         }
         model_->backward(dlogp);
+        model_->set_routing_reference(nullptr, false);
+        model_->collect_routing(false);
         observer_->enabled = false;
       }
       all_reduce_gradients();
@@ -524,6 +538,58 @@ void GrpoRun::step_telemetry(StepRecord& r, RlBatch& b) {
     S[metric::kv_scale(static_cast<int64_t>(l), "v")] = kv[l].second;
   }
   add_fp8_telemetry(r);
+  add_routing_telemetry(r);
+}
+
+void GrpoRun::add_routing_telemetry(StepRecord& r) {
+  DecoderModel::RoutingTelemetry t = model_->take_routing_telemetry();
+  if (!model_->has_experts() || t.stats.empty()) return;
+  // Merged over ranks: the counts are sums.
+  std::vector<double> sums;
+  for (const auto& s : t.stats) {
+    sums.insert(sums.end(), {static_cast<double>(s.tokens), static_cast<double>(s.compared),
+                             static_cast<double>(s.differing), s.entropy, s.aux_loss});
+    for (int64_t n : s.load) sums.push_back(static_cast<double>(n));
+  }
+  sums.insert(sums.end(), {static_cast<double>(t.tokens), static_cast<double>(t.tokens_differing)});
+  reduce_sum(sums.data(), sums.size());
+  auto& S = r.scalars;
+  size_t at = 0;
+  double mismatch_sum = 0, entropy_sum = 0, aux = 0, compared_tokens = 0;
+  int64_t layers = 0;
+  for (size_t l = 0; l < t.stats.size(); ++l) {
+    const auto& s = t.stats[l];
+    const double tokens = sums[at], compared = sums[at + 1], differing = sums[at + 2];
+    const double entropy = sums[at + 3];
+    aux += sums[at + 4];
+    at += 5;
+    std::vector<double> load(sums.begin() + static_cast<std::ptrdiff_t>(at),
+                             sums.begin() + static_cast<std::ptrdiff_t>(at + s.load.size()));
+    at += s.load.size();
+    if (s.load.empty() || tokens <= 0) continue;  // a dense layer
+    const int64_t L = static_cast<int64_t>(l);
+    ++layers;
+    compared_tokens = std::max(compared_tokens, compared);
+    const double mismatch = compared > 0 ? differing / compared : 0.0;
+    S[metric::moe(L, "routing_mismatch")] = mismatch;
+    S[metric::moe(L, "router_entropy")] = entropy / tokens;
+    mismatch_sum += mismatch;
+    entropy_sum += entropy / tokens;
+    // Tokens per expert: bin e over [e, e + 1), with the empty underflow and overflow bins every
+    // histogram carries.
+    Histogram h;
+    for (size_t e = 0; e <= load.size(); ++e) h.edges.push_back(static_cast<double>(e));
+    h.counts.push_back(0);
+    for (double n : load) h.counts.push_back(static_cast<int64_t>(n));
+    h.counts.push_back(0);
+    r.histograms.push_back({histogram::expert_load(L), std::move(h)});
+  }
+  if (layers == 0) return;
+  S[metric::kMoeRoutingMismatch] = mismatch_sum / static_cast<double>(layers);
+  S[metric::kMoeRouterEntropy] = entropy_sum / static_cast<double>(layers);
+  S[metric::kMoeTokensRerouted] =
+      compared_tokens > 0 ? sums[at + 1] / compared_tokens : 0.0;
+  if (cfg_.moe_router_aux_loss_coef > 0) S[metric::kMoeAuxLoss] = aux;
 }
 
 void GrpoRun::add_fp8_telemetry(StepRecord& r) {

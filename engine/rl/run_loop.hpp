@@ -81,6 +81,9 @@ class GrpoRun {
   void recalibration_phase(RlBatch& b);
   void step_telemetry(StepRecord& r, RlBatch& b);
   void add_fp8_telemetry(StepRecord& r);
+  // Mixture of experts: routing mismatch (generator vs the trainer's routers), router entropy,
+  // expert load (contract/metrics.hpp: moe/…, expert_load/L…).
+  void add_routing_telemetry(StepRecord& r);
   // This rank's prompts of an RL step: its share of every mini-batch's prompts.
   std::vector<int64_t> my_prompts() const;
   // Sums the gradients over ranks (through device memory when the backend has a device

@@ -252,7 +252,9 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
   // Sampling on the backend (greedy or the whole distribution) allows the graph path, whose
   // padding rows use one extra cache slot (slot n).
   const bool on_device = samples_on_backend(model_.backend(), opt_.sampling, params);
-  const bool graphs = on_device && opt_.graphs != DecodeGraphs::off;
+  // Experts route on the host between the step's GEMMs: no graph can hold such a step.
+  const bool moe = model_.has_experts();
+  const bool graphs = on_device && opt_.graphs != DecodeGraphs::off && !moe;
   const int64_t num_slots = n + (graphs ? 1 : 0);
   // Plan the cache up front.
   const int64_t bytes = KvCache::bytes_needed(cfg, num_slots, max_len, opt_.kv_dtype);
@@ -306,6 +308,22 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
     rows.push_back(static_cast<int32_t>(tokens.size() - 1));
     stats_.prompt_tokens += static_cast<int64_t>(prompts[i].size());
   }
+  // The routing of a mixture-of-experts model, per sequence: each step's rows go to their
+  // sequence's positions.
+  const int64_t k = cfg.moe.experts_per_token;
+  if (moe)
+    for (auto& s : out) {
+      s.routing.assign(static_cast<size_t>(cfg.num_hidden_layers), {});
+      for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
+        if (cfg.moe.layer_has_experts(l)) s.routing[static_cast<size_t>(l)].assign(static_cast<size_t>(max_len * k), -1);
+    }
+  auto record_routing = [&] {
+    const DecoderModel::Routing& r = model_.last_routing();
+    for (size_t l = 0; l < r.size(); ++l)
+      for (size_t i = 0; i < tokens.size() && !r[l].empty(); ++i)
+        std::copy_n(r[l].begin() + static_cast<std::ptrdiff_t>(i) * k, k,
+                    out[static_cast<size_t>(slots[i])].routing[l].begin() + positions[i] * k);
+  };
   // One forward step and the sampling of its rows (sequences seqs), on the device or the host.
   Buffer device_io;
   auto step = [&](const std::vector<int64_t>& seqs) {
@@ -317,6 +335,7 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
           model_.forward_cached(tokens, slots, positions, rows, *cache_);
       sample_rows(logits.data(), V, seqs, params, rngs, out);
     }
+    if (moe) record_routing();
   };
   std::vector<int64_t> active;
   std::vector<int64_t> all(static_cast<size_t>(n));
@@ -387,7 +406,15 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
         : stats_.decode_steps == 0
             ? "no decode step"
             : "no batch bucket had " + std::to_string(kMinGraphSteps) + " decode steps ahead";
-  for (const auto& s : out) stats_.generated_tokens += static_cast<int64_t>(s.response.size());
+  for (auto& s : out) {
+    stats_.generated_tokens += static_cast<int64_t>(s.response.size());
+    // The positions fed: the prompt and every response token but the last.
+    const int64_t fed = static_cast<int64_t>(s.prompt.size() + s.response.size()) - 1;
+    for (auto& r : s.routing)
+      if (!r.empty()) r.resize(static_cast<size_t>(fed * k));
+  }
+  if (moe && stats_.graphs_unused.empty() && opt_.graphs != DecodeGraphs::off && on_device)
+    stats_.graphs_unused = "experts route on the host between a step's GEMMs";
   return out;
 }
 

@@ -19,6 +19,10 @@ struct Sequence {
   std::vector<int32_t> response;
   std::vector<float> logprobs;  // g: one per response token
   std::string finish_reason;    // "eos", "stop" or "length"
+  // A mixture-of-experts model's routing of this sequence, per layer: the expert ids chosen
+  // for each position the generator fed (prompt and response but the last token), [positions·k]
+  // (empty for dense layers and dense models). The trainer compares or replays it.
+  DecoderModel::Routing routing;
 };
 
 struct RolloutStats {
