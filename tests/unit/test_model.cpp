@@ -68,9 +68,12 @@ class TestModel : public QObject {
   Q_OBJECT
   std::unique_ptr<Backend> cpu_ = make_cpu_backend();
 
-  void gradcheck(bool tied) {
-    const ModelConfig cfg = tiny(tied);
-    DecoderModel model(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 7, 0.3);
+  void gradcheck(bool tied) { gradcheck(tiny(tied)); }
+
+  // Finite differences of Σ r·logp along a random direction of every parameter, against the
+  // backward pass (fp32 everywhere).
+  void gradcheck(const ModelConfig& cfg) {
+    DecoderModel model(*cpu_, cfg, uniform_precision(cfg, Precision::fp32), 7, 0.3);
     Rng rng(11);
     const Batch b = random_batch(rng, 2, 5, cfg.vocab_size);
     std::vector<float> r(10);
@@ -112,6 +115,32 @@ class TestModel : public QObject {
  private slots:
   void gradientsMatchFiniteDifferences() { gradcheck(false); }
   void gradientsMatchFiniteDifferencesTied() { gradcheck(true); }
+  // Llama 3.1: no QK-norm, Llama 3's rotary scaling (every band at head_dim 8 with an
+  // original context of 8 positions).
+  void gradientsMatchFiniteDifferencesLlama() {
+    ModelConfig c = tiny();
+    c.family = "llama";
+    c.qk_norm = false;
+    c.rope_scaling = RopeScalingType::llama3;
+    c.rope_factor = 8;
+    c.rope_original_max_position_embeddings = 8;
+    gradcheck(c);
+  }
+  // Qwen3-MoE: experts (top 2 of 4, renormalised) in layer 1, a dense MLP in layer 0 (the
+  // router's gradient included; the routing itself is piecewise constant, and the step is
+  // small against the gaps between the router's probabilities).
+  void gradientsMatchFiniteDifferencesMoe() {
+    for (bool norm : {true, false}) {
+      ModelConfig c = tiny();
+      c.family = "qwen3_moe";
+      c.moe.num_experts = 4;
+      c.moe.experts_per_token = 2;
+      c.moe.intermediate_size = 16;
+      c.moe.norm_topk_prob = norm;
+      c.moe.decoder_sparse_step = 2;
+      gradcheck(c);
+    }
+  }
 
   void bf16AndFp8StayCloseToFp32() {
     ModelConfig cfg;

@@ -62,9 +62,10 @@ class TestModelFolder : public QObject {
 
   // A tiny Qwen3 folder with the tokenizer files in `tokenizer` (vocab_size: the model's
   // embedding rows): random weights written by `fp8rl init`, converted to sharded BF16.
-  QString makeModel(const QString& name, const QString& tokenizer, int vocab_size) {
+  QString makeModel(const QString& name, const QString& tokenizer, int vocab_size,
+                    const QJsonObject& family = {}) {
     const QString dir = root_.filePath(name), fp32 = root_.filePath(name + "-fp32");
-    const QJsonObject cfg{{"hidden_size", 32},
+    QJsonObject cfg{{"hidden_size", 32},
                           {"num_hidden_layers", 2},
                           {"num_attention_heads", 2},
                           {"num_key_value_heads", 1},
@@ -74,6 +75,7 @@ class TestModelFolder : public QObject {
                           {"max_position_embeddings", 512},
                           {"tie_word_embeddings", true},
                           {"model_type", "qwen3"}};
+    for (auto it = family.begin(); it != family.end(); ++it) cfg[it.key()] = it.value();
     write_file(root_.filePath(name + ".json"), QJsonDocument(cfg).toJson());
     ProcessResult r =
         run_cli({"init", "--config", root_.filePath(name + ".json"), "--output", fp32});
@@ -87,14 +89,16 @@ class TestModelFolder : public QObject {
     return dir;
   }
 
-  // train, generate, score and tokenize on the folder; the tokenizer's ids of the chat prompt.
-  void endToEnd(const QString& model) {
+  // train, generate, score and tokenize on the folder; the tokenizer's ids of the chat prompt
+  // (Qwen3's, or Llama 3.1's with llama) as the family's template renders it. sets: more for
+  // train.
+  void endToEnd(const QString& model, bool llama = false, const QStringList& sets = {}) {
     QVERIFY2(QFile::exists(model + "/model.safetensors.index.json"), qPrintable(model));
     QVERIFY(QFile::exists(model + "/tokenizer.json"));
     const QString data = root_.filePath("gsm8k.jsonl");
     write_file(data, dataset());
     const QString out = model + "-trained";
-    ProcessResult r = run_cli({"train",
+    QStringList train = {"train",
                                "--preset",
                                "math",
                                "--model",
@@ -118,7 +122,8 @@ class TestModelFolder : public QObject {
                                "--set",
                                "validation.every=0",
                                "--set",
-                               "grpo.micro_batch_size=4"});
+                               "grpo.micro_batch_size=4"};
+    ProcessResult r = run_cli(train + sets);
     QVERIFY2(r.code == 0, qPrintable(r.out));
     QCOMPARE(last_json_line(r.out)["rl_steps"].toInt(), 2);
     // The checkpoint carries the model's tokenizer on (a later run or generate reads it).
@@ -132,7 +137,12 @@ class TestModelFolder : public QObject {
     const QJsonObject gen = last_json_line(r.out);
     QVERIFY(gen.contains("text"));
     // Its prompt is the chat template's, as `tokenize` encodes it.
-    const QString chat = "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n";
+    const QString chat =
+        llama ? "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge "
+                "Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>"
+                "user<|end_header_id|>\n\n" +
+                    prompt + "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+              : "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n";
     r = run_cli({"tokenize", "--model", model, "--text", chat});
     QVERIFY2(r.code == 0, qPrintable(r.out));
     const QJsonArray ids = QJsonDocument::fromJson(r.out.trimmed().toUtf8()).array();
@@ -160,6 +170,43 @@ class TestModelFolder : public QObject {
                R"({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})");
     const QString model = makeModel("small", tok, 272);
     endToEnd(model);
+  }
+
+  // Llama 3.1 (Llama 3's rotary scaling, several eos ids) and Qwen3-MoE (experts in every
+  // other layer; GRPO with routing replay) folders with the small tokenizer.
+  void otherFamilies() {
+    const QString tok = root_.filePath("small-tokenizer");
+    const QJsonObject llama{
+        {"model_type", "llama"},
+        {"architectures", QJsonArray{"LlamaForCausalLM"}},
+        {"rope_theta", 500000.0},
+        {"eos_token_id", QJsonArray{0, 1}},
+        {"rope_scaling", QJsonObject{{"rope_type", "llama3"},
+                                     {"factor", 8.0},
+                                     {"low_freq_factor", 1.0},
+                                     {"high_freq_factor", 4.0},
+                                     {"original_max_position_embeddings", 64}}}};
+    endToEnd(makeModel("llama", tok, 272, llama), true);
+    const QJsonObject moe{{"model_type", "qwen3_moe"},
+                          {"architectures", QJsonArray{"Qwen3MoeForCausalLM"}},
+                          {"num_experts", 4},
+                          {"num_experts_per_tok", 2},
+                          {"moe_intermediate_size", 32},
+                          {"norm_topk_prob", true},
+                          {"decoder_sparse_step", 2}};
+    endToEnd(makeModel("moe", tok, 272, moe), false,
+             {"--set", "moe.routing_replay=rollout", "--set", "precision.kv_cache=fp8"});
+  }
+
+  void realLlamaTokenizer() {
+    const QString tok = QStringLiteral(FP8RL_LLAMA3_TOKENIZER);
+    if (!QFile::exists(tok + "/tokenizer.json"))
+      QSKIP(qPrintable("no Llama 3.1 tokenizer files in " + tok +
+                       " (./test.sh fetches them with npm; npm missing or offline)"));
+    const QJsonObject llama{{"model_type", "llama"},
+                            {"architectures", QJsonArray{"LlamaForCausalLM"}},
+                            {"eos_token_id", QJsonArray{128001, 128008, 128009}}};
+    endToEnd(makeModel("llama-tiny", tok, 128256, llama), true);
   }
 
   void realQwen3Tokenizer() {

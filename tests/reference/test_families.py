@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Model families against an independent float64 reference: random folders of Qwen3, Llama 3.1
+(with Llama 3's rope_scaling) and Qwen3-MoE (experts in some layers, norm_topk_prob on and off)
+written by `fp8rl init`, scored by `fp8rl score --precision fp32` and by hf_reference.py
+(written from Hugging Face transformers' modeling code, sharing nothing with the engine); and
+bad config.json files refused with one error naming the key.
+
+    test_families.py FP8RL
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+FP8RL = sys.argv[1]
+HERE = os.path.dirname(os.path.abspath(__file__))
+IDS = [1, 5, 7, 9, 11, 13, 2, 40, 3, 17, 23, 29, 31, 37, 41, 43, 47, 4, 8]
+
+BASE = {"hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 48, "vocab_size": 50,
+        "max_position_embeddings": 64, "rms_norm_eps": 1e-6, "tie_word_embeddings": False}
+FAMILIES = {
+    "qwen3": dict(BASE, architectures=["Qwen3ForCausalLM"], model_type="qwen3", rope_theta=1e6,
+                  tie_word_embeddings=True),
+    "llama": dict(BASE, architectures=["LlamaForCausalLM"], model_type="llama", rope_theta=5e5,
+                  rms_norm_eps=1e-5, eos_token_id=[1, 2, 3],
+                  # every band of Llama 3's scaling at these positions: an original context of 8
+                  rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                "high_freq_factor": 4.0, "original_max_position_embeddings": 8}),
+    "qwen3_moe": dict(BASE, architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe",
+                      rope_theta=1e6, num_experts=6, num_experts_per_tok=2,
+                      moe_intermediate_size=16, norm_topk_prob=True, decoder_sparse_step=1,
+                      mlp_only_layers=[1], router_aux_loss_coef=0.001),
+    "qwen3_moe_unnormalised": dict(BASE, architectures=["Qwen3MoeForCausalLM"],
+                                   model_type="qwen3_moe", rope_theta=1e6, num_experts=5,
+                                   num_experts_per_tok=3, moe_intermediate_size=16,
+                                   norm_topk_prob=False, decoder_sparse_step=2),
+}
+BAD = [
+    ("top-k larger than the experts",
+     dict(FAMILIES["qwen3_moe"], num_experts_per_tok=7), "num_experts_per_tok (7) is larger than num_experts (6)"),
+    ("a missing rope_scaling field",
+     dict(FAMILIES["llama"], rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                           "low_freq_factor": 1.0,
+                                           "original_max_position_embeddings": 8}),
+     "rope_scaling (llama3) has no high_freq_factor"),
+    ("an unknown rope type",
+     dict(FAMILIES["llama"], rope_scaling={"rope_type": "yarn", "factor": 4.0}),
+     "rope_scaling.rope_type \"yarn\" is not supported"),
+    ("a Qwen3-MoE without experts' sizes",
+     {k: v for k, v in FAMILIES["qwen3_moe"].items() if k != "moe_intermediate_size"},
+     "has no moe_intermediate_size"),
+]
+
+
+def run(args):
+    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+
+def main():
+    failed = 0
+    with tempfile.TemporaryDirectory() as d:
+        for name, cfg in FAMILIES.items():
+            path = os.path.join(d, name + ".json")
+            json.dump(cfg, open(path, "w"))
+            folder = os.path.join(d, name)
+            r = run([FP8RL, "init", "--config", path, "--output", folder, "--init-std", "0.3",
+                     "--seed", "3"])
+            if r.returncode != 0:
+                print("FAIL %s: init: %s" % (name, r.stderr.strip()))
+                failed += 1
+                continue
+            ids = ",".join(map(str, IDS))
+            r = run([FP8RL, "score", "--checkpoint", folder, "--token-ids", ids, "--precision",
+                     "fp32", "--backend", "cpu"])
+            ref = run([sys.executable, os.path.join(HERE, "hf_reference.py"), folder, ids])
+            if r.returncode != 0 or ref.returncode != 0:
+                print("FAIL %s: %s %s" % (name, r.stderr.strip(), ref.stderr.strip()))
+                failed += 1
+                continue
+            got = json.loads(r.stdout)["logprobs"]
+            want = json.loads(ref.stdout)["logprobs"]
+            err = max(abs(a - b) for a, b in zip(got, want))
+            spread = max(want) - min(want)
+            ok = len(got) == len(want) and err < 1e-4 and spread > 0.5
+            print("%s %s: max |fp8rl − reference| %.2e over %d log-probs (spread %.2f)"
+                  % ("ok  " if ok else "FAIL", name, err, len(got), spread))
+            failed += not ok
+        # Qwen3-MoE in the layout of Qwen3-30B-A3B-FP8: each expert's linears block-FP8 with
+        # their own scales, the routers BF16 and listed unconverted; exporting the export again
+        # gives the same bytes.
+        moe = os.path.join(d, "qwen3_moe")
+        a, b = os.path.join(d, "moe-fp8"), os.path.join(d, "moe-fp8-again")
+        r1 = run([FP8RL, "convert", "--checkpoint", moe, "--to", "fp8", "--output", a])
+        r2 = run([FP8RL, "convert", "--checkpoint", a, "--to", "fp8", "--output", b])
+        ok = r1.returncode == 0 and r2.returncode == 0
+        if ok:
+            with open(os.path.join(a, "model.safetensors"), "rb") as f:
+                n = int.from_bytes(f.read(8), "little")
+                header = json.loads(f.read(n))
+            q = json.load(open(os.path.join(a, "config.json")))["quantization_config"]
+            ok = (header["model.layers.0.mlp.experts.5.up_proj.weight"]["dtype"] == "F8_E4M3"
+                  and "model.layers.0.mlp.experts.5.up_proj.weight_scale_inv" in header
+                  and header["model.layers.0.mlp.gate.weight"]["dtype"] == "BF16"
+                  and "model.layers.0.mlp.gate" in q["modules_to_not_convert"]
+                  and open(os.path.join(a, "model.safetensors"), "rb").read()
+                  == open(os.path.join(b, "model.safetensors"), "rb").read())
+        print("%s qwen3_moe FP8 export: experts FP8 with their scales, routers BF16, re-export "
+              "identical %s" % ("ok  " if ok else "FAIL", (r1.stderr + r2.stderr).strip()))
+        failed += not ok
+        for what, cfg, says in BAD:
+            path = os.path.join(d, "bad.json")
+            json.dump(cfg, open(path, "w"))
+            r = run([FP8RL, "init", "--config", path, "--output", os.path.join(d, "bad")])
+            lines = [l for l in r.stderr.splitlines() if l.strip()]
+            ok = r.returncode != 0 and len(lines) == 1 and says in lines[0]
+            print("%s %s: %s" % ("ok  " if ok else "FAIL", what, lines[0] if lines else "(no error)"))
+            failed += not ok
+    print("%d failed" % failed)
+    sys.exit(1 if failed else 0)
+
+
+main()
