@@ -31,6 +31,8 @@
 #include "ui/run/live_settings_panel.hpp"
 #include "ui/run/overview_tab.hpp"
 #include "ui/run/precision_tab.hpp"
+#include "ui/charts/heatmap_view.hpp"
+#include "ui/run/experts_tab.hpp"
 #include "ui/run/run_view.hpp"
 #include "ui/run/samples_tab.hpp"
 #include "ui/run/scales_tab.hpp"
@@ -155,13 +157,56 @@ RunData makeRun(int64_t id, int64_t steps, const std::string& status = "running"
 class TestRunViews : public QObject {
   Q_OBJECT
  private slots:
+  // A mixture-of-experts run: the Experts tab appears, its heatmap holds each layer's share per
+  // expert at the latest step, its charts the mismatch and entropy; a dense run hides it.
+  void expertsTabShowsTheRouting() {
+    RunView view;
+    RunData dense = makeRun(1, 3);
+    view.setRun(&dense);
+    const int page = 6;
+    QCOMPARE(view.tabs()->tabText(page), QString("Experts"));
+    QVERIFY(!view.tabs()->isTabVisible(page));
+
+    RunData run = makeRun(2, 3);
+    run.row.config["model"]["family"] = "qwen3_moe";
+    run.row.config["moe"] = Json::parse(R"({"routing_replay": "rollout"})");
+    for (int64_t s = 1; s <= 3; ++s)
+      for (int l : {0, 1}) {
+        Histogram h;
+        h.edges = {0, 1, 2, 3, 4};
+        h.counts = {0, 10 * s, 20, 30, 40 + l, 0};  // underflow, 4 experts, overflow
+        run.histograms[histogram::expert_load(l)][s] = h;
+        addScalar(run, metric::moe(l, "routing_mismatch"), s, 0.01 * s + l);
+        addScalar(run, metric::moe(l, "router_entropy"), s, 1.3);
+      }
+    for (int64_t s = 1; s <= 3; ++s) {
+      addScalar(run, metric::kMoeRoutingMismatch, s, 0.02 * s);
+      addScalar(run, metric::kMoeTokensRerouted, s, 0.05 * s);
+      addScalar(run, metric::kMoeRouterEntropy, s, 1.3);
+    }
+    view.setRun(&run);
+    QVERIFY(view.tabs()->isTabVisible(page));
+    ExpertsTab* t = view.experts();
+    QVERIFY(t->caption()->text().contains("Routing replay on"));
+    const HeatmapData& d = t->loadHeatmap()->data();
+    QCOMPARE(d.rows, 2);
+    QCOMPARE(d.row_labels, QStringList({"L0", "L1"}));
+    QCOMPARE(d.column_labels.size(), 4);
+    QVERIFY(d.value_label.contains("step 3"));
+    QCOMPARE(d.values[0 * 2 + 0], 30.0 / 120.0);  // expert 0 of L0 at step 3: 30 of 120
+    QCOMPARE(d.values[3 * 2 + 1], 41.0 / 121.0);
+    QVERIFY(d.cell_tips[0].contains("25.0% of the layer's tokens"));
+    QCOMPARE(t->mismatchChart()->curveCount(), 4);  // any layer, mean, L0, L1
+    QCOMPARE(t->entropyChart()->curveCount(), 3);
+  }
+
   void tabsExist() {
     RunView view;
-    QCOMPARE(view.tabs()->count(), 7);
-    const QStringList names = {"Overview",   "Throughput", "Importance weights",
-                               "FP8 scales", "Precision",  "Samples & events",
-                               "Audit"};
-    for (int i = 0; i < 7; ++i) QCOMPARE(view.tabs()->tabText(i).replace("&&", "&"), names[i]);
+    QCOMPARE(view.tabs()->count(), 8);
+    const QStringList names = {"Overview",         "Throughput", "Importance weights",
+                               "FP8 scales",       "Precision",  "Samples & events",
+                               "Experts",          "Audit"};
+    for (int i = 0; i < 8; ++i) QCOMPARE(view.tabs()->tabText(i).replace("&&", "&"), names[i]);
     QVERIFY(view.overview() && view.throughput() && view.importance() && view.scales() &&
             view.precision() && view.samples());
     // Each tab sits in a scroll area (the view may be narrower than two charts side by side).

@@ -259,14 +259,14 @@ class TestBadInputs : public QObject {
                d, [](const QString& ck) { write_all(ck + "/config.json", "{x"); });
          },
          "ckpt/config.json: json:"},
-        {"unsupported model type",
+        {"unsupported architecture",
          [&](const QString& d) {
            return broken_checkpoint(d, [](const QString& ck) {
              QByteArray c = read_all(ck + "/config.json");
-             write_all(ck + "/config.json", c.replace("\"qwen3\"", "\"llama\""));
+             write_all(ck + "/config.json", c.replace("Qwen3ForCausalLM", "GPT2LMHeadModel"));
            });
          },
-         "model_type \"llama\" is not supported"},
+         "model architecture \"GPT2LMHeadModel\" is not supported"},
         {"truncated safetensors",
          [&](const QString& d) {
            return broken_checkpoint(d, [](const QString& ck) {

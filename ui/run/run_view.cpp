@@ -12,6 +12,7 @@
 #include "ui/data/run_data.hpp"
 #include "ui/data/run_text.hpp"
 #include "ui/run/audit_tab.hpp"
+#include "ui/run/experts_tab.hpp"
 #include "ui/run/importance_tab.hpp"
 #include "ui/run/overview_tab.hpp"
 #include "ui/run/precision_tab.hpp"
@@ -74,6 +75,7 @@ RunView::RunView(QWidget* parent)
       scales_(new ScalesTab),
       precision_(new PrecisionTab),
       samples_(new SamplesTab),
+      experts_(new ExpertsTab),
       audit_(new AuditTab) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -98,6 +100,7 @@ RunView::RunView(QWidget* parent)
     scroll->setFrameShape(QFrame::NoFrame);
     scroll->setWidget(tab);
     tabs_->addTab(scroll, label);
+    return scroll;
   };
   add(overview_, tr("Overview"));
   add(throughput_, tr("Throughput"));
@@ -105,6 +108,7 @@ RunView::RunView(QWidget* parent)
   add(scales_, tr("FP8 scales"));
   add(precision_, tr("Precision"));
   add(samples_, tr("Samples && events"));  // "&&": a literal ampersand
+  experts_page_ = add(experts_, tr("Experts"));  // shown for runs with experts
   add(audit_, tr("Audit"));
   badge_->setObjectName(QStringLiteral("auditBadge"));
   badge_->setFlat(true);
@@ -120,23 +124,25 @@ void RunView::clearRun() {
   empty_->setVisible(run_ == nullptr);
   tabs_->setVisible(run_ != nullptr);
   for (RunTab* tab : std::initializer_list<RunTab*>{overview_, throughput_, importance_, scales_,
-                                                    samples_, audit_})
+                                                    samples_, experts_, audit_})
     tab->setRun(run_);
   precision_->setRun(run_);
   updateBadge();
+  tabs_->setTabVisible(tabs_->indexOf(experts_page_), experts_->runHasExperts());
 }
 
 void RunView::poll() {
   // Each tab compares run->version with the last version it showed, so this is cheap when
   // nothing changed (the Precision tab still re-reads the run's status for its buttons).
   for (RunTab* tab : std::initializer_list<RunTab*>{overview_, throughput_, importance_, scales_,
-                                                    samples_, audit_})
+                                                    samples_, experts_, audit_})
     tab->refresh();
   precision_->refresh();
 }
 
 void RunView::showNew() {
   updateBadge();
+  tabs_->setTabVisible(tabs_->indexOf(experts_page_), experts_->runHasExperts());
 }
 
 void RunView::updateBadge() {

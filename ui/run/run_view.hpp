@@ -28,6 +28,7 @@ class ScalesTab;
 class PrecisionTab;
 class SamplesTab;
 class AuditTab;
+class ExpertsTab;
 
 class RunView : public RunTab {
   Q_OBJECT
@@ -42,6 +43,7 @@ class RunView : public RunTab {
   PrecisionTab* precision() const { return precision_; }
   SamplesTab* samples() const { return samples_; }
   AuditTab* audit() const { return audit_; }
+  ExpertsTab* experts() const { return experts_; }
   QPushButton* auditBadge() const { return badge_; }
 
  signals:
@@ -63,7 +65,9 @@ class RunView : public RunTab {
   ScalesTab* scales_;
   PrecisionTab* precision_;
   SamplesTab* samples_;
+  ExpertsTab* experts_;
   AuditTab* audit_;
+  QWidget* experts_page_ = nullptr;  // the Experts tab's page (hidden for dense runs)
 };
 
 // Helpers the tabs share (defined in run_view.cpp).
