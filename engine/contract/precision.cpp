@@ -77,6 +77,10 @@ PrecisionMap::PrecisionMap(const std::vector<int64_t>& experts, Precision all, P
     e.fill(all);
     experts_[l].assign(static_cast<size_t>(experts[l]), e);
     routers_[l] = all == Precision::fp32 ? Precision::fp32 : router;
+    // A layer with experts keeps its own gate/up/down entries at one value (they stand for the
+    // experts'), so equal maps compare equal however they were made.
+    if (experts[l] > 0)
+      for (Module m : kExpertModules) map_[l][static_cast<size_t>(m)] = Precision::fp8;
   }
 }
 
@@ -111,10 +115,12 @@ Precision PrecisionMap::at(int64_t layer, Module m) const {
 
 void PrecisionMap::set(int64_t layer, Module m, Precision p) {
   check_layer(layer);
-  map_[static_cast<size_t>(layer)][static_cast<size_t>(m)] = p;
-  if (is_mlp(m))
-    for (auto& e : experts_[static_cast<size_t>(layer)])
-      e[static_cast<size_t>(expert_slot(m))] = p;
+  auto& ex = experts_[static_cast<size_t>(layer)];
+  if (ex.empty() || !is_mlp(m)) {
+    map_[static_cast<size_t>(layer)][static_cast<size_t>(m)] = p;
+    return;
+  }
+  for (auto& e : ex) e[static_cast<size_t>(expert_slot(m))] = p;
 }
 
 Precision PrecisionMap::expert(int64_t layer, int64_t e, Module m) const {

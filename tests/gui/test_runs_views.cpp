@@ -132,7 +132,8 @@ class TestRunsViews : public QObject {
     grid.setMap(map);
     QCOMPARE(grid.layers(), 2);
     QCOMPARE(grid.table()->rowCount(), 2);
-    QCOMPARE(grid.table()->columnCount(), 7);
+    QCOMPARE(grid.table()->columnCount(), 8);  // the router column, hidden without experts
+    QVERIFY(grid.table()->isColumnHidden(7));
     QCOMPARE(grid.cell(0, 4), QString("bf16"));
     QCOMPARE(grid.cell(1, 6), QString("bf16"));
     QCOMPARE(grid.table()->item(0, 4)->text(), QString("BF16"));
@@ -143,6 +144,40 @@ class TestRunsViews : public QObject {
     QCOMPARE(grid.overridesFrom(Precision::fp8),
              QStringList({"0.gate=bf16", "1.q=bf16", "1.down=bf16"}));
     QVERIFY(grid.message().isEmpty());
+  }
+
+  // A model with experts: the router column, a layer's gate/up/down for all its experts
+  // ("MIXED" when they differ), expert rows on a click of the layer's header, and the edits
+  // as the contract's overrides.
+  void gridWithExperts() {
+    PrecisionGrid grid;
+    fp8rl::PrecisionMap pm({0, 4}, fp8rl::Precision::fp8);  // layer 0 dense, layer 1: 4 experts
+    grid.setMap(pm);
+    QCOMPARE(grid.table()->rowCount(), 2);
+    QVERIFY(!grid.table()->isColumnHidden(7));
+    QCOMPARE(grid.cell(1, 7), QString("bf16"));  // routers stay BF16
+    QVERIFY(grid.table()->verticalHeaderItem(1)->text().contains("4 experts"));
+    grid.toggleExpert(1, 2, fp8rl::Module::up);
+    QCOMPARE(grid.cell(1, 5), QString("mixed"));
+    QCOMPARE(grid.table()->item(1, 5)->text(), QString("MIXED"));
+    QCOMPARE(grid.edits(), QStringList({"1.experts.2.up=bf16"}));
+    // The header opens the layer: one row per expert, with only gate/up/down.
+    grid.table()->verticalHeader()->sectionClicked(1);
+    QVERIFY(grid.expanded(1));
+    QCOMPARE(grid.table()->rowCount(), 6);
+    const int r2 = grid.rowOf(1, 2);
+    QCOMPARE(r2, 4);
+    QCOMPARE(grid.table()->item(r2, 5)->text(), QString("BF16"));
+    QVERIFY(grid.table()->item(r2, 0)->text().isEmpty());
+    grid.table()->cellClicked(r2, 6);  // expert 2's down
+    grid.toggle(1, 7);                 // the router to FP8
+    QCOMPARE(grid.edits(), QStringList({"1.router=fp8", "1.experts.2.up=bf16",
+                                        "1.experts.2.down=bf16"}));
+    grid.toggle(1, 5);  // mixed: every expert's up to BF16
+    QCOMPARE(grid.cell(1, 5), QString("bf16"));
+    grid.table()->verticalHeader()->sectionClicked(1);
+    QCOMPARE(grid.table()->rowCount(), 2);
+    QVERIFY(fp8rl::PrecisionMap::from_json(grid.map()) == grid.shown());
   }
 
   void gridToggleAndEdits() {

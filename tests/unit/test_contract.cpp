@@ -110,6 +110,37 @@ class TestContract : public QObject {
     QVERIFY(refusal([] { LiveState::from_json(Json::parse(R"({"precision": []})")); })
                 .contains("needs"));
   }
+
+  // Maps of models with experts: the grammar reaches experts and routers, the JSON form and
+  // the overrides from a base round-trip, refusals name the layer.
+  void mapsWithExperts() {
+    PrecisionMap pm({0, 3, 3}, Precision::fp8);  // layers 1 and 2 with 3 experts
+    QCOMPARE(pm.router(1), Precision::bf16);
+    for (const char* o : {"L1.mlp.experts.*.up=bf16", "2.experts.0.*=bf16", "*.router=fp8",
+                          "*.down=bf16", "1.mlp.gate=bf16"})
+      apply_precision_override(pm, o);
+    QCOMPARE(pm.expert(1, 2, Module::up), Precision::bf16);
+    QCOMPARE(pm.expert(2, 0, Module::gate), Precision::bf16);
+    QCOMPARE(pm.expert(2, 1, Module::gate), Precision::fp8);
+    QCOMPARE(pm.expert(2, 2, Module::down), Precision::bf16);
+    QCOMPARE(pm.at(0, Module::down), Precision::bf16);
+    QCOMPARE(pm.router(1), Precision::bf16);
+    QCOMPARE(pm.router(2), Precision::fp8);
+    QVERIFY(!pm.experts_uniform(2, Module::gate));
+    QCOMPARE(PrecisionMap::from_json(Json::parse(pm.to_json().dump())), pm);
+    PrecisionMap again({0, 3, 3}, Precision::fp8);
+    for (const auto& o : pm.overrides_from(Precision::fp8)) apply_precision_override(again, o);
+    QCOMPARE(again, pm);
+    QCOMPARE(pm.linears().size(), size_t(7 + 2 * (4 + 1 + 9)));
+    QVERIFY(refusal([&] { apply_precision_override(pm, "0.router=fp8"); })
+                .contains("layer 0 has no experts"));
+    QVERIFY(refusal([&] { apply_precision_override(pm, "1.experts.3.up=fp8"); })
+                .contains("has 3 experts"));
+    QVERIFY(refusal([&] { PrecisionOverride::parse("1.experts.0.q=bf16"); })
+                .contains("gate, up and down"));
+    QCOMPARE(PrecisionOverride::parse("L3.mlp.experts.*.up=bf16").to_string(),
+             std::string("3.experts.*.up=bf16"));
+  }
 };
 
 QTEST_APPLESS_MAIN(TestContract)

@@ -93,8 +93,9 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
   });
   connect(revert_button, &QPushButton::clicked, this, &PrecisionGrid::revert);
 
-  table_->setColumnCount(kModules);
-  table_->setHorizontalHeaderLabels(modules());
+  table_->setColumnCount(kModules + 1);
+  table_->setHorizontalHeaderLabels(modules() + QStringList{QStringLiteral("router")});
+  table_->setColumnHidden(kModules, true);
   table_->setItemDelegate(new EditedCellDelegate(table_));
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -108,11 +109,11 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
   layout->addWidget(table_, 1);
 
   connect(table_, &QTableWidget::cellClicked, this,
-          [this](int row, int column) { toggle(row, column); });
+          [this](int row, int column) { clicked(row, column); });
   connect(table_->horizontalHeader(), &QHeaderView::sectionClicked, this,
           [this](int column) { toggleModule(column); });
   connect(table_->verticalHeader(), &QHeaderView::sectionClicked, this,
-          [this](int row) { toggleLayer(row); });
+          [this](int row) { headerClicked(row); });
 }
 
 bool PrecisionGrid::eventFilter(QObject* watched, QEvent* event) {
@@ -121,7 +122,7 @@ bool PrecisionGrid::eventFilter(QObject* watched, QEvent* event) {
     if (key == Qt::Key_Space || key == Qt::Key_Return || key == Qt::Key_Enter) {
       const QModelIndex current = table_->currentIndex();
       if (current.isValid()) {
-        toggle(current.row(), current.column());
+        clicked(current.row(), current.column());
         return true;
       }
     }
@@ -150,6 +151,8 @@ void PrecisionGrid::setMap(const PrecisionMap& map) {
     setUnavailable(QString::fromStdString(e.message()));
     return;
   }
+  if (expanded_.size() != static_cast<size_t>(map.layers()) || applied_.linears() != map.linears())
+    expanded_.assign(static_cast<size_t>(map.layers()), 0);
   applied_ = map;
   shown_ = map;
   showMessage(QString());
@@ -184,10 +187,17 @@ Json PrecisionGrid::map() const {
 
 std::vector<PrecisionOverride> PrecisionGrid::changes() const {
   std::vector<PrecisionOverride> out;
-  for (int64_t l = 0; l < shown_.layers(); ++l)
-    for (int m = 0; m < kModules; ++m)
-      if (shown_.at(l, Module(m)) != applied_.at(l, Module(m)))
-        out.push_back({l, Module(m), shown_.at(l, Module(m))});
+  if (!(applied_.linears() == shown_.linears())) return out;
+  for (const LinearSlot& s : shown_.linears()) {
+    const Precision p = shown_.get(s);
+    if (p == applied_.get(s)) continue;
+    if (s.router)
+      out.push_back({s.layer, std::nullopt, p, PrecisionOverride::Target::router});
+    else if (s.expert >= 0)
+      out.push_back({s.layer, s.module, p, PrecisionOverride::Target::experts, s.expert});
+    else
+      out.push_back({s.layer, s.module, p});
+  }
   return out;
 }
 
@@ -224,17 +234,80 @@ QString PrecisionGrid::layerLabel(int layer) const {
 }
 
 bool PrecisionGrid::inGrid(int layer, int module) const {
-  return layer >= 0 && layer < layers() && module >= 0 && module < kModules;
+  return layer >= 0 && layer < layers() && module >= 0 &&
+         (module < kModules || (module == kModules && shown_.experts(layer) > 0));
+}
+
+std::optional<Precision> PrecisionGrid::layerCell(const PrecisionMap& pm, int layer,
+                                                  int column) const {
+  if (column == kModules)
+    return pm.experts(layer) > 0 ? std::optional(pm.router(layer)) : std::nullopt;
+  const Module m = Module(column);
+  if (pm.experts(layer) > 0 && column >= static_cast<int>(Module::gate) &&
+      !pm.experts_uniform(layer, m))
+    return std::nullopt;
+  return pm.at(layer, m);
 }
 
 void PrecisionGrid::toggle(int layer, int module) {
   if (!inGrid(layer, module)) return;
-  edit({layer, Module(module), flipped(shown_.at(layer, Module(module)))});
+  if (module == kModules) {
+    edit({layer, std::nullopt, flipped(shown_.router(layer)), PrecisionOverride::Target::router});
+    return;
+  }
+  // Mixed experts: all to BF16 first (a second click makes them FP8).
+  const auto p = layerCell(shown_, layer, module);
+  edit({layer, Module(module), p ? flipped(*p) : Precision::bf16});
 }
 
 QString PrecisionGrid::cell(int layer, int module) const {
   if (!inGrid(layer, module)) return {};
-  return QString::fromLatin1(precision_name(shown_.at(layer, Module(module))));
+  const auto p = layerCell(shown_, layer, module);
+  return p ? QString::fromLatin1(precision_name(*p)) : QStringLiteral("mixed");
+}
+
+void PrecisionGrid::setExpanded(int layer, bool on) {
+  if (layer < 0 || layer >= layers() || shown_.experts(layer) == 0) return;
+  if (static_cast<bool>(expanded_[static_cast<size_t>(layer)]) == on) return;
+  expanded_[static_cast<size_t>(layer)] = on;
+  render();
+}
+
+bool PrecisionGrid::expanded(int layer) const {
+  return layer >= 0 && static_cast<size_t>(layer) < expanded_.size() &&
+         expanded_[static_cast<size_t>(layer)];
+}
+
+void PrecisionGrid::toggleExpert(int layer, int expert, Module m) {
+  if (layer < 0 || layer >= layers() || expert < 0 || expert >= shown_.experts(layer)) return;
+  edit({layer, m, flipped(shown_.expert(layer, expert, m)), PrecisionOverride::Target::experts,
+        expert});
+}
+
+int PrecisionGrid::rowOf(int layer, int expert) const {
+  for (size_t r = 0; r < rows_.size(); ++r)
+    if (rows_[r].layer == layer && rows_[r].expert == expert) return static_cast<int>(r);
+  return -1;
+}
+
+void PrecisionGrid::clicked(int row, int column) {
+  if (row < 0 || static_cast<size_t>(row) >= rows_.size()) return;
+  const Row& r = rows_[static_cast<size_t>(row)];
+  if (r.expert < 0) {
+    toggle(r.layer, column);
+    return;
+  }
+  if (column >= static_cast<int>(Module::gate) && column < kModules)
+    toggleExpert(r.layer, r.expert, Module(column));
+}
+
+void PrecisionGrid::headerClicked(int row) {
+  if (row < 0 || static_cast<size_t>(row) >= rows_.size()) return;
+  const Row& r = rows_[static_cast<size_t>(row)];
+  if (shown_.experts(r.layer) > 0)
+    setExpanded(r.layer, !expanded(r.layer));  // a layer with experts opens and closes
+  else
+    toggleLayer(r.layer);
 }
 
 void PrecisionGrid::markApplied() {
@@ -266,10 +339,18 @@ void PrecisionGrid::setLayer(int layer, Precision precision) {
 }
 
 void PrecisionGrid::toggleModule(int module) {
+  if (module == kModules) {  // every router
+    bool all_bf16 = true;
+    for (int l = 0; l < layers(); ++l)
+      if (shown_.experts(l) > 0) all_bf16 = all_bf16 && shown_.router(l) == Precision::bf16;
+    edit({std::nullopt, std::nullopt, all_bf16 ? Precision::fp8 : Precision::bf16,
+          PrecisionOverride::Target::router});
+    return;
+  }
   if (!inGrid(0, module)) return;
   bool all_bf16 = true;
-  for (int64_t l = 0; l < shown_.layers(); ++l)
-    all_bf16 = all_bf16 && shown_.at(l, Module(module)) == Precision::bf16;
+  for (int l = 0; l < layers(); ++l)
+    all_bf16 = all_bf16 && layerCell(shown_, l, module) == Precision::bf16;
   setModule(module, all_bf16 ? Precision::fp8 : Precision::bf16);
 }
 
@@ -277,45 +358,93 @@ void PrecisionGrid::toggleLayer(int layer) {
   if (!inGrid(layer, 0)) return;
   bool all_bf16 = true;
   for (int m = 0; m < kModules; ++m)
-    all_bf16 = all_bf16 && shown_.at(layer, Module(m)) == Precision::bf16;
+    all_bf16 = all_bf16 && layerCell(shown_, layer, m) == Precision::bf16;
   setLayer(layer, all_bf16 ? Precision::fp8 : Precision::bf16);
 }
 
 void PrecisionGrid::render() {
-  const int n = layers();
+  rows_.clear();
+  bool experts = false;
+  for (int l = 0; l < layers(); ++l) {
+    rows_.push_back({l, -1});
+    experts = experts || shown_.experts(l) > 0;
+    if (expanded(l))
+      for (int e = 0; e < shown_.experts(l); ++e) rows_.push_back({l, e});
+  }
+  table_->setColumnHidden(kModules, !experts);
+  const int n = static_cast<int>(rows_.size());
   if (table_->rowCount() != n) table_->setRowCount(n);
   QFont normal = table_->font(), bold = normal;
   bold.setBold(true);
-  for (int l = 0; l < n; ++l) {
-    auto* header = table_->verticalHeaderItem(l);
+  for (int row = 0; row < n; ++row) {
+    const Row r = rows_[static_cast<size_t>(row)];
+    const int l = r.layer, E = static_cast<int>(shown_.experts(l));
+    auto* header = table_->verticalHeaderItem(row);
     if (!header) {
       header = new QTableWidgetItem;
-      table_->setVerticalHeaderItem(l, header);
+      table_->setVerticalHeaderItem(row, header);
     }
-    const QString label = layerLabel(l);
+    QString label = r.expert >= 0 ? QStringLiteral("   e%1").arg(r.expert) : layerLabel(l);
+    if (r.expert < 0 && E > 0)
+      label = QString::fromUtf8(expanded(l) ? "▾ " : "▸ ") + label + tr(" (%n experts)", "", E);
     if (header->text() != label) header->setText(label);
-    for (int m = 0; m < kModules; ++m) {
-      auto* item = table_->item(l, m);
+    header->setToolTip(r.expert >= 0 ? tr("Expert %1 of layer %2").arg(r.expert).arg(l)
+                       : E > 0       ? tr("Click to show or hide layer %1's experts").arg(l)
+                                     : tr("Click to flip the whole layer"));
+    for (int m = 0; m <= kModules; ++m) {
+      auto* item = table_->item(row, m);
       if (!item) {
         item = new QTableWidgetItem;
-        item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable);
         item->setTextAlignment(Qt::AlignCenter);
-        table_->setItem(l, m, item);
+        table_->setItem(row, m, item);
       }
-      const Precision p = shown_.at(l, Module(m));
-      const bool fp8 = p == Precision::fp8;
-      const bool is_edited = p != applied_.at(l, Module(m));
-      item->setText(upper(p));
-      item->setBackground(fp8 ? (is_edited ? kFp8Edited : kFp8)
-                              : (is_edited ? kBf16Edited : kBf16));
+      // What the cell shows: an expert's module, or the layer's (its experts' shared one, its
+      // router); nothing where the row has no such linear.
+      std::optional<Precision> p, was;
+      bool present = true;
+      if (r.expert >= 0) {
+        present = m >= static_cast<int>(Module::gate) && m < kModules;
+        if (present) {
+          p = shown_.expert(l, r.expert, Module(m));
+          was = applied_.expert(l, r.expert, Module(m));
+        }
+      } else {
+        present = m < kModules || E > 0;
+        if (present) {
+          p = layerCell(shown_, l, m);
+          was = layerCell(applied_, l, m);
+        }
+      }
+      item->setFlags(present ? Qt::ItemIsEnabled | Qt::ItemIsSelectable : Qt::NoItemFlags);
+      const QString where = r.expert >= 0 ? QStringLiteral("L%1 e%2 %3").arg(l).arg(r.expert)
+                                          : QStringLiteral("L%1 %2").arg(l);
+      const QString name = m == kModules ? QStringLiteral("router") : modules()[m];
+      if (!present) {
+        item->setText(QString());
+        item->setBackground(QColor(Qt::transparent));
+        item->setToolTip(QString());
+        item->setData(kEditedRole, false);
+        continue;
+      }
+      const bool is_edited = p != was;
+      if (!p) {
+        item->setText(tr("MIXED"));
+        item->setBackground(QColor(0xe0, 0xe0, 0xe0));
+        item->setToolTip(tr("%1: the experts differ (open the layer to see each)")
+                             .arg(where.arg(name)));
+      } else {
+        const bool fp8 = *p == Precision::fp8;
+        item->setText(upper(*p));
+        item->setBackground(fp8 ? (is_edited ? kFp8Edited : kFp8)
+                                : (is_edited ? kBf16Edited : kBf16));
+        item->setToolTip(is_edited ? tr("%1: %2 (edited, was %3)")
+                                         .arg(where.arg(name), upper(*p),
+                                              was ? upper(*was) : tr("mixed"))
+                                   : tr("%1: %2").arg(where.arg(name), upper(*p)));
+      }
       item->setForeground(QColor(Qt::black));
       item->setFont(is_edited ? bold : normal);
       item->setData(kEditedRole, is_edited);
-      item->setToolTip(is_edited
-                           ? tr("L%1 %2: %3 (edited, was %4)")
-                                 .arg(l)
-                                 .arg(modules()[m], upper(p), upper(applied_.at(l, Module(m))))
-                           : tr("L%1 %2: %3").arg(l).arg(modules()[m], upper(p)));
     }
   }
 }

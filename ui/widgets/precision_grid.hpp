@@ -3,10 +3,16 @@
 // layer's FP8 quantization error when known. Used by the launch dialog (the run's initial
 // map) and the run view's Precision tab (live edits sent to the worker). Maps, overrides and
 // their text come from the run contract (contract/precision.hpp).
+//
+// A model with experts (Qwen3-MoE) adds a router column; a layer with experts shows in its
+// gate/up/down cells what its experts share ("MIXED" when they differ; a click sets them all)
+// and expands (a click on its row header) into one row per expert with that expert's gate, up
+// and down — so a 48-layer × 128-expert model stays one screen until a layer is opened.
 #pragma once
 
 #include <QStringList>
 #include <QWidget>
+#include <optional>
 #include <vector>
 
 #include "contract/precision.hpp"
@@ -46,10 +52,18 @@ class PrecisionGrid : public QWidget {
   QStringList overridesFrom(Precision base) const;
   // Per-layer FP8 relative error (NaN: unknown) shown in the row headers.
   void setLayerErrors(const std::vector<double>& rel_error);
-  // Flips one cell between FP8 and BF16 (what a click does).
+  // Flips one cell between FP8 and BF16 (what a click does). module kModules is the router.
   void toggle(int layer, int module);
-  // The precision name of a shown cell ("fp8"), "" outside the grid.
+  // The precision name of a shown cell ("fp8"; "mixed" for experts that differ; module
+  // kModules: the router), "" outside the grid.
   QString cell(int layer, int module) const;
+  // Experts: opens or closes a layer's rows of experts (what a click on its header does), and
+  // flips one expert's gate, up or down.
+  void setExpanded(int layer, bool expanded);
+  bool expanded(int layer) const;
+  void toggleExpert(int layer, int expert, Module m);
+  // The table row of a layer's header row and of one of its experts (−1: not shown).
+  int rowOf(int layer, int expert = -1) const;
 
   QTableWidget* table() const { return table_; }
 
@@ -80,6 +94,17 @@ class PrecisionGrid : public QWidget {
   // Applies o to the shown map; renders and emits edited() when a cell changed.
   void edit(const PrecisionOverride& o);
   bool inGrid(int layer, int module) const;
+  // A table row: a layer, or one expert of a layer.
+  struct Row {
+    int layer;
+    int expert;  // −1: the layer's own row
+  };
+  void clicked(int row, int column);
+  void headerClicked(int row);
+  // The shown precision of a layer row's cell (nullopt: experts that differ, or no router).
+  std::optional<Precision> layerCell(const PrecisionMap& pm, int layer, int column) const;
+  std::vector<Row> rows_;
+  std::vector<char> expanded_;
   void render();
   void showMessage(const QString& text);
   // Flips a whole column (module) or row (layer): all BF16 becomes FP8, anything else BF16.
