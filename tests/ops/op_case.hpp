@@ -39,6 +39,7 @@ void add_model_cases(Registry& r);
 void add_kv_cases(Registry& r);
 void add_sampling_cases(Registry& r);
 void add_generation_cases(Registry& r);
+void add_moe_cases(Registry& r);
 
 // ---- helpers shared by the case files
 

@@ -93,19 +93,26 @@ std::string num(double v) {
   return s.str();
 }
 
-// "L3.down" → (3, down); throws naming path when it is neither that nor "lm_head".
+// "L3.down" → (3, down), "L3.router", "L3.e5.up" → (3, expert 5, up); throws naming path when
+// it is none of those nor "lm_head".
 void parseModuleName(SensitivityEntry& e, const std::string& path) {
   if (e.module == "lm_head") return;
-  static const std::regex re(R"(L(\d+)\.([a-z]+))");
+  static const std::regex re(R"(L(\d+)\.(?:e(\d+)\.)?([a-z]+))");
   std::smatch m;
   std::optional<Module> linear;
-  if (std::regex_match(e.module, m, re)) linear = parse_module(m[2].str());
-  if (!linear)
+  bool router = false;
+  if (std::regex_match(e.module, m, re)) {
+    router = !m[2].matched && m[3].str() == "router";
+    if (!router) linear = parse_module(m[3].str());
+  }
+  if (!linear && !router)
     fail("\"" + path + ".module\" is \"" + e.module + "\", not L<layer>.<" + [] {
       std::string s;
       for (const auto& n : module_short_names()) s += (s.empty() ? "" : "|") + n;
       return s;
-    }() + "> or lm_head");
+    }() + ">, L<layer>.router, L<layer>.e<expert>.<gate|up|down> or lm_head");
+  if (m[2].matched) e.expert = std::stoll(m[2].str());
+  e.router = router;
   const int64_t layer = std::stoll(m[1].str());
   if (e.layer && *e.layer != layer)
     fail("\"" + path + ".layer\" is " + std::to_string(*e.layer) + " but the module is " +
@@ -250,8 +257,14 @@ SensitivityGrid sensitivityGrid(const SensitivityReport& report, SensitivityValu
     g.entries[i] = &e;
   };
   for (const auto& e : report.ranking) {
-    if (e.layer && e.linear && *e.layer < layers)
-      put(static_cast<int>(*e.linear), static_cast<int>(*e.layer), e);
+    // A layer's experts share its gate/up/down cells: the cell shows the most sensitive (the
+    // ranking is sorted by only-FP8 KL, so the first to arrive); routers have no column.
+    if (e.layer && e.linear && *e.layer < layers) {
+      const size_t i = static_cast<size_t>(*e.linear) * static_cast<size_t>(g.rows) +
+                       static_cast<size_t>(*e.layer);
+      if (!e.expert || g.entries[i] == nullptr)
+        put(static_cast<int>(*e.linear), static_cast<int>(*e.layer), e);
+    }
     else if (!e.layer)
       for (int c = 0; c < g.cols; ++c) put(c, layers, e);
   }

@@ -24,12 +24,15 @@ struct SensitivityMeasure {
   std::string describe() const;
 };
 
-// One entry of the ranking: a linear of a layer, or the lm_head (layer and linear unset).
+// One entry of the ranking: a linear of a layer (a router, an expert's), or the lm_head (layer
+// and linear unset).
 struct SensitivityEntry {
   int64_t rank = 0;
-  std::string module;  // "L1.down", "lm_head"
+  std::string module;  // "L1.down", "L1.router", "L1.e5.up", "lm_head"
   std::optional<int64_t> layer;
-  std::optional<Module> linear;
+  std::optional<Module> linear;  // gate/up/down for an expert's, unset for a router
+  std::optional<int64_t> expert;
+  bool router = false;
   SensitivityMeasure only_fp8;  // only this linear in FP8
   double all_fp8_but_kl = 0;    // KL with every linear in FP8 but this one
 };

@@ -1,0 +1,112 @@
+// Mixture-of-experts cases: a small Qwen3-MoE decoder (8 experts, top 2, experts in every
+// layer) built with the same weights on the backend under test and on the CPU reference, in BF16
+// and in FP8 (each expert's own 128x128 weight tiles and 1x128 activation blocks): the expert
+// choices of every token, the log-probs of a forward and every parameter's gradient of a
+// backward against the CPU's. What this covers on a GPU: the routing on the host between the
+// device's router GEMM and the experts', the dispatch gather, one GEMM per expert on its rows
+// of a shared buffer, moe_combine and its backward. On the CPU (test = reference) the cases
+// skip: test_model checks the gradients with finite differences and model_families_reference
+// the forward against an independent float64 implementation.
+#include <cmath>
+
+#include "core/error.hpp"
+#include "model/decoder.hpp"
+#include "op_case.hpp"
+
+namespace fp8rl::optest {
+namespace {
+
+ModelConfig moe_model() {
+  ModelConfig c;
+  c.family = "qwen3_moe";
+  c.hidden_size = 256;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 64;
+  c.intermediate_size = 512;
+  c.vocab_size = 500;
+  c.max_position_embeddings = 64;
+  c.moe.num_experts = 8;
+  c.moe.experts_per_token = 2;
+  c.moe.intermediate_size = 128;
+  return c;
+}
+
+struct Run {
+  std::vector<float> logp;
+  DecoderModel::Routing routing;
+  std::vector<std::vector<float>> grads;
+};
+
+Run run_moe(Backend& be, uint64_t seed, Precision p, const std::vector<int32_t>& ids,
+            const std::vector<int32_t>& targets, const std::vector<float>& dlogp, int64_t B,
+            int64_t T) {
+  const ModelConfig cfg = moe_model();
+  DecoderModel m(be, cfg, uniform_precision(cfg, p), seed, 0.05);
+  Run r;
+  m.zero_grad();
+  r.logp = m.forward(ids, targets, B, T, 1.0f, true).logp;
+  r.routing = m.last_routing();
+  m.backward(dlogp);
+  for (Param* prm : m.parameters()) r.grads.push_back(download_floats(be, prm->grad));
+  return r;
+}
+
+Result moe_vs_cpu(Backend& ref, Backend& test, Rng& rng, Precision p) {
+  if (&ref == &test)
+    return skip("the CPU against itself (test_model: MoE gradients by finite differences; "
+                "model_families_reference: the forward against float64)");
+  const int64_t B = 3, T = 21;  // awkward: 63 tokens, uneven expert loads
+  const uint64_t seed = rng.next();
+  std::vector<int32_t> ids(static_cast<size_t>(B * T)), targets(ids.size());
+  std::vector<float> dlogp(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int32_t>(rng.next() % 500);
+    targets[i] = static_cast<int32_t>(rng.next() % 500);
+    dlogp[i] = static_cast<float>(rng.normal());
+  }
+  const Run got = run_moe(test, seed, p, ids, targets, dlogp, B, T);
+  const Run want = run_moe(ref, seed, p, ids, targets, dlogp, B, T);
+  // Routing: the same experts for (nearly) every token — a router logit within rounding of
+  // another may flip one choice; more than 2% of choices is an error.
+  int64_t differ = 0, total = 0;
+  for (size_t l = 0; l < got.routing.size(); ++l)
+    for (size_t i = 0; i < got.routing[l].size(); ++i, ++total)
+      differ += got.routing[l][i] != want.routing[l][i];
+  if (total == 0) return fail("no routing recorded");
+  if (differ * 50 > total)
+    return fail(fmt("%lld of %lld expert choices differ from the CPU's", (long long)differ,
+                    (long long)total));
+  std::vector<double> g, w;
+  for (float v : got.logp) g.push_back(v);
+  for (float v : want.logp) w.push_back(v);
+  const double tol = p == Precision::fp8 ? 5e-2 : 2e-2;
+  const double lerr = relative_error(g, w);
+  if (!(lerr <= tol)) return fail(fmt("log-probs: relative error %.3g > %.3g", lerr, tol));
+  double worst = 0;
+  for (size_t k = 0; k < got.grads.size(); ++k) {
+    std::vector<double> a(got.grads[k].begin(), got.grads[k].end()),
+        b(want.grads[k].begin(), want.grads[k].end());
+    worst = std::max(worst, relative_error(a, b));
+  }
+  // Gradients pass through FP8 dgrad/wgrad of every expert (or BF16 GEMMs): the bound of the
+  // model's other end-to-end cases.
+  const double gtol = p == Precision::fp8 ? 0.15 : 5e-2;
+  if (!(worst <= gtol)) return fail(fmt("gradients: worst relative error %.3g > %.3g", worst, gtol));
+  return pass(fmt("logp err %.1e, worst grad err %.1e (bounds %.0e, %.0e), %lld of %lld choices "
+                  "differ",
+                  lerr, worst, tol, gtol, (long long)differ, (long long)total));
+}
+
+}  // namespace
+
+void add_moe_cases(Registry& reg) {
+  for (Precision p : {Precision::bf16, Precision::fp8})
+    reg.push_back({fmt("qwen3_moe decoder %s [8 experts, top 2, 63 tokens]: routing, log-probs, "
+                       "gradients",
+                       precision_name(p)),
+                   [p](Backend& ref, Backend& test, Rng& rng) { return moe_vs_cpu(ref, test, rng, p); }});
+}
+
+}  // namespace fp8rl::optest
