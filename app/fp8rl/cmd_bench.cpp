@@ -57,6 +57,13 @@ telemetry [--steps N] [--warmup W]
     encoding, sending on a PUB socket to a draining subscriber) against the step itself;
     W warm-up steps (default 2), then N timed (default 20). Target: below 1% of the step time.
 
+moe [--preset NAME] [--set key=value ...] [--steps N] [--warmup W]
+    whole GRPO steps of a mixture-of-experts preset (default moe-demo) against a dense model
+    with the same active parameters (a dense MLP as wide as the experts a token uses), and with
+    routing replay off and on: step time, the ratio to the dense model, the cost of the replay,
+    and the mismatch each leaves (routing mismatch, tokens rerouted, gen_kl_error, median
+    token_mult_prob_error). W warm-up steps (default 1), then N timed (default 5).
+
 ranks [--ranks 1,2] [--preset NAME] [--set key=value ...] [--steps N] [--warmup W]
     whole GRPO steps of a preset (default demo) on each number of data-parallel ranks, each
     started as `mpirun -np R fp8rl train` (docs/distributed.md) with the same global batch:
@@ -80,6 +87,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
       {"rollout", {"model", "batch", "prompt-len", "new-tokens"}},
       {"train", {"model", "batch", "seq-len", "steps", "warmup", "seeds", "preset", "set"}},
       {"step", {"preset", "set", "model", "steps", "warmup"}},
+      {"moe", {"preset", "set", "steps", "warmup"}},
       {"telemetry", {"steps", "warmup"}},
       {"tokenize", {"tokenizer", "megabytes"}},
       {"ranks", {"ranks", "preset", "set", "steps", "warmup"}},
@@ -116,7 +124,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       throw Error("option --" + name + " does not apply to bench " + what);
   if (!sets.empty() && !accepted.count("set"))
     throw Error("option --set does not apply to bench " + what +
-                " (only to bench step and bench train --seeds)");
+                " (only to bench step, bench moe and bench train --seeds)");
   if (what == "tokenize") {
     check(given("tokenizer"),
           "bench tokenize needs --tokenizer DIR (a folder with tokenizer.json)");
@@ -172,7 +180,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     throw Error("this build has no ZeroMQ: worker telemetry cannot be measured");
 #endif
   const double min_s = bench::seconds_option(a.get("seconds", "0.3"), "seconds");
-  const bool heavy = what == "train" || what == "step";
+  const bool heavy = what == "train" || what == "step" || what == "moe";
   const std::string json_path = a.get("json", "");
   Json::Array runs;
   for (auto& be : bench::backends_for(a.get("backend", heavy ? "auto" : "all"))) {
@@ -213,6 +221,13 @@ int cmd_bench(const std::vector<std::string>& args) {
       o.steps = int_option("steps", 5);
       o.warmup = count_option("warmup", 1);
       runs.push_back(bench::bench_train(*be, o));
+    } else if (what == "moe") {
+      bench::MoeOptions o;
+      o.preset = a.get("preset", "moe-demo");
+      o.sets = sets;
+      o.steps = int_option("steps", 5);
+      o.warmup = count_option("warmup", 1);
+      runs.push_back(bench::bench_moe(*be, o));
     } else if (what == "step") {
       bench::StepOptions o;
       o.preset = a.get("preset", "demo");

@@ -68,8 +68,9 @@ int cmd_init(const std::vector<std::string>& args) {
   if (a.flag("help") || a.get("config", "").empty() || a.get("output", "").empty())
     return a.usage(
         "usage: fp8rl init --config config.json --output DIR [--seed N] [--init-std S]\n\n"
-        "Writes a randomly initialised Qwen3 checkpoint (config.json + model.safetensors) with\n"
-        "the sizes of a Hugging Face config.json.\n");
+        "Writes a randomly initialised checkpoint (config.json + model.safetensors) of the\n"
+        "model a Hugging Face config.json describes: Qwen3ForCausalLM, LlamaForCausalLM or\n"
+        "Qwen3MoeForCausalLM (docs/model-families.md).\n");
   const std::string config_path = a.get("config", "");
   const Json config = read_json_file(config_path);
   ModelConfig cfg;
