@@ -178,6 +178,15 @@ class TestRunsViews : public QObject {
     grid.table()->verticalHeader()->sectionClicked(1);
     QCOMPARE(grid.table()->rowCount(), 2);
     QVERIFY(fp8rl::PrecisionMap::from_json(grid.map()) == grid.shown());
+
+    // Qwen3-30B-A3B's shape: 48 layers of 128 experts are 48 rows until a layer is opened.
+    grid.setMap(fp8rl::PrecisionMap(std::vector<int64_t>(48, 128), fp8rl::Precision::fp8));
+    QCOMPARE(grid.table()->rowCount(), 48);
+    grid.setExpanded(47, true);
+    QCOMPARE(grid.table()->rowCount(), 48 + 128);
+    QCOMPARE(grid.rowOf(47, 127), 48 + 127);
+    grid.toggle(47, 6);  // every expert's down in layer 47
+    QCOMPARE(grid.edits(), QStringList({"47.down=bf16"}));  // one override for all 128
   }
 
   void gridToggleAndEdits() {

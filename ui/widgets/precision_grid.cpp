@@ -188,9 +188,20 @@ Json PrecisionGrid::map() const {
 std::vector<PrecisionOverride> PrecisionGrid::changes() const {
   std::vector<PrecisionOverride> out;
   if (!(applied_.linears() == shown_.linears())) return out;
+  // A module changed in every expert of a layer to one precision: one override for them all.
+  auto all_experts = [&](const LinearSlot& s) {
+    if (s.expert < 0 || !shown_.experts_uniform(s.layer, s.module)) return false;
+    for (int64_t e = 0; e < shown_.experts(s.layer); ++e)
+      if (applied_.expert(s.layer, e, s.module) == shown_.get(s)) return false;
+    return true;
+  };
   for (const LinearSlot& s : shown_.linears()) {
     const Precision p = shown_.get(s);
     if (p == applied_.get(s)) continue;
+    if (all_experts(s)) {
+      if (s.expert == 0) out.push_back({s.layer, s.module, p});
+      continue;
+    }
     if (s.router)
       out.push_back({s.layer, std::nullopt, p, PrecisionOverride::Target::router});
     else if (s.expert >= 0)
