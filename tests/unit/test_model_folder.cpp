@@ -194,8 +194,26 @@ class TestModelFolder : public QObject {
                           {"moe_intermediate_size", 32},
                           {"norm_topk_prob", true},
                           {"decoder_sparse_step", 2}};
-    endToEnd(makeModel("moe", tok, 272, moe), false,
+    const QString moe_dir = makeModel("moe", tok, 272, moe);
+    endToEnd(moe_dir, false,
              {"--set", "moe.routing_replay=rollout", "--set", "precision.kv_cache=fp8"});
+    // Routing replay off: the trainer routes by its own routers and reports how often they
+    // differ from the generator's (the FP8 KV cache makes them differ).
+    const ProcessResult r = run_cli(
+        {"train", "--preset", "math", "--model", moe_dir, "--no-db", "--json", "--backend", "cpu",
+         "--set", "task.path=" + root_.filePath("gsm8k.jsonl"), "--set", "grpo.steps=1", "--set",
+         "grpo.prompts_per_step=2", "--set", "grpo.group_size=2", "--set",
+         "task.max_response_tokens=6", "--set", "validation.every=0", "--set",
+         "precision.kv_cache=fp8", "--set", "moe.routing_replay=off"});
+    QVERIFY2(r.code == 0, qPrintable(r.out));
+    bool reported = false;
+    for (const QString& l : r.out.split('\n', Qt::SkipEmptyParts)) {
+      const QJsonObject o = QJsonDocument::fromJson(l.toUtf8()).object();
+      if (o["phase"].toString() == "rl")
+        reported = o["scalars"].toObject().contains("moe/L1/routing_mismatch") &&
+                   !o["scalars"].toObject().contains("moe/L0/routing_mismatch");
+    }
+    QVERIFY2(reported, "no routing mismatch of the layer with experts (and only of it)");
   }
 
   void realLlamaTokenizer() {
