@@ -64,6 +64,7 @@ void saveScreenshots(MainWindow& w, const QString& dir, qint64 run,
     w.showRun(run);
     auto* tabs = w.runView()->tabs();
     for (int i = 0; i < tabs->count(); ++i) {
+      if (!tabs->isTabVisible(i)) continue;  // e.g. Experts of a dense run
       w.centralTabs()->setCurrentWidget(w.runView());
       tabs->setCurrentIndex(i);
       save(QStringLiteral("run-") + slug(tabs->tabText(i)));
