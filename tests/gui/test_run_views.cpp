@@ -190,14 +190,16 @@ class TestRunViews : public QObject {
     QVERIFY(t->caption()->text().contains("Routing replay on"));
     const HeatmapData& d = t->loadHeatmap()->data();
     QCOMPARE(d.rows, 2);
-    QCOMPARE(d.row_labels, QStringList({"L0", "L1"}));
+    QCOMPARE(d.row_labels, QStringList({"L1", "L0"}));  // bottom-up: layer 0 on top
     QCOMPARE(d.column_labels.size(), 4);
     QVERIFY(d.value_label.contains("step 3"));
-    QCOMPARE(d.values[0 * 2 + 0], 30.0 / 120.0);  // expert 0 of L0 at step 3: 30 of 120
-    QCOMPARE(d.values[3 * 2 + 1], 41.0 / 121.0);
-    QVERIFY(d.cell_tips[0].contains("25.0% of the layer's tokens"));
+    QCOMPARE(d.values[0 * 2 + 1], 30.0 / 120.0);  // expert 0 of L0 at step 3: 30 of 120
+    QCOMPARE(d.values[3 * 2 + 0], 41.0 / 121.0);  // expert 3 of L1
+    QVERIFY(d.cell_tips[1].contains("L0 expert 0: 25.0% of the layer's tokens"));
     QCOMPARE(t->mismatchChart()->curveCount(), 4);  // any layer, mean, L0, L1
-    QCOMPARE(t->entropyChart()->curveCount(), 3);
+    QCOMPARE(t->entropyChart()->curveCount(), 3);  // mean, L0, L1
+    for (int c = 0; c < 4; ++c) QCOMPARE(t->mismatchChart()->pointCount(c), int64_t(3));
+    for (int c = 0; c < 3; ++c) QCOMPARE(t->entropyChart()->pointCount(c), int64_t(3));
   }
 
   void tabsExist() {

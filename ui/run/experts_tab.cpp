@@ -115,7 +115,7 @@ void ExpertsTab::showNew() {
   for (size_t i = 0; i < layers_.size(); ++i) {
     mismatch_->setCurveData(static_cast<int>(i) + 2,
                             run_->series(metric::moe(layers_[i], "routing_mismatch")));
-    entropy_->setCurveData(static_cast<int>(i) + 2,
+    entropy_->setCurveData(static_cast<int>(i) + 1,
                            run_->series(metric::moe(layers_[i], "router_entropy")));
   }
   syncPrecisionMarkers(run_, charts(), &markers_);
@@ -139,17 +139,20 @@ void ExpertsTab::updateLoad() {
     load_->setData(d);
     return;
   }
+  // Rows count from the bottom: the last layer first, so layer 0 is on top (as in the precision
+  // grid).
   d.rows = static_cast<int>(layers_.size());
   d.row_lo = 0;
   d.row_hi = d.rows;
-  for (int l : layers_) d.row_labels << QStringLiteral("L%1").arg(l);
+  const auto layer_at = [&](int r) { return layers_[static_cast<size_t>(d.rows - 1 - r)]; };
+  for (int r = 0; r < d.rows; ++r) d.row_labels << QStringLiteral("L%1").arg(layer_at(r));
   for (int e = 0; e < experts; ++e) {
     d.steps.push_back(e);
     d.column_labels << QString::number(e);
   }
   d.values.assign(static_cast<size_t>(experts * d.rows), NAN);
   for (int r = 0; r < d.rows; ++r) {
-    const auto& by_step = run_->histograms.at(histogram::expert_load(layers_[static_cast<size_t>(r)]));
+    const auto& by_step = run_->histograms.at(histogram::expert_load(layer_at(r)));
     const auto it = by_step.find(step);
     if (it == by_step.end()) continue;
     const auto& counts = it->second.counts;  // underflow, experts…, overflow
@@ -163,7 +166,7 @@ void ExpertsTab::updateLoad() {
   for (size_t i = 0; i < d.values.size(); ++i) {
     const int e = static_cast<int>(i) / d.rows, r = static_cast<int>(i) % d.rows;
     d.cell_tips << tr("L%1 expert %2: %3% of the layer's tokens (1/%4 = %5% is balanced)")
-                       .arg(layers_[static_cast<size_t>(r)])
+                       .arg(layer_at(r))
                        .arg(e)
                        .arg(100.0 * d.values[i], 0, 'f', 1)
                        .arg(experts)

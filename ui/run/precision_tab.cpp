@@ -13,6 +13,7 @@
 #include <string>
 
 #include "contract/metrics.hpp"
+#include "core/error.hpp"
 #include "contract/live_edit.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/run/live_settings_panel.hpp"
@@ -25,18 +26,26 @@ namespace {
 
 // "initial map: 10 of 14 linears in FP8" for a map (array of layers of module → format).
 QString describeMap(const Json& map) {
-  if (!map.is_array()) return QObject::tr("initial map");
-  int64_t cells = 0, fp8 = 0;
-  for (const Json& layer : map.as_array()) {
-    if (!layer.is_object()) continue;
-    for (const auto& [module, format] : layer.as_object()) {
-      ++cells;
-      fp8 += format.is_string() && format.as_string() == "fp8";
-    }
+  PrecisionMap pm;
+  try {
+    pm = PrecisionMap::from_json(map);
+  } catch (const Error&) {
+    return QObject::tr("initial map");
   }
-  return QObject::tr("initial map: %1 of %2 linears in FP8")
-      .arg(static_cast<qint64>(fp8))
-      .arg(static_cast<qint64>(cells));
+  int64_t linears = 0, fp8 = 0, routers = 0;
+  for (const LinearSlot& s : pm.linears()) {
+    if (s.router) {
+      ++routers;
+      continue;
+    }
+    ++linears;
+    fp8 += pm.get(s) == Precision::fp8;
+  }
+  QString text = QObject::tr("initial map: %1 of %2 linears in FP8")
+                     .arg(static_cast<qint64>(fp8))
+                     .arg(static_cast<qint64>(linears));
+  if (routers > 0) text += QObject::tr(" (and %n router(s))", "", static_cast<int>(routers));
+  return text;
 }
 
 // The metric of a layer's FP8 weight quantization error.

@@ -226,9 +226,7 @@ QStringList PrecisionGrid::overridesFrom(Precision base) const {
 
 void PrecisionGrid::setLayerErrors(const std::vector<double>& rel_error) {
   errors_ = rel_error;
-  for (int l = 0; l < layers(); ++l) {
-    if (auto* h = table_->verticalHeaderItem(l)) h->setText(layerLabel(l));
-  }
+  render();  // the row headers (with the expander of layers with experts)
   table_->verticalHeader()->resizeSections(QHeaderView::ResizeToContents);
 }
 
