@@ -44,7 +44,9 @@ QString describeMap(const Json& map) {
   QString text = QObject::tr("initial map: %1 of %2 linears in FP8")
                      .arg(static_cast<qint64>(fp8))
                      .arg(static_cast<qint64>(linears));
-  if (routers > 0) text += QObject::tr(" (and %n router(s))", "", static_cast<int>(routers));
+  if (routers > 0)
+    text += routers == 1 ? QObject::tr(" (and a router)")
+                         : QObject::tr(" (and %1 routers)").arg(static_cast<qint64>(routers));
   return text;
 }
 
