@@ -98,13 +98,8 @@ struct StepOptions {
 Json bench_step(Backend& be, const StepOptions& o);
 
 // bench moe: GRPO steps of a mixture-of-experts preset, a dense model with the same active
-// parameters, and routing replay off and on.
-struct MoeOptions {
-  std::string preset;
-  std::vector<std::string> sets;
-  int64_t warmup = 1, steps = 0;
-};
-Json bench_moe(Backend& be, const MoeOptions& o);
+// parameters, and routing replay off and on (o.model is not used).
+Json bench_moe(Backend& be, const StepOptions& o);
 
 // bench ranks: GRPO steps of a preset on each rank count (mpirun, fp8rl train), against the
 // first count.

@@ -11,7 +11,7 @@
 
 namespace fp8rl::cli::bench {
 
-Json bench_moe(Backend& be, const MoeOptions& o) {
+Json bench_moe(Backend& be, const StepOptions& o) {
   check(o.steps > 0, "--steps must be positive");
   check(o.warmup >= 1, "--warmup must be at least 1 (the first step also validates)");
   const RunConfig base = RunConfig::load(o.preset, "", o.sets);

@@ -221,21 +221,14 @@ int cmd_bench(const std::vector<std::string>& args) {
       o.steps = int_option("steps", 5);
       o.warmup = count_option("warmup", 1);
       runs.push_back(bench::bench_train(*be, o));
-    } else if (what == "moe") {
-      bench::MoeOptions o;
-      o.preset = a.get("preset", "moe-demo");
-      o.sets = sets;
-      o.steps = int_option("steps", 5);
-      o.warmup = count_option("warmup", 1);
-      runs.push_back(bench::bench_moe(*be, o));
-    } else if (what == "step") {
+    } else if (what == "step" || what == "moe") {
       bench::StepOptions o;
-      o.preset = a.get("preset", "demo");
+      o.preset = a.get("preset", what == "moe" ? "moe-demo" : "demo");
       o.model = a.get("model", "");
       o.sets = sets;
       o.steps = int_option("steps", 5);
       o.warmup = count_option("warmup", 1);
-      runs.push_back(bench::bench_step(*be, o));
+      runs.push_back(what == "moe" ? bench::bench_moe(*be, o) : bench::bench_step(*be, o));
     } else {
       const int64_t steps = int_option("steps", 20), warmup = count_option("warmup", 2);
 #if defined(FP8RL_HAVE_IPC)
