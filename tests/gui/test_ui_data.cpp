@@ -292,14 +292,22 @@ class TestUiData : public QObject {
         10000));
     QVERIFY(s.continueRefusal(id).isEmpty());
     const int64_t ckpt = *s.runRow(id)->checkpoint_step;
+    const int64_t crashed_at = d->last_step;
+    QVERIFY(ckpt <= crashed_at);
     launched.clear();
     QCOMPARE(s.continueRun(id), QString());
     QVERIFY(launched.wait(60000) || launched.count() == 1);
     QCOMPARE(launched.first().first().toLongLong(), id);
     QVERIFY(s.isLinked(id));
     QCOMPARE(s.data(id), d);  // reread in place
-    QVERIFY(d->last_step <= ckpt + 1);  // the steps after the checkpoint were dropped, then …
-    QVERIFY(wait_for([&] { return d->last_step >= ckpt + 2; }, 60000));  // … come again
+    // The continued worker may already have recorded steps past the checkpoint before the
+    // studio reread the store, so what is pinned is the timeline, not a moment of it: the run
+    // goes on past where it crashed, and every chart holds one point per step, in order.
+    QVERIFY(wait_for([&] { return d->last_step >= crashed_at + 2; }, 60000));
+    QVERIFY(!d->scalars.empty());
+    for (const auto& [key, points] : d->scalars)
+      for (size_t i = 1; i < points.size(); ++i)
+        QVERIFY2(points[i - 1].step < points[i].step, key.c_str());
     s.refresh();
     QCOMPARE(QString::fromStdString(s.runRow(id)->status), QStringLiteral("running"));
     s.stop(id);
