@@ -1,6 +1,7 @@
 // The CPU backend: the exact reference every other backend is tested against.
-// Quantization is scalar code written to the spec in fp8/format.hpp; GEMMs dequantize to FP32
-// and run the backend's own FP32 GEMM (sgemm.hpp), multi-threaded, the same bits on every CPU.
+// Quantization follows the spec in fp8/format.hpp element by element; GEMMs read FP8 and BF16
+// operands as the FP32 values they stand for inside the backend's own FP32 GEMM (sgemm.hpp),
+// multi-threaded, the same bits on every CPU.
 #pragma once
 
 #include "backend/backend.hpp"
