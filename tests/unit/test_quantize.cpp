@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/backend_registry.hpp"
@@ -208,6 +209,42 @@ class TestQuantize : public QObject {
               QVERIFY2(codes[r * cols + c] == float_to_fp8(x[r * cols + c] * s, f),
                        qPrintable(QString("%1 (%2, %3)").arg(fp8_format_name(f)).arg(r).arg(c)));
           }
+        if (!stats) continue;
+        // The statistics, written plainly in their documented order: per block, element k's
+        // squares in lane k % 8, the lanes added in order; blocks in order within a row, rows
+        // in order.
+        QuantStats want;
+        double err_rows = 0, ref_rows = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          double err_row = 0, ref_row = 0;
+          for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+            const int64_t c1 = std::min(cols, c0 + kBlock);
+            const float inv =
+                scales[static_cast<size_t>(scale_index(ScaleBlock::row1x128, rows, cols, r, c0))];
+            double err[8] = {}, ref[8] = {};
+            for (int64_t c = c0; c < c1; ++c) {
+              const float v = x[r * cols + c];
+              if (!std::isfinite(v)) continue;
+              const double e = double(v) - double(fp8_table(f)[codes[r * cols + c]] * inv);
+              err[(c - c0) % 8] += e * e;
+              ref[(c - c0) % 8] += double(v) * double(v);
+            }
+            for (int l = 0; l < 8; ++l) {
+              err_row += err[l];
+              ref_row += ref[l];
+            }
+          }
+          err_rows += err_row;
+          ref_rows += ref_row;
+        }
+        QVERIFY2(std::memcmp(&err_rows, &st.err_sq, 8) == 0 &&
+                     std::memcmp(&ref_rows, &st.ref_sq, 8) == 0,
+                 qPrintable(QString("%1: error sums %2 / %3, want %4 / %5")
+                                .arg(fp8_format_name(f))
+                                .arg(st.err_sq, 0, 'g', 17)
+                                .arg(st.ref_sq, 0, 'g', 17)
+                                .arg(err_rows, 0, 'g', 17)
+                                .arg(ref_rows, 0, 'g', 17)));
       }
   }
 

@@ -41,6 +41,7 @@ struct Lanes {
   typedef float f __attribute__((vector_size(4 * N)));
   typedef int32_t i __attribute__((vector_size(4 * N)));
   typedef uint8_t b __attribute__((vector_size(N)));
+  typedef uint8_t bytes __attribute__((vector_size(4 * N)));
   static f load(const float* p) {
     f v;
     std::memcpy(&v, p, sizeof v);
@@ -122,17 +123,70 @@ template <int N, Fp8Format Fmt>
   using L = Lanes<N>;
   int64_t k = 0;
   for (; k + N <= n; k += N) {
-    const typename L::b c =
-        __builtin_convertvector(encode_lanes<N, Fmt>(L::load(v + k) * s), typename L::b);
+    // The low byte of each 32-bit lane (a byte shuffle: GCC's element-wise narrowing
+    // extracts the lanes one by one).
+    const auto bytes = (typename L::bytes)encode_lanes<N, Fmt>(L::load(v + k) * s);
+    typename L::b c;
+    if constexpr (N == 8)
+      c = __builtin_shufflevector(bytes, bytes, 0, 4, 8, 12, 16, 20, 24, 28);
+    else
+      c = __builtin_shufflevector(bytes, bytes, 0, 4, 8, 12);
     std::memcpy(codes + k, &c, N);
   }
   for (; k < n; ++k) codes[k] = encode_one<Fmt>(v[k] * s);
+}
+
+// The statistics of e4m3 codes, eight elements at a time as two halves of four lanes (the
+// same on every path): element k adds to lane k % 8 of err8/ref8 (FP64, finite x only: others
+// add +0) and counts saturated and flushed elements (counts[0], counts[1]). n is a multiple
+// of 8. The code's value is decoded arithmetically — exactly the table's value: sign, then
+// 2^(e−7)·(1 + m/8), or m·2^−9 for e = 0.
+[[gnu::always_inline]] inline void e4m3_stats_lanes(const float* v, const uint8_t* codes, int64_t n,
+                                                    float s, float inv, double* err8, double* ref8,
+                                                    int64_t* counts) {
+  typedef float f4 __attribute__((vector_size(16)));
+  typedef int32_t i4 __attribute__((vector_size(16)));
+  typedef uint8_t b4 __attribute__((vector_size(4)));
+  typedef double d4 __attribute__((vector_size(32)));
+  typedef int64_t l4 __attribute__((vector_size(32)));
+  d4 err[2] = {}, ref[2] = {};
+  i4 saturated = {}, flushed = {};
+  for (int64_t k = 0; k < n; k += 8)
+    for (int h = 0; h < 2; ++h) {
+      f4 x;
+      std::memcpy(&x, v + k + 4 * h, sizeof x);
+      b4 cb;
+      std::memcpy(&cb, codes + k + 4 * h, 4);
+      const i4 c = __builtin_convertvector(cb, i4);
+      const i4 sign = (c & 0x80) << 24, e = (c >> 3) & 0xf, m = c & 7;
+      const f4 sub = (f4)((i4)(__builtin_convertvector(m, f4) * 0x1p-9f) | sign);
+      const f4 normal = (f4)(sign | ((e + 120) << 23) | (m << 20));
+      const f4 d = (e == 0 ? sub : normal) * inv;  // code 0x7f (NaN) only comes from NaN x
+      const f4 ax = (f4)((i4)x & 0x7fffffff), as = (f4)((i4)(x * s) & 0x7fffffff);
+      const i4 finite = ax <= 3.4028234663852886e38f;
+      saturated -= as > 448.0f;
+      flushed -= finite & (x != 0.0f) & ((c & 0x7f) == 0);
+      const l4 keep = __builtin_convertvector(finite, l4);
+      const d4 xd = keep ? __builtin_convertvector(x, d4) : 0.0;
+      const d4 dd = keep ? __builtin_convertvector(d, d4) : 0.0;
+      const d4 diff = xd - dd;
+      err[h] += diff * diff;
+      ref[h] += xd * xd;
+    }
+  for (int l = 0; l < 8; ++l) {
+    err8[l] += err[l / 4][l % 4];
+    ref8[l] += ref[l / 4][l % 4];
+    counts[0] += saturated[l % 4] * (l < 4);
+    counts[1] += flushed[l % 4] * (l < 4);
+  }
 }
 
 // The kernels of one instruction-set path.
 struct QuantKernels {
   void (*amax)(const float*, int64_t, float*, bool*);
   void (*encode[2])(const float*, int64_t, float, uint8_t*);  // e4m3, e5m2
+  void (*e4m3_stats)(const float*, const uint8_t*, int64_t, float, float, double*, double*,
+                     int64_t*);
 };
 
 #if defined(__x86_64__)
@@ -143,6 +197,11 @@ template <Fp8Format Fmt>
 __attribute__((target("avx2"))) void encode_avx2(const float* v, int64_t n, float s, uint8_t* c) {
   encode_lanes_run<8, Fmt>(v, n, s, c);
 }
+__attribute__((target("avx2"))) void e4m3_stats_avx2(const float* v, const uint8_t* c, int64_t n,
+                                                     float s, float inv, double* err8, double* ref8,
+                                                     int64_t* counts) {
+  e4m3_stats_lanes(v, c, n, s, inv, err8, ref8, counts);
+}
 #endif
 void amax_generic(const float* v, int64_t n, float* m, bool* nan) {
   amax_lanes<4>(v, n, m, nan);
@@ -151,6 +210,10 @@ template <Fp8Format Fmt>
 void encode_generic(const float* v, int64_t n, float s, uint8_t* c) {
   encode_lanes_run<4, Fmt>(v, n, s, c);
 }
+void e4m3_stats_generic(const float* v, const uint8_t* c, int64_t n, float s, float inv,
+                        double* err8, double* ref8, int64_t* counts) {
+  e4m3_stats_lanes(v, c, n, s, inv, err8, ref8, counts);
+}
 
 // The quantizer follows the GEMM's instruction-set choice (FP8RL_CPU_GEMM), so that the
 // tests run under every path exercise both; the codes are the same on each.
@@ -158,10 +221,12 @@ const QuantKernels& kernels() {
   static const QuantKernels k = [] {
 #if defined(__x86_64__)
     if (cpu_gemm_default_path() != CpuGemmPath::generic)
-      return QuantKernels{amax_avx2, {encode_avx2<Fp8Format::e4m3>, encode_avx2<Fp8Format::e5m2>}};
+      return QuantKernels{
+          amax_avx2, {encode_avx2<Fp8Format::e4m3>, encode_avx2<Fp8Format::e5m2>}, e4m3_stats_avx2};
 #endif
     return QuantKernels{amax_generic,
-                        {encode_generic<Fp8Format::e4m3>, encode_generic<Fp8Format::e5m2>}};
+                        {encode_generic<Fp8Format::e4m3>, encode_generic<Fp8Format::e5m2>},
+                        e4m3_stats_generic};
   }();
   return k;
 }
@@ -179,29 +244,38 @@ void encode_run(const float* v, int64_t n, float s, Fp8Format f, uint8_t* codes)
 
 // The same codes with the statistics of the run (telemetry). Counts are exact; the error sums
 // Σ(x − q/s)² and Σx² (FP64, finite x only) are kept per lane of 8 (element k in lane k % 8),
-// then added lane by lane in order — a fixed order, so the same bits on every machine.
+// then added lane by lane in order — a fixed order, so the same bits on every machine and
+// path (E4M3 runs of 8 in vector lanes, the rest element by element in the same order).
 void encode_run_stats(const float* v, int64_t n, float s, float inv, Fp8Format f, uint8_t* codes,
                       QuantStats& st) {
   encode_run(v, n, s, f, codes);
-  const float* table = fp8_table(f);
-  const float max = fp8_max(f);
   constexpr int kSum = 8;
   double err[kSum] = {}, ref[kSum] = {};
-  for (int64_t k = 0; k < n; ++k) {
-    const float x = v[k], scaled = x * s;
+  int64_t counts[2] = {0, 0};  // saturated, flushed to zero
+  int64_t k0 = 0;
+  if (f == Fp8Format::e4m3) {
+    k0 = n / kSum * kSum;
+    kernels().e4m3_stats(v, codes, k0, s, inv, err, ref, counts);
+  }
+  const float* table = fp8_table(f);
+  const float max = fp8_max(f);
+  for (int64_t k = k0; k < n; ++k) {
+    const float x = v[k];
     const uint8_t code = codes[k];
-    st.saturated += !std::isnan(scaled) && std::fabs(scaled) > max;
-    if (std::isfinite(x)) {
-      const double e = static_cast<double>(x) - static_cast<double>(table[code] * inv);
-      err[k % kSum] += e * e;
-      ref[k % kSum] += static_cast<double>(x) * static_cast<double>(x);
-      st.flushed_to_zero += x != 0.0f && (code & 0x7f) == 0;
-    }
+    const bool finite = std::fabs(x) <= 3.4028234663852886e38f;  // false for inf and NaN
+    counts[0] += std::fabs(x * s) > max;                         // false for NaN
+    counts[1] += finite && x != 0.0f && (code & 0x7f) == 0;
+    const double xd = finite ? static_cast<double>(x) : 0.0;
+    const double e = xd - (finite ? static_cast<double>(table[code] * inv) : 0.0);
+    err[k % kSum] += e * e;
+    ref[k % kSum] += xd * xd;
   }
   for (int l = 0; l < kSum; ++l) {
     st.err_sq += err[l];
     st.ref_sq += ref[l];
   }
+  st.saturated += counts[0];
+  st.flushed_to_zero += counts[1];
 }
 
 // The scale of a block from its amax; counts the block (and its elements) in st.
