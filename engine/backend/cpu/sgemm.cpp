@@ -16,6 +16,8 @@
 #include "backend/cpu/sgemm.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -253,9 +255,32 @@ CpuGemmPath cpu_gemm_default_path() {
   return path;
 }
 
+namespace {
+std::atomic<int64_t> total_calls{0}, total_nanoseconds{0};
+std::atomic<double> total_flops{0};
+}  // namespace
+
+CpuGemmTotals cpu_gemm_totals() {
+  return {total_calls.load(), total_flops.load(),
+          static_cast<double>(total_nanoseconds.load()) * 1e-9};
+}
+
 void cpu_gemm_nt(int64_t M, int64_t N, int64_t K, const CpuGemmOperand& A, const CpuGemmOperand& B,
                  float beta, void* C, bool c_bf16, CpuGemmPath path) {
   if (M <= 0 || N <= 0) return;
+  struct Count {  // counted on every return
+    std::chrono::steady_clock::time_point t0;
+    double flops;
+    ~Count() {
+      total_calls.fetch_add(1, std::memory_order_relaxed);
+      total_flops.fetch_add(flops, std::memory_order_relaxed);
+      total_nanoseconds.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::steady_clock::now() - t0)
+                                      .count(),
+                                  std::memory_order_relaxed);
+    }
+  } count{std::chrono::steady_clock::now(),
+          2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K)};
   if (K == 0) {
     for (int64_t i = 0; i < M * N; ++i) {
       if (c_bf16) {

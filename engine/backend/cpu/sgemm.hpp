@@ -44,6 +44,14 @@ struct CpuGemmOperand {
 void cpu_gemm_nt(int64_t M, int64_t N, int64_t K, const CpuGemmOperand& A, const CpuGemmOperand& B,
                  float beta, void* C, bool c_bf16, CpuGemmPath path);
 
+// What cpu_gemm_nt has done since the process started: calls, floating-point operations
+// (2·M·N·K each) and wall seconds inside it (benchmarks take differences).
+struct CpuGemmTotals {
+  int64_t calls = 0;
+  double flops = 0, seconds = 0;
+};
+CpuGemmTotals cpu_gemm_totals();
+
 // The FP32 case: A[M,K], B[N,K], C[M,N] row-major FP32.
 void cpu_sgemm_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float beta,
                   float* C);
