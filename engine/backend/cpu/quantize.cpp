@@ -127,7 +127,10 @@ template <int N, Fp8Format Fmt>
     // extracts the lanes one by one).
     const auto bytes = (typename L::bytes)encode_lanes<N, Fmt>(L::load(v + k) * s);
     typename L::b c;
-    if constexpr (N == 8)
+    if constexpr (N == 16)
+      c = __builtin_shufflevector(bytes, bytes, 0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52,
+                                  56, 60);
+    else if constexpr (N == 8)
       c = __builtin_shufflevector(bytes, bytes, 0, 4, 8, 12, 16, 20, 24, 28);
     else
       c = __builtin_shufflevector(bytes, bytes, 0, 4, 8, 12);
@@ -202,6 +205,15 @@ __attribute__((target("avx2"))) void e4m3_stats_avx2(const float* v, const uint8
                                                      int64_t* counts) {
   e4m3_stats_lanes(v, c, n, s, inv, err8, ref8, counts);
 }
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void amax_avx512(const float* v, int64_t n,
+                                                                      float* m, bool* nan) {
+  amax_lanes<16>(v, n, m, nan);
+}
+template <Fp8Format Fmt>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void encode_avx512(const float* v, int64_t n,
+                                                                        float s, uint8_t* c) {
+  encode_lanes_run<16, Fmt>(v, n, s, c);
+}
 #endif
 void amax_generic(const float* v, int64_t n, float* m, bool* nan) {
   amax_lanes<4>(v, n, m, nan);
@@ -220,6 +232,10 @@ void e4m3_stats_generic(const float* v, const uint8_t* c, int64_t n, float s, fl
 const QuantKernels& kernels() {
   static const QuantKernels k = [] {
 #if defined(__x86_64__)
+    if (cpu_gemm_default_path() == CpuGemmPath::avx512 && __builtin_cpu_supports("avx512bw"))
+      return QuantKernels{amax_avx512,
+                          {encode_avx512<Fp8Format::e4m3>, encode_avx512<Fp8Format::e5m2>},
+                          e4m3_stats_avx2};
     if (cpu_gemm_default_path() != CpuGemmPath::generic)
       return QuantKernels{
           amax_avx2, {encode_avx2<Fp8Format::e4m3>, encode_avx2<Fp8Format::e5m2>}, e4m3_stats_avx2};
