@@ -24,6 +24,19 @@ void CpuBackend::convert(const Matrix& x, const Matrix& out) {
 
 namespace {
 
+inline float widen(float x) {
+  return x;
+}
+inline float widen(bf16 x) {
+  return bf16_to_float(x);
+}
+inline void store(float* p, float v) {
+  *p = v;
+}
+inline void store(bf16* p, float v) {
+  *p = float_to_bf16(v);
+}
+
 // out[c][r] = x[r][c] for elements of type T, in 32×32 tiles (rows of x read and columns of
 // out written a tile at a time, so both stay in cache).
 template <class T>
@@ -58,9 +71,25 @@ void CpuBackend::transpose(const Matrix& x, const Matrix& out) {
 void CpuBackend::add(const Matrix& a, const Matrix& b, const Matrix& out) {
   expect(b, a.rows, a.cols, "add", "b");
   expect(out, a.rows, a.cols, "add", "out");
-  parallel_for(a.rows * a.cols, 1 << 15, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) st(out, i, ld(a, i) + ld(b, i));
-  });
+  auto run = [&](auto* o, const auto* x, const auto* y) {  // one dtype per operand, no branches
+    parallel_for(a.rows * a.cols, 1 << 15, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) store(o + i, widen(x[i]) + widen(y[i]));
+    });
+  };
+  const bool f = a.dtype == DType::f32, g = b.dtype == DType::f32, h = out.dtype == DType::f32;
+  if (f && g && h)
+    run(static_cast<float*>(out.data), static_cast<const float*>(a.data),
+        static_cast<const float*>(b.data));
+  else if (!f && !g && !h)
+    run(static_cast<bf16*>(out.data), static_cast<const bf16*>(a.data),
+        static_cast<const bf16*>(b.data));
+  else if (f && !g && f == h)
+    run(static_cast<float*>(out.data), static_cast<const float*>(a.data),
+        static_cast<const bf16*>(b.data));
+  else
+    parallel_for(a.rows * a.cols, 1 << 15, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) st(out, i, ld(a, i) + ld(b, i));
+    });
 }
 
 double CpuBackend::sum_squares(const float* x, int64_t n) {
