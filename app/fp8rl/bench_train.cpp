@@ -221,6 +221,7 @@ Json bench_step(Backend& be, const StepOptions& o) {
   std::vector<Sums> sums(kModes);
   std::string precision_summary[kModes], model_shape_text;
   ModelConfig shape;  // the runs' model (its vocabulary is the task's)
+  int64_t longest_prompt = 1, longest_response = 1;
   std::unique_ptr<GrpoRun> runs[kModes];
   auto start = [&](size_t mi) {
     std::vector<std::string> s = sets;
@@ -229,6 +230,12 @@ Json bench_step(Backend& be, const StepOptions& o) {
     precision_summary[mi] = runs[mi]->model().precision().summary();
     if (mi == 0) {  // the vocabulary comes from the task's tokenizer
       shape = runs[mi]->model().config();
+      // The batch's longest prompt and response, as a batched PyTorch loop pads to them.
+      const Task& task = runs[mi]->task();
+      for (const auto& ex : task.validation())
+        longest_prompt = std::max<int64_t>(
+            longest_prompt, static_cast<int64_t>(task.encode_prompt(ex.prompt).size()));
+      longest_response = task.max_response_tokens();
       model_shape_text = describe(shape);
       std::printf("model: %s (%.1fM parameters)\n", model_shape_text.c_str(),
                   static_cast<double>(runs[mi]->model().config().parameter_count()) / 1e6);
@@ -418,8 +425,8 @@ Json bench_step(Backend& be, const StepOptions& o) {
   run["cpu_peak"] = pk;
   run["gemm"] = Json(gemm_rows);
 
-  // PyTorch on the same shapes: the same model, B = prompts × group sequences of the measured
-  // mean prompt and response lengths, a rollout with a KV cache and a GRPO training step.
+  // PyTorch on the same shapes: the same model, B = prompts × group sequences padded to the
+  // task's longest prompt and response, a rollout with a KV cache and a GRPO training step.
   if (!o.pytorch) {
     std::printf("\npytorch: not measured (--no-pytorch)\n\n");
     return run;
@@ -431,12 +438,8 @@ Json bench_step(Backend& be, const StepOptions& o) {
                            : "share/fp8rl/tools/torch_grpo_step.py not found (FP8RL_TOOLS)");
     return run;
   }
-  const Sums& b = sums[0];
   const ModelConfig& mc = shape;
-  const double resp = b.response_length / n;
-  const double prompt = b.train_tokens / b.sequences + 1 - resp;
-  const int64_t prompt_len = std::max<int64_t>(1, std::llround(prompt)),
-                new_tokens = std::max<int64_t>(1, std::llround(resp));
+  const int64_t prompt_len = longest_prompt, new_tokens = longest_response;
   char cmd[1024];
   std::snprintf(
       cmd, sizeof cmd,
@@ -477,8 +480,9 @@ Json bench_step(Backend& be, const StepOptions& o) {
         "pytorch: median of the timed steps; rollout = prefill + sampling with a KV cache, train "
         "= forward,\nGRPO loss, backward, gradient clipping, AdamW (torch_grpo_step.py); vs = "
         "PyTorch's time / fp8rl's\n(rollout + train; cpu: CPU time of the whole step, all "
-        "threads). fp8rl pads each training\nmicro-batch to its longest sequence; PyTorch gets "
-        "every sequence at the mean length.\n\n");
+        "threads). Both pad: fp8rl each training micro-batch to\nits longest sequence, PyTorch "
+        "every prompt to the longest prompt and every response to the task's\nlongest (a "
+        "batched loop runs until its last sequence ends).\n\n");
     Json pt = t;
     pt["python"] = py;
     for (size_t mi = 0; mi < 2; ++mi) {
