@@ -20,6 +20,9 @@ namespace fp8rl::cli::bench {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0);
+// CPU time of this process so far, all threads (what a step costs, whatever else the machine
+// runs at the same time).
+double process_cpu_seconds();
 
 // Median wall time in seconds of fn() (followed by a synchronize), after one warm-up call.
 double time_op(Backend& be, const std::function<void()>& fn, double min_seconds, int min_reps);
@@ -81,11 +84,13 @@ struct TrainOptions {
 Json bench_train(Backend& be, const TrainOptions& o);
 
 // bench train --seeds N: the preset run to the end for N seeds (from first_seed) in FP8 and in
-// BF16; final validation accuracies, their means, spread and the FP8 − BF16 gap.
+// BF16; final validation accuracies, their means, spread, the FP8 − BF16 gap with its 95 %
+// interval, and per run the wall time to the first validation >= target and to the end.
 struct SeedsOptions {
   std::string preset;
   std::vector<std::string> sets;
   int64_t seeds = 0, first_seed = 1;
+  double target = 0.9;  // the validation accuracy whose first arrival is timed
 };
 Json bench_seeds(Backend& be, const SeedsOptions& o);
 
@@ -94,12 +99,31 @@ struct StepOptions {
   std::string model;  // empty: the preset's own shape
   std::vector<std::string> sets;
   int64_t warmup = 1, steps = 0;
+  bool pytorch = true;  // CPU: also time the step in PyTorch when torch is importable
 };
 Json bench_step(Backend& be, const StepOptions& o);
 
 // bench moe: GRPO steps of a mixture-of-experts preset, a dense model with the same active
 // parameters, and routing replay off and on (o.model is not used).
 Json bench_moe(Backend& be, const StepOptions& o);
+
+// The cores' FP32 peak, measured in this process (bench_cpu.cpp): GFLOP/s of a loop of
+// independent vector FMAs (fma_*; a multiply and an add where the CPU has no FMA) and of
+// multiplies then adds (muladd_*: the instruction mix of the CPU GEMM, which never fuses so that
+// every instruction-set path rounds alike), on one thread and on all of the backend's threads.
+struct CpuPeak {
+  int threads = 1;
+  std::string fma_name, muladd_name;
+  bool fma_has_fma = false;
+  double fma_core = 0, fma_all = 0, muladd_core = 0, muladd_all = 0;
+};
+CpuPeak measure_cpu_peak();
+// A Python that can import torch ($FP8RL_PYTHON, python3, /usr/bin/python3), or "".
+std::string find_torch_python();
+// A helper script installed with the engine (share/fp8rl/tools, or $FP8RL_TOOLS), or "".
+std::string find_tool(const std::string& name);
+// Runs a shell command and parses the last line of its stdout as JSON; errors name it.
+Json run_tool_json(const std::string& command);
 
 // bench ranks: GRPO steps of a preset on each rank count (mpirun, fp8rl train), against the
 // first count.

@@ -40,18 +40,23 @@ train [--model M] [--batch B] [--seq-len T] [--steps N] [--warmup W]
     BF16 vs FP8 linears, with the phase split. N steps (default 5) timed after W warm-up steps
     (default 1). Defaults: small, batch 4 x 64 tokens on the CPU; qwen3-0.6b, batch 4 x 1024
     tokens on GPUs.
-train --seeds N [--preset NAME] [--set key=value ...]
+train --seeds N [--preset NAME] [--set key=value ...] [--target ACC]
     FP8 vs BF16 accuracy: the preset (default demo) run to the end for N seeds (the preset's
     seed and the N - 1 after it), each in FP8 and in BF16; final validation accuracy per run,
-    means, standard deviations and the FP8 - BF16 gap with its standard error. Minutes per
-    run on a CPU.
-step [--preset NAME] [--set key=value ...] [--model M] [--steps N] [--warmup W]
+    means, standard deviations, the FP8 - BF16 gap with its standard error and 95% interval,
+    and per run the wall seconds to the first validation >= ACC (default 0.9; the median
+    over seeds) and to the end of the run.
+step [--preset NAME] [--set key=value ...] [--model M] [--steps N] [--warmup W] [--no-pytorch]
     whole GRPO steps (GrpoRun::next) of a preset (default demo; --set as for fp8rl train) in
     three modes: BF16, FP8 linears, FP8 linears + FP8 KV cache. No SFT steps; validation only
     inside the warm-up steps. W warm-up steps (default 1), then N timed (default 5). Prints the
     phase split of the step records, recalibration's share, tokens/s, the speed-up vs BF16,
     and a verdict for the targets: FP8 + FP8 KV >= 1.48x BF16, FP8 linears >= 1.15x,
-    recalibration <= 3% of the step. --model replaces the preset's model shape.
+    recalibration <= 3% of the step. --model replaces the preset's model shape. On the CPU the
+    modes take turns step by step, the verdict is FP8 step / BF16 step <= 1.15 (median CPU
+    time), the step's GEMM FLOP/s are set against the FP32 peak measured in the same run, and
+    when a python3 with torch is found (FP8RL_PYTHON) the same step in PyTorch is timed
+    (tools/cpu/torch_grpo_step.py); --no-pytorch skips it.
 telemetry [--steps N] [--warmup W]
     what a worker's telemetry costs per RL step of the demo preset (run-store write, JSON
     encoding, sending on a PUB socket to a draining subscriber) against the step itself;
@@ -85,7 +90,8 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
       {"gemm", {"shapes", "seconds"}},
       {"quant", {"seconds"}},
       {"rollout", {"model", "batch", "prompt-len", "new-tokens"}},
-      {"train", {"model", "batch", "seq-len", "steps", "warmup", "seeds", "preset", "set"}},
+      {"train",
+       {"model", "batch", "seq-len", "steps", "warmup", "seeds", "preset", "set", "target"}},
       {"step", {"preset", "set", "model", "steps", "warmup"}},
       {"moe", {"preset", "set", "steps", "warmup"}},
       {"telemetry", {"steps", "warmup"}},
@@ -102,9 +108,10 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   const std::vector<std::string> sets = take_repeated(rest, "set");
   const std::set<std::string> valued = {
-      "backend", "json",  "shapes", "seconds", "batch", "model",     "prompt-len", "new-tokens",
-      "seq-len", "steps", "warmup", "preset",  "seeds", "tokenizer", "megabytes",  "ranks"};
-  const Args a(rest, valued, {"help"});
+      "backend",    "json",       "shapes",    "seconds", "batch",  "model",
+      "prompt-len", "new-tokens", "seq-len",   "steps",   "warmup", "preset",
+      "seeds",      "tokenizer",  "megabytes", "ranks",   "target"};
+  const Args a(rest, valued, {"help", "no-pytorch"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
   if (a.flag("help") || pos.size() != 1 || !options.count(pos[0])) {
@@ -122,6 +129,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   for (const auto& name : valued)
     if (name != "backend" && name != "json" && !accepted.count(name) && given(name))
       throw Error("option --" + name + " does not apply to bench " + what);
+  if (a.flag("no-pytorch") && what != "step")
+    throw Error("option --no-pytorch applies to bench step only");
   if (!sets.empty() && !accepted.count("set"))
     throw Error("option --set does not apply to bench " + what +
                 " (only to bench step, bench moe and bench train --seeds)");
@@ -153,8 +162,8 @@ int cmd_bench(const std::vector<std::string>& args) {
       if (seeds && given(name))
         throw Error(std::string("option --") + name +
                     " does not apply to bench train --seeds (it runs the preset to the end)");
-    if (!seeds && (given("preset") || !sets.empty()))
-      throw Error("options --preset and --set of bench train need --seeds N");
+    if (!seeds && (given("preset") || !sets.empty() || given("target")))
+      throw Error("options --preset, --set and --target of bench train need --seeds N");
   }
 
   auto int_option = [&](const std::string& name, int64_t fallback) {
@@ -212,6 +221,10 @@ int cmd_bench(const std::vector<std::string>& args) {
       o.sets = sets;
       o.seeds = int_option("seeds", 1);
       o.first_seed = static_cast<int64_t>(RunConfig::load(o.preset, "", sets).seed);
+      if (given("target")) {
+        o.target = bench::seconds_option(a.get("target", ""), "target");
+        check(o.target <= 1, "--target is an accuracy in [0, 1]");
+      }
       runs.push_back(bench::bench_seeds(*be, o));
     } else if (what == "train") {
       bench::TrainOptions o;
@@ -228,6 +241,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       o.sets = sets;
       o.steps = int_option("steps", 5);
       o.warmup = count_option("warmup", 1);
+      o.pytorch = what == "step" && !a.flag("no-pytorch");
       runs.push_back(what == "moe" ? bench::bench_moe(*be, o) : bench::bench_step(*be, o));
     } else {
       const int64_t steps = int_option("steps", 20), warmup = count_option("warmup", 2);

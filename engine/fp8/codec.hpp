@@ -15,34 +15,34 @@ namespace detail {
 // E5M2: 2 mantissa bits, bias 15, max finite code 0x7b (57344). The code of a finite
 // magnitude is monotonic and contiguous across the subnormal/normal boundary, so a mantissa
 // carry simply increments the exponent field.
+//
+// Written without branches — both roundings are computed and the right one selected — so that
+// a loop over many values compiles to vector instructions (the CPU quantizer's inner loop);
+// every selected value is what the obvious branching code computes, bit for bit.
 template <int kMant, int kBias, uint32_t kMaxCode>
 inline uint8_t encode(float x) {
   const uint32_t u = std::bit_cast<uint32_t>(x);
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return 0x7f;  // NaN (any sign) → canonical NaN code
   const uint32_t sign = (u >> 24) & 0x80u;
-  const int exp = static_cast<int>(abs >> 23) - 127;
-  uint32_t code;
   constexpr int kMinNormalExp = 1 - kBias;  // exponent of the smallest normal value
-  if (abs >= 0x7f800000u) {
-    code = kMaxCode;  // ±inf saturates
-  } else if (exp < kMinNormalExp) {
-    // Subnormal range: a multiple of 2^(kMinNormalExp - kMant). Scaling by a power of two is
-    // exact; adding and removing 2^23 rounds to an integer, to nearest even (the FPU's default
-    // mode), without a libm call.
-    constexpr float kSubScale = static_cast<float>(1u << (kMant - kMinNormalExp));
-    const float scaled = std::bit_cast<float>(abs) * kSubScale;
-    code = static_cast<uint32_t>((scaled + 0x1p23f) - 0x1p23f);
-  } else {
-    // Round the float's bits to kMant mantissa bits, to nearest even, without a branch (a
-    // data-dependent branch here mispredicts half the time); then re-bias the exponent.
-    constexpr int kDrop = 23 - kMant;
-    const uint32_t lsb = (abs >> kDrop) & 1u;
-    const uint32_t rounded = (abs + ((1u << (kDrop - 1)) - 1u) + lsb) >> kDrop;
-    code = rounded - (static_cast<uint32_t>(127 - kBias) << kMant);
-    code = code > kMaxCode ? kMaxCode : code;
-  }
-  return static_cast<uint8_t>(sign | code);
+  constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 + kMinNormalExp) << 23;
+  const bool subnormal = abs < kMinNormalBits;
+  // Subnormal range: a multiple of 2^(kMinNormalExp - kMant). Scaling by a power of two is
+  // exact; adding and removing 2^23 rounds to an integer, to nearest even (the FPU's default
+  // mode), without a libm call. (Computed on 0 for other magnitudes, which cannot overflow.)
+  constexpr float kSubScale = static_cast<float>(1u << (kMant - kMinNormalExp));
+  const float scaled = std::bit_cast<float>(subnormal ? abs : 0u) * kSubScale;
+  const uint32_t sub = static_cast<uint32_t>(static_cast<int32_t>((scaled + 0x1p23f) - 0x1p23f));
+  // Normal range: round the float's bits to kMant mantissa bits, to nearest even, then re-bias
+  // the exponent; past the largest finite code (also ±inf) saturate.
+  constexpr int kDrop = 23 - kMant;
+  const uint32_t lsb = (abs >> kDrop) & 1u;
+  uint32_t normal = ((abs + ((1u << (kDrop - 1)) - 1u) + lsb) >> kDrop) -
+                    (static_cast<uint32_t>(127 - kBias) << kMant);
+  normal = normal > kMaxCode ? kMaxCode : normal;
+  uint32_t code = sign | (subnormal ? sub : abs >= 0x7f800000u ? kMaxCode : normal);
+  code = abs > 0x7f800000u ? 0x7fu : code;  // NaN (any sign) → canonical NaN code
+  return static_cast<uint8_t>(code);
 }
 
 }  // namespace detail

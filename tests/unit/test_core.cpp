@@ -1,7 +1,9 @@
-// Core: errors carry what and where; parallel_for covers every index and rethrows.
+// Core: errors carry what and where; parallel_for covers every index, nested and from several
+// threads at once, and rethrows.
 #include <QtTest>
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include "core/bf16.hpp"
@@ -41,9 +43,37 @@ class TestCore : public QObject {
   }
 
   void parallelForRethrows() {
-    QVERIFY_THROWS_EXCEPTION(fp8rl::Error, fp8rl::parallel_for(1000, 1, [](int64_t b, int64_t) {
-                               if (b > 0) throw fp8rl::Error("chunk failed");
+    QVERIFY_THROWS_EXCEPTION(fp8rl::Error, fp8rl::parallel_for(1000, 1, [](int64_t, int64_t e) {
+                               if (e == 1000) throw fp8rl::Error("chunk failed");
                              }));
+  }
+
+  // The workers are shared: a parallel_for inside a chunk, and parallel_fors from several
+  // threads at once, still cover every index once with the same chunks (they run where they
+  // are called when the workers are taken).
+  void parallelForNestsAndRunsFromManyThreads() {
+    auto cover = [](int64_t n) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n * n));
+      fp8rl::parallel_for(n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          fp8rl::parallel_for(n, 1, [&](int64_t b2, int64_t e2) {
+            for (int64_t j = b2; j < e2; ++j) hits[static_cast<size_t>(i * n + j)]++;
+          });
+      });
+      for (auto& h : hits)
+        if (h.load() != 1) return false;
+      return true;
+    };
+    QVERIFY(cover(37));
+    std::atomic<int> good{0};
+    {
+      std::vector<std::jthread> threads;
+      for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] {
+          for (int k = 0; k < 50; ++k) good += cover(11 + k % 5);
+        });
+    }
+    QCOMPARE(good.load(), 200);
   }
 
   void bf16RoundsToNearestEven() {

@@ -1,5 +1,6 @@
-// The demo preset as `./run.sh --headless` runs it (slow: minutes): in FP8 and in BF16, RL must
-// show its own gain; and FP8 machinery with every layer switched to BF16 must be BF16, bit for
+// The demo preset as `./run.sh --headless` runs it (slow: about a minute per run): in FP8 and in
+// BF16 the run must reach the accuracy every seed of the 10-seed benchmark reached and RL must
+// raise the reward; and FP8 machinery with every layer switched to BF16 must be BF16, bit for
 // bit. FP8-vs-BF16 accuracy parity is not asserted here: one seed is no evidence (two runs are
 // chaotic trajectories); `fp8rl bench train --seeds N` measures it over seeds
 // (docs/benchmarks.md).
@@ -59,21 +60,23 @@ double mean(const QList<double>& v, qsizetype from, qsizetype n) {
 
 }  // namespace
 
-// What "learns" means for the demo (reverse 3–6 letters; the warm-up leaves validation near
-// 0.1–0.2): validation gains at least 0.4 and ends at 0.6 or more, the mean reward of the last 20
-// RL steps is at least 0.2 above the first 20's. The preset's seed ends at 0.69 in FP8 and 0.88
-// in BF16 (the same on every x86-64 machine; docs/training.md has five seeds): these floors
-// catch a run that stopped learning, not one that landed elsewhere on its trajectory.
+// What "learns" means for the demo (reverse 3–6 letters; the supervised warm-up leaves
+// validation at 0.8–0.95, the long strings not yet right): validation ends at 0.9 or more and
+// not below where RL started, and the mean reward of the last 20 RL steps is at least 0.05
+// above the first 10 steps' (sampling at temperature 1.5 starts near 0.8). Every one of the
+// 10 seeds × 2 precisions of `fp8rl bench train --seeds 10` ended at 0.969 or more and reached
+// 0.9 (docs/benchmarks.md); the preset's seed is the same run on every x86-64 machine, so
+// these floors catch a run that stopped learning, with margin.
 void expect_learns(const Curve& c, const char* precision) {
   QVERIFY2(c.rewards.size() >= 40, qPrintable(QString("the %1 demo run failed").arg(precision)));
-  const double gain = c.last_val - c.first_val;
-  const double reward_first = mean(c.rewards, 0, 20),
+  const double reward_first = mean(c.rewards, 0, 10),
                reward_last = mean(c.rewards, c.rewards.size() - 20, 20);
-  qInfo("%s demo: validation %.3f → %.3f, reward first/last 20 %.3f → %.3f, %.0f s", precision,
-        c.first_val, c.last_val, reward_first, reward_last, c.seconds);
-  QVERIFY2(gain >= 0.4, qPrintable(QString("validation gain %1").arg(gain)));
-  QVERIFY2(c.last_val >= 0.6, qPrintable(QString("final validation %1").arg(c.last_val)));
-  QVERIFY2(reward_last - reward_first >= 0.2,
+  qInfo("%s demo: validation %.3f → %.3f, reward first 10 / last 20 %.3f → %.3f, %.0f s",
+        precision, c.first_val, c.last_val, reward_first, reward_last, c.seconds);
+  QVERIFY2(c.last_val >= 0.9, qPrintable(QString("final validation %1").arg(c.last_val)));
+  QVERIFY2(c.last_val >= c.first_val,
+           qPrintable(QString("validation fell: %1 → %2").arg(c.first_val).arg(c.last_val)));
+  QVERIFY2(reward_last - reward_first >= 0.05,
            qPrintable(QString("reward gain %1").arg(reward_last - reward_first)));
 }
 

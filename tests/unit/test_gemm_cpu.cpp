@@ -1,6 +1,7 @@
 // CPU GEMMs: the FP32 kernel's fixed order of operations, bit for bit, on every instruction-set
-// path; FP8 against FP64 of the dequantized inputs (the same math: ≤ 1e-6) and against FP64 of
-// the unquantized inputs (within a bound derived from E4M3's precision); BF16 and errors.
+// path; BF16 and FP8 operands converted while packing equal the FP32 GEMM of their values; FP8
+// against FP64 of the dequantized inputs (the same math: ≤ 1e-6) and against FP64 of the
+// unquantized inputs (within a bound derived from E4M3's precision); BF16 and errors.
 #include <QtTest>
 
 #include <cmath>
@@ -139,6 +140,69 @@ class TestGemmCpu : public QObject {
           cpu_sgemm_nt(1, N, K, a.data() + (M - 1) * K, b.data(), beta, row.data(), path);
           QVERIFY(std::memcmp(row.data(), want.data() + (M - 1) * N, N * sizeof(float)) == 0);
         }
+      }
+    }
+  }
+
+  // BF16 and FP8 operands are converted while the GEMM packs them: the result must be, bit for
+  // bit, the FP32 GEMM of the operands converted beforehand (widened, or dequantized as
+  // Backend::dequantize does), on every path, for FP32 and BF16 outputs, 1x128 and 128x128
+  // scales, K across several 128-blocks and K slices, and with beta.
+  void convertedOperandsEqualTheFp32GemmOfTheirValues() {
+    Rng rng(17);
+    const int64_t sizes[][3] = {
+        {1, 1, 1}, {5, 17, 129}, {70, 130, 300}, {130, 16, 513}, {65, 257, 256}};
+    for (const auto& sz : sizes) {
+      const int64_t M = sz[0], N = sz[1], K = sz[2];
+      auto x = random(rng, M * K), w = random(rng, N * K), c0 = random(rng, M * N);
+      const auto qa = quantize(*cpu_, x, M, K, ScaleBlock::row1x128);
+      for (ScaleBlock wb : {ScaleBlock::row1x128, ScaleBlock::tile128x128}) {
+        const auto qb = quantize(*cpu_, w, N, K, wb);
+        std::vector<float> da(M * K), db(N * K);
+        cpu_->dequantize(qa.m, Matrix{da.data(), M, K, DType::f32});
+        cpu_->dequantize(qb.m, Matrix{db.data(), N, K, DType::f32});
+        std::vector<bf16> ha(M * K), hb(N * K);
+        std::vector<float> wa(M * K), wbv(N * K);
+        for (int64_t i = 0; i < M * K; ++i) wa[i] = bf16_to_float(ha[i] = float_to_bf16(x[i]));
+        for (int64_t i = 0; i < N * K; ++i) wbv[i] = bf16_to_float(hb[i] = float_to_bf16(w[i]));
+        const CpuGemmOperand fa{CpuGemmOperand::Kind::fp8,  qa.m.codes, M, K, qa.m.scale_inv,
+                                fp8_table(Fp8Format::e4m3), qa.m.block};
+        const CpuGemmOperand fb{CpuGemmOperand::Kind::fp8,  qb.m.codes, N, K, qb.m.scale_inv,
+                                fp8_table(Fp8Format::e4m3), qb.m.block};
+        const CpuGemmOperand ba{CpuGemmOperand::Kind::bf16, ha.data(), M, K, nullptr, nullptr, {}};
+        const CpuGemmOperand bb{CpuGemmOperand::Kind::bf16, hb.data(), N, K, nullptr, nullptr, {}};
+        for (CpuGemmPath path : cpu_gemm_paths())
+          for (float beta : {0.0f, 1.0f}) {
+            for (int kind = 0; kind < 2; ++kind) {  // fp8, bf16 operands
+              const auto& A = kind == 0 ? fa : ba;
+              const auto& B = kind == 0 ? fb : bb;
+              const auto& va = kind == 0 ? da : wa;
+              const auto& vb = kind == 0 ? db : wbv;
+              std::vector<float> want = c0, got = c0;
+              cpu_sgemm_nt(M, N, K, va.data(), vb.data(), beta, want.data(), path);
+              cpu_gemm_nt(M, N, K, A, B, beta, got.data(), false, path);
+              const QString what = QString("%1 path, %2 operands, %3x%4x%5, beta %6, %7 weights")
+                                       .arg(cpu_gemm_path_name(path))
+                                       .arg(kind == 0 ? "fp8" : "bf16")
+                                       .arg(M)
+                                       .arg(N)
+                                       .arg(K)
+                                       .arg(beta)
+                                       .arg(scale_block_name(wb));
+              QVERIFY2(std::memcmp(got.data(), want.data(), want.size() * 4) == 0,
+                       qPrintable(what + ": f32 output differs"));
+              // A BF16 output is the FP32 result rounded once (beta reads C widened).
+              std::vector<bf16> cb(M * N);
+              std::vector<float> cw(M * N);
+              for (int64_t i = 0; i < M * N; ++i)
+                cw[i] = bf16_to_float(cb[i] = float_to_bf16(c0[i]));
+              cpu_sgemm_nt(M, N, K, va.data(), vb.data(), beta, cw.data(), path);
+              cpu_gemm_nt(M, N, K, A, B, beta, cb.data(), true, path);
+              for (int64_t i = 0; i < M * N; ++i)
+                QVERIFY2(cb[i].bits == float_to_bf16(cw[i]).bits,
+                         qPrintable(what + QString(": bf16 output %1 differs").arg(i)));
+            }
+          }
       }
     }
   }

@@ -1,12 +1,15 @@
 // Block quantization on the CPU reference: hand-computed scales and codes, layouts, statistics,
-// degenerate blocks, power-of-2 scales, the transposed pass, and input errors.
+// degenerate blocks, power-of-2 scales, the transposed pass, the vector encoder against the
+// scalar one, and input errors.
 #include <QtTest>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/backend_registry.hpp"
 #include "core/error.hpp"
+#include "core/rng.hpp"
 #include "fp8/codec.hpp"
 
 using namespace fp8rl;
@@ -159,6 +162,90 @@ class TestQuantize : public QObject {
     QCOMPARE(y[0], 1.0f);
     QCOMPARE(y[1], -4.0f);
     QCOMPARE(y[3], 2.0f);  // 2·112 = 224 = 1.75·2^7 is on the E4M3 grid
+  }
+
+  // The quantizer encodes runs of values in vector lanes: each code must be the scalar
+  // encoder's for that element (x · s with the block's scale), for both formats, over values
+  // from every binade, subnormal results, ±0, ±inf, NaN, with and without statistics, in
+  // runs that are not a multiple of the lane count. (FP8RL_CPU_GEMM picks the lanes' path;
+  // cpu_matrix runs this under each.)
+  void vectorCodesEqualTheScalarEncoder() {
+    Rng rng(23);
+    const int64_t rows = 9, cols = 300;
+    std::vector<float> x(static_cast<size_t>(rows * cols));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int kind = static_cast<int>(i % 11);
+      const float r = static_cast<float>(rng.normal());
+      x[i] = kind == 0   ? r * std::ldexp(1.0f, static_cast<int>(rng.next() % 60) - 40)
+             : kind == 1 ? 0.0f
+             : kind == 2 ? -0.0f
+             : kind == 3 ? r * 1e-6f
+                         : r;
+    }
+    x[17] = INFINITY;   // row 0: a degenerate block (scale 1)
+    x[cols + 5] = NAN;  // row 1 too
+    for (Fp8Format f : {Fp8Format::e4m3, Fp8Format::e5m2})
+      for (bool stats : {false, true}) {
+        QuantOptions opt;
+        opt.format = f;
+        std::vector<uint8_t> codes(x.size());
+        std::vector<float> scales(
+            static_cast<size_t>(scale_count(ScaleBlock::row1x128, rows, cols)));
+        QuantStats st;
+        cpu_->quantize(Matrix{x.data(), rows, cols, DType::f32},
+                       Fp8Matrix{codes.data(), scales.data(), rows, cols, ScaleBlock::row1x128, f},
+                       opt, stats ? &st : nullptr);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+            const int64_t c1 = std::min(cols, c0 + kBlock);
+            float amax = 0;
+            bool nan = false;
+            for (int64_t c = c0; c < c1; ++c) {
+              nan |= std::isnan(x[r * cols + c]);
+              amax = std::max(amax, std::fabs(x[r * cols + c]));
+            }
+            const float s = block_scale(nan ? NAN : amax, f, false, nullptr);
+            for (int64_t c = c0; c < c1; ++c)
+              QVERIFY2(codes[r * cols + c] == float_to_fp8(x[r * cols + c] * s, f),
+                       qPrintable(QString("%1 (%2, %3)").arg(fp8_format_name(f)).arg(r).arg(c)));
+          }
+        if (!stats) continue;
+        // The statistics, written plainly in their documented order: per block, element k's
+        // squares in lane k % 8, the lanes added in order; blocks in order within a row, rows
+        // in order.
+        QuantStats want;
+        double err_rows = 0, ref_rows = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          double err_row = 0, ref_row = 0;
+          for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+            const int64_t c1 = std::min(cols, c0 + kBlock);
+            const float inv =
+                scales[static_cast<size_t>(scale_index(ScaleBlock::row1x128, rows, cols, r, c0))];
+            double err[8] = {}, ref[8] = {};
+            for (int64_t c = c0; c < c1; ++c) {
+              const float v = x[r * cols + c];
+              if (!std::isfinite(v)) continue;
+              const double e = double(v) - double(fp8_table(f)[codes[r * cols + c]] * inv);
+              err[(c - c0) % 8] += e * e;
+              ref[(c - c0) % 8] += double(v) * double(v);
+            }
+            for (int l = 0; l < 8; ++l) {
+              err_row += err[l];
+              ref_row += ref[l];
+            }
+          }
+          err_rows += err_row;
+          ref_rows += ref_row;
+        }
+        QVERIFY2(std::memcmp(&err_rows, &st.err_sq, 8) == 0 &&
+                     std::memcmp(&ref_rows, &st.ref_sq, 8) == 0,
+                 qPrintable(QString("%1: error sums %2 / %3, want %4 / %5")
+                                .arg(fp8_format_name(f))
+                                .arg(st.err_sq, 0, 'g', 17)
+                                .arg(st.ref_sq, 0, 'g', 17)
+                                .arg(err_rows, 0, 'g', 17)
+                                .arg(ref_rows, 0, 'g', 17)));
+      }
   }
 
   void badShapesAreErrors() {

@@ -32,15 +32,43 @@ void CpuBackend::zero(void* dst, size_t bytes) {
   if (bytes) std::memset(dst, 0, bytes);
 }
 
+CpuBackend::~CpuBackend() {
+  for (auto& [bytes, p] : cached_) std::free(p);
+}
+
 void* CpuBackend::raw_alloc(size_t bytes) {
   // 64-byte alignment for vector loads; a zero-byte request still yields a unique pointer.
   const size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded >= kCachedMin) {
+    std::lock_guard lock(cache_mutex_);
+    if (auto it = cached_.find(rounded); it != cached_.end()) {
+      void* p = it->second;
+      cached_.erase(it);
+      cached_bytes_ -= rounded;
+      return p;
+    }
+  }
   void* p = std::aligned_alloc(64, rounded ? rounded : 64);
   if (!p) throw Error("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+  if (rounded >= kCachedMin) {
+    std::lock_guard lock(cache_mutex_);
+    sizes_[p] = rounded;
+  }
   return p;
 }
 
 void CpuBackend::raw_free(void* p) noexcept {
+  {
+    std::lock_guard lock(cache_mutex_);
+    if (auto it = sizes_.find(p); it != sizes_.end()) {
+      if (cached_bytes_ + it->second <= kCacheLimit) {
+        cached_.emplace(it->second, p);
+        cached_bytes_ += it->second;
+        return;
+      }
+      sizes_.erase(it);
+    }
+  }
   std::free(p);
 }
 

@@ -1,7 +1,12 @@
 // The CPU backend: the exact reference every other backend is tested against.
-// Quantization is scalar code written to the spec in fp8/format.hpp; GEMMs dequantize to FP32
-// and run the backend's own FP32 GEMM (sgemm.hpp), multi-threaded, the same bits on every CPU.
+// Quantization follows the spec in fp8/format.hpp element by element; GEMMs read FP8 and BF16
+// operands as the FP32 values they stand for inside the backend's own FP32 GEMM (sgemm.hpp),
+// multi-threaded, the same bits on every CPU.
 #pragma once
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
 
 #include "backend/backend.hpp"
 
@@ -10,6 +15,7 @@ namespace fp8rl {
 class CpuBackend final : public Backend {
  public:
   CpuBackend();
+  ~CpuBackend() override;
   std::string name() const override { return "cpu"; }
   std::string device() const override;
 
@@ -76,6 +82,16 @@ class CpuBackend final : public Backend {
  protected:
   void* raw_alloc(size_t bytes) override;
   void raw_free(void* p) noexcept override;
+
+ private:
+  // Freed blocks of 64 KiB and more are kept for the next request of the same size (a step
+  // allocates the same activations every time; fresh pages from the OS cost a page fault
+  // each, ~5 % of a demo step), up to kCacheLimit bytes.
+  static constexpr size_t kCachedMin = 64 << 10, kCacheLimit = size_t{512} << 20;
+  std::mutex cache_mutex_;
+  std::unordered_map<void*, size_t> sizes_;  // blocks of kCachedMin and more: their size
+  std::multimap<size_t, void*> cached_;      // free blocks by size
+  size_t cached_bytes_ = 0;
 };
 
 // The FP32 GEMM the CPU backend runs: its instruction-set path and the ones this CPU offers.

@@ -1,6 +1,8 @@
 // CPU reference: convert, transpose, add, and the optimizer's vector ops (sum of squares, scale,
 // AdamW).
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "backend/cpu/access.hpp"
@@ -20,24 +22,74 @@ void CpuBackend::convert(const Matrix& x, const Matrix& out) {
   });
 }
 
+namespace {
+
+inline float widen(float x) {
+  return x;
+}
+inline float widen(bf16 x) {
+  return bf16_to_float(x);
+}
+inline void store(float* p, float v) {
+  *p = v;
+}
+inline void store(bf16* p, float v) {
+  *p = float_to_bf16(v);
+}
+
+// out[c][r] = x[r][c] for elements of type T, in 32×32 tiles (rows of x read and columns of
+// out written a tile at a time, so both stay in cache).
+template <class T>
+void transpose_tiles(const T* x, int64_t rows, int64_t cols, T* out) {
+  constexpr int64_t kTile = 32;
+  parallel_for((rows + kTile - 1) / kTile, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)),
+               [&](int64_t b0, int64_t b1) {
+                 for (int64_t r0 = b0 * kTile; r0 < std::min(rows, b1 * kTile); r0 += kTile) {
+                   const int64_t r1 = std::min(rows, r0 + kTile);
+                   for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+                     const int64_t c1 = std::min(cols, c0 + kTile);
+                     for (int64_t c = c0; c < c1; ++c)
+                       for (int64_t r = r0; r < r1; ++r) out[c * rows + r] = x[r * cols + c];
+                   }
+                 }
+               });
+}
+
+}  // namespace
+
 void CpuBackend::transpose(const Matrix& x, const Matrix& out) {
   expect(out, x.cols, x.rows, "transpose", "out");
   check(out.dtype == x.dtype, "transpose: input and output dtypes differ");
-  const size_t es = dtype_size(x.dtype);
-  parallel_for(x.rows, 64, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = 0; c < x.cols; ++c)
-        std::memcpy(static_cast<char*>(out.data) + (c * x.rows + r) * es,
-                    static_cast<const char*>(x.data) + (r * x.cols + c) * es, es);
-  });
+  if (x.dtype == DType::f32)
+    transpose_tiles(static_cast<const float*>(x.data), x.rows, x.cols,
+                    static_cast<float*>(out.data));
+  else
+    transpose_tiles(static_cast<const uint16_t*>(x.data), x.rows, x.cols,
+                    static_cast<uint16_t*>(out.data));
 }
 
 void CpuBackend::add(const Matrix& a, const Matrix& b, const Matrix& out) {
   expect(b, a.rows, a.cols, "add", "b");
   expect(out, a.rows, a.cols, "add", "out");
-  parallel_for(a.rows * a.cols, 1 << 15, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) st(out, i, ld(a, i) + ld(b, i));
-  });
+  auto run = [&](auto* o, const auto* x, const auto* y) {  // one dtype per operand, no branches
+    parallel_for(a.rows * a.cols, 1 << 15, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) store(o + i, widen(x[i]) + widen(y[i]));
+    });
+  };
+  const bool f = a.dtype == DType::f32, g = b.dtype == DType::f32, h = out.dtype == DType::f32;
+  if (f && g && h)
+    run(static_cast<float*>(out.data), static_cast<const float*>(a.data),
+        static_cast<const float*>(b.data));
+  else if (!f && !g && !h)
+    run(static_cast<bf16*>(out.data), static_cast<const bf16*>(a.data),
+        static_cast<const bf16*>(b.data));
+  else if (f && !g && f == h)
+    run(static_cast<float*>(out.data), static_cast<const float*>(a.data),
+        static_cast<const bf16*>(b.data));
+  else
+    parallel_for(a.rows * a.cols, 1 << 15, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) st(out, i, ld(a, i) + ld(b, i));
+    });
 }
 
 double CpuBackend::sum_squares(const float* x, int64_t n) {
