@@ -24,6 +24,11 @@ int cmd_sensitivity(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);
 int cmd_audit(const std::vector<std::string>& args);
+// Sweeps and run groups (docs/sweeps.md): the queue runner, the verdict between groups, the
+// HTML report.
+int cmd_sweep(const std::vector<std::string>& args);
+int cmd_compare(const std::vector<std::string>& args);
+int cmd_report(const std::vector<std::string>& args);
 // Follows a live run's telemetry in the terminal.
 int cmd_attach(int64_t run_id, const std::string& db_path);
 int cmd_worker(const std::vector<std::string>& args);

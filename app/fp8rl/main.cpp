@@ -26,6 +26,9 @@ commands:
   audit                  a run's layer audit: generator and trainer weights, linear by linear
   sensitivity            which linear modules need BF16: per-module KL, loss and gradient change
   runs                   list, show, attach to, check and export (CSV) recorded runs
+  sweep                  run a sweep file's points (seeds × variants), queued, resumable
+  compare                FP8 as good as BF16? group A against group B with 95% intervals
+  report                 the same as a self-contained HTML report with the groups' curves
   worker                 serve one run over ZeroMQ (the studio launches these)
   keys                   CURVE keys of workers served beyond this machine (show, authorize)
   --version              print the version, the git revision and the backends available
@@ -59,7 +62,12 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& rest) {
 #if defined(FP8RL_HAVE_STORE)
     if (cmd == "runs") return fp8rl::cli::cmd_runs(rest);
     if (cmd == "audit") return fp8rl::cli::cmd_audit(rest);
+    if (cmd == "sweep") return fp8rl::cli::cmd_sweep(rest);
+    if (cmd == "compare") return fp8rl::cli::cmd_compare(rest);
+    if (cmd == "report") return fp8rl::cli::cmd_report(rest);
 #else
+    if (cmd == "sweep" || cmd == "compare" || cmd == "report")
+      throw fp8rl::Error("this build has no SQLite: the run store is not available");
     if (cmd == "audit")
       throw fp8rl::Error("this build has no SQLite: the run store is not available");
     if (cmd == "runs")
