@@ -14,19 +14,6 @@ namespace fp8rl::ui {
 
 namespace {
 
-// Mean of the finite values at RL steps (step > 0); nullopt when there are none.
-std::optional<double> rlMean(const RunData& run, const char* key) {
-  double sum = 0;
-  int64_t n = 0;
-  for (const SeriesPoint& p : run.series(key)) {
-    if (p.step <= 0 || !std::isfinite(p.value)) continue;
-    sum += p.value;
-    ++n;
-  }
-  if (n == 0) return std::nullopt;
-  return sum / static_cast<double>(n);
-}
-
 std::optional<double> median(std::vector<double> v) {
   if (v.empty()) return std::nullopt;
   const size_t mid = v.size() / 2;
@@ -104,9 +91,9 @@ std::vector<RunSummary> summarize(const std::vector<const RunData*>& runs, size_
     for (const SeriesPoint& p : val)
       if (std::isfinite(p.value) && (!s.best_validation || p.value > *s.best_validation))
         s.best_validation = p.value;
-    s.rollout_tps = rlMean(*run, metric::kRolloutTps);
-    s.training_tps = rlMean(*run, metric::kTrainTps);
-    s.step_time = rlMean(*run, metric::kTimeTotal);
+    s.rollout_tps = run->rlMean(metric::kRolloutTps);
+    s.training_tps = run->rlMean(metric::kTrainTps);
+    s.step_time = run->rlMean(metric::kTimeTotal);
     std::vector<double> errors;
     for (const SeriesPoint& p : run->series(metric::kTokenMultProbError))
       if (std::isfinite(p.value)) errors.push_back(p.value);
