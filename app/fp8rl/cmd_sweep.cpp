@@ -134,6 +134,7 @@ class Runner {
   bool retry_failed_;
   bool tty_;
   std::string name_;
+  std::string preset_;  // recorded with each run: the sweep's preset, else "sweep NAME"
   std::map<pid_t, Child> children_;
   std::map<int64_t, int> starts_;     // point → starts by this runner
   std::set<int64_t> given_up_;        // points whose starts kept failing
@@ -168,7 +169,8 @@ void Runner::start(const RunStore::SweepPoint& p, const std::optional<RunStore::
     argv.insert(argv.end(), {"--resume", std::to_string(run->id)});
   } else {
     argv.insert(argv.end(), {"--config", config_file(p), "--name", p.name, "--sweep-point",
-                             std::to_string(sweep_) + ":" + std::to_string(p.point)});
+                             std::to_string(sweep_) + ":" + std::to_string(p.point),
+                             "--preset-name", preset_});
   }
   const int threads = static_cast<int>(
       std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / concurrency_));
@@ -226,6 +228,10 @@ int Runner::run() {
   const auto sweep = store_.find_sweep(sweep_);
   check(sweep.has_value(), "no sweep " + std::to_string(sweep_) + " in " + db_);
   name_ = sweep->name;
+  preset_ = sweep->spec.is_object() && sweep->spec.contains("preset") &&
+                    sweep->spec.at("preset").is_string()
+                ? sweep->spec.at("preset").as_string()
+                : "sweep " + sweep->name;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   bool stopping = false;

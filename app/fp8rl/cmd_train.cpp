@@ -103,7 +103,7 @@ int cmd_train(const std::vector<std::string>& args) {
   std::vector<std::string> sets = take_repeated(rest, "set");
   const Args a(rest,
                {"preset", "config", "backend", "output", "db", "name", "resume", "model",
-                "sweep-point"},
+                "sweep-point", "preset-name"},
                {"json", "help", "print-config", "no-db", "list-presets", "list-choices"});
   if (a.flag("list-presets")) {
     for (const auto& n : RunConfig::preset_names()) std::printf("%s\n", n.c_str());
@@ -134,8 +134,8 @@ int cmd_train(const std::vector<std::string>& args) {
         "task then uses its tokenizer.json and chat template).\n"
         "Started by `mpirun -np N`, the run is data-parallel over N ranks (rank 0 records and\n"
         "prints; SIGUSR1 to mpirun stops at a step boundary): see docs/distributed.md.\n"
-        "--sweep-point SWEEP:POINT records the run as that point of a sweep (what `fp8rl\n"
-        "sweep` passes; docs/sweeps.md).\n");
+        "--sweep-point SWEEP:POINT records the run as that point of a sweep, --preset-name the\n"
+        "preset it is recorded with (what `fp8rl sweep` passes; docs/sweeps.md).\n");
   // Under mpirun (docs/distributed.md): the other ranks follow rank 0's run.
   Communicator& comm = world();
   if (comm.rank() > 0) return follow_rank0(comm);
@@ -180,7 +180,7 @@ int cmd_train(const std::vector<std::string>& args) {
   SessionOptions opt;
   opt.comm = &comm;
   opt.name = a.get("name", cfg.name);
-  opt.preset = a.get("preset", a.get("config", ""));
+  opt.preset = a.get("preset-name", a.get("preset", a.get("config", "")));
   const std::string output = a.get("output", "");
   opt.checkpoint_at_end = !output.empty();
 #if defined(FP8RL_HAVE_STORE)
