@@ -137,4 +137,25 @@ std::vector<ConfigDiffRow> configDiff(const std::vector<const Json*>& configs) {
   return rows;
 }
 
+std::vector<ConfigDiffRow> groupConfigDiff(const std::vector<std::vector<const Json*>>& groups) {
+  std::vector<const Json*> all;
+  for (const auto& g : groups) all.insert(all.end(), g.begin(), g.end());
+  std::vector<ConfigDiffRow> rows;
+  for (const ConfigDiffRow& row : configDiff(all)) {
+    ConfigDiffRow out{row.key, {}};
+    size_t at = 0;
+    bool constant = true;
+    for (const auto& g : groups) {
+      const std::string first = g.empty() ? "—" : row.values[at];
+      for (size_t i = 0; i < g.size(); ++i) constant = constant && row.values[at + i] == first;
+      out.values.push_back(first);
+      at += g.size();
+    }
+    bool differ = false;
+    for (const auto& v : out.values) differ = differ || v != out.values.front();
+    if (constant && differ) rows.push_back(std::move(out));
+  }
+  return rows;
+}
+
 }  // namespace fp8rl::ui
