@@ -92,8 +92,11 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
     showRun(id);
   });
   connect(session_, &StudioSession::runUpdated, this, [this](qint64 id) {
-    if (id == current_) run_view_->refresh();
-    if (std::find(compared_.begin(), compared_.end(), id) != compared_.end()) compare_->refresh();
+    if (id == current_) run_view_->refreshShown();
+    // The compare view catches up when shown (below); updating it hidden costs for nothing.
+    if (tabs_->currentWidget() == compare_ &&
+        std::find(compared_.begin(), compared_.end(), id) != compared_.end())
+      compare_->refresh();
     if (id == current_) updateActions();
   });
   connect(session_, &StudioSession::runLaunched, this, [this](qint64 id) {
@@ -126,6 +129,9 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
     const int wanted = runs_->sizeHint().width();
     if (!restored || dock->width() < runs_->minimumWidth())
       resizeDocks({dock}, {std::min(wanted, width() * 3 / 10)}, Qt::Horizontal);
+  });
+  connect(tabs_, &QTabWidget::currentChanged, this, [this] {
+    if (tabs_->currentWidget() == compare_ && !compared_.empty()) compare_->refresh();
   });
   tabs_->setCurrentIndex(0);
   if (db.isEmpty()) db = s.value(QStringLiteral("database"), defaultDatabase()).toString();

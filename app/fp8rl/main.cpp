@@ -30,6 +30,7 @@ commands:
   compare                FP8 as good as BF16? group A against group B with 95% intervals
   report                 the same as a self-contained HTML report with the groups' curves
   worker                 serve one run over ZeroMQ (the studio launches these)
+  replay                 play a recorded run's telemetry as N live workers (studio load tests)
   keys                   CURVE keys of workers served beyond this machine (show, authorize)
   --version              print the version, the git revision and the backends available
   --help                 this text
@@ -55,7 +56,9 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& rest) {
 #if defined(FP8RL_HAVE_IPC)
     if (cmd == "worker") return fp8rl::cli::cmd_worker(rest);
     if (cmd == "keys") return fp8rl::cli::cmd_keys(rest);
+    if (cmd == "replay") return fp8rl::cli::cmd_replay(rest);
 #else
+    if (cmd == "replay") throw fp8rl::Error("this build has no ZeroMQ: replay is not available");
     if (cmd == "keys") throw fp8rl::Error("this build has no ZeroMQ: workers are not available");
     if (cmd == "worker") throw fp8rl::Error("this build has no ZeroMQ: workers are not available");
 #endif

@@ -7,6 +7,7 @@
 //       run to BF16 mid-run, waits for both to finish, then measures the FP8 run's layer
 //       sensitivity
 //   fp8rl-studio --bench [--db PATH] [--runs N] [--steps N] [--live N] [--seconds S]
+//                [--replay DB:RUN [--rate R]] [--all-data]
 //       the GUI performance benchmark (docs/benchmarks.md)
 #include <QApplication>
 #include <QCommandLineParser>
@@ -241,8 +242,20 @@ int main(int argc, char** argv) {
       QStringLiteral("seconds"),
       QStringLiteral("Benchmark: how long the latency is measured with the live workers."),
       QStringLiteral("S"), QStringLiteral("10"));
+  const QCommandLineOption bench_replay(
+      QStringLiteral("replay"),
+      QStringLiteral("Benchmark: replay this recorded run (DB:RUN) as the live runs instead of "
+                     "training workers."),
+      QStringLiteral("DB:RUN"));
+  const QCommandLineOption bench_rate(
+      QStringLiteral("rate"),
+      QStringLiteral("Benchmark with --replay: steps a second per live run (default: as recorded)."),
+      QStringLiteral("R"));
+  const QCommandLineOption bench_all_data(
+      QStringLiteral("all-data"),
+      QStringLiteral("Benchmark: hold every live run's data, as if each were open."));
   parser.addOptions({db, run, compare, groups_option, shots, size_option, scenario, bench, bench_runs,
-                     bench_steps, bench_live, bench_seconds});
+                     bench_steps, bench_live, bench_seconds, bench_replay, bench_rate, bench_all_data});
   parser.process(app);
 
   const QString dir = QApplication::applicationDirPath();
@@ -252,7 +265,9 @@ int main(int argc, char** argv) {
   if (parser.isSet(bench))
     return fp8rl::studio::runBench(
         cli, {parser.value(db), parser.value(bench_runs).toInt(), parser.value(bench_steps).toInt(),
-              parser.value(bench_live).toInt(), parser.value(bench_seconds).toInt()});
+              parser.value(bench_live).toInt(), parser.value(bench_seconds).toInt(),
+              parser.value(bench_replay), parser.value(bench_rate).toDouble(),
+              parser.isSet(bench_all_data)});
 
   MainWindow window(cli, parser.value(db));
   if (parser.isSet(shots)) {

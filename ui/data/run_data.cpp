@@ -106,6 +106,26 @@ std::vector<std::string> RunData::histogramNames(const std::string& prefix) cons
   return out;
 }
 
+size_t RunData::approxBytes() const {
+  // Vector capacities and map nodes (about four pointers and the key each).
+  const size_t node = 4 * sizeof(void*);
+  size_t bytes = sizeof(RunData);
+  for (const auto& [key, points] : scalars)
+    bytes += node + key.capacity() + points.capacity() * sizeof(SeriesPoint);
+  bytes += stats.size() * (node + sizeof(SeriesStats) + 32);
+  for (const auto& [name, steps] : histograms) {
+    bytes += node + name.capacity();
+    for (const auto& [step, h] : steps)
+      bytes += node + sizeof(Histogram) + h.edges.capacity() * sizeof(double) +
+               h.counts.capacity() * sizeof(int64_t);
+  }
+  for (const auto& [step, s] : samples)
+    bytes += sizeof(s) + s.prompt.capacity() + s.response.capacity() + s.answer.capacity() +
+             s.tokens.size() * 16 + s.logprob_diff.capacity() * sizeof(double);
+  bytes += events.size() * (sizeof(RunStore::EventRow) + 64);
+  return bytes;
+}
+
 Json RunData::currentPrecision() const {
   return precision.empty() ? Json() : precision.back().second;
 }

@@ -37,8 +37,8 @@ struct SeriesStats {
 // the newest points stay whole — and a histogram at most kMaxHistogramSteps steps (older steps
 // thinned). The run store keeps everything; means over RL steps stay exact (SeriesStats).
 struct RunData {
-  static constexpr size_t kMaxSeriesPoints = 4096;
-  static constexpr size_t kMaxHistogramSteps = 256;
+  static constexpr size_t kMaxSeriesPoints = 2048;
+  static constexpr size_t kMaxHistogramSteps = 128;
 
   int64_t id = -1;
   RunStore::RunRow row;  // status, config, endpoints, … as last read from the store
@@ -66,6 +66,8 @@ struct RunData {
   std::optional<double> rlMean(const std::string& key) const;
   // Histogram names with a given prefix (e.g. "fp8_scale_log2/"), sorted.
   std::vector<std::string> histogramNames(const std::string& prefix = "") const;
+  // What the data holds in memory, approximately (bytes): the bound of a live run.
+  size_t approxBytes() const;
   // The latest precision map (array of layers, each {"q": "fp8", …}), or null.
   Json currentPrecision() const;
   // Steps at which the precision changed after the first map (markers on every chart).

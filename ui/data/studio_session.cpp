@@ -59,6 +59,7 @@ QString StudioSession::openDatabase(const QString& path) {
   reader_.reset();
   links_.clear();
   launching_.clear();
+  retiring_.clear();
   data_.clear();
   runs_.clear();
   run_index_.clear();
@@ -251,16 +252,16 @@ void StudioSession::apply(Snapshot snap) {
     if (run_status::is_live(r.status) && !r.control_endpoint.empty() && !links_.count(r.id)) attach(r);
     auto it = data_.find(r.id);
     if (!run_status::is_live(r.status) && links_.count(r.id)) {
-      // Take what the link still holds, then let it go; the store has the rest.
+      // Take what the link still holds, then let it go (its thread ends on its own: joined once
+      // it has, by drain()); the store has the rest.
       drain();
-      links_.erase(r.id);
-      if (it != data_.end() && !snap.polled.count(r.id)) {
-        try {
-          snap.polled.emplace(r.id, loadRun(*store_, r.id, it->second->last_step));
-        } catch (const Error& e) {
-          emit problem(QStringLiteral("cannot read run %1: %2").arg(r.id).arg(q(e.message())));
-        }
-      }
+      auto link = links_.find(r.id);
+      link->second->stopAsync();
+      retiring_.push_back(std::move(link->second));
+      links_.erase(link);
+      // What the link missed, if anything, the reader thread reads at its next poll (the run
+      // has no link now): never the store on this thread, where many runs ending at once would
+      // stall the window.
     }
     if (it == data_.end()) continue;
     RunData& d = *it->second;
@@ -363,6 +364,8 @@ void StudioSession::attach(const RunStore::RunRow& r) {
 }
 
 void StudioSession::drain() {
+  // Links of ended runs whose thread has ended go now (nothing to wait for).
+  std::erase_if(retiring_, [](const std::unique_ptr<WorkerLink>& l) { return l->finished(); });
   // Launching links that learned their run id become ordinary links.
   for (size_t i = 0; i < launching_.size();) {
     const int64_t id = launching_[i]->run();

@@ -149,6 +149,7 @@ class StudioSession : public QObject {
   std::map<int64_t, std::unique_ptr<RunData>> data_;
   std::map<int64_t, std::unique_ptr<WorkerLink>> links_;  // by run id
   std::vector<std::unique_ptr<WorkerLink>> launching_;    // run id not known yet
+  std::vector<std::unique_ptr<WorkerLink>> retiring_;     // ended runs' links, their threads ending
   std::set<int64_t> stale_;  // continued runs whose data is reread once their worker reports
   QTimer* drain_timer_;
   QTimer* refresh_timer_;
