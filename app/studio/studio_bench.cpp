@@ -275,8 +275,18 @@ int runBench(const QString& cli, const BenchOptions& opt) {
   std::vector<double> minute_max;
   double sum_ms = 0;
   std::vector<double> p99s;
+  // What the studio holds of the live runs' data, per run (MB), after each minute: it levels off
+  // at the bounds of RunData.
+  const auto heldPerRun = [&] {
+    size_t bytes = 0, n = 0;
+    for (qint64 id : live)
+      if (const ui::RunData* d = w.session()->data(id)) bytes += d->approxBytes(), ++n;
+    return n ? static_cast<double>(bytes) / 1e6 / static_cast<double>(n) : 0.0;
+  };
+  std::vector<double> held_minutes;
   for (int left = opt.seconds; left > 0; left -= 60) {
     const Latency part = measureLatency(std::min(left, 60) * 1000);
+    if (opt.all_data) held_minutes.push_back(heldPerRun());
     minute_max.push_back(part.max_ms);
     lat.max_ms = std::max(lat.max_ms, part.max_ms);
     lat.max_work_ms = std::max(lat.max_work_ms, part.max_work_ms);
@@ -378,6 +388,16 @@ int runBench(const QString& cli, const BenchOptions& opt) {
                 static_cast<double>(max_run) / 1e6);
     std::printf("%-52s %12lld\n", "  scalar points reduced away (kept in the store)",
                 static_cast<long long>(reduced));
+    std::string per_minute;
+    for (double m : held_minutes) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.2f", per_minute.empty() ? "" : " ", m);
+      per_minute += buf;
+    }
+    if (!per_minute.empty())
+      std::printf("%-52s %s\n", "  per run after each minute, MB", per_minute.c_str());
+    if (shown)
+      std::printf("%-52s %12lld\n", "  steps the shown run has streamed", static_cast<long long>(shown->last_step));
   }
   std::printf("%-52s %9.1f ms %7s ms %s\n", "replot, 3 curves × 1,000,000 points (median of 7)",
               replot_ms, "30", verdict(replot_ms < 30));
