@@ -277,7 +277,7 @@ int runBench(const QString& cli, const BenchOptions& opt) {
   std::vector<double> p99s;
   // What the studio holds of the live runs' data, per run (MB), after each minute: it levels off
   // at the bounds of RunData.
-  const auto heldPerRun = [&] {
+  const auto held_per_run = [&] {
     size_t bytes = 0, n = 0;
     for (qint64 id : live)
       if (const ui::RunData* d = w.session()->data(id)) bytes += d->approxBytes(), ++n;
@@ -286,7 +286,7 @@ int runBench(const QString& cli, const BenchOptions& opt) {
   std::vector<double> held_minutes;
   for (int left = opt.seconds; left > 0; left -= 60) {
     const Latency part = measureLatency(std::min(left, 60) * 1000);
-    if (opt.all_data) held_minutes.push_back(heldPerRun());
+    if (opt.all_data) held_minutes.push_back(held_per_run());
     minute_max.push_back(part.max_ms);
     lat.max_ms = std::max(lat.max_ms, part.max_ms);
     lat.max_work_ms = std::max(lat.max_work_ms, part.max_work_ms);

@@ -238,22 +238,22 @@ double incomplete_beta(double a, double b, double x) {
   if (!(x > 0)) return 0;
   if (!(x < 1)) return 1;
   // The continued fraction (modified Lentz), on the side where it converges fast.
-  const auto fraction = [](double a_, double b_, double x_) {
+  const auto fraction = [](double p, double q, double y) {
     const double tiny = 1e-300;
-    double c = 1, d = 1 - (a_ + b_) * x_ / (a_ + 1);
+    double c = 1, d = 1 - (p + q) * y / (p + 1);
     if (std::fabs(d) < tiny) d = tiny;
     d = 1 / d;
     double h = d;
     for (int m = 1; m <= 10000; ++m) {
       const double m2 = 2.0 * m;
-      double aa = m * (b_ - m) * x_ / ((a_ + m2 - 1) * (a_ + m2));
+      double aa = m * (q - m) * y / ((p + m2 - 1) * (p + m2));
       d = 1 + aa * d;
       if (std::fabs(d) < tiny) d = tiny;
       c = 1 + aa / c;
       if (std::fabs(c) < tiny) c = tiny;
       d = 1 / d;
       h *= d * c;
-      aa = -(a_ + m) * (a_ + b_ + m) * x_ / ((a_ + m2) * (a_ + m2 + 1));
+      aa = -(p + m) * (p + q + m) * y / ((p + m2) * (p + m2 + 1));
       d = 1 + aa * d;
       if (std::fabs(d) < tiny) d = tiny;
       c = 1 + aa / c;
