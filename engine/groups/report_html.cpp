@@ -113,7 +113,7 @@ std::string svg_band_chart(const ReportChart& chart, const std::vector<std::stri
   // Frame, grid and ticks.
   s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(pw) + "\" height=\"" +
        num(ph) + "\" fill=\"none\" stroke=\"#999\"/>\n";
-  const auto xt = ticks(x0, x1, 8), yt = ticks(y0, y1, 5);
+  const auto xt = ticks(x0, x1, 8), yt = ticks(y0, y1, 6);
   const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
   for (double t : xt) {
     s += "<line x1=\"" + num(X(t)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(X(t)) + "\" y2=\"" +
