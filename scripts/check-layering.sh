@@ -15,6 +15,7 @@ layers='
 engine/core      core/
 engine/dist      (core|dist)/
 engine/contract  (core|contract)/
+engine/stats     (core|stats)/
 engine/fp8       (core|fp8)/
 engine/text      (core|text)/
 engine/backend   (core|fp8|backend)/|dist/communicator\.hpp
@@ -24,11 +25,12 @@ engine/rollout   ((core|fp8|contract|model|rollout)/|backend/(backend|sampling_r
 engine/rl        ((core|fp8|contract|model|rollout|text|rl|dist)/|backend/backend\.hpp)
 engine/session   ((core|contract|rl|session|dist)/|backend/backend\.hpp)
 engine/store     (core|contract|store)/
+engine/groups    (core|contract|store|stats|groups)/
 engine/ipc       (core|contract|ipc)/
 engine/worker    ((core|contract|store|ipc|session|rl|worker|dist)/|backend/backend_registry\.hpp)
-ui               (core|contract|store|ipc|ui)/
-app/studio       (core|contract|store|ipc|ui)/
-app/fp8rl        (core|contract|fp8|backend|model|rollout|text|rl|session|store|ipc|worker|dist)/
+ui               (core|contract|stats|store|groups|ipc|ui)/
+app/studio       (core|contract|stats|store|groups|ipc|ui)/
+app/fp8rl        (core|contract|stats|fp8|backend|model|rollout|text|rl|session|store|groups|ipc|worker|dist)/
 '
 
 bad=0
@@ -42,7 +44,7 @@ while read -r dir allowed; do
       [[ "$header" == */* ]] || continue
       top=${header%%/*}
       case "$top" in
-        core|contract|fp8|text|backend|model|rollout|rl|session|store|ipc|worker|ui|kernels|dist) ;;
+        core|contract|stats|fp8|text|backend|model|rollout|rl|session|store|groups|ipc|worker|ui|kernels|dist) ;;
         *) continue ;;
       esac
       if ! [[ "$header" =~ ^$allowed ]]; then

@@ -24,9 +24,12 @@
 #include "ui/data/run_data.hpp"
 #include "ui/data/studio_session.hpp"
 #include "ui/engine_report_view.hpp"
+#include "ui/groups/group_view.hpp"
 #include "ui/run/run_view.hpp"
 #include "ui/runs/launch_dialog.hpp"
 #include "ui/runs/runs_panel.hpp"
+#include "ui/runs/sweep_dialog.hpp"
+#include "ui/runs/sweeps_panel.hpp"
 
 namespace fp8rl::ui {
 
@@ -36,6 +39,7 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
       runs_(new RunsPanel(this)),
       run_view_(new RunView(this)),
       compare_(new CompareView(this)),
+      groups_(new GroupView(this)),
       report_(new EngineReportView(cli, {QStringLiteral("doctor")}, this)),
       tabs_(new QTabWidget(this)) {
   setWindowTitle(tr("FP8 RL Studio"));
@@ -45,6 +49,7 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
   tabs_->setObjectName(QStringLiteral("central_tabs"));
   tabs_->addTab(run_view_, tr("Run"));
   tabs_->addTab(compare_, tr("Compare"));
+  tabs_->addTab(groups_, tr("Groups"));
   tabs_->addTab(report_, tr("System"));
   setCentralWidget(tabs_);
 
@@ -71,11 +76,27 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
           });
   connect(session_, &StudioSession::runsChanged, this, [this] {
     runs_->setRuns(session_->runs(), QDateTime::currentMSecsSinceEpoch() / 1000.0);
+    updateSweeps();
     updateActions();
   });
+  connect(session_, &StudioSession::groupsUpdated, this,
+          [this] { groups_->setSnapshot(session_->groupSnapshot()); });
+  connect(groups_, &GroupView::targetChanged, this,
+          [this](double target) { session_->setGroupTarget(target); });
+  connect(runs_->sweeps(), &SweepsPanel::groupsChosen, this,
+          [this](qint64 sweep, const QString& label) { showGroups(sweep, label); });
+  connect(runs_->sweeps(), &SweepsPanel::compareChosen, this,
+          [this](qint64 sweep, const QString& a, const QString& b) { showGroups(sweep, a, b); });
+  connect(runs_->sweeps(), &SweepsPanel::runChosen, this, [this](qint64 id) {
+    runs_->selectRun(id);
+    showRun(id);
+  });
   connect(session_, &StudioSession::runUpdated, this, [this](qint64 id) {
-    if (id == current_) run_view_->refresh();
-    if (std::find(compared_.begin(), compared_.end(), id) != compared_.end()) compare_->refresh();
+    if (id == current_) run_view_->refreshShown();
+    // The compare view catches up when shown (below); updating it hidden costs for nothing.
+    if (tabs_->currentWidget() == compare_ &&
+        std::find(compared_.begin(), compared_.end(), id) != compared_.end())
+      compare_->refresh();
     if (id == current_) updateActions();
   });
   connect(session_, &StudioSession::runLaunched, this, [this](qint64 id) {
@@ -101,12 +122,16 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
   QSettings s;
   restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
   const bool restored = restoreState(s.value(QStringLiteral("window/state")).toByteArray());
-  // Without a saved layout the runs dock opens wide enough for the precision column; the
-  // width applies once the window has its size.
+  // Without a saved layout the runs dock opens wide enough for the id, name, status, step and
+  // precision columns, and at most 30 % of the window; the width applies once the window has
+  // its size.
   QTimer::singleShot(0, this, [this, dock, restored] {
     const int wanted = runs_->sizeHint().width();
     if (!restored || dock->width() < runs_->minimumWidth())
-      resizeDocks({dock}, {std::min(wanted, width() / 2)}, Qt::Horizontal);
+      resizeDocks({dock}, {std::min(wanted, width() * 3 / 10)}, Qt::Horizontal);
+  });
+  connect(tabs_, &QTabWidget::currentChanged, this, [this] {
+    if (tabs_->currentWidget() == compare_ && !compared_.empty()) compare_->refresh();
   });
   tabs_->setCurrentIndex(0);
   if (db.isEmpty()) db = s.value(QStringLiteral("database"), defaultDatabase()).toString();
@@ -138,6 +163,9 @@ void MainWindow::buildActions() {
   continue_ = new QAction(tr("Co&ntinue"), this);
   continue_->setToolTip(tr("Continue a stopped, crashed or failed run from its last checkpoint "
                            "in a new worker, with the live edits made before it"));
+  sweep_ = new QAction(tr("S&weep…"), this);
+  sweep_->setToolTip(tr("Run a configuration over seeds and precision variants in the "
+                        "background, then compare the groups with a verdict"));
   compare_action_ = new QAction(tr("C&ompare selected"), this);
   compare_action_->setToolTip(tr("Compare the runs selected in the runs panel (two or more)"));
   open_db_ = new QAction(tr("&Open database…"), this);
@@ -166,6 +194,19 @@ void MainWindow::buildActions() {
   });
   connect(compare_action_, &QAction::triggered, this,
           [this] { compareRuns(runs_->selectedRuns()); });
+  connect(sweep_, &QAction::triggered, this, [this] {
+    // Over the current run's configuration, else the demo preset's.
+    if (const auto* row = session_->runRow(current_); row && row->config.is_object()) {
+      openSweepDialog(row->config, QString::fromStdString(row->name) + QStringLiteral("-sweep"));
+      return;
+    }
+    QString error;
+    const Json demo = session_->cli().presetConfig(QStringLiteral("demo"), &error);
+    if (demo.is_null())
+      statusBar()->showMessage(tr("Sweep: %1").arg(error), 10000);
+    else
+      openSweepDialog(demo, QStringLiteral("demo-sweep"));
+  });
   connect(open_db_, &QAction::triggered, this, [this] {
     const QString path = QFileDialog::getOpenFileName(
         this, tr("Open run database"), QFileInfo(session_->databasePath()).absolutePath(),
@@ -191,7 +232,8 @@ void MainWindow::buildActions() {
   file->addSeparator();
   file->addAction(quit);
   auto* run = menuBar()->addMenu(tr("&Run"));
-  for (QAction* a : {launch_, pause_, resume_, stop_, checkpoint_, continue_}) run->addAction(a);
+  for (QAction* a : {launch_, sweep_, pause_, resume_, stop_, checkpoint_, continue_})
+    run->addAction(a);
   run->addSeparator();
   run->addAction(compare_action_);
   auto* help = menuBar()->addMenu(tr("&Help"));
@@ -201,7 +243,7 @@ void MainWindow::buildActions() {
   auto* toolbar = addToolBar(tr("Runs"));
   toolbar->setObjectName(QStringLiteral("runs_toolbar"));
   toolbar->setToolButtonStyle(Qt::ToolButtonTextOnly);
-  for (QAction* a : {launch_, pause_, resume_, stop_, checkpoint_, continue_})
+  for (QAction* a : {launch_, sweep_, pause_, resume_, stop_, checkpoint_, continue_})
     toolbar->addAction(a);
   toolbar->addSeparator();
   toolbar->addAction(compare_action_);
@@ -214,6 +256,7 @@ void MainWindow::updateActions() {
   const auto* row = session_->runRow(current_);
   const bool linked = row && session_->isLinked(current_) && run_status::is_live(row->status);
   launch_->setEnabled(session_->hasDatabase());
+  sweep_->setEnabled(session_->hasDatabase());
   pause_->setEnabled(linked && row->status == "running");
   resume_->setEnabled(linked && row->status == "paused");
   stop_->setEnabled(linked);
@@ -302,8 +345,51 @@ LaunchDialog* MainWindow::openLaunchDialog() {
     else
       statusBar()->showMessage(tr("Starting a worker for %1…").arg(dialog_->runName()), 5000);
   });
+  connect(dialog_, &LaunchDialog::sweepRequested, this, [this] {
+    openSweepDialog(dialog_->config(),
+                    (dialog_->preset().isEmpty() ? dialog_->runName() : dialog_->preset()) +
+                        QStringLiteral("-sweep"));
+  });
   dialog_->show();
   return dialog_;
+}
+
+SweepDialog* MainWindow::openSweepDialog(const Json& config, const QString& name) {
+  delete sweep_dialog_;
+  const QString dir =
+      QFileInfo(session_->databasePath()).absoluteDir().filePath(QStringLiteral("sweeps"));
+  auto& cli = session_->cli();
+  sweep_dialog_ = new SweepDialog(
+      config, name, dir,
+      [&cli](const QString& file, QString* summary) { return cli.checkSweep(file, summary); },
+      this);
+  connect(sweep_dialog_, &QDialog::accepted, this, [this] {
+    const QString file = sweep_dialog_->sweepFile();
+    const QString err = session_->startSweep(file);
+    if (!err.isEmpty()) {
+      QMessageBox::warning(this, tr("Sweep failed"), err);
+      return;
+    }
+    if (dialog_) dialog_->close();
+    runs_->tabs()->setCurrentWidget(runs_->sweeps());
+    statusBar()->showMessage(tr("Sweep started in the background: fp8rl sweep %1").arg(file), 10000);
+  });
+  sweep_dialog_->show();
+  return sweep_dialog_;
+}
+
+void MainWindow::showGroups(qint64 sweep, const QString& a, const QString& b) {
+  session_->showGroups(sweep);
+  groups_->setSnapshot(session_->groupSnapshot());
+  if (!a.isEmpty() || !b.isEmpty()) groups_->setPair(a, b);
+  tabs_->setCurrentWidget(groups_);
+}
+
+void MainWindow::updateSweeps() {
+  std::vector<SweepEntry> entries;
+  for (const auto& s : session_->sweeps())
+    entries.push_back({s, session_->sweepProgress(s.id), session_->sweepGroups(s.id)});
+  runs_->sweeps()->setSweeps(entries);
 }
 
 void MainWindow::showRun(qint64 run) {
@@ -348,6 +434,7 @@ bool MainWindow::openDatabase(const QString& path, bool quiet) {
   compared_.clear();
   run_view_->setRun(nullptr);
   compare_->setRuns({});
+  groups_->setSnapshot(nullptr);
   QSettings().setValue(QStringLiteral("database"), session_->databasePath());
   updateStatus();
   return true;

@@ -24,9 +24,16 @@ int cmd_sensitivity(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);
 int cmd_audit(const std::vector<std::string>& args);
+// Sweeps and run groups (docs/sweeps.md): the queue runner, the verdict between groups, the
+// HTML report.
+int cmd_sweep(const std::vector<std::string>& args);
+int cmd_compare(const std::vector<std::string>& args);
+int cmd_report(const std::vector<std::string>& args);
 // Follows a live run's telemetry in the terminal.
 int cmd_attach(int64_t run_id, const std::string& db_path);
 int cmd_worker(const std::vector<std::string>& args);
+// Plays a recorded run's telemetry as live workers (the studio's load benchmark).
+int cmd_replay(const std::vector<std::string>& args);
 int cmd_keys(const std::vector<std::string>& args);
 // Ranks other than 0 of `mpirun … fp8rl train|worker`: follow rank 0's run (docs/distributed.md)
 // and return the exit code.

@@ -26,7 +26,11 @@ commands:
   audit                  a run's layer audit: generator and trainer weights, linear by linear
   sensitivity            which linear modules need BF16: per-module KL, loss and gradient change
   runs                   list, show, attach to, check and export (CSV) recorded runs
+  sweep                  run a sweep file's points (seeds × variants), queued, resumable
+  compare                FP8 as good as BF16? group A against group B with 95% intervals
+  report                 the same as a self-contained HTML report with the groups' curves
   worker                 serve one run over ZeroMQ (the studio launches these)
+  replay                 play a recorded run's telemetry as N live workers (studio load tests)
   keys                   CURVE keys of workers served beyond this machine (show, authorize)
   --version              print the version, the git revision and the backends available
   --help                 this text
@@ -52,14 +56,21 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& rest) {
 #if defined(FP8RL_HAVE_IPC)
     if (cmd == "worker") return fp8rl::cli::cmd_worker(rest);
     if (cmd == "keys") return fp8rl::cli::cmd_keys(rest);
+    if (cmd == "replay") return fp8rl::cli::cmd_replay(rest);
 #else
+    if (cmd == "replay") throw fp8rl::Error("this build has no ZeroMQ: replay is not available");
     if (cmd == "keys") throw fp8rl::Error("this build has no ZeroMQ: workers are not available");
     if (cmd == "worker") throw fp8rl::Error("this build has no ZeroMQ: workers are not available");
 #endif
 #if defined(FP8RL_HAVE_STORE)
     if (cmd == "runs") return fp8rl::cli::cmd_runs(rest);
     if (cmd == "audit") return fp8rl::cli::cmd_audit(rest);
+    if (cmd == "sweep") return fp8rl::cli::cmd_sweep(rest);
+    if (cmd == "compare") return fp8rl::cli::cmd_compare(rest);
+    if (cmd == "report") return fp8rl::cli::cmd_report(rest);
 #else
+    if (cmd == "sweep" || cmd == "compare" || cmd == "report")
+      throw fp8rl::Error("this build has no SQLite: the run store is not available");
     if (cmd == "audit")
       throw fp8rl::Error("this build has no SQLite: the run store is not available");
     if (cmd == "runs")

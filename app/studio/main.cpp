@@ -1,11 +1,13 @@
 // fp8rl-studio: the Qt desktop app.
-//   fp8rl-studio [--db PATH] [--run ID] [--compare ID,ID,…]
-//   fp8rl-studio --screenshots DIR [--db PATH] [--run ID] [--compare ID,ID,…] [--scenario]
+//   fp8rl-studio [--db PATH] [--run ID] [--compare ID,ID,…] [--groups SWEEP]
+//   fp8rl-studio --screenshots DIR [--db PATH] [--run ID] [--compare ID,ID,…] [--groups SWEEP]
+//                [--scenario]
 //       save a PNG of every view once the window is ready, then quit (tools/screenshots.sh);
 //       --scenario first launches an FP8 and a BF16 demo run, flips layer 0's MLP of the FP8
 //       run to BF16 mid-run, waits for both to finish, then measures the FP8 run's layer
 //       sensitivity
 //   fp8rl-studio --bench [--db PATH] [--runs N] [--steps N] [--live N] [--seconds S]
+//                [--replay DB:RUN [--rate R]] [--all-data]
 //       the GUI performance benchmark (docs/benchmarks.md)
 #include <QApplication>
 #include <QCommandLineParser>
@@ -28,8 +30,11 @@
 #include "ui/run/precision_tab.hpp"
 #include "ui/run/run_view.hpp"
 #include "ui/run/sensitivity_panel.hpp"
+#include "ui/groups/group_view.hpp"
 #include "ui/runs/launch_dialog.hpp"
 #include "ui/runs/runs_panel.hpp"
+#include "ui/runs/sweep_dialog.hpp"
+#include "ui/runs/sweeps_panel.hpp"
 
 namespace {
 
@@ -52,7 +57,7 @@ QString slug(QString s) {
 // Saves the run view's tabs, the compare view, the system report, the launch dialog and the
 // About dialog as DIR/studio-*.png.
 void saveScreenshots(MainWindow& w, const QString& dir, qint64 run,
-                      const std::vector<int64_t>& compare) {
+                      const std::vector<int64_t>& compare, qint64 groups) {
   QDir().mkpath(dir);
   const auto save = [&](const QString& name) {
     settle(400);
@@ -74,6 +79,38 @@ void saveScreenshots(MainWindow& w, const QString& dir, qint64 run,
     w.runsPanel()->selectRuns(compare);
     w.compareRuns(compare);
     save(QStringLiteral("compare"));
+  }
+  // A sweep's groups (the newest sweep, or --groups ID): the Groups view with the runs panel's
+  // Sweeps tab beside it; then the Sweep… form.
+  if (!w.session()->sweeps().empty()) {
+    const qint64 sweep = groups >= 0 ? groups : w.session()->sweeps().back().id;
+    w.runsPanel()->tabs()->setCurrentWidget(w.runsPanel()->sweeps());
+    w.showGroups(sweep);
+    QElapsedTimer t;
+    t.start();
+    while (w.session()->groupSnapshot()->version <= 0 && t.elapsed() < 30000) settle(100);
+    const auto labels = w.session()->sweepGroups(sweep);
+    QStringList pair;
+    for (const auto& g : labels) pair << QString::fromStdString(g.label);
+    w.runsPanel()->sweeps()->selectGroups(sweep, pair);
+    // FP8 against BF16 when the sweep has them: the question the sweep answers.
+    if (pair.contains(QStringLiteral("bf16")))
+      for (const QString& a : pair)
+        if (a != QStringLiteral("bf16")) {
+          w.groupView()->setPair(a, QStringLiteral("bf16"));
+          break;
+        }
+    save(QStringLiteral("groups"));
+    w.groupView()->detailTabs()->setCurrentIndex(1);
+    save(QStringLiteral("groups-table"));
+    w.groupView()->detailTabs()->setCurrentIndex(0);
+    w.runsPanel()->tabs()->setCurrentIndex(0);
+  }
+  if (fp8rl::ui::SweepDialog* d = w.openSweepDialog(
+          w.session()->cli().presetConfig(QStringLiteral("demo")), QStringLiteral("demo-sweep"))) {
+    settle(400);
+    d->grab().save(QDir(dir).filePath(QStringLiteral("studio-sweep-dialog.png")));
+    d->close();
   }
   w.centralTabs()->setCurrentWidget(w.systemReport());
   save(QStringLiteral("system"));
@@ -180,6 +217,14 @@ int main(int argc, char** argv) {
   const QCommandLineOption shots(QStringLiteral("screenshots"),
                                  QStringLiteral("Save a PNG of every view into DIR, then quit."),
                                  QStringLiteral("DIR"));
+  const QCommandLineOption groups_option(
+      QStringLiteral("groups"), QStringLiteral("Show the groups of this sweep (screenshots: of it)."),
+      QStringLiteral("SWEEP"));
+  const QCommandLineOption size_option(
+      QStringLiteral("size"),
+      QStringLiteral("With --screenshots: the window's size (default 1600x1000, the Xvfb screen; "
+                     "1440x900 is the studio's default)."),
+      QStringLiteral("WxH"));
   const QCommandLineOption scenario(
       QStringLiteral("scenario"),
       QStringLiteral("With --screenshots: launch an FP8 and a BF16 demo run first."));
@@ -198,8 +243,20 @@ int main(int argc, char** argv) {
       QStringLiteral("seconds"),
       QStringLiteral("Benchmark: how long the latency is measured with the live workers."),
       QStringLiteral("S"), QStringLiteral("10"));
-  parser.addOptions({db, run, compare, shots, scenario, bench, bench_runs, bench_steps, bench_live,
-                     bench_seconds});
+  const QCommandLineOption bench_replay(
+      QStringLiteral("replay"),
+      QStringLiteral("Benchmark: replay this recorded run (DB:RUN) as the live runs instead of "
+                     "training workers."),
+      QStringLiteral("DB:RUN"));
+  const QCommandLineOption bench_rate(
+      QStringLiteral("rate"),
+      QStringLiteral("Benchmark with --replay: steps a second per live run (default: as recorded)."),
+      QStringLiteral("R"));
+  const QCommandLineOption bench_all_data(
+      QStringLiteral("all-data"),
+      QStringLiteral("Benchmark: hold every live run's data, as if each were open."));
+  parser.addOptions({db, run, compare, groups_option, shots, size_option, scenario, bench, bench_runs,
+                     bench_steps, bench_live, bench_seconds, bench_replay, bench_rate, bench_all_data});
   parser.process(app);
 
   const QString dir = QApplication::applicationDirPath();
@@ -209,21 +266,32 @@ int main(int argc, char** argv) {
   if (parser.isSet(bench))
     return fp8rl::studio::runBench(
         cli, {parser.value(db), parser.value(bench_runs).toInt(), parser.value(bench_steps).toInt(),
-              parser.value(bench_live).toInt(), parser.value(bench_seconds).toInt()});
+              parser.value(bench_live).toInt(), parser.value(bench_seconds).toInt(),
+              parser.value(bench_replay), parser.value(bench_rate).toDouble(),
+              parser.isSet(bench_all_data)});
 
   MainWindow window(cli, parser.value(db));
-  if (parser.isSet(shots)) window.resize(1600, 1000);  // the Xvfb screen of tools/screenshots.sh
+  if (parser.isSet(shots)) {
+    // The Xvfb screen of tools/screenshots.sh, or --size.
+    const QStringList wh = parser.value(size_option).split('x');
+    if (wh.size() == 2 && wh[0].toInt() > 0 && wh[1].toInt() > 0)
+      window.resize(wh[0].toInt(), wh[1].toInt());
+    else
+      window.resize(1600, 1000);
+  }
   window.show();
   std::vector<int64_t> ids;
   for (const auto& s : parser.value(compare).split(',', Qt::SkipEmptyParts))
     ids.push_back(s.toLongLong());
   qint64 run_id = parser.isSet(run) ? parser.value(run).toLongLong() : -1;
+  const qint64 groups_id = parser.isSet(groups_option) ? parser.value(groups_option).toLongLong() : -1;
   if (parser.isSet(shots)) {
     const QString out = parser.value(shots);
     const bool with_scenario = parser.isSet(scenario);
     QObject::connect(window.systemReport(), &fp8rl::ui::EngineReportView::finished, &app,
-                     [&window, out, run_id, ids, with_scenario] {
-                       QTimer::singleShot(300, [&window, out, run_id, ids, with_scenario] {
+                     [&window, out, run_id, ids, with_scenario, groups_id] {
+                       QTimer::singleShot(300, [&window, out, run_id, ids, with_scenario,
+                                                groups_id] {
                          auto shown = ids;
                          qint64 first = run_id;
                          if (with_scenario) {
@@ -231,7 +299,7 @@ int main(int argc, char** argv) {
                            if (!shown.empty()) first = shown.front();  // the FP8 run
                            std::reverse(shown.begin(), shown.end());   // BF16 is the base
                          }
-                         saveScreenshots(window, out, first, shown);
+                         saveScreenshots(window, out, first, shown, groups_id);
                          QApplication::quit();
                        });
                      });
@@ -241,6 +309,7 @@ int main(int argc, char** argv) {
       window.showRun(run_id);
     }
     if (ids.size() >= 2) window.compareRuns(ids);
+    if (groups_id >= 0) window.showGroups(groups_id);
   }
   return QApplication::exec();
 }

@@ -50,6 +50,41 @@ class RunStore final : public RunRecorder {
     std::optional<int64_t> checkpoint_step;
     std::string tags;
     std::string notes;
+    // The sweep the run belongs to (docs/sweeps.md) and its point there, with the point's axis
+    // values ({"seed": "3", "precision": "fp8"}); nullopt, -1 and null for a run of no sweep.
+    std::optional<int64_t> sweep_id;
+    int64_t sweep_point = -1;
+    Json axis_values;
+  };
+
+  // A sweep: the runs a sweep file expands to (docs/sweeps.md), queued and run by
+  // `fp8rl sweep`. Times are unix seconds.
+  struct SweepRow {
+    int64_t id = 0;
+    std::string name;
+    std::string source;     // the sweep file it was read from ("" when none)
+    Json spec;              // the sweep as read (JSON form of the file)
+    std::string spec_hash;  // the same sweep run again has the same hash
+    std::vector<std::string> axes;  // axis names, in the file's order
+    std::string replicate;          // the axis of repeats (seeds); "" when none
+    int64_t concurrency = 1;        // runs at once
+    double created_at = 0;
+    std::optional<double> ended_at;  // set when every point has a finished or failed run
+    std::string runner_host;         // the `fp8rl sweep` process running it ("" / 0: none)
+    int64_t runner_pid = 0;
+    std::optional<double> runner_heartbeat;
+  };
+
+  // One point of a sweep: its axis values, its validated configuration and the run that
+  // records it (the latest attempt; nullopt while queued).
+  struct SweepPoint {
+    int64_t sweep_id = 0;
+    int64_t point = 0;  // 0, 1, … in expansion order
+    std::string name;   // the run name
+    Json axis_values;   // axis → value as text
+    Json config;
+    std::optional<int64_t> run_id;
+    int64_t attempts = 0;  // runs created for the point
   };
 
   struct ScalarPoint {
@@ -123,6 +158,30 @@ class RunStore final : public RunRecorder {
   void truncate_after(int64_t run, int64_t step) override;
   // Sets the user's tags and notes of the run.
   void set_tags_notes(int64_t run, const std::string& tags, const std::string& notes);
+
+  // --- Sweeps (run_store_sweeps.cpp)
+
+  // Records a sweep and its points in one transaction; returns its id. The SweepRow's id,
+  // created_at, ended_at and runner fields are ignored.
+  int64_t create_sweep(const SweepRow& sweep, const std::vector<SweepPoint>& points);
+  // Every sweep, by id; one sweep; a sweep's points, by point.
+  std::vector<SweepRow> list_sweeps();
+  std::optional<SweepRow> find_sweep(int64_t id);
+  std::vector<SweepPoint> sweep_points(int64_t sweep);
+  // Makes this process the sweep's runner (its host, pid and a heartbeat now) unless another
+  // live process runs it: returns "" or who runs it ("sweep 3 is being run by process 4242 on
+  // host"). A runner whose process is gone, or whose heartbeat is older than stale_seconds,
+  // no longer holds the sweep.
+  std::string claim_sweep(int64_t sweep, double stale_seconds = 30);
+  // The runner's heartbeat (claim_sweep's process only).
+  void sweep_heartbeat(int64_t sweep);
+  // Lets the sweep go (no runner); ended: every point is done, ended_at is set.
+  void release_sweep(int64_t sweep, bool ended);
+  // The next run this store object creates (create_run) belongs to the sweep's point: its row
+  // records the sweep, the point and the point's axis values, and the point records the run
+  // (attempts + 1), in create_run's transaction, so that a run is never a sweep's without the
+  // sweep knowing it. Throws when there is no such point.
+  void set_next_run_sweep_point(int64_t sweep, int64_t point);
 
   // --- Readers (each sees the latest committed state)
 

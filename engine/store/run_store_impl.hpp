@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "core/error.hpp"
 #include "store/run_store.hpp"
@@ -20,8 +22,13 @@ struct RunStore::Impl {
   bool read_only = false;
   int version = 0;
   sqlite::Connection db;
+  // set_next_run_sweep_point's sweep and point, taken by the next create_run.
+  std::optional<std::pair<int64_t, int64_t>> next_sweep_point;
 
   std::string name() const { return "run store '" + path + "'"; }
+  // Unix seconds now; this machine's host name.
+  static double now_unix();
+  static std::string host_name();
 
   // Runs body() in one write transaction (see sqlite::Connection::write) and returns what it
   // returns; throws without writing when the store is read-only.

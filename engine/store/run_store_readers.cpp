@@ -25,6 +25,8 @@ std::string runs_select(int version, const char* where_clause, const char* confi
       "checkpoint_dir, checkpoint_step, ";
   sql += version >= 2 ? "tags, notes" : "'' AS tags, '' AS notes";
   sql += version >= 4 ? ", server_key" : ", '' AS server_key";
+  sql += version >= 5 ? ", sweep_id, sweep_point, axis_values"
+                      : ", NULL AS sweep_id, NULL AS sweep_point, '' AS axis_values";
   sql += " FROM runs ";
   sql += where_clause;
   return sql;
@@ -53,6 +55,9 @@ RunStore::RunRow run_row(const Row& s) {
   r.tags = s.text(17);
   r.notes = s.text(18);
   r.server_key = s.text(19);
+  r.sweep_id = s.opt_integer(20);
+  r.sweep_point = s.opt_integer(21).value_or(-1);
+  if (!s.is_null(22) && !s.text(22).empty()) r.axis_values = s.json(22);
   return r;
 }
 

@@ -96,6 +96,40 @@ CREATE INDEX layer_audit_run_step ON layer_audit(run_id, step);
       R"sql(
 ALTER TABLE runs ADD COLUMN server_key TEXT NOT NULL DEFAULT '';
 )sql",
+      // 5: sweeps (docs/sweeps.md): a sweep's definition and its points (axis values, the
+      // validated configuration, the run recording the point), and on each run the sweep and
+      // point it belongs to with its axis values (JSON), so run lists group without a join.
+      R"sql(
+CREATE TABLE sweeps (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  source TEXT NOT NULL DEFAULT '',
+  spec TEXT NOT NULL DEFAULT '{}',
+  spec_hash TEXT NOT NULL DEFAULT '',
+  axes TEXT NOT NULL DEFAULT '[]',
+  replicate TEXT NOT NULL DEFAULT '',
+  concurrency INTEGER NOT NULL DEFAULT 1,
+  created_at REAL NOT NULL,
+  ended_at REAL,
+  runner_host TEXT NOT NULL DEFAULT '',
+  runner_pid INTEGER NOT NULL DEFAULT 0,
+  runner_heartbeat REAL
+);
+CREATE TABLE sweep_points (
+  sweep_id INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+  point INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  axis_values TEXT NOT NULL DEFAULT '{}',
+  config TEXT NOT NULL DEFAULT '{}',
+  run_id INTEGER,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (sweep_id, point)
+);
+ALTER TABLE runs ADD COLUMN sweep_id INTEGER;
+ALTER TABLE runs ADD COLUMN sweep_point INTEGER;
+ALTER TABLE runs ADD COLUMN axis_values TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_sweep_point ON runs(sweep_id, sweep_point);
+)sql",
   };
   return scripts;
 }

@@ -29,12 +29,7 @@ void require_known_status(const std::string& status) {
   if (!known) throw Error("invalid run status '" + status + "' (one of: " + list + ")");
 }
 
-double now_unix() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
-std::string host_name() {
+std::string this_host() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "";
   return buf;
@@ -42,20 +37,52 @@ std::string host_name() {
 
 }  // namespace
 
+double RunStore::Impl::now_unix() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string RunStore::Impl::host_name() {
+  return this_host();
+}
+
 int64_t RunStore::create_run(const std::string& name, const std::string& preset, const Json& config,
                              const std::string& precision_summary) {
   Impl& m = *impl_;
   const std::string what = "create_run('" + name + "')";
-  return m.write(what, [&] {
+  const auto sweep_point = m.next_sweep_point;
+  const int64_t id = m.write(what, [&] {
     m.db.query(what,
                "INSERT INTO runs(name, status, preset, config, precision_summary, host, "
                "pid, created_at, started_at, last_heartbeat) "
                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?8)",
                name, run_status::kRunning, preset, stored::json_text(config), precision_summary,
-               host_name(), static_cast<int64_t>(getpid()), now_unix())
+               Impl::host_name(), static_cast<int64_t>(getpid()), Impl::now_unix())
         .run();
-    return m.db.last_insert_rowid();
+    const int64_t run = m.db.last_insert_rowid();
+    if (sweep_point) {
+      // The run and its sweep point name each other, in this transaction.
+      const auto [sweep, point] = *sweep_point;
+      const std::string tag = what + ": sweep " + std::to_string(sweep) + " point " +
+                              std::to_string(point);
+      const int64_t changed =
+          m.db.query(tag,
+                     "UPDATE sweep_points SET run_id = ?3, attempts = attempts + 1 "
+                     "WHERE sweep_id = ?1 AND point = ?2",
+                     sweep, point, run)
+              .run();
+      if (changed == 0) throw Error(tag + ": no such sweep point");
+      m.db.query(tag,
+                 "UPDATE runs SET sweep_id = ?1, sweep_point = ?2, axis_values = "
+                 "(SELECT axis_values FROM sweep_points WHERE sweep_id = ?1 AND point = ?2) "
+                 "WHERE id = ?3",
+                 sweep, point, run)
+          .run();
+    }
+    return run;
   });
+  m.next_sweep_point.reset();
+  return id;
 }
 
 void RunStore::set_status(int64_t run, const std::string& status) {
@@ -67,18 +94,18 @@ void RunStore::set_status(int64_t run, const std::string& status) {
                    "ended_at = CASE WHEN ?3 THEN coalesce(ended_at, ?4) ELSE NULL END, "
                    "started_at = CASE WHEN ?5 THEN coalesce(started_at, ?4) "
                    "ELSE started_at END WHERE id = ?1",
-                   status, terminal, now_unix(), status == run_status::kRunning);
+                   status, terminal, Impl::now_unix(), status == run_status::kRunning);
 }
 
 void RunStore::reopen_run(int64_t run) {
   impl_->write_run(run_what("reopen_run", run), run,
                    "UPDATE runs SET status = ?2, ended_at = NULL, host = ?3, pid = ?4, "
                    "last_heartbeat = ?5 WHERE id = ?1",
-                   run_status::kRunning, host_name(), static_cast<int64_t>(getpid()), now_unix());
+                   run_status::kRunning, Impl::host_name(), static_cast<int64_t>(getpid()), Impl::now_unix());
 }
 
 bool run_process_gone(const RunStore::RunRow& r) {
-  return run_status::is_live(r.status) && r.host == host_name() && r.pid > 0 &&
+  return run_status::is_live(r.status) && r.host == this_host() && r.pid > 0 &&
          ::kill(static_cast<pid_t>(r.pid), 0) != 0 && errno != EPERM;
 }
 
@@ -121,7 +148,7 @@ void RunStore::Impl::insert_step(int64_t run, const StepRecord& r) {
     Impl::require_run(
         what, run,
         m.db.query(what, "UPDATE runs SET last_step = ?2, last_heartbeat = ?3 WHERE id = ?1", run,
-                   r.step, now_unix())
+                   r.step, Impl::now_unix())
             .run());
     // One row of the step: run and step bind ?1 and ?2, values the rest. The row's words
     // become a What at the call, so that an error names the line of its INSERT.
@@ -164,7 +191,7 @@ void RunStore::record_event(int64_t run, int64_t step, const EventRecord& e) {
                    "INSERT INTO events(run_id, step, wall, kind, message, data) "
                    "SELECT id, ?2, ?3 - coalesce(started_at, created_at), ?4, ?5, ?6 "
                    "FROM runs WHERE id = ?1",
-                   step, now_unix(), e.kind, e.message, stored::json_text_or_null(e.data));
+                   step, Impl::now_unix(), e.kind, e.message, stored::json_text_or_null(e.data));
 }
 
 void RunStore::record_precision(int64_t run, int64_t step, const Json& map) {
@@ -176,7 +203,7 @@ void RunStore::record_precision(int64_t run, int64_t step, const Json& map) {
 
 void RunStore::heartbeat(int64_t run) {
   impl_->write_run(run_what("heartbeat", run), run,
-                   "UPDATE runs SET last_heartbeat = ?2 WHERE id = ?1", now_unix());
+                   "UPDATE runs SET last_heartbeat = ?2 WHERE id = ?1", Impl::now_unix());
 }
 
 void RunStore::set_endpoints(int64_t run, const std::string& control, const std::string& telemetry,

@@ -5,6 +5,7 @@
 
 #include <QFile>
 #include <QTemporaryDir>
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 
@@ -112,6 +113,45 @@ class TestUiData : public QObject {
     QCOMPARE(changes[0].first, int64_t(7));
     QCOMPARE(QString::fromStdString(changes[0].second), QStringLiteral("L0.gate bf16"));
     QCOMPARE(d.layers(), int64_t(1));
+  }
+
+  // A live run's data stays bounded however long it streams: 20,000 steps of a scalar keep at
+  // most kMaxSeriesPoints points (the newest whole, a spike and a NaN among the old ones kept),
+  // the RL mean stays exact, histograms keep at most kMaxHistogramSteps steps.
+  void liveDataStaysBounded() {
+    RunData run;
+    run.id = 1;
+    const int64_t steps = 20000;
+    double sum = 0;
+    for (int64_t chunk = 0; chunk < steps; chunk += 8) {  // 8 steps per drain, as a fast link
+      RunData delta;
+      for (int64_t s = chunk + 1; s <= chunk + 8; ++s) {
+        double v = std::sin(static_cast<double>(s) * 0.01);
+        if (s == 1234) v = 50;               // a spike far back
+        if (s == 2345) v = std::nan("");     // a NaN far back
+        if (std::isfinite(v)) sum += v;
+        delta.scalars[metric::kReward].push_back({static_cast<double>(s), 0.1 * s, 0, v});
+        delta.histograms[histogram::kImportanceLogWeight][s] = Histogram{{0, 1}, {0, 1, 0}};
+        delta.last_step = s;
+      }
+      mergeInto(run, std::move(delta));
+      QVERIFY(run.series(metric::kReward).size() <= RunData::kMaxSeriesPoints);
+      QVERIFY(run.histograms[histogram::kImportanceLogWeight].size() <= RunData::kMaxHistogramSteps);
+    }
+    const auto& s = run.series(metric::kReward);
+    QVERIFY(s.size() >= RunData::kMaxSeriesPoints / 4);
+    QVERIFY(run.reduced_points > 0);
+    QCOMPARE(static_cast<size_t>(run.reduced_points) + s.size(), static_cast<size_t>(steps));
+    QVERIFY(std::is_sorted(s.begin(), s.end(),
+                           [](const SeriesPoint& a, const SeriesPoint& b) { return a.step < b.step; }));
+    QCOMPARE(s.back().step, static_cast<double>(steps));
+    // The newest quarter is whole: every step of it.
+    for (size_t i = 1; i < RunData::kMaxSeriesPoints / 4; ++i)
+      QCOMPARE(s[s.size() - i].step, static_cast<double>(steps + 1 - static_cast<int64_t>(i)));
+    QVERIFY(std::any_of(s.begin(), s.end(), [](const SeriesPoint& p) { return p.value == 50; }));
+    QVERIFY(std::any_of(s.begin(), s.end(), [](const SeriesPoint& p) { return std::isnan(p.value); }));
+    QVERIFY(std::fabs(*run.rlMean(metric::kReward) - sum / (steps - 1)) < 1e-9);
+    QCOMPARE(run.histograms[histogram::kImportanceLogWeight].rbegin()->first, steps);
   }
 
   void loadRunReadsTheStore() {

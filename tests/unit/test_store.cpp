@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -468,6 +469,100 @@ class TestStore : public QObject {
     RunStore again(file.toStdString());
     QCOMPARE(again.schema_version(), RunStore::latest_schema_version());
     QCOMPARE(again.list_runs().size(), size_t{1});
+  }
+
+  // A version 4 store (before sweeps) opens and migrates: its runs belong to no sweep; read-only
+  // it is read as it is (no sweeps).
+  void migratesFromVersion4() {
+    const QString file = dir_.filePath("v4.db");
+    {
+      RawDb db(file);
+      for (int v = 1; v <= 4; ++v) db.exec(RunStore::migration_script(v));
+      db.exec("PRAGMA user_version = 4");
+      db.exec("INSERT INTO runs(name, status, created_at, last_step) VALUES ('v4', 'finished', 1.0, 3)");
+    }
+    {
+      RunStore ro(file.toStdString(), /*read_only=*/true);
+      QCOMPARE(ro.schema_version(), 4);
+      QVERIFY(ro.list_sweeps().empty());
+      QVERIFY(!ro.find_run(1)->sweep_id.has_value());
+    }
+    RunStore store(file.toStdString());
+    QCOMPARE(store.schema_version(), RunStore::latest_schema_version());
+    const auto row = store.find_run(1);
+    QCOMPARE(row->name, std::string("v4"));
+    QVERIFY(!row->sweep_id.has_value());
+    QCOMPARE(row->sweep_point, int64_t{-1});
+    QVERIFY(row->axis_values.is_null());
+    QVERIFY(store.list_sweeps().empty());
+    QCOMPARE(store.integrity_check(), std::string("ok"));
+  }
+
+  // A sweep's rows; a run created for a point names it and the point the run, in one
+  // transaction; one runner at a time.
+  void sweepRowsAndRunners() {
+    RunStore store(dir_.filePath("sweeps.db").toStdString());
+    RunStore::SweepRow sweep;
+    sweep.name = "demo-precision";
+    sweep.spec = Json::parse(R"({"preset":"demo"})");
+    sweep.spec_hash = "abc";
+    sweep.axes = {"seed", "precision"};
+    sweep.replicate = "seed";
+    sweep.concurrency = 2;
+    std::vector<RunStore::SweepPoint> points(2);
+    points[0].point = 0;
+    points[0].name = "demo-precision seed=1 precision=bf16";
+    points[0].axis_values = Json::parse(R"({"precision":"bf16","seed":"1"})");
+    points[0].config = Json::parse(R"({"seed":1})");
+    points[1].point = 1;
+    points[1].name = "demo-precision seed=1 precision=fp8";
+    points[1].axis_values = Json::parse(R"({"precision":"fp8","seed":"1"})");
+    const int64_t id = store.create_sweep(sweep, points);
+    const auto row = store.find_sweep(id);
+    QVERIFY(row.has_value());
+    QCOMPARE(row->axes, (std::vector<std::string>{"seed", "precision"}));
+    QCOMPARE(row->replicate, std::string("seed"));
+    QCOMPARE(row->concurrency, int64_t{2});
+    QVERIFY(!row->ended_at);
+    const auto stored = store.sweep_points(id);
+    QCOMPARE(stored.size(), size_t{2});
+    QVERIFY(!stored[1].run_id);
+    QCOMPARE(stored[0].config.dump(), std::string(R"({"seed":1})"));
+
+    // A run of no sweep, then a run of point 1.
+    const int64_t plain = store.create_run("plain", "", Json(Json::Object{}), "");
+    QVERIFY(!store.find_run(plain)->sweep_id);
+    store.set_next_run_sweep_point(id, 1);
+    const int64_t run = store.create_run(points[1].name, "demo", Json(Json::Object{}), "fp8");
+    const auto r = store.find_run(run);
+    QCOMPARE(r->sweep_id.value_or(-1), id);
+    QCOMPARE(r->sweep_point, int64_t{1});
+    QCOMPARE(r->axis_values.at("precision").as_string(), std::string("fp8"));
+    QCOMPARE(store.sweep_points(id)[1].run_id.value_or(-1), run);
+    QCOMPARE(store.sweep_points(id)[1].attempts, int64_t{1});
+    // Only the next run: the one after belongs to no sweep.
+    QVERIFY(!store.find_run(store.create_run("later", "", Json(Json::Object{}), ""))->sweep_id);
+    try {
+      store.set_next_run_sweep_point(id, 7);
+      QFAIL("a point that does not exist was taken");
+    } catch (const Error& e) {
+      QVERIFY2(contains(e.message(), "has no point 7"), e.what());
+    }
+
+    // This process runs the sweep; another process (a live one: the parent) holds it against us.
+    QCOMPARE(store.claim_sweep(id), std::string());
+    QCOMPARE(store.claim_sweep(id), std::string());  // again: still ours
+    RawDb(dir_.filePath("sweeps.db"))
+        .exec("UPDATE sweeps SET runner_pid = " + std::to_string(getppid()) +
+              ", runner_heartbeat = " + std::to_string(static_cast<double>(time(nullptr))));
+    QVERIFY2(contains(store.claim_sweep(id), "is being run by process " + std::to_string(getppid())),
+             store.claim_sweep(id).c_str());
+    // A stale heartbeat lets it go.
+    RawDb(dir_.filePath("sweeps.db")).exec("UPDATE sweeps SET runner_heartbeat = 1.0");
+    QCOMPARE(store.claim_sweep(id), std::string());
+    store.release_sweep(id, /*ended=*/true);
+    QVERIFY(store.find_sweep(id)->ended_at.has_value());
+    QCOMPARE(store.find_sweep(id)->runner_pid, int64_t{0});
   }
 
   void refusesNewerSchema() {

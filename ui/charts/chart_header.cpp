@@ -144,6 +144,10 @@ void ChartHeader::showLogY(bool on) {
   setCheckedQuietly(log_check_, on);
 }
 
+void ChartHeader::setXAxisChoosable(bool on) {
+  x_combo_->setVisible(on);
+}
+
 void ChartHeader::showIgnoreOutliers(bool on) {
   setCheckedQuietly(outlier_check_, on);
 }

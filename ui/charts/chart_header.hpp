@@ -28,6 +28,8 @@ class ChartHeader : public QWidget {
   void showSmoothing(double weight);
   void showLogY(bool on);
   void showIgnoreOutliers(bool on);
+  // Hides the x-axis choice (charts whose points have steps only, such as a group's mean).
+  void setXAxisChoosable(bool on);
   // Whether the title and the controls share one row (else the title is above them).
   bool oneRow() const { return one_row_; }
   // The narrowest the header can be: its controls' width (the title may then be elided).

@@ -84,10 +84,20 @@ struct ChartView::Impl {
   QCPItemText* message = nullptr;  // setMessage's text, null while none
 
   std::vector<std::unique_ptr<ChartCurve>> curves;
+  // Bands (setCurveBand): the lower and upper edge graphs, the fill on the upper one.
+  struct Band {
+    int curve = -1;
+    QCPGraph* lo = nullptr;
+    QCPGraph* hi = nullptr;
+    std::vector<SeriesPoint> lo_pts, hi_pts;
+  };
+  std::vector<Band> bands;
+  void fillBand(Band& b) const;
   XAxisKind x_kind = XAxisKind::step;
   double smoothing = 0.6;
   bool log_y = false;
   bool ignore_outliers = false;
+  bool legend_shown = true;      // setLegendShown
   bool follow = true;            // autoscale until the user zooms or pans
   bool rescale_pending = false;  // data changed while following: rescale at the next replot
 
@@ -225,7 +235,7 @@ void ChartView::Impl::showReadout(const QPoint& pos) {
 
 void ChartView::Impl::updateLegend() {
   plot->legend->clearItems();
-  const bool show = curves.size() >= 2 && curves.size() <= 12;
+  const bool show = legend_shown && curves.size() >= 2 && curves.size() <= 12;
   plot->legend->setVisible(show);
   if (!show) return;
   for (auto& c : curves) (smoothing > 0 ? c->smooth : c->raw)->addToLegend();
@@ -258,6 +268,21 @@ void ChartView::Impl::updateEdges(bool force) {
     if (force || moved || c->nf_dirty) c->placeNonFinite(top, bottom);
 }
 
+void ChartView::Impl::fillBand(Band& b) const {
+  const auto fill = [&](QCPGraph* g, const std::vector<SeriesPoint>& pts) {
+    QVector<QCPGraphData> data;
+    data.reserve(static_cast<qsizetype>(pts.size()));
+    for (const SeriesPoint& p : pts) {
+      const double x = xOf(p, x_kind);
+      if (std::isfinite(x))
+        data.append(QCPGraphData(x, std::isfinite(p.value) && (!log_y || p.value > 0) ? p.value : kNaN));
+    }
+    g->data()->set(data, false);
+  };
+  fill(b.lo, b.lo_pts);
+  fill(b.hi, b.hi_pts);
+}
+
 void ChartView::Impl::beforeReplot() {
   if (rescale_pending && follow) doRescale();
   rescale_pending = false;
@@ -281,6 +306,11 @@ AxisRange ChartView::Impl::yRange() const {
     data = percentileRange(values, log_y);
   } else {
     for (auto& c : curves) data = rangeUnion(data, c->valueRange(log_y));
+    for (const Band& b : bands)
+      for (const auto* pts : {&b.lo_pts, &b.hi_pts})
+        for (const SeriesPoint& p : *pts)
+          if (std::isfinite(p.value) && (!log_y || p.value > 0))
+            data = rangeUnion(data, AxisRange{p.value, p.value});
   }
   return autoscaleRange(data, log_y, ignore_outliers ? 0.10 : 0.05);
 }
@@ -368,6 +398,7 @@ int ChartView::curveCount() const {
 void ChartView::clearCurves() {
   d_->plot->clearGraphs();
   d_->curves.clear();
+  d_->bands.clear();
   d_->updateLegend();
   d_->positionMarkers();
   d_->rescale_pending = true;
@@ -382,6 +413,50 @@ void ChartView::setCurveData(int curve, const std::vector<SeriesPoint>& points) 
   if (curve == 0 && !d_->markers.empty()) d_->positionMarkers();
   d_->rescale_pending = true;
   requestReplot();
+}
+
+void ChartView::setCurveBand(int curve, const std::vector<SeriesPoint>& lo,
+                             const std::vector<SeriesPoint>& hi) {
+  if (curve < 0 || curve >= curveCount()) return;
+  auto it = std::find_if(d_->bands.begin(), d_->bands.end(),
+                         [curve](const Impl::Band& b) { return b.curve == curve; });
+  if (lo.empty() || hi.empty()) {
+    if (it != d_->bands.end()) {
+      d_->plot->removeGraph(it->lo);
+      d_->plot->removeGraph(it->hi);
+      d_->bands.erase(it);
+    }
+    requestReplot();
+    return;
+  }
+  if (it == d_->bands.end()) {
+    Impl::Band b;
+    b.curve = curve;
+    const QColor color = d_->curves[static_cast<size_t>(curve)]->color;
+    b.lo = d_->plot->addGraph();
+    b.hi = d_->plot->addGraph();
+    for (QCPGraph* g : {b.lo, b.hi}) {
+      g->setLayer(QStringLiteral("raw"));
+      g->setPen(Qt::NoPen);
+      g->removeFromLegend();
+      g->setName(d_->curves[static_cast<size_t>(curve)]->label + QStringLiteral(" (band)"));
+    }
+    QColor fill = color;
+    fill.setAlpha(45);
+    b.hi->setBrush(fill);
+    b.hi->setChannelFillGraph(b.lo);
+    d_->bands.push_back(b);
+    it = std::prev(d_->bands.end());
+  }
+  it->lo_pts = lo;
+  it->hi_pts = hi;
+  d_->fillBand(*it);
+  d_->rescale_pending = true;
+  requestReplot();
+}
+
+int ChartView::bandCount() const {
+  return static_cast<int>(d_->bands.size());
 }
 
 int64_t ChartView::pointCount(int curve) const {
@@ -421,9 +496,20 @@ void ChartView::setXAxis(XAxisKind kind) {
     c->recomputeX(kind);
     c->rebuildDrawn();
   }
+  for (auto& b : d_->bands) d_->fillBand(b);
   d_->positionMarkers();
   // The old x range means nothing in the new unit.
   rescale();
+  requestReplot();
+}
+
+void ChartView::setXAxisChoosable(bool on) {
+  d_->header->setXAxisChoosable(on);
+}
+
+void ChartView::setLegendShown(bool on) {
+  d_->legend_shown = on;
+  d_->updateLegend();
   requestReplot();
 }
 
@@ -462,6 +548,7 @@ void ChartView::setLogY(bool on) {
     d_->updateYPrecision(y->range());
   }
   for (auto& c : d_->curves) c->dirty = true;
+  for (auto& b : d_->bands) d_->fillBand(b);
   d_->optionChangedRescale();
 }
 

@@ -44,6 +44,12 @@ class ChartView : public PlotView {
   void setCurveData(int curve, const std::vector<SeriesPoint>& points);
   // Number of points the curve holds (all of them, before any reduction for drawing).
   int64_t pointCount(int curve) const;
+  // A band around the curve (a group's 95 % interval): filled between lo and hi, in the
+  // curve's colour, below the lines; its x from the points as the curve's. Empty vectors remove
+  // it. Bands count in the autoscale.
+  void setCurveBand(int curve, const std::vector<SeriesPoint>& lo,
+                    const std::vector<SeriesPoint>& hi);
+  int bandCount() const;
 
   // Dashed horizontal line at y (e.g. token_mult_prob_error 1.05), with a label.
   void addThreshold(double y, const QString& label);
@@ -53,6 +59,11 @@ class ChartView : public PlotView {
 
   void setXAxis(XAxisKind kind);
   XAxisKind xAxis() const;
+  // Whether the header offers the x-axis choice (default: yes).
+  void setXAxisChoosable(bool on);
+  // Whether the plot draws its legend when it has 2 to 12 curves (default: yes; off where one
+  // legend serves several charts).
+  void setLegendShown(bool on);
   // EMA weight in [0, 0.999]; 0 draws the raw line only. The default is 0.6 (TensorBoard's).
   void setSmoothing(double weight);
   double smoothing() const;

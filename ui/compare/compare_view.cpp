@@ -111,23 +111,32 @@ CompareView::CompareView(QWidget* parent)
   hist_step_->setToolTip(tr("Step of the histograms (each run shows its nearest recorded step)"));
   histogram_->setNormalized(true);
 
-  summary_->setHorizontalHeaderLabels({tr("run"), tr("precision"), tr("steps"), tr("final val acc"),
-                                       tr("best val acc"), tr("rollout tok/s"), tr("train tok/s"),
-                                       tr("step time s"), tr("speedup vs base"),
-                                       tr("median mult-prob error")});
+  // Two-line headers: the ten columns fit the view's width at the default window size.
+  summary_->setHorizontalHeaderLabels({tr("run"), tr("precision"), tr("steps"), tr("final\nval acc"),
+                                       tr("best\nval acc"), tr("rollout\ntok/s"), tr("train\ntok/s"),
+                                       tr("step\ntime s"), tr("speedup\nvs base"),
+                                       tr("median mult-\nprob error")});
   for (QTableWidget* t : {summary_, diff_}) {
     t->setEditTriggers(QAbstractItemView::NoEditTriggers);
     t->setSelectionBehavior(QAbstractItemView::SelectRows);
     t->horizontalHeader()->setStretchLastSection(true);
+    t->setTextElideMode(Qt::ElideMiddle);
+    t->setWordWrap(false);
   }
   summary_->verticalHeader()->setVisible(false);
+  // The numbers as wide as they need; the run's name takes the rest (elided in the middle when
+  // short of room, its tooltip whole).
+  summary_->horizontalHeader()->setStretchLastSection(false);
+  summary_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  summary_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
 
   auto* top = stacked(choiceRow({{tr("Metric:"), metric_}, {tr("Base run:"), base_box_}}), chart_);
-  auto* tables = new QSplitter(Qt::Horizontal);
+  // The summary and the differences one above the other, each the view's whole width.
+  auto* tables = new QSplitter(Qt::Vertical);
   tables->addWidget(titled(tr("Summary (means over RL steps)"), summary_));
   tables->addWidget(titled(tr("Config differences"), diff_));
-  tables->setStretchFactor(0, 3);
-  tables->setStretchFactor(1, 2);
+  tables->setStretchFactor(0, 1);
+  tables->setStretchFactor(1, 1);
   auto* bottom =
       stacked(choiceRow({{tr("Histogram:"), hist_name_}, {tr("Step:"), hist_step_}}), histogram_);
 
@@ -296,7 +305,8 @@ void CompareView::updateSummary() {
     summary_->setItem(r, 8, cell(fixed(s.speedup, 2, QStringLiteral("×")), true));
     summary_->setItem(r, 9, cell(fixed(s.median_mult_prob_error, 4), true));
   }
-  summary_->resizeColumnsToContents();
+  for (int r = 0; r < summary_->rowCount(); ++r)
+    if (auto* item = summary_->item(r, 0)) item->setToolTip(item->text());
 }
 
 void CompareView::updateDiff() {
@@ -308,6 +318,12 @@ void CompareView::updateDiff() {
   }
   const auto rows = configDiff(configs);
   diff_->setColumnCount(static_cast<int>(runs_.size()));
+  // "run 3" above the run's name: headers are never cut to a fragment of a name.
+  QStringList two_line;
+  for (const RunData* r : runs_)
+    two_line << (r->row.name.empty() ? QStringLiteral("run %1").arg(r->id)
+                                     : QStringLiteral("run %1\n%2").arg(r->id).arg(QString::fromStdString(r->row.name)));
+  headers = two_line;
   diff_->setHorizontalHeaderLabels(headers);
   diff_->setRowCount(static_cast<int>(rows.size()));
   QStringList keys;
@@ -321,6 +337,12 @@ void CompareView::updateDiff() {
     }
   }
   diff_->setVerticalHeaderLabels(keys);
+  // Each run's column as wide as its name or its values (a long list elided, its tooltip whole),
+  // the last one taking what is left.
+  diff_->resizeColumnsToContents();
+  const int cap = diff_->fontMetrics().horizontalAdvance(QString(40, QLatin1Char('x')));
+  for (int c = 0; c < diff_->columnCount(); ++c)
+    if (diff_->columnWidth(c) > cap) diff_->setColumnWidth(c, cap);
 }
 
 void CompareView::updateHistogram() {

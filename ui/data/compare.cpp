@@ -14,19 +14,6 @@ namespace fp8rl::ui {
 
 namespace {
 
-// Mean of the finite values at RL steps (step > 0); nullopt when there are none.
-std::optional<double> rlMean(const RunData& run, const char* key) {
-  double sum = 0;
-  int64_t n = 0;
-  for (const SeriesPoint& p : run.series(key)) {
-    if (p.step <= 0 || !std::isfinite(p.value)) continue;
-    sum += p.value;
-    ++n;
-  }
-  if (n == 0) return std::nullopt;
-  return sum / static_cast<double>(n);
-}
-
 std::optional<double> median(std::vector<double> v) {
   if (v.empty()) return std::nullopt;
   const size_t mid = v.size() / 2;
@@ -104,9 +91,9 @@ std::vector<RunSummary> summarize(const std::vector<const RunData*>& runs, size_
     for (const SeriesPoint& p : val)
       if (std::isfinite(p.value) && (!s.best_validation || p.value > *s.best_validation))
         s.best_validation = p.value;
-    s.rollout_tps = rlMean(*run, metric::kRolloutTps);
-    s.training_tps = rlMean(*run, metric::kTrainTps);
-    s.step_time = rlMean(*run, metric::kTimeTotal);
+    s.rollout_tps = run->rlMean(metric::kRolloutTps);
+    s.training_tps = run->rlMean(metric::kTrainTps);
+    s.step_time = run->rlMean(metric::kTimeTotal);
     std::vector<double> errors;
     for (const SeriesPoint& p : run->series(metric::kTokenMultProbError))
       if (std::isfinite(p.value)) errors.push_back(p.value);
@@ -146,6 +133,27 @@ std::vector<ConfigDiffRow> configDiff(const std::vector<const Json*>& configs) {
       }
     }
     if (differ) rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<ConfigDiffRow> groupConfigDiff(const std::vector<std::vector<const Json*>>& groups) {
+  std::vector<const Json*> all;
+  for (const auto& g : groups) all.insert(all.end(), g.begin(), g.end());
+  std::vector<ConfigDiffRow> rows;
+  for (const ConfigDiffRow& row : configDiff(all)) {
+    ConfigDiffRow out{row.key, {}};
+    size_t at = 0;
+    bool constant = true;
+    for (const auto& g : groups) {
+      const std::string first = g.empty() ? "—" : row.values[at];
+      for (size_t i = 0; i < g.size(); ++i) constant = constant && row.values[at + i] == first;
+      out.values.push_back(first);
+      at += g.size();
+    }
+    bool differ = false;
+    for (const auto& v : out.values) differ = differ || v != out.values.front();
+    if (constant && differ) rows.push_back(std::move(out));
   }
   return rows;
 }

@@ -34,4 +34,9 @@ struct ConfigDiffRow {
 // compared whole), sorted by key. Empty when all agree.
 std::vector<ConfigDiffRow> configDiff(const std::vector<const Json*>& configs);
 
+// The settings that differ between groups of runs while every run of a group has the same value
+// (so the seed and the run name, which differ inside a group, are left out): one value per
+// group, sorted by key.
+std::vector<ConfigDiffRow> groupConfigDiff(const std::vector<std::vector<const Json*>>& groups);
+
 }  // namespace fp8rl::ui

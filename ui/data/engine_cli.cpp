@@ -40,7 +40,8 @@ bool EngineCli::run(const QStringList& args, QByteArray* out, QString* error,
     if (error) {
       QString msg = QString::fromUtf8(p.readAllStandardError()).trimmed();
       // "fp8rl train: error: <message> (file.cpp:12)": keep the message.
-      msg.remove(QStringLiteral("fp8rl train: error: "));
+      static const QRegularExpression command(QStringLiteral("^fp8rl [a-z]+: error: "));
+      msg.remove(command);
       static const QRegularExpression where(
           QStringLiteral("\\s*\\([A-Za-z0-9_]+\\.[ch]pp:\\d+\\)$"));
       msg.remove(where);
@@ -205,6 +206,46 @@ bool EngineCli::spawnWorker(const QString& db, const RankLaunch& ranks, Spawned*
     }
     return false;
   }
+  return true;
+}
+
+QString EngineCli::checkSweep(const QString& file, QString* summary) const {
+  QByteArray out;
+  QString error;
+  if (!run({QStringLiteral("sweep"), file, QStringLiteral("--check")}, &out, &error, 60000))
+    return error.isEmpty() ? QStringLiteral("the sweep file was refused") : error;
+  if (summary) *summary = QString::fromUtf8(out).trimmed();
+  return {};
+}
+
+ProcessCommand EngineCli::sweepCommand(const QString& db, const QString& file) const {
+  return {exe_, {QStringLiteral("sweep"), file, QStringLiteral("--db"), db}};
+}
+
+bool EngineCli::spawnSweep(const QString& db, const QString& file, qint64* pid, QString* log,
+                           QString* error) const {
+  const QDir logs(QFileInfo(db).absoluteDir().filePath(QStringLiteral("logs")));
+  if (!QDir().mkpath(logs.path())) {
+    if (error) *error = QStringLiteral("cannot create %1").arg(logs.path());
+    return false;
+  }
+  const QString path = logs.filePath(QStringLiteral("sweep-%1-%2.log")
+                                         .arg(QFileInfo(file).completeBaseName())
+                                         .arg(QDateTime::currentMSecsSinceEpoch()));
+  const ProcessCommand cmd = sweepCommand(db, file);
+  QProcess p;
+  p.setProgram(cmd.program);
+  p.setArguments(cmd.arguments);
+  p.setStandardOutputFile(path, QIODevice::Append);
+  p.setStandardErrorFile(path, QIODevice::Append);
+  p.setStandardInputFile(QProcess::nullDevice());
+  qint64 started = 0;
+  if (!p.startDetached(&started)) {
+    if (error) *error = QStringLiteral("cannot start %1 sweep: %2").arg(exe_, p.errorString());
+    return false;
+  }
+  if (pid) *pid = started;
+  if (log) *log = path;
   return true;
 }
 

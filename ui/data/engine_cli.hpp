@@ -58,6 +58,16 @@ class EngineCli {
   ProcessCommand workerCommand(const QString& db, const QString& control, const QString& telemetry,
                                const RankLaunch& ranks = {}) const;
 
+  // `fp8rl sweep FILE --check`: "" when every point of the sweep file is valid (*summary: the
+  // engine's line, "sweep 'x': 15 points: …"), else the engine's message naming the key.
+  QString checkSweep(const QString& file, QString* summary = nullptr) const;
+  // The command spawnSweep starts: `EXE sweep FILE --db DB`.
+  ProcessCommand sweepCommand(const QString& db, const QString& file) const;
+  // Starts the sweep's queue runner detached (it keeps going when the studio exits; its runs
+  // are `fp8rl train` processes recorded in db), its output in a log beside the database.
+  bool spawnSweep(const QString& db, const QString& file, qint64* pid, QString* log,
+                  QString* error) const;
+
   struct Spawned {
     qint64 pid = 0;  // the started process: the worker, or mpirun for a launcher command (the
                      // run store records rank 0's worker pid either way)

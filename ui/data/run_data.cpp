@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "contract/live_settings.hpp"
 #include "contract/metrics.hpp"
@@ -32,11 +33,97 @@ const std::vector<SeriesPoint>& RunData::series(const std::string& key) const {
   return it == scalars.end() ? kEmpty : it->second;
 }
 
+std::optional<double> RunData::rlMean(const std::string& key) const {
+  SeriesStats st;
+  if (auto it = stats.find(key); it != stats.end()) {
+    st = it->second;
+  } else {  // data put together without mergeInto: from the points
+    for (const SeriesPoint& p : series(key))
+      if (p.step > 0 && std::isfinite(p.value)) ++st.rl_count, st.rl_sum += p.value;
+  }
+  if (st.rl_count == 0) return std::nullopt;
+  return st.rl_sum / static_cast<double>(st.rl_count);
+}
+
+size_t reduceSeries(std::vector<SeriesPoint>& points, size_t max_points) {
+  const size_t n = points.size();
+  if (n <= max_points || max_points < 8) return 0;
+  const size_t tail = max_points / 4;
+  const size_t old_end = n - tail;
+  const size_t budget = max_points / 2 - tail;  // points the older part may keep
+  // The narrowest power-of-two bucket width whose extremes fit the budget.
+  const auto bucket = [](double step, double width) { return std::floor(step / width); };
+  double width = 1;
+  for (;; width *= 2) {
+    size_t kept = 0, in_bucket = 0;
+    double current = 0;
+    for (size_t i = 0; i < old_end; ++i) {
+      const double b = bucket(points[i].step, width);
+      if (i == 0 || b != current) {
+        kept += std::min<size_t>(in_bucket, 3);
+        current = b;
+        in_bucket = 0;
+      }
+      ++in_bucket;
+    }
+    kept += std::min<size_t>(in_bucket, 3);
+    if (kept <= budget || width > 1e18) break;
+  }
+  std::vector<SeriesPoint> out;
+  out.reserve(budget + tail);
+  std::vector<size_t> pick;
+  size_t begin = 0;
+  while (begin < old_end) {
+    const double b = bucket(points[begin].step, width);
+    size_t end = begin;
+    size_t lo = SIZE_MAX, hi = SIZE_MAX, nonfinite = SIZE_MAX;
+    for (; end < old_end && bucket(points[end].step, width) == b; ++end) {
+      const double v = points[end].value;
+      if (!std::isfinite(v)) {
+        if (nonfinite == SIZE_MAX) nonfinite = end;
+        continue;
+      }
+      if (lo == SIZE_MAX || v < points[lo].value) lo = end;
+      if (hi == SIZE_MAX || v > points[hi].value) hi = end;
+    }
+    pick.clear();
+    for (size_t i : {lo, hi, nonfinite})
+      if (i != SIZE_MAX && std::find(pick.begin(), pick.end(), i) == pick.end()) pick.push_back(i);
+    std::sort(pick.begin(), pick.end());
+    for (size_t i : pick) out.push_back(points[i]);
+    begin = end;
+  }
+  out.insert(out.end(), points.begin() + static_cast<std::ptrdiff_t>(old_end), points.end());
+  const size_t dropped = n - out.size();
+  points = std::move(out);
+  return dropped;
+}
+
 std::vector<std::string> RunData::histogramNames(const std::string& prefix) const {
   std::vector<std::string> out;
   for (const auto& [name, steps] : histograms)
     if (name.compare(0, prefix.size(), prefix) == 0) out.push_back(name);
   return out;
+}
+
+size_t RunData::approxBytes() const {
+  // Vector capacities and map nodes (about four pointers and the key each).
+  const size_t node = 4 * sizeof(void*);
+  size_t bytes = sizeof(RunData);
+  for (const auto& [key, points] : scalars)
+    bytes += node + key.capacity() + points.capacity() * sizeof(SeriesPoint);
+  bytes += stats.size() * (node + sizeof(SeriesStats) + 32);
+  for (const auto& [name, steps] : histograms) {
+    bytes += node + name.capacity();
+    for (const auto& [step, h] : steps)
+      bytes += node + sizeof(Histogram) + h.edges.capacity() * sizeof(double) +
+               h.counts.capacity() * sizeof(int64_t);
+  }
+  for (const auto& [step, s] : samples)
+    bytes += sizeof(s) + s.prompt.capacity() + s.response.capacity() + s.answer.capacity() +
+             s.tokens.size() * 16 + s.logprob_diff.capacity() * sizeof(double);
+  bytes += events.size() * (sizeof(RunStore::EventRow) + 64);
+  return bytes;
 }
 
 Json RunData::currentPrecision() const {
@@ -99,20 +186,40 @@ void mergeInto(RunData& dst, RunData&& delta) {
     auto& src = delta.scalars[key];
     auto& out = dst.scalars[key];
     const auto& tokens = key == metric::kTokensTotal ? out : dst.series(metric::kTokensTotal);
+    SeriesStats& stats = dst.stats[key];
     for (auto& p : src) {
       if (!out.empty() && p.step <= out.back().step) continue;  // already have it
       if (key == metric::kTokensTotal)
         p.tokens = p.value;
       else
         p.tokens = tokensAt(tokens, p.step);
+      if (p.step > 0 && std::isfinite(p.value)) {
+        ++stats.rl_count;
+        stats.rl_sum += p.value;
+      }
       out.push_back(p);
       added = true;
     }
+    // tokens/total is read for the other keys' token coordinates: reduced after them.
+    if (key != metric::kTokensTotal)
+      dst.reduced_points += static_cast<int64_t>(reduceSeries(out, RunData::kMaxSeriesPoints));
   }
+  if (auto t = dst.scalars.find(metric::kTokensTotal); t != dst.scalars.end())
+    dst.reduced_points += static_cast<int64_t>(reduceSeries(t->second, RunData::kMaxSeriesPoints));
   for (auto& [name, steps] : delta.histograms) {
     auto& out = dst.histograms[name];
     for (auto& [step, h] : steps)
       if (out.emplace(step, std::move(h)).second) added = true;
+    if (out.size() > RunData::kMaxHistogramSteps) {
+      // Thin the older steps (every other one) until a quarter of the room is free; the
+      // newest quarter stays whole.
+      const size_t keep_newest = RunData::kMaxHistogramSteps / 4;
+      while (out.size() > RunData::kMaxHistogramSteps * 3 / 4) {
+        const size_t older = out.size() - keep_newest;
+        auto it = out.begin();
+        for (size_t i = 0; i < older && it != out.end(); ++i) it = i % 2 == 1 ? out.erase(it) : std::next(it);
+      }
+    }
   }
   for (auto& e : delta.events) {
     // Events arrive whole from the store or one by one from telemetry: keep the new ones.

@@ -25,12 +25,28 @@ struct SeriesPoint {
   double value = 0;   // NaN and ±inf kept as recorded
 };
 
+// Exact running sums of a scalar, kept as its points arrive (before any reduction).
+struct SeriesStats {
+  int64_t rl_count = 0;  // finite values at RL steps (step > 0)
+  double rl_sum = 0;
+};
+
+// The memory of a run's data is bounded, however long the run: a scalar keeps at most
+// kMaxSeriesPoints points — beyond that its older points are reduced to the smallest and the
+// largest value (and the first non-finite one) per bucket of steps, so a spike survives, while
+// the newest points stay whole — and a histogram at most kMaxHistogramSteps steps (older steps
+// thinned). The run store keeps everything; means over RL steps stay exact (SeriesStats).
 struct RunData {
+  static constexpr size_t kMaxSeriesPoints = 2048;
+  static constexpr size_t kMaxHistogramSteps = 128;
+
   int64_t id = -1;
   RunStore::RunRow row;  // status, config, endpoints, … as last read from the store
-  // Scalar name → points sorted by step (one point per step).
+  // Scalar name → points sorted by step (at most one point per step; see kMaxSeriesPoints).
   std::map<std::string, std::vector<SeriesPoint>> scalars;
-  // Histogram name → step → histogram.
+  std::map<std::string, SeriesStats> stats;  // per scalar, exact
+  int64_t reduced_points = 0;                // scalar points dropped by the reduction
+  // Histogram name → step → histogram (see kMaxHistogramSteps).
   std::map<std::string, std::map<int64_t, Histogram>> histograms;
   std::vector<RunStore::EventRow> events;                 // in recorded order
   std::vector<std::pair<int64_t, SampleRecord>> samples;  // oldest first, at most kMaxSamples
@@ -46,8 +62,12 @@ struct RunData {
 
   // The series of key, or an empty vector.
   const std::vector<SeriesPoint>& series(const std::string& key) const;
+  // The exact mean of key's finite values at RL steps (step > 0), or nullopt.
+  std::optional<double> rlMean(const std::string& key) const;
   // Histogram names with a given prefix (e.g. "fp8_scale_log2/"), sorted.
   std::vector<std::string> histogramNames(const std::string& prefix = "") const;
+  // What the data holds in memory, approximately (bytes): the bound of a live run.
+  size_t approxBytes() const;
   // The latest precision map (array of layers, each {"q": "fp8", …}), or null.
   Json currentPrecision() const;
   // Steps at which the precision changed after the first map (markers on every chart).
@@ -61,8 +81,14 @@ struct RunData {
 
 // Appends everything in delta to dst (points with a step dst already has replace nothing:
 // they are skipped, so telemetry and store polling may overlap); a later audit replaces dst's;
-// bumps dst.version when anything was added.
+// bumps dst.version when anything was added. Keeps dst within its bounds (RunData).
 void mergeInto(RunData& dst, RunData&& delta);
+
+// Reduces points (sorted by step) to at most max_points / 2 when it holds more than max_points:
+// the newest max_points / 4 stay whole; the older ones keep, per bucket of steps (a power of
+// two wide, as narrow as fits), their smallest and largest finite value and their first
+// non-finite one, in step order. Returns how many points were dropped.
+size_t reduceSeries(std::vector<SeriesPoint>& points, size_t max_points);
 
 // Telemetry payloads (docs/protocol.md) → additions to a delta. Malformed payloads throw
 // fp8rl::Error naming what is wrong (the caller counts and drops them).

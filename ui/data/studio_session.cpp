@@ -59,9 +59,13 @@ QString StudioSession::openDatabase(const QString& path) {
   reader_.reset();
   links_.clear();
   launching_.clear();
+  retiring_.clear();
   data_.clear();
   runs_.clear();
   run_index_.clear();
+  sweeps_.clear();
+  sweep_points_.clear();
+  groups_.reset();
   store_ = std::move(store);
   db_path_ = abs;
   last_problem_.clear();
@@ -89,16 +93,21 @@ struct StudioSession::Snapshot {
   QString error;
   std::vector<RunStore::RunRow> runs;
   std::map<int64_t, RunData> polled;  // new data of the requested runs
+  std::vector<RunStore::SweepRow> sweeps;
+  std::map<int64_t, std::vector<RunStore::SweepPoint>> sweep_points;
 };
 
 namespace {
 
 StudioSession::Snapshot readSnapshot(RunStore& store, const std::string& db_path,
                                       const std::vector<PollRequest>& polls,
-                                      int64_t configs_known) {
+                                      int64_t configs_known, GroupData* groups) {
   StudioSession::Snapshot snap;
   try {
     snap.runs = store.list_runs(configs_known);
+    snap.sweeps = store.list_sweeps();
+    for (const auto& s : snap.sweeps) snap.sweep_points[s.id] = store.sweep_points(s.id);
+    if (groups) groups->update(store);
     // Workers of this host that are gone: mark their runs crashed (nothing recorded is lost).
     bool dead = false;
     for (const auto& r : snap.runs) dead = dead || run_process_gone(r);
@@ -133,12 +142,13 @@ class StudioSession::Reader {
   }
   // Starts a read unless one is under way; done(snapshot) runs on the reader thread.
   bool post(std::vector<PollRequest> polls, int64_t configs_known,
-            std::function<void(Snapshot)> done) {
+            std::shared_ptr<GroupData> groups, std::function<void(Snapshot)> done) {
     std::lock_guard lock(mu_);
     if (busy_) return false;
     busy_ = true;
     polls_ = std::move(polls);
     configs_known_ = configs_known;
+    groups_ = std::move(groups);
     done_ = std::move(done);
     cv_.notify_all();
     return true;
@@ -150,6 +160,7 @@ class StudioSession::Reader {
     for (;;) {
       std::vector<PollRequest> polls;
       int64_t configs_known = -1;
+      std::shared_ptr<GroupData> groups;
       std::function<void(Snapshot)> done;
       {
         std::unique_lock lock(mu_);
@@ -157,12 +168,13 @@ class StudioSession::Reader {
         if (stop_) return;
         polls = std::move(polls_);
         configs_known = configs_known_;
+        groups = std::move(groups_);
         done = std::exchange(done_, nullptr);
       }
       Snapshot snap;
       try {
         if (!store) store = std::make_unique<RunStore>(db_, /*read_only=*/true);
-        snap = readSnapshot(*store, db_, polls, configs_known);
+        snap = readSnapshot(*store, db_, polls, configs_known, groups.get());
       } catch (const Error& e) {
         snap.error = QStringLiteral("cannot read run database %1: %2")
                          .arg(QString::fromStdString(db_), q(e.message()));
@@ -180,6 +192,7 @@ class StudioSession::Reader {
   bool stop_ = false, busy_ = false;
   std::vector<PollRequest> polls_;
   int64_t configs_known_ = -1;
+  std::shared_ptr<GroupData> groups_;
   std::function<void(Snapshot)> done_;
   std::thread thread_;
 };
@@ -199,13 +212,14 @@ std::vector<PollRequest> StudioSession::pollRequests() const {
 
 void StudioSession::refresh() {
   if (!store_) return;
-  apply(readSnapshot(*store_, db_path_.toStdString(), pollRequests(), configsKnown()));
+  apply(readSnapshot(*store_, db_path_.toStdString(), pollRequests(), configsKnown(),
+                     groups_.get()));
 }
 
 void StudioSession::refreshInBackground() {
   if (!reader_) return;
   const int generation = generation_;
-  reader_->post(pollRequests(), configsKnown(), [this, generation](Snapshot snap) {
+  reader_->post(pollRequests(), configsKnown(), groups_, [this, generation](Snapshot snap) {
     auto s = std::make_shared<Snapshot>(std::move(snap));
     QMetaObject::invokeMethod(
         this,
@@ -230,29 +244,39 @@ void StudioSession::apply(Snapshot snap) {
       if (const auto it = run_index_.find(r.id); it != run_index_.end())
         r.config = std::move(runs_[it->second].config);
   runs_ = std::move(snap.runs);
+  sweeps_ = std::move(snap.sweeps);
+  sweep_points_ = std::move(snap.sweep_points);
   run_index_.clear();
   for (size_t i = 0; i < runs_.size(); ++i) run_index_[runs_[i].id] = i;
-  for (const auto& r : runs_) {
+  for (auto& r : runs_) {
     if (run_status::is_live(r.status) && !r.control_endpoint.empty() && !links_.count(r.id)) attach(r);
     auto it = data_.find(r.id);
     if (!run_status::is_live(r.status) && links_.count(r.id)) {
-      // Take what the link still holds, then let it go; the store has the rest.
+      // Take what the link still holds, then let it go (its thread ends on its own: joined once
+      // it has, by drain()); the store has the rest.
       drain();
-      links_.erase(r.id);
-      if (it != data_.end() && !snap.polled.count(r.id)) {
-        try {
-          snap.polled.emplace(r.id, loadRun(*store_, r.id, it->second->last_step));
-        } catch (const Error& e) {
-          emit problem(QStringLiteral("cannot read run %1: %2").arg(r.id).arg(q(e.message())));
-        }
-      }
+      auto link = links_.find(r.id);
+      link->second->stopAsync();
+      retiring_.push_back(std::move(link->second));
+      links_.erase(link);
+      // What the link missed, if anything, the reader thread reads at its next poll (the run
+      // has no link now): never the store on this thread, where many runs ending at once would
+      // stall the window.
     }
     if (it == data_.end()) continue;
     RunData& d = *it->second;
     const bool row_changed = d.row.status != r.status ||
                              d.row.precision_summary != r.precision_summary ||
                              d.row.tags != r.tags || d.row.notes != r.notes;
-    d.row = r;
+    {
+      // The row without copying its configuration, which never changes once stored (with a
+      // hundred open runs, copying theirs every 2 s was most of this function).
+      // (A moved-from Json is no value: exchanged for null.)
+      Json config = std::exchange(r.config, Json()), held = std::exchange(d.row.config, Json());
+      d.row = r;
+      r.config = std::move(config);
+      d.row.config = held.is_null() ? r.config : std::move(held);
+    }
     const int64_t before = d.version;
     if (auto p = snap.polled.find(r.id); p != snap.polled.end())
       mergeInto(d, std::move(p->second));
@@ -260,6 +284,62 @@ void StudioSession::apply(Snapshot snap) {
     if (d.version != before) emit runUpdated(r.id);
   }
   emit runsChanged();
+  if (groups_) {
+    const auto g = groups_->snapshot();
+    if (g->version != groups_version_) {
+      groups_version_ = g->version;
+      emit groupsUpdated();
+    }
+  }
+}
+
+const std::vector<RunStore::SweepPoint>& StudioSession::sweepPoints(int64_t sweep) const {
+  static const std::vector<RunStore::SweepPoint> none;
+  auto it = sweep_points_.find(sweep);
+  return it == sweep_points_.end() ? none : it->second;
+}
+
+SweepProgress StudioSession::sweepProgress(int64_t sweep) const {
+  for (const auto& s : sweeps_)
+    if (s.id == sweep)
+      return sweep_progress(s, sweepPoints(sweep), runs_,
+                            QDateTime::currentMSecsSinceEpoch() / 1000.0);
+  return {};
+}
+
+std::vector<RunGroup> StudioSession::sweepGroups(int64_t sweep) const {
+  for (const auto& s : sweeps_)
+    if (s.id == sweep) return sweep_groups(s, sweepPoints(sweep), runs_);
+  return {};
+}
+
+void StudioSession::showGroups(int64_t sweep) {
+  if (sweep < 0) {
+    groups_.reset();
+    return;
+  }
+  if (groups_ && groups_->sweep() == sweep) return;
+  const double target = groups_ ? groups_->snapshot()->target : 0.5;
+  groups_ = std::make_shared<GroupData>(sweep, target);
+  groups_version_ = -1;
+  refreshInBackground();
+}
+
+std::shared_ptr<const GroupSnapshot> StudioSession::groupSnapshot() const {
+  return groups_ ? groups_->snapshot() : std::make_shared<const GroupSnapshot>();
+}
+
+void StudioSession::setGroupTarget(double target) {
+  if (!groups_) return;
+  groups_->setTarget(target);
+  refreshInBackground();
+}
+
+QString StudioSession::startSweep(const QString& file) {
+  if (!store_) return tr("open a run database first");
+  QString error;
+  if (!cli_.spawnSweep(db_path_, file, nullptr, nullptr, &error)) return error;
+  return {};
 }
 
 const RunData* StudioSession::data(int64_t run) {
@@ -292,6 +372,8 @@ void StudioSession::attach(const RunStore::RunRow& r) {
 }
 
 void StudioSession::drain() {
+  // Links of ended runs whose thread has ended go now (nothing to wait for).
+  std::erase_if(retiring_, [](const std::unique_ptr<WorkerLink>& l) { return l->finished(); });
   // Launching links that learned their run id become ordinary links.
   for (size_t i = 0; i < launching_.size();) {
     const int64_t id = launching_[i]->run();

@@ -16,7 +16,10 @@
 #include "contract/live_edit.hpp"
 #include "core/json.hpp"
 #include "store/run_store.hpp"
+#include "groups/run_groups.hpp"
+#include "groups/sweep_progress.hpp"
 #include "ui/data/engine_cli.hpp"
+#include "ui/data/group_data.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/worker_link.hpp"
 
@@ -44,6 +47,24 @@ class StudioSession : public QObject {
 
   // The runs of the database as last read (by id).
   const std::vector<RunStore::RunRow>& runs() const { return runs_; }
+  // Its sweeps (docs/sweeps.md) and their points, as last read.
+  const std::vector<RunStore::SweepRow>& sweeps() const { return sweeps_; }
+  const std::vector<RunStore::SweepPoint>& sweepPoints(int64_t sweep) const;
+  // Where a sweep stands (done, running, queued, the time left) and its groups, from the rows
+  // last read.
+  SweepProgress sweepProgress(int64_t sweep) const;
+  std::vector<RunGroup> sweepGroups(int64_t sweep) const;
+
+  // The sweep whose groups are shown: its curves and run outcomes are read on the reader
+  // thread (groupsUpdated() when they change); -1 for none.
+  void showGroups(int64_t sweep);
+  int64_t groupsShown() const { return groups_ ? groups_->sweep() : -1; }
+  std::shared_ptr<const GroupSnapshot> groupSnapshot() const;
+  // The validation accuracy the groups' time-to-target waits for.
+  void setGroupTarget(double target);
+  // Starts `fp8rl sweep FILE` on the open database, detached (it outlives the studio); returns
+  // "" or why not. Its runs appear in the runs panel as it starts them.
+  QString startSweep(const QString& file);
   const RunStore::RunRow* runRow(int64_t id) const;
   // Re-reads the run list now, on this thread: marks runs of dead local workers crashed,
   // attaches to live workers, polls runs without a link. Emits runsChanged.
@@ -99,6 +120,8 @@ class StudioSession : public QObject {
   void runsChanged();
   void runUpdated(qint64 run);
   void runLaunched(qint64 run);
+  // The shown groups' curves or outcomes changed (groupSnapshot()).
+  void groupsUpdated();
   void commandFinished(qint64 run, const QString& command, bool ok, const QString& message);
   // Something went wrong outside a command (database unreadable, worker unreachable).
   void problem(const QString& message);
@@ -119,9 +142,14 @@ class StudioSession : public QObject {
   std::unique_ptr<RunStore> store_;
   std::vector<RunStore::RunRow> runs_;
   std::map<int64_t, size_t> run_index_;
+  std::vector<RunStore::SweepRow> sweeps_;
+  std::map<int64_t, std::vector<RunStore::SweepPoint>> sweep_points_;
+  std::shared_ptr<GroupData> groups_;
+  int64_t groups_version_ = -1;
   std::map<int64_t, std::unique_ptr<RunData>> data_;
   std::map<int64_t, std::unique_ptr<WorkerLink>> links_;  // by run id
   std::vector<std::unique_ptr<WorkerLink>> launching_;    // run id not known yet
+  std::vector<std::unique_ptr<WorkerLink>> retiring_;     // ended runs' links, their threads ending
   std::set<int64_t> stale_;  // continued runs whose data is reread once their worker reports
   QTimer* drain_timer_;
   QTimer* refresh_timer_;

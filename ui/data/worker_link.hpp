@@ -31,6 +31,12 @@ class WorkerLink : public QObject {
              double run_started_at, Json start = Json(), QObject* parent = nullptr);
   ~WorkerLink() override;  // stops and joins the thread
 
+  // Asks the thread to end without waiting for it; finished() says when it has (then the
+  // destructor does not wait). A session lets links of ended runs go this way, so that many runs
+  // ending together never stall the GUI thread.
+  void stopAsync() { stop_ = true; }
+  bool finished() const { return finished_.load(); }
+
   int64_t run() const { return run_.load(); }
   QString control() const { return control_; }
 
@@ -47,6 +53,8 @@ class WorkerLink : public QObject {
     int64_t dropped = 0;        // malformed telemetry messages dropped
     int64_t reconnects = 0;     // telemetry connections opened afresh after a silence
   };
+  // The niceness of a link's thread (Linux; the GUI thread stays at the process's).
+  static constexpr int kThreadNice = 5;
   // Seconds without any telemetry after which the link reconnects.
   static constexpr double kReconnectSeconds = 5.0;
   Health health() const;
@@ -67,6 +75,7 @@ class WorkerLink : public QObject {
   double started_at_;
   Json start_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> finished_{false};
   mutable std::mutex mu_;
   RunData pending_;
   bool signalled_ = false;

@@ -117,10 +117,27 @@ RunView::RunView(QWidget* parent)
   connect(badge_, &QPushButton::clicked, this,
           [this] { tabs_->setCurrentIndex(tabs_->count() - 1); });
   connect(precision_, &PrecisionTab::applyRequested, this, &RunView::liveEditRequested);
+  // A tab shown catches up with what it missed while hidden.
+  connect(tabs_, &QTabWidget::currentChanged, this, [this] { refreshShown(); });
   setRun(nullptr);
 }
 
+void RunView::refreshShown() {
+  if (!run_) return;
+  const QWidget* shown = tabs_->currentWidget();
+  for (RunTab* tab : std::initializer_list<RunTab*>{overview_, throughput_, importance_, scales_,
+                                                    samples_, audit_})
+    if (shown && shown->isAncestorOf(tab)) tab->refresh();
+  // The Precision tab always: it holds the map a live edit starts from and its buttons' state.
+  precision_->refresh();
+  if (run_->version != badge_version_) {
+    badge_version_ = run_->version;
+    updateBadge();
+  }
+}
+
 void RunView::clearRun() {
+  badge_version_ = -1;
   empty_->setVisible(run_ == nullptr);
   tabs_->setVisible(run_ != nullptr);
   for (RunTab* tab : std::initializer_list<RunTab*>{overview_, throughput_, importance_, scales_,

@@ -45,6 +45,11 @@ class RunView : public RunTab {
   AuditTab* audit() const { return audit_; }
   ExpertsTab* experts() const { return experts_; }
   QPushButton* auditBadge() const { return badge_; }
+  // Brings the tab on screen, the Precision tab (the map live edits start from) and the badge up
+  // to date; the others catch up when shown. What
+  // a live run's updates call: every tab at every step would cost the event loop for nothing.
+  // (refresh() brings every tab up to date.)
+  void refreshShown();
 
  signals:
   // The user applied a live edit (precision overrides and settings) to run `run`.
@@ -59,6 +64,7 @@ class RunView : public RunTab {
   QTabWidget* tabs_;
   QPushButton* badge_;
   QLabel* empty_ = nullptr;  // shown instead of the tabs when there is no run
+  int64_t badge_version_ = -1;  // the run's version the badge shows
   OverviewTab* overview_;
   ThroughputTab* throughput_;
   ImportanceTab* importance_;

@@ -134,6 +134,14 @@ LaunchDialog::LaunchDialog(const QStringList& presets, PresetLoader load, Valida
 
   launchButton()->setText(tr("Launch"));
   launchButton()->setEnabled(false);
+  sweep_ = buttons_->addButton(tr("Sweep…"), QDialogButtonBox::ActionRole);
+  sweep_->setToolTip(tr("Run this configuration over seeds and precision variants, queued, "
+                        "and compare the groups with a verdict"));
+  sweep_->setEnabled(false);
+  connect(sweep_, &QPushButton::clicked, this, [this] {
+    if (validateNow()) emit sweepRequested();
+  });
+
   connect(buttons_, &QDialogButtonBox::accepted, this, [this] {
     if (validateNow()) accept();
   });
@@ -404,6 +412,7 @@ bool LaunchDialog::validateNow() {
   clearErrors();
   auto invalid = [this] {
     launchButton()->setEnabled(false);
+    sweep_->setEnabled(launchButton()->isEnabled());
     return false;
   };
   if (!load_error_.isEmpty() || !base_.is_object()) {
@@ -425,6 +434,7 @@ bool LaunchDialog::validateNow() {
   if (raw.trimmed().isEmpty()) {
     if (!checkRanks()) return invalid();
     launchButton()->setEnabled(true);
+    sweep_->setEnabled(launchButton()->isEnabled());
     return true;
   }
   showMessage(qs(cleanEngineMessage(raw.toStdString())));

@@ -72,6 +72,12 @@ class LaunchDialog : public QDialog {
   bool validateNow();
   PrecisionGrid* precisionGrid() const { return grid_; }
   QPushButton* launchButton() const;
+  // Sweep…: the form's configuration over seeds and precision variants (sweepRequested()).
+  QPushButton* sweepButton() const { return sweep_; }
+
+ signals:
+  // Sweep… was pressed with a valid configuration (config()).
+  void sweepRequested();
 
  private:
   void loadPreset(const QString& name);
@@ -106,6 +112,7 @@ class LaunchDialog : public QDialog {
   PrecisionGrid* grid_;
   QLabel* general_;
   QDialogButtonBox* buttons_;
+  QPushButton* sweep_;
   QTimer* debounce_;
   Json base_;                           // the preset's config
   QStringList overrides_;               // precision.overrides behind the grid's applied state

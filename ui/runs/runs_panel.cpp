@@ -7,6 +7,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QScrollBar>
+#include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "contract/run_recorder.hpp"
 #include "ui/runs/run_filter.hpp"
 #include "ui/runs/runs_filter_proxy.hpp"
+#include "ui/runs/sweeps_panel.hpp"
 
 namespace fp8rl::ui {
 namespace {
@@ -38,14 +40,23 @@ RunsPanel::RunsPanel(QWidget* parent)
       filter_(new QLineEdit(this)),
       status_(new QComboBox(this)),
       count_(new QLabel(this)),
-      filter_error_(new QLabel(this)) {
-  auto* layout = new QVBoxLayout(this);
+      filter_error_(new QLabel(this)),
+      sweeps_(new SweepsPanel(this)),
+      tabs_(new QTabWidget(this)) {
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  auto* runs = new QWidget(this);
+  auto* layout = new QVBoxLayout(runs);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(buildFilterBar());
   layout->addWidget(filter_error_);
   proxy_->setSourceModel(model_);
   setUpView();
   layout->addWidget(view_, 1);
+  tabs_->setDocumentMode(true);
+  tabs_->addTab(runs, tr("Runs"));
+  tabs_->addTab(sweeps_, tr("Sweeps"));
+  outer->addWidget(tabs_);
 
   connect(filter_, &QLineEdit::textChanged, this, [this](const QString& text) {
     const QString error = proxy_->setFilterText(text);
@@ -138,15 +149,26 @@ void RunsPanel::setUpView() {
     header->setSectionResizeMode(c, QHeaderView::Interactive);
     header->resizeSection(c, fm.horizontalAdvance(sample) + 16);
   }
+  // The precision summary of a mixed map is long: its column starts narrower (elided, the
+  // tooltip has it whole) so that the panel shows the step without taking a third of the window.
+  header->resizeSection(RunsTableModel::kPrecision,
+                        fm.horizontalAdvance(QStringLiteral("fp8 (3 of 14 lin")) + 16);
   header->setSectionResizeMode(RunsTableModel::kName, QHeaderView::Stretch);
   header->setSectionResizeMode(RunsTableModel::kNotes, QHeaderView::Interactive);
   header->resizeSection(RunsTableModel::kNotes, 180);
+  // Shown as ID, Name, Status, Step, Precision, Preset, Age, …: what a glance needs first.
+  header->moveSection(header->visualIndex(RunsTableModel::kStep),
+                      header->visualIndex(RunsTableModel::kStatus) + 1);
+  header->moveSection(header->visualIndex(RunsTableModel::kPrecision),
+                      header->visualIndex(RunsTableModel::kStep) + 1);
   name_width_ = fm.horizontalAdvance("demo-bf16-seed-2") + 16;
 }
 
 QSize RunsPanel::sizeHint() const {
+  // Wide enough for the id, name, status, step and (elided) precision columns.
   int width = 2 * view_->frameWidth() + view_->verticalScrollBar()->sizeHint().width();
-  for (int c = RunsTableModel::kId; c <= RunsTableModel::kPrecision; ++c)
+  for (int c : {RunsTableModel::kId, RunsTableModel::kName, RunsTableModel::kStatus,
+                RunsTableModel::kStep, RunsTableModel::kPrecision})
     width += c == RunsTableModel::kName ? name_width_ : view_->horizontalHeader()->sectionSize(c);
   return {std::max(width, QWidget::sizeHint().width()), QWidget::sizeHint().height()};
 }

@@ -1,7 +1,8 @@
 // The runs panel: every run in the database (live and finished) as a sortable table
 // (RunsTableModel) with a filter box (RunFilter's grammar: text, key=value against the run's
 // configuration, numeric comparisons; a text that is no filter says why under the box) and a
-// status filter; multi-select for comparison. Tags and notes are edited in place
+// status filter; multi-select for comparison. A second tab groups the runs of sweeps
+// (SweepsPanel). Tags and notes are edited in place
 // (double-click) and leave as a signal; the panel itself never touches the store.
 #pragma once
 
@@ -13,11 +14,13 @@
 class QComboBox;
 class QLabel;
 class QLineEdit;
+class QTabWidget;
 class QTableView;
 
 namespace fp8rl::ui {
 
 class RunsFilterProxy;
+class SweepsPanel;
 
 class RunsPanel : public QWidget {
   Q_OBJECT
@@ -35,13 +38,16 @@ class RunsPanel : public QWidget {
   int visibleCount() const;
   // The message shown when the filter text is not a filter ("" when it is one).
   QString filterError() const;
-  // Wide enough for the columns from the id to the precision summary.
+  // Wide enough for the id, name, status, step and (elided) precision columns.
   QSize sizeHint() const override;
 
   QLineEdit* filterEdit() const { return filter_; }
   QComboBox* statusFilter() const { return status_; }
   QTableView* view() const { return view_; }
   RunsTableModel* model() const { return model_; }
+  // The Sweeps tab (runs grouped by sweep and axis value) and the tabs holding it.
+  SweepsPanel* sweeps() const { return sweeps_; }
+  QTabWidget* tabs() const { return tabs_; }
 
  signals:
   void currentRunChanged(qint64 run);
@@ -60,6 +66,8 @@ class RunsPanel : public QWidget {
   QComboBox* status_;
   QLabel* count_;
   QLabel* filter_error_;
+  SweepsPanel* sweeps_;
+  QTabWidget* tabs_;
   int name_width_ = 0;  // the name column's share of sizeHint()
 };
 
