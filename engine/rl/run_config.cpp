@@ -194,14 +194,18 @@ void apply_override(Json& doc, const std::string& assignment) {
   } else {
     value = yaml_scalar(text);
   }
+  set_setting(doc, key, value, "--set '" + assignment + "'");
+}
+
+void set_setting(Json& doc, const std::string& key, const Json& value, const std::string& where) {
   // Build {"a": {"b": {"c": value}}} and overlay it.
   Json over = value;
   size_t end = key.size();
   while (true) {
-    const size_t dot = key.rfind('.', end - 1);
-    const std::string part = key.substr(dot == std::string::npos ? 0 : dot + 1,
-                                        end - (dot == std::string::npos ? 0 : dot + 1));
-    check(!part.empty(), "--set '" + assignment + "': empty key part");
+    const size_t dot = end == 0 ? std::string::npos : key.rfind('.', end - 1);
+    const size_t begin = dot == std::string::npos ? 0 : dot + 1;
+    const std::string part = key.substr(begin, end - begin);
+    check(!part.empty(), where + ": '" + key + "' has an empty part");
     Json wrap;
     wrap[part] = over;
     over = wrap;

@@ -86,6 +86,10 @@ struct RunConfig {
 
 // Applies one "a.b.c=value" override to a config document (the key must exist in the defaults).
 void apply_override(Json& doc, const std::string& assignment);
+// Sets the setting at a dotted key ("grpo.lr") of a config document to value: overlays
+// {"grpo": {"lr": value}} (the key must exist, with value's type). An empty part of the key is
+// an error prefixed with `where`.
+void set_setting(Json& doc, const std::string& key, const Json& value, const std::string& where);
 // Overlays `over` onto `base` (both objects); keys of `over` must exist in `base` with the same
 // type. `where` prefixes error messages.
 void overlay(Json& base, const Json& over, const std::string& where);

@@ -31,24 +31,6 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-// {"a": {"b": {"c": value}}} from "a.b.c", overlaid on doc (the key must exist there).
-void set_path(Json& doc, const std::string& key, const Json& value) {
-  Json over = value;
-  size_t end = key.size();
-  while (true) {
-    const size_t dot = end == 0 ? std::string::npos : key.rfind('.', end - 1);
-    const size_t begin = dot == std::string::npos ? 0 : dot + 1;
-    const std::string part = key.substr(begin, end - begin);
-    check(!part.empty(), "'" + key + "' is not a setting (an empty part)");
-    Json wrap;
-    wrap[part] = over;
-    over = wrap;
-    if (dot == std::string::npos) break;
-    end = dot;
-  }
-  overlay(doc, over, "");
-}
-
 }  // namespace
 
 std::string sweep_value_text(const Json& v) {
@@ -277,7 +259,7 @@ std::vector<SweepPointSpec> SweepSpec::expand() const {
         for (const auto& [key, value] : v.settings) {
           p.sets.push_back(key + "=" + sweep_value_text(value));
           try {
-            set_path(point_doc, key, value);
+            set_setting(point_doc, key, value, "setting");
           } catch (const Error& e) {
             throw Error(where + ": axis '" + axis->name + "' value '" + v.label + "': " +
                         e.message());

@@ -171,6 +171,14 @@ double sample_var(std::span<const double> x) {
   return s * s;
 }
 
+// Welch–Satterthwaite degrees of freedom from the two groups' variances of the mean (va, vb)
+// and sizes; the pooled na + nb - 2 when both variances are zero.
+double welch_df(double va, double vb, size_t na, size_t nb) {
+  if (!(va + vb > 0)) return static_cast<double>(na + nb - 2);
+  return (va + vb) * (va + vb) /
+         (va * va / static_cast<double>(na - 1) + vb * vb / static_cast<double>(nb - 1));
+}
+
 }  // namespace
 
 double mean(std::span<const double> x) {
@@ -342,10 +350,7 @@ Estimate welch_difference(std::span<const double> a, std::span<const double> b, 
   const double va = sample_var(a) / static_cast<double>(a.size());
   const double vb = sample_var(b) / static_cast<double>(b.size());
   const double se = std::sqrt(va + vb);
-  e.df = se > 0 ? (va + vb) * (va + vb) /
-                      (va * va / static_cast<double>(a.size() - 1) +
-                       vb * vb / static_cast<double>(b.size() - 1))
-                : static_cast<double>(a.size() + b.size() - 2);
+  e.df = welch_df(va, vb, a.size(), b.size());
   const double t = student_t_quantile(1 - tail(level), e.df);
   e.ci = {e.value - t * se, e.value + t * se};
   return e;
@@ -381,10 +386,7 @@ Estimate ratio_delta_method(std::span<const double> a, std::span<const double> b
   const double va = sample_var(a) / (static_cast<double>(a.size()) * ma * ma);
   const double vb = sample_var(b) / (static_cast<double>(b.size()) * mb * mb);
   const double se = std::sqrt(va + vb);
-  e.df = se > 0 ? (va + vb) * (va + vb) /
-                      (va * va / static_cast<double>(a.size() - 1) +
-                       vb * vb / static_cast<double>(b.size() - 1))
-                : static_cast<double>(a.size() + b.size() - 2);
+  e.df = welch_df(va, vb, a.size(), b.size());
   const double t = student_t_quantile(1 - tail(level), e.df);
   e.ci = {e.value * std::exp(-t * se), e.value * std::exp(t * se)};
   return e;
