@@ -34,6 +34,7 @@ struct Setup {
   std::vector<RunGroup> groups;
   size_t base = 0;  // the group the others are compared with
   VerdictOptions options;
+  std::vector<std::vector<RunOutcome>> outcomes;  // per group, per run
 };
 
 Setup read_setup(RunStore& store, const Args& a, const std::vector<std::string>& group_specs) {
@@ -70,6 +71,7 @@ Setup read_setup(RunStore& store, const Args& a, const std::vector<std::string>&
   check(o.bootstrap.resamples >= 100, "--resamples must be at least 100");
   o.bootstrap.seed = static_cast<uint64_t>(a.get_number("seed", static_cast<double>(o.bootstrap.seed)));
   o.paired = !a.flag("unpaired");
+  for (const auto& g : s.groups) s.outcomes.push_back(read_outcomes(store, g, o.target));
   return s;
 }
 
@@ -119,7 +121,8 @@ void print_table(const Verdict& v) {
   }
 }
 
-std::vector<Verdict> verdicts_of(const Setup& s, const std::vector<std::vector<RunOutcome>>& o) {
+std::vector<Verdict> verdicts_of(const Setup& s) {
+  const auto& o = s.outcomes;
   std::vector<Verdict> out;
   for (size_t i = 0; i < s.groups.size(); ++i)
     if (i != s.base)
@@ -157,9 +160,7 @@ int cmd_compare(const std::vector<std::string>& args) {
   check(std::filesystem::exists(db), "no run database at " + db);
   RunStore store(db, /*read_only=*/true);
   const Setup s = read_setup(store, a, specs);
-  std::vector<std::vector<RunOutcome>> outcomes;
-  for (const auto& g : s.groups) outcomes.push_back(read_outcomes(store, g, s.options.target));
-  const std::vector<Verdict> verdicts = verdicts_of(s, outcomes);
+  const std::vector<Verdict> verdicts = verdicts_of(s);
   if (a.flag("json")) {
     Json::Object out;
     Json::Array groups;
@@ -172,7 +173,7 @@ int cmd_compare(const std::vector<std::string>& args) {
       j["base"] = i == s.base;
       Json::Array runs;
       for (size_t r = 0; r < g.runs.size(); ++r) {
-        const RunOutcome& o = outcomes[i][r];
+        const RunOutcome& o = s.outcomes[i][r];
         Json::Object run;
         run["id"] = o.run_id;
         run["name"] = o.name;
@@ -232,8 +233,8 @@ int cmd_report(const std::vector<std::string>& args) {
   const Setup s = read_setup(store, a, specs);
   ReportInput in;
   in.groups = s.groups;
-  for (const auto& g : s.groups) in.outcomes.push_back(read_outcomes(store, g, s.options.target));
-  in.verdicts = verdicts_of(s, in.outcomes);
+  in.outcomes = s.outcomes;
+  in.verdicts = verdicts_of(s);
   std::string title = a.get("title", "");
   if (title.empty()) {
     if (s.groups.front().sweep_id)
