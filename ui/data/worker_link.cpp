@@ -31,10 +31,7 @@ WorkerLink::WorkerLink(int64_t run, QString control, QString telemetry, QString 
       start_(std::move(start)) {
   pending_.id = run;
   thread_ = std::thread([this] {
-    // Far below the GUI thread: with a hundred live runs their parsing must never delay a
-    // redraw. At nice 5 a hundred of them together outweighed the GUI thread in the scheduler
-    // (event-loop stalls of 17–26 ms a minute under `--bench --live 100 --replay`); at 19 the
-    // worst minute was 10 ms, and they still keep up (their work is ~milliseconds a second).
+    // Below the GUI thread: with a hundred live runs their parsing must never delay a redraw.
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kThreadNice);
     loop();
     finished_ = true;

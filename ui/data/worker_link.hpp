@@ -53,8 +53,8 @@ class WorkerLink : public QObject {
     int64_t dropped = 0;        // malformed telemetry messages dropped
     int64_t reconnects = 0;     // telemetry connections opened afresh after a silence
   };
-  // The niceness of a link's thread (Linux; the GUI thread stays at the process's): the lowest.
-  static constexpr int kThreadNice = 19;
+  // The niceness of a link's thread (Linux; the GUI thread stays at the process's).
+  static constexpr int kThreadNice = 5;
   // Seconds without any telemetry after which the link reconnects.
   static constexpr double kReconnectSeconds = 5.0;
   Health health() const;
