@@ -243,8 +243,8 @@ __device__ __forceinline__ QueryTile query_tile(int64_t T, int Hq, int Hkv) {
 struct QueryCta {
   int tx, ty, pitch;
   QueryTile tile;
-  int64_t q_ld, kv_ld;  // row strides
-  int64_t seq0;         // the sequence's first row
+  int64_t q_ld, kv_ld;    // row strides
+  int64_t seq0;           // the sequence's first row
   int64_t q_col, kv_col;  // the heads' first columns (h·D, hk·D)
 };
 template <int kBr>
@@ -406,11 +406,11 @@ __global__ void __launch_bounds__(kThreads)
   const int tx = cta.tx, ty = cta.ty, pitch = cta.pitch;
   const auto [t0, b, h, hk, q_valid] = cta.tile;
   SmemCarver sm{smem};
-  float* Qs = sm.take(kBr * pitch);   // [kBr][pitch]
-  float* dOs = sm.take(kBr * pitch);  // [kBr][pitch]
-  float* Ks = sm.take(kBc * pitch);   // [kBc][pitch]
-  float* Vs = sm.take(kBc * pitch);   // [kBc][pitch]
-  float* dSs = sm.take(kBr * kSp);    // [kBr][kSp]
+  float* Qs = sm.take(kBr * pitch);         // [kBr][pitch]
+  float* dOs = sm.take(kBr * pitch);        // [kBr][pitch]
+  float* Ks = sm.take(kBc * pitch);         // [kBc][pitch]
+  float* Vs = sm.take(kBc * pitch);         // [kBc][pitch]
+  float* dSs = sm.take(kBr * kSp);          // [kBr][kSp]
   const int64_t stats0 = (b * Hq + h) * T;  // lse / di of query t at stats0 + t
 
   load_tile(Qs, pitch, q, cta.seq0 + t0, q_valid, kBr, cta.q_ld, cta.q_col, D);
@@ -603,6 +603,7 @@ float attention_scale(int D) {
 void CudaBackend::attention_forward(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B,
                                     int64_t T, int64_t Hq, int64_t Hkv, const Matrix& o,
                                     float* lse) {
+  const OpScope scope(*this, "attention_forward");
   const char* op = "attention_forward";
   const AttentionDims d = check_dims(op, q, k, v, B, T, Hq, Hkv);
   cuda::check_activation(op, "o", o, q.rows, q.cols);
@@ -625,6 +626,7 @@ void CudaBackend::attention_backward(const Matrix& dout, const Matrix& q, const 
                                      const Matrix& v, const Matrix& o, const float* lse, int64_t B,
                                      int64_t T, int64_t Hq, int64_t Hkv, const Matrix& dq,
                                      const Matrix& dk, const Matrix& dv) {
+  const OpScope scope(*this, "attention_backward");
   const char* op = "attention_backward";
   const AttentionDims d = check_dims(op, q, k, v, B, T, Hq, Hkv);
   cuda::check_activation(op, "dout", dout, q.rows, q.cols);

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -70,6 +72,8 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     FP8RL_CUDA_CHECK(cudaMallocHost(&stats_host_, 2 * sizeof(DeviceQuantStats)));
     FP8RL_CUDA_CHECK(cudaMalloc(&reduce_dev_, (kReduceBlocks + 1) * sizeof(double)));
     FP8RL_CUDA_CHECK(cudaMallocHost(&reduce_host_, sizeof(double)));
+    FP8RL_CUDA_CHECK(cudaMalloc(&differ_dev_, sizeof(unsigned)));
+    FP8RL_CUDA_CHECK(cudaMallocHost(&differ_host_, sizeof(unsigned)));
   } catch (...) {
     release();
     throw;
@@ -88,6 +92,17 @@ void CudaBackend::release() noexcept {
     std::lock_guard<std::mutex> lock(plans_mutex_);
     plans_.clear();  // before the handle: plans hold cuBLASLt descriptors
   }
+  for (const PendingOp& p : op_pending_) {
+    (void)cudaEventDestroy(p.start);
+    (void)cudaEventDestroy(p.end);
+  }
+  for (cudaEvent_t e : op_event_pool_) (void)cudaEventDestroy(e);
+  op_pending_.clear();
+  op_event_pool_.clear();
+  if (differ_host_) (void)cudaFreeHost(differ_host_);
+  if (differ_dev_) (void)cudaFree(differ_dev_);
+  differ_host_ = nullptr;
+  differ_dev_ = nullptr;
   if (reduce_host_) (void)cudaFreeHost(reduce_host_);
   if (reduce_dev_) (void)cudaFree(reduce_dev_);
   if (stats_host_) (void)cudaFreeHost(stats_host_);
@@ -130,6 +145,7 @@ void CudaBackend::make_current() const {
 }
 
 void CudaBackend::upload(void* dst, const void* host_src, size_t bytes) {
+  const OpScope scope(*this, "upload");
   if (bytes == 0) return;
   check(dst && host_src, "upload: null pointer");
   make_current();
@@ -137,6 +153,7 @@ void CudaBackend::upload(void* dst, const void* host_src, size_t bytes) {
 }
 
 void CudaBackend::download(void* host_dst, const void* src, size_t bytes) {
+  const OpScope scope(*this, "download");
   if (bytes == 0) return;
   check(host_dst && src, "download: null pointer");
   make_current();
@@ -145,6 +162,7 @@ void CudaBackend::download(void* host_dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  const OpScope scope(*this, "copy");
   if (bytes == 0) return;
   check(dst && src, "copy: null pointer");
   make_current();
@@ -152,13 +170,165 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::zero(void* dst, size_t bytes) {
+  const OpScope scope(*this, "zero");
   if (bytes == 0) return;
   check(dst != nullptr, "zero: null pointer");
   make_current();
   FP8RL_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
 }
 
+namespace {
+
+// Raises *differ when a and b differ anywhere in [0, n) (16-byte words, or bytes).
+template <typename Word>
+__global__ void differ_kernel(const Word* __restrict__ a, const Word* __restrict__ b, int64_t n,
+                              unsigned* differ) {
+  bool d = false;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if constexpr (sizeof(Word) == 16) {
+      const uint4 x = a[i], y = b[i];
+      d |= x.x != y.x || x.y != y.y || x.z != y.z || x.w != y.w;
+    } else {
+      d |= a[i] != b[i];
+    }
+  }
+  if (__syncthreads_or(d) && threadIdx.x == 0) *differ = 1;
+}
+
+template <typename Word>
+void launch_differ(const void* a, const void* b, int64_t n, unsigned* differ, int sm_count,
+                   cudaStream_t stream) {
+  if (n == 0) return;
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t{8} * sm_count);
+  differ_kernel<Word><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      static_cast<const Word*>(a), static_cast<const Word*>(b), n, differ);
+  cuda::check_launch("differ_kernel");
+}
+
+double host_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+bool CudaBackend::equal_bytes(const void* a, const void* b, size_t bytes) {
+  const OpScope scope(*this, "equal_bytes");
+  if (bytes == 0 || a == b) return true;
+  check(a && b, "equal_bytes: null pointer");
+  make_current();
+  FP8RL_CUDA_CHECK(cudaMemsetAsync(differ_dev_, 0, sizeof(unsigned), stream_));
+  // 16-byte words over the common aligned body when both start 16-byte aligned, bytes for the
+  // rest (and for everything otherwise).
+  size_t body = 0;
+  if (cuda::pointer_alignment(a) >= 16 && cuda::pointer_alignment(b) >= 16) {
+    body = bytes / 16 * 16;
+    launch_differ<uint4>(a, b, static_cast<int64_t>(body / 16), differ_dev_, sm_count_, stream_);
+  }
+  launch_differ<uint8_t>(static_cast<const uint8_t*>(a) + body,
+                         static_cast<const uint8_t*>(b) + body, static_cast<int64_t>(bytes - body),
+                         differ_dev_, sm_count_, stream_);
+  FP8RL_CUDA_CHECK(cudaMemcpyAsync(differ_host_, differ_dev_, sizeof(unsigned),
+                                   cudaMemcpyDeviceToHost, stream_));
+  FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return *differ_host_ == 0;
+}
+
+// --- op timing
+
+CudaBackend::OpScope::OpScope(CudaBackend& be, const char* op) {
+  if (!be.op_timing_ || be.capturing_) return;
+  depth_of_ = &be;
+  if (be.op_depth_++ > 0) return;  // inside another op: counted there
+  cudaEvent_t start = be.take_op_event();
+  if (!start || cudaEventRecord(start, be.stream_) != cudaSuccess) {
+    if (start) be.op_event_pool_.push_back(start);
+    return;  // untimed; the depth is undone in the destructor
+  }
+  be_ = &be;
+  op_ = op;
+  start_ = start;
+  t0_ = host_now();
+}
+
+CudaBackend::OpScope::~OpScope() {
+  if (depth_of_) --depth_of_->op_depth_;
+  CudaBackend* be = be_;
+  if (!be) return;
+  const double host = host_now() - t0_;
+  cudaEvent_t end = be->take_op_event();
+  if (!end || cudaEventRecord(end, be->stream_) != cudaSuccess) {
+    if (end) be->op_event_pool_.push_back(end);
+    be->op_event_pool_.push_back(start_);
+    (void)cudaGetLastError();
+    return;
+  }
+  be->op_pending_.push_back({op_, start_, end, host});
+  if (be->op_pending_.size() >= 4096) be->harvest_op_events();
+}
+
+cudaEvent_t CudaBackend::take_op_event() noexcept {
+  if (!op_event_pool_.empty()) {
+    cudaEvent_t e = op_event_pool_.back();
+    op_event_pool_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  if (cudaEventCreate(&e) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return e;
+}
+
+void CudaBackend::harvest_op_events() noexcept {
+  if (op_pending_.empty()) return;
+  const bool waited = cudaEventSynchronize(op_pending_.back().end) == cudaSuccess;
+  for (const PendingOp& p : op_pending_) {
+    OpTiming& t = op_totals_[p.op];
+    t.op = p.op;
+    ++t.calls;
+    t.host_seconds += p.host_seconds;
+    float ms = 0;
+    if (waited && cudaEventElapsedTime(&ms, p.start, p.end) == cudaSuccess) {
+      t.device_seconds = std::max(t.device_seconds, 0.0) + ms / 1000.0;
+    }
+    op_event_pool_.push_back(p.start);
+    op_event_pool_.push_back(p.end);
+  }
+  op_pending_.clear();
+  (void)cudaGetLastError();
+}
+
+bool CudaBackend::set_op_timing(bool on) {
+  make_current();
+  harvest_op_events();
+  op_totals_.clear();
+  op_timing_ = on;
+  op_depth_ = 0;
+  return true;
+}
+
+std::vector<OpTiming> CudaBackend::op_timings() {
+  make_current();
+  harvest_op_events();
+  std::vector<OpTiming> out;
+  for (const auto& [name, t] : op_totals_) out.push_back(t);
+  std::sort(out.begin(), out.end(), [](const OpTiming& a, const OpTiming& b) {
+    return a.device_seconds != b.device_seconds ? a.device_seconds > b.device_seconds
+                                                : a.host_seconds > b.host_seconds;
+  });
+  return out;
+}
+
+void CudaBackend::launch_graph(cudaGraphExec_t exec) {
+  const OpScope scope(*this, "graph_replay");
+  make_current();
+  FP8RL_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+}
+
 void CudaBackend::synchronize() {
+  const OpScope scope(*this, "synchronize");
   make_current();
   FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -245,8 +415,9 @@ namespace {
 // A recorded graph, replayed on the backend's stream.
 class CudaGraph final : public BackendGraph {
  public:
-  CudaGraph(int device, cudaStream_t stream, cudaGraph_t graph, cudaGraphExec_t exec)
-      : device_(device), stream_(stream), graph_(graph), exec_(exec) {}
+  CudaGraph(CudaBackend& be, int device, cudaStream_t stream, cudaGraph_t graph,
+            cudaGraphExec_t exec)
+      : be_(be), device_(device), stream_(stream), graph_(graph), exec_(exec) {}
   ~CudaGraph() override {
     // A replay may still run; errors cannot be acted on here.
     (void)cudaSetDevice(device_);
@@ -258,14 +429,10 @@ class CudaGraph final : public BackendGraph {
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
 
-  void replay() override {
-    int current = -1;
-    FP8RL_CUDA_CHECK(cudaGetDevice(&current));
-    if (current != device_) FP8RL_CUDA_CHECK(cudaSetDevice(device_));
-    FP8RL_CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
-  }
+  void replay() override { be_.launch_graph(exec_); }
 
  private:
+  CudaBackend& be_;
   int device_;
   cudaStream_t stream_;
   cudaGraph_t graph_;
@@ -313,7 +480,7 @@ std::unique_ptr<BackendGraph> CudaBackend::capture(const std::function<void()>& 
     why_not = "recording a CUDA graph failed: " + failure;
     return nullptr;
   }
-  return std::make_unique<CudaGraph>(device_, stream_, graph, exec);
+  return std::make_unique<CudaGraph>(*this, device_, stream_, graph, exec);
 }
 
 DeviceQuantStats* CudaBackend::begin_stats() {

@@ -122,6 +122,9 @@ class CudaBackend final : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override;
   // cudaMemsetAsync to 0 on the stream (asynchronous).
   void zero(void* dst, size_t bytes) override;
+  // One pass of 16-byte loads where both pointers allow it (bytes otherwise) that raises a
+  // device flag on the first difference; synchronises to read it.
+  bool equal_bytes(const void* a, const void* b, size_t bytes) override;
 
   // quantize.cu. Shapes and semantics: Backend. The outputs' formats must equal opt.format.
   // Asynchronous, except that requesting statistics synchronises the stream.
@@ -169,8 +172,8 @@ class CudaBackend final : public Backend {
   // rope.cu.
   void moe_combine(const Matrix& y, const int32_t* pos, const float* w, int64_t k,
                    const Matrix& out) override;
-  void moe_combine_backward(const Matrix& dout, const Matrix& y, const int32_t* pos,
-                            const float* w, int64_t k, const Matrix& dy, float* dw) override;
+  void moe_combine_backward(const Matrix& dout, const Matrix& y, const int32_t* pos, const float* w,
+                            int64_t k, const Matrix& dy, float* dw) override;
   void rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
             bool inverse) override;
 
@@ -234,9 +237,21 @@ class CudaBackend final : public Backend {
   // libnccl.so.2 not found). It must be destroyed before the backend.
   std::unique_ptr<Communicator> device_communicator(Communicator& host) override;
 
+  // cuda_backend.cu: op timing (Backend::set_op_timing). Each op's device time is the time
+  // between two events recorded around the work it queues; the events are read in batches
+  // (every 4,096 ops and in op_timings()), so timing adds no synchronisation per op. An op
+  // called inside another (gemm_fp8's padding copies) counts in the outer one only; ops queued
+  // while a graph is recorded are not timed, and a graph's replay is timed as "graph_replay".
+  bool set_op_timing(bool on) override;
+  std::vector<OpTiming> op_timings() override;
+
   // quantize.cu: "" when this build's kernels can run on the current device, else why not
   // (e.g. no kernel image for the device's architecture). Used by the module's probe.
   static std::string kernel_image_problem();
+
+  // cuda_backend.cu: launches a recorded graph on the stream (BackendGraph::replay of a graph
+  // this backend recorded).
+  void launch_graph(cudaGraphExec_t exec);
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
   // Blocks of the first sum_squares pass (one FP64 partial sum each).
@@ -247,6 +262,31 @@ class CudaBackend final : public Backend {
   void raw_free(void* p) noexcept override;
 
  private:
+  // Times the op it is made in while op timing is on (see set_op_timing); does nothing
+  // otherwise, inside another op's scope, or while a graph is recorded.
+  class OpScope {
+   public:
+    OpScope(CudaBackend& be, const char* op);
+    ~OpScope();
+    OpScope(const OpScope&) = delete;
+    OpScope& operator=(const OpScope&) = delete;
+
+   private:
+    CudaBackend* depth_of_ = nullptr;  // whose op depth this scope counts in
+    CudaBackend* be_ = nullptr;        // null: not timing
+    const char* op_ = nullptr;
+    cudaEvent_t start_ = nullptr;
+    double t0_ = 0;
+  };
+  struct PendingOp {
+    const char* op;
+    cudaEvent_t start, end;
+    double host_seconds;
+  };
+  // Reads the pending events into op_totals_ (waits for the last one) and recycles them.
+  void harvest_op_events() noexcept;
+  cudaEvent_t take_op_event() noexcept;
+
   // Makes device_ current on the calling thread (the runtime's current device is per thread).
   void make_current() const;
   // Frees everything; safe on a partly constructed backend.
@@ -288,9 +328,16 @@ class CudaBackend final : public Backend {
   size_t scratch_bytes_ = 0;
   DeviceQuantStats* stats_dev_ = nullptr;   // 2 records
   DeviceQuantStats* stats_host_ = nullptr;  // 2 records, pinned
-  double* reduce_dev_ = nullptr;   // kReduceBlocks partial sums + the result (sum_squares; amax
-                                   // keeps its 32-bit result in the result slot)
-  double* reduce_host_ = nullptr;  // 1 value, pinned (also amax's result bits)
+  double* reduce_dev_ = nullptr;     // kReduceBlocks partial sums + the result (sum_squares; amax
+                                     // keeps its 32-bit result in the result slot)
+  double* reduce_host_ = nullptr;    // 1 value, pinned (also amax's result bits)
+  unsigned* differ_dev_ = nullptr;   // equal_bytes' flag
+  unsigned* differ_host_ = nullptr;  // pinned
+  bool op_timing_ = false;
+  int op_depth_ = 0;                           // nesting of OpScopes
+  std::vector<PendingOp> op_pending_;          // events not read yet
+  std::vector<cudaEvent_t> op_event_pool_;     // read events, for reuse
+  std::map<std::string, OpTiming> op_totals_;  // by op name
   mutable std::mutex plans_mutex_;
   mutable std::map<cuda::GemmKey, std::unique_ptr<cuda::GemmPlan>> plans_;
 };

@@ -121,6 +121,7 @@ void check_vector(const char* op, const void* p, int64_t n) {
 }  // namespace
 
 void CudaBackend::convert(const Matrix& x, const Matrix& out) {
+  const OpScope scope(*this, "convert");
   cuda::check_activation("convert", "x", x);
   cuda::check_activation("convert", "out", out, x.rows, x.cols);
   const int64_t n = x.rows * x.cols;
@@ -139,6 +140,7 @@ void CudaBackend::convert(const Matrix& x, const Matrix& out) {
 }
 
 void CudaBackend::transpose(const Matrix& x, const Matrix& out) {
+  const OpScope scope(*this, "transpose");
   cuda::check_activation("transpose", "x", x);
   cuda::check_activation("transpose", "out", out, x.cols, x.rows);
   check(out.dtype == x.dtype, "transpose: " + cuda::shape_of("x", x) + " and " +
@@ -165,6 +167,7 @@ void CudaBackend::transpose(const Matrix& x, const Matrix& out) {
 }
 
 void CudaBackend::add(const Matrix& a, const Matrix& b, const Matrix& out) {
+  const OpScope scope(*this, "add");
   cuda::check_activation("add", "a", a);
   cuda::check_activation("add", "b", b, a.rows, a.cols);
   cuda::check_activation("add", "out", out, a.rows, a.cols);
@@ -184,6 +187,7 @@ void CudaBackend::add(const Matrix& a, const Matrix& b, const Matrix& out) {
 }
 
 double CudaBackend::sum_squares(const float* x, int64_t n) {
+  const OpScope scope(*this, "sum_squares");
   check_vector("sum_squares", x, n);
   if (n == 0) return 0.0;
   make_current();
@@ -200,6 +204,7 @@ double CudaBackend::sum_squares(const float* x, int64_t n) {
 }
 
 void CudaBackend::scale(float* x, int64_t n, float s) {
+  const OpScope scope(*this, "scale");
   check_vector("scale", x, n);
   if (n == 0) return;
   make_current();
@@ -209,6 +214,7 @@ void CudaBackend::scale(float* x, int64_t n, float s) {
 
 void CudaBackend::adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr,
                         float beta1, float beta2, float eps, float weight_decay, int64_t t) {
+  const OpScope scope(*this, "adamw");
   check(t >= 1, "adamw: step must be ≥ 1, got " + std::to_string(t));
   check_vector("adamw", p, n);
   if (n == 0) return;

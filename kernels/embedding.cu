@@ -47,6 +47,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 void CudaBackend::embedding_forward(const int32_t* ids, const Matrix& table, const Matrix& out) {
+  const OpScope scope(*this, "embedding_forward");
   cuda::check_activation("embedding_forward", "table", table);
   cuda::check_activation("embedding_forward", "out", out, out.rows, table.cols);
   const int64_t M = out.rows, V = table.rows, H = table.cols;
@@ -62,6 +63,7 @@ void CudaBackend::embedding_forward(const int32_t* ids, const Matrix& table, con
 }
 
 void CudaBackend::embedding_backward(const int32_t* ids, const Matrix& dout, const Matrix& dtable) {
+  const OpScope scope(*this, "embedding_backward");
   cuda::check_activation("embedding_backward", "dout", dout);
   cuda::check_f32("embedding_backward", "dtable", dtable, dtable.rows, dout.cols);
   const int64_t M = dout.rows, V = dtable.rows, H = dtable.cols;

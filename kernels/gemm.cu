@@ -305,6 +305,7 @@ bool CudaBackend::begin_product(const char* op, int64_t M, int64_t N, int64_t K,
 }
 
 void CudaBackend::gemm(const Matrix& a, const Matrix& b, const Matrix& c, float beta) {
+  const OpScope scope(*this, "gemm");
   check_gemm_operands(a, b, c, beta);
   const int64_t M = a.rows, N = b.rows, K = a.cols;
   if (!begin_product("gemm", M, N, K, c, beta)) return;
@@ -356,6 +357,7 @@ std::optional<std::string> CudaBackend::gemm_fp8_unsupported(const Fp8Matrix& a,
 }
 
 void CudaBackend::gemm_fp8(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix& c, float beta) {
+  const OpScope scope(*this, "gemm_fp8");
   check_gemm_fp8_operands(a, b, c, beta);
   check(!(a.block == ScaleBlock::tile128x128 && b.block == ScaleBlock::tile128x128),
         std::string("gemm_fp8: ") + kTileTileReason);

@@ -495,6 +495,7 @@ void launch_cached(const CachedArgs& a, bool vec, int kg, dim3 grid, int threads
 }  // namespace
 
 float CudaBackend::amax(const Matrix& x) {
+  const OpScope scope(*this, "amax");
   cuda::check_activation("amax", "x", x);
   const int64_t n = x.rows * x.cols;
   if (n == 0) return 0.0f;
@@ -519,6 +520,7 @@ float CudaBackend::amax(const Matrix& x) {
 
 void CudaBackend::kv_write(const Matrix& k, const Matrix& v, const int32_t* slot_ids,
                            const int32_t* positions, const KvCacheView& cache) {
+  const OpScope scope(*this, "kv_write");
   const char* op = "kv_write";
   check_cache(cache, op);
   cuda::check_activation(op, "k", k, k.rows, cache.width);
@@ -551,6 +553,7 @@ void CudaBackend::kv_write(const Matrix& k, const Matrix& v, const int32_t* slot
 void CudaBackend::attention_cached(const Matrix& q, const KvCacheView& cache,
                                    const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
                                    int64_t Hkv, const Matrix& o) {
+  const OpScope scope(*this, "attention_cached");
   const char* op = "attention_cached";
   const std::string p = std::string(op) + ": ";
   check_cache(cache, op);

@@ -73,6 +73,7 @@ unsigned row_grid(int64_t M, int sm_count) {
 
 void CudaBackend::token_logprobs(const Matrix& logits, const int32_t* targets,
                                  float inv_temperature, float* logp, float* entropy) {
+  const OpScope scope(*this, "token_logprobs");
   const char* op = "token_logprobs";
   cuda::check_activation(op, "logits", logits);
   const int64_t M = logits.rows, V = logits.cols;
@@ -96,6 +97,7 @@ void CudaBackend::token_logprobs(const Matrix& logits, const int32_t* targets,
 void CudaBackend::token_logprobs_backward(const Matrix& logits, const int32_t* targets,
                                           float inv_temperature, const float* dlogp,
                                           const Matrix& dlogits) {
+  const OpScope scope(*this, "token_logprobs_backward");
   const char* op = "token_logprobs_backward";
   cuda::check_activation(op, "logits", logits);
   const int64_t M = logits.rows, V = logits.cols;

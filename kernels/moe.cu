@@ -28,7 +28,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t m = e / H, h = e - m * H;
     float acc = 0.0f;
     for (int64_t j = 0; j < k; ++j)
-      acc = __fadd_rn(acc, __fmul_rn(w[m * k + j], y[static_cast<int64_t>(pos[m * k + j]) * H + h]));
+      acc =
+          __fadd_rn(acc, __fmul_rn(w[m * k + j], y[static_cast<int64_t>(pos[m * k + j]) * H + h]));
     out.store(e, acc);
   });
 }
@@ -63,6 +64,7 @@ __global__ void __launch_bounds__(kThreads)
 
 void CudaBackend::moe_combine(const Matrix& y, const int32_t* pos, const float* w, int64_t k,
                               const Matrix& out) {
+  const OpScope scope(*this, "moe_combine");
   cuda::check_activation("moe_combine", "y", y);
   cuda::check_activation("moe_combine", "out", out);
   check(k > 0 && y.cols == out.cols, "moe_combine: k must be positive and " +
@@ -70,7 +72,9 @@ void CudaBackend::moe_combine(const Matrix& y, const int32_t* pos, const float* 
                                          cuda::shape_of("out", out) + " as wide");
   if (out.rows == 0 || out.cols == 0) return;
   for (const auto& [name, p] : {std::pair<const char*, const void*>{"y", y.data},
-                                {"out", out.data}, {"pos", pos}, {"w", w}})
+                                {"out", out.data},
+                                {"pos", pos},
+                                {"w", w}})
     cuda::check_data("moe_combine", name, p);
   make_current();
   moe_combine_kernel<<<cuda::grid_for(out.rows * out.cols, kThreads, int64_t{32} * sm_count_),
@@ -81,6 +85,7 @@ void CudaBackend::moe_combine(const Matrix& y, const int32_t* pos, const float* 
 
 void CudaBackend::moe_combine_backward(const Matrix& dout, const Matrix& y, const int32_t* pos,
                                        const float* w, int64_t k, const Matrix& dy, float* dw) {
+  const OpScope scope(*this, "moe_combine_backward");
   cuda::check_activation("moe_combine_backward", "dout", dout);
   cuda::check_activation("moe_combine_backward", "y", y);
   cuda::check_activation("moe_combine_backward", "dy", dy, y.rows, y.cols);
@@ -89,17 +94,20 @@ void CudaBackend::moe_combine_backward(const Matrix& dout, const Matrix& y, cons
                                           cuda::shape_of("y", y) + " as wide");
   const int64_t n = dout.rows * k, H = dout.cols;
   if (n == 0) return;
-  for (const auto& [name, p] :
-       {std::pair<const char*, const void*>{"dout", dout.data}, {"y", y.data}, {"dy", dy.data},
-        {"pos", pos}, {"w", w}, {"dw", dw}})
+  for (const auto& [name, p] : {std::pair<const char*, const void*>{"dout", dout.data},
+                                {"y", y.data},
+                                {"dy", dy.data},
+                                {"pos", pos},
+                                {"w", w},
+                                {"dw", dw}})
     cuda::check_data("moe_combine_backward", name, p);
   make_current();
   if (H > 0)
     moe_scatter_kernel<<<cuda::grid_for(n * H, kThreads, int64_t{32} * sm_count_), kThreads, 0,
                          stream_>>>(cuda::in_of(dout), pos, w, k, cuda::out_of(dy), n, H);
   cuda::check_launch("moe_scatter_kernel");
-  moe_weight_grad_kernel<<<cuda::grid_for(n, kThreads / 32, int64_t{32} * sm_count_), kThreads,
-                           0, stream_>>>(cuda::in_of(dout), cuda::in_of(y), pos, k, dw, n, H);
+  moe_weight_grad_kernel<<<cuda::grid_for(n, kThreads / 32, int64_t{32} * sm_count_), kThreads, 0,
+                           stream_>>>(cuda::in_of(dout), cuda::in_of(y), pos, k, dw, n, H);
   cuda::check_launch("moe_weight_grad_kernel");
 }
 

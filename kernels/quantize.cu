@@ -145,6 +145,14 @@ __device__ __forceinline__ void quantize_warp_block(const float (&v)[4], int n, 
   }
 }
 
+// Where column c of a 128-wide tile row lives in the staged tile: each group of 8 columns is
+// rotated by c / 32, so that the 16-byte staging (lane h writes columns 8h .. 8h + 7) spreads
+// over the banks (at most 2-way), while rows (lane + 32j) and columns (row e = lane + 32j,
+// pitch 129) are still read without conflicts.
+__device__ __forceinline__ int tile_col(int c) {
+  return (c & ~7) | (((c & 7) + (c >> 5)) & 7);
+}
+
 // Line i < lines of a tile staged in shared memory ([kTile][kPitch]: row i, or with kColumns
 // column i) is one 1x128 block of len values: its codes go to row r0 + i of q [rows, cols] from
 // column c0, its 1/s to the matching entry of qs. Warp w takes lines w, w + kWarps, ...
@@ -157,7 +165,7 @@ __device__ __forceinline__ void quantize_staged_lines(
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int e = lane + 32 * j;
-      v[j] = e < len ? tile[kColumns ? e * kPitch + i : i * kPitch + e] : 0.0f;
+      v[j] = e < len ? tile[kColumns ? e * kPitch + tile_col(i) : i * kPitch + tile_col(e)] : 0.0f;
     }
     const int64_t r = r0 + i;
     quantize_warp_block<F, kStats>(v, len, lane, pow2, q + r * cols + c0,
@@ -278,6 +286,160 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (kStats) flush_stats(st, stats);
 }
 
+// --- 16-byte paths: eight consecutive elements per thread (one 16-byte load of bf16, two of
+// f32) and their eight codes in one 8-byte store. Used where every block is whole (cols a
+// multiple of 128) and x, q are aligned for it (see vector_ok); the same arithmetic per element,
+// and amax is a max (NaN wins whatever the order), so the codes and scales are the same bits.
+
+// x[0..8) → v (x 16-byte aligned).
+__device__ __forceinline__ void load8(const uint16_t* __restrict__ x, float (&v)[8]) {
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(x));
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = __uint_as_float(w[i] << 16);  // little-endian: the first bf16 is the low half
+    v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void load8(const float* __restrict__ x, float (&v)[8]) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(x));
+  const float4 b = __ldg(reinterpret_cast<const float4*>(x) + 1);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+// The codes of v·s into q[0..8) (q 8-byte aligned); statistics per element when asked.
+template <Fp8Format F, bool kStats>
+__device__ __forceinline__ void encode8(const float (&v)[8], float s, float sinv,
+                                        uint8_t* __restrict__ q, ThreadStats& st) {
+  unsigned lo = 0, hi = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float xs = __fmul_rn(v[j], s);
+    const uint8_t code = encode<F>(xs);
+    if (j < 4) {
+      lo |= static_cast<unsigned>(code) << (8 * j);
+    } else {
+      hi |= static_cast<unsigned>(code) << (8 * (j - 4));
+    }
+    if constexpr (kStats) count_element<F>(st, v[j], xs, code, sinv);
+  }
+  *reinterpret_cast<uint2*>(q) = make_uint2(lo, hi);
+}
+
+// 1x128 blocks along cols (cols % 128 == 0): a half-warp per block, lane h of the half holds
+// elements 8h .. 8h + 7; a warp takes two consecutive blocks and the loads of its next pair are
+// issued before the current pair is quantized (two pairs in flight per warp).
+template <typename T, Fp8Format F, bool kStats>
+__global__ void __launch_bounds__(kThreads)
+    quantize_1x128_vec_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, bool pow2,
+                              uint8_t* __restrict__ q, float* __restrict__ qs,
+                              DeviceQuantStats* stats) {
+  const int lane = threadIdx.x & 31, h = lane & 15, half = lane >> 4;
+  const int64_t kbs = cols / kBlock;
+  const int64_t tasks = rows * kbs;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) >> 5;
+  const int64_t step = 2 * ((static_cast<int64_t>(gridDim.x) * kThreads) >> 5);
+  ThreadStats st;
+  auto load = [&](int64_t t, float(&v)[8]) {
+    if (t < tasks) {
+      load8(x + t * kBlock + 8 * h, v);  // block t starts at element t·128 (whole blocks)
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = 0.0f;
+    }
+  };
+  float v[8], next[8];
+  int64_t t = 2 * warp + half;
+  load(t, v);
+  for (int64_t base = 2 * warp; base < tasks; base += step) {  // warp-uniform
+    load(t + step, next);
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = amax_combine(amax, fabsf(v[j]));
+#pragma unroll
+    for (int off = 8; off > 0; off >>= 1)  // within the half-warp
+      amax = amax_combine(amax, __shfl_xor_sync(kFullMask, amax, off));
+    if (t < tasks) {
+      bool degenerate = false;
+      const float s = block_scale(amax, F, pow2, &degenerate);
+      const float sinv = __fdiv_rn(1.0f, s);
+      const int64_t r = t / kbs, c0 = (t % kbs) * kBlock;
+      if (h == 0) {
+        qs[scale_index(ScaleBlock::row1x128, rows, cols, r, c0)] = sinv;
+        if constexpr (kStats) {
+          ++st.blocks;
+          st.degenerate += degenerate ? 1 : 0;
+        }
+      }
+      encode8<F, kStats>(v, s, sinv, q + t * kBlock + 8 * h, st);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = next[j];
+    t += step;
+  }
+  if constexpr (kStats) flush_stats(st, stats);
+}
+
+// 128x128 tiles (cols % 128 == 0 and whole tile rows; the last tile row may be partial): one
+// block per tile, grid-stride. Thread (warp w, lane l) holds tile rows 2w + (l >> 4) + 16p
+// (p < 8) at columns 8(l & 15) .. + 7 in registers: 16-byte loads, one read of x.
+template <typename T, Fp8Format F, bool kStats>
+__global__ void __launch_bounds__(kThreads)
+    quantize_tile_vec_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, bool pow2,
+                             uint8_t* __restrict__ q, float* __restrict__ qs,
+                             DeviceQuantStats* stats) {
+  __shared__ float warp_max[kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int row_in = 2 * warp + (lane >> 4), col_in = 8 * (lane & 15);
+  const int64_t cbs = cols / kBlock;
+  const int64_t tiles = blocks_of(rows) * cbs;
+  ThreadStats st;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // block-uniform
+    const int64_t r0 = (t / cbs) * kBlock, c0 = (t % cbs) * kBlock;
+    const int nr = static_cast<int>(min(kBlock, rows - r0));
+    float v[8][8];
+    float amax = 0.0f;
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      const int rr = row_in + 16 * p;
+      if (rr < nr) {
+        load8(x + (r0 + rr) * cols + c0 + col_in, v[p]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[p][j] = 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) amax = amax_combine(amax, fabsf(v[p][j]));
+    }
+    amax = warp_amax(amax);
+    if (lane == 0) warp_max[warp] = amax;
+    __syncthreads();
+    amax = warp_max[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) amax = amax_combine(amax, warp_max[w]);
+    __syncthreads();  // warp_max is rewritten for the next tile
+    bool degenerate = false;
+    const float s = block_scale(amax, F, pow2, &degenerate);
+    const float sinv = __fdiv_rn(1.0f, s);
+    if (threadIdx.x == 0) {
+      qs[scale_index(ScaleBlock::tile128x128, rows, cols, r0, c0)] = sinv;
+      if (c0 + kBlock >= cols)
+        for (int64_t cb = blocks_of(cols); cb < tile_scale_stride(cols); ++cb)
+          qs[(r0 / kBlock) * tile_scale_stride(cols) + cb] = 1.0f;
+      if constexpr (kStats) {
+        ++st.blocks;
+        st.degenerate += degenerate ? 1 : 0;
+      }
+    }
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      const int rr = row_in + 16 * p;
+      if (rr < nr) encode8<F, kStats>(v[p], s, sinv, q + (r0 + rr) * cols + c0 + col_in, st);
+    }
+  }
+  if constexpr (kStats) flush_stats(st, stats);
+}
+
 // x [M, K] → q [M, K] 1x128 along K and qt [K, M] 1x128 along M, from one read of x: a 128x128
 // tile of x is staged in shared memory (dynamic, kTransposeSmem bytes); warps then quantize its
 // rows (blocks of q) and its columns (blocks of qt). stats: 2 records (q, qt) or null.
@@ -286,7 +448,7 @@ __global__ void __launch_bounds__(kThreads)
     quantize_transpose_kernel(const T* __restrict__ x, int64_t M, int64_t K, bool pow2,
                               uint8_t* __restrict__ q, float* __restrict__ qs,
                               uint8_t* __restrict__ qt, float* __restrict__ qts,
-                              DeviceQuantStats* stats) {
+                              DeviceQuantStats* stats, bool vec) {
   extern __shared__ float tile[];  // [kTile][kPitch]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t kbs = blocks_of(K);
@@ -296,13 +458,25 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t m0 = (t / kbs) * kBlock, k0 = (t % kbs) * kBlock;
     const int nm = static_cast<int>(min(kBlock, M - m0));
     const int nk = static_cast<int>(min(kBlock, K - k0));
-    __syncthreads();  // readers of the previous tile are done
-    for (int i = warp; i < nm; i += kWarps) {
-      const T* xr = x + (m0 + i) * K + k0;
+    __syncthreads();                          // readers of the previous tile are done
+    if (vec && nm == kTile && nk == kTile) {  // block-uniform: 16-byte loads of a whole tile
+      const int h = threadIdx.x & 15;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = lane + 32 * j;
-        if (c < nk) tile[i * kPitch + c] = load_elem(xr, c);
+      for (int p = 0; p < kTile / 16; ++p) {
+        const int i = (threadIdx.x >> 4) + 16 * p;
+        float v[8];
+        load8(x + (m0 + i) * K + k0 + 8 * h, v);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) tile[i * kPitch + tile_col(8 * h + j)] = v[j];
+      }
+    } else {
+      for (int i = warp; i < nm; i += kWarps) {
+        const T* xr = x + (m0 + i) * K + k0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c = lane + 32 * j;
+          if (c < nk) tile[i * kPitch + tile_col(c)] = load_elem(xr, c);
+        }
       }
     }
     __syncthreads();
@@ -403,6 +577,13 @@ struct QuantLaunch {
   int sm_count = 1;
 };
 
+// Whether the 16-byte kernels apply: whole 1x128 blocks (cols % 128 == 0, so every row starts
+// 16-byte aligned when x does) and 8-byte aligned codes.
+bool vector_ok(const QuantLaunch& p) {
+  return p.cols % kBlock == 0 && cuda::pointer_alignment(p.x) >= 16 &&
+         cuda::pointer_alignment(p.q) >= 8;
+}
+
 // Blocks for a grid-stride kernel: enough to fill the device, no more than there is work.
 template <class Kernel>
 unsigned grid_size(Kernel kernel, size_t smem, int64_t work_blocks, int sm_count) {
@@ -425,11 +606,23 @@ template <typename T, Fp8Format F, bool kStats>
 struct LaunchQuantize {
   static void run(const QuantLaunch& p) {
     const T* x = static_cast<const T*>(p.x);
+    const bool vec = vector_ok(p);
     if (p.block == ScaleBlock::row1x128) {
-      const int64_t warps = p.rows * blocks_of(p.cols);
-      launch_grid_stride(quantize_1x128_kernel<T, F, kStats>, "quantize_1x128_kernel", 0,
-                         (warps + kWarps - 1) / kWarps, p, x, p.rows, p.cols, p.pow2, p.q, p.qs,
-                         p.stats);
+      const int64_t blocks = p.rows * blocks_of(p.cols);
+      if (vec) {
+        const int64_t warps = (blocks + 1) / 2;  // two blocks per warp
+        launch_grid_stride(quantize_1x128_vec_kernel<T, F, kStats>, "quantize_1x128_vec_kernel", 0,
+                           (warps + kWarps - 1) / kWarps, p, x, p.rows, p.cols, p.pow2, p.q, p.qs,
+                           p.stats);
+      } else {
+        launch_grid_stride(quantize_1x128_kernel<T, F, kStats>, "quantize_1x128_kernel", 0,
+                           (blocks + kWarps - 1) / kWarps, p, x, p.rows, p.cols, p.pow2, p.q, p.qs,
+                           p.stats);
+      }
+    } else if (vec) {
+      launch_grid_stride(quantize_tile_vec_kernel<T, F, kStats>, "quantize_tile_vec_kernel", 0,
+                         blocks_of(p.rows) * blocks_of(p.cols), p, x, p.rows, p.cols, p.pow2, p.q,
+                         p.qs, p.stats);
     } else {
       launch_grid_stride(quantize_tile_kernel<T, F, kStats>, "quantize_tile_kernel", 0,
                          blocks_of(p.rows) * blocks_of(p.cols), p, x, p.rows, p.cols, p.pow2, p.q,
@@ -444,9 +637,11 @@ struct LaunchQuantizeTranspose {
     auto kernel = quantize_transpose_kernel<T, F, kStats>;
     FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kTransposeSmem)));
+    // Whole tiles stage with 16-byte loads when every row start is 16-byte aligned.
+    const bool vec = p.cols % 8 == 0 && cuda::pointer_alignment(p.x) >= 16;
     launch_grid_stride(kernel, "quantize_transpose_kernel", kTransposeSmem,
                        blocks_of(p.rows) * blocks_of(p.cols), p, static_cast<const T*>(p.x), p.rows,
-                       p.cols, p.pow2, p.q, p.qs, p.qt, p.qts, p.stats);
+                       p.cols, p.pow2, p.q, p.qs, p.qt, p.qts, p.stats, vec);
   }
 };
 
@@ -507,6 +702,7 @@ void launch_dequantize(const Fp8Matrix& q, void* out, dim3 grid, cudaStream_t st
 
 void CudaBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
                            QuantStats* stats) {
+  const OpScope scope(*this, "quantize");
   check_quantize_operands(x, out);
   check_format("quantize", "output", out, opt);
   if (x.rows == 0 || x.cols == 0) {
@@ -524,6 +720,7 @@ void CudaBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOpt
 void CudaBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& along,
                                           const Fp8Matrix& transposed, const QuantOptions& opt,
                                           QuantStats* stats_along, QuantStats* stats_transposed) {
+  const OpScope scope(*this, "quantize_with_transpose");
   check_quantize_operands(x, along);
   check(transposed.rows == x.cols && transposed.cols == x.rows,
         "quantize_with_transpose: " + shape("transposed", transposed.rows, transposed.cols) +
@@ -550,6 +747,7 @@ void CudaBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& alon
 }
 
 void CudaBackend::dequantize(const Fp8Matrix& q, const Matrix& out) {
+  const OpScope scope(*this, "dequantize");
   check(q.rows == out.rows && q.cols == out.cols, "dequantize: " + shape("input", q.rows, q.cols) +
                                                       " vs " + shape("output", out.rows, out.cols));
   check(out.dtype == DType::f32 || out.dtype == DType::bf16,
@@ -573,6 +771,7 @@ void CudaBackend::dequantize(const Fp8Matrix& q, const Matrix& out) {
 }
 
 void CudaBackend::transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) {
+  const OpScope scope(*this, "transpose_fp8");
   check(w.block == ScaleBlock::tile128x128 && wt.block == ScaleBlock::tile128x128,
         std::string("transpose_fp8: needs 128x128-tile matrices, got w ") +
             scale_block_name(w.block) + " and wt " + scale_block_name(wt.block) +

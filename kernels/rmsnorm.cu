@@ -110,6 +110,7 @@ __global__ void __launch_bounds__(kThreads)
 
 void CudaBackend::rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
                                   float* rstd) {
+  const OpScope scope(*this, "rmsnorm_forward");
   const char* op = "rmsnorm_forward";
   cuda::check_activation(op, "x", x);
   const int64_t M = x.rows, H = x.cols;
@@ -137,6 +138,7 @@ void CudaBackend::rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, c
 
 void CudaBackend::rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w,
                                    const float* rstd, const Matrix& dx, const Matrix& dw) {
+  const OpScope scope(*this, "rmsnorm_backward");
   const char* op = "rmsnorm_backward";
   cuda::check_activation(op, "x", x);
   const int64_t M = x.rows, H = x.cols;

@@ -47,6 +47,7 @@ __global__ void __launch_bounds__(kThreads)
 
 void CudaBackend::rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
                        bool inverse) {
+  const OpScope scope(*this, "rope");
   cuda::check_activation("rope", "x", x);
   check(heads > 0 && x.cols % heads == 0, "rope: width of " + cuda::shape_of("x", x) +
                                               " is not a multiple of heads " +

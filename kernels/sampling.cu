@@ -200,6 +200,7 @@ __global__ void __launch_bounds__(kThreads)
 
 void CudaBackend::sample_tokens(const Matrix& logits, float inv_temperature, const double* uniforms,
                                 int32_t* tokens, float* logprobs) {
+  const OpScope scope(*this, "sample_tokens");
   const char* op = "sample_tokens";
   cuda::check_activation(op, "logits", logits);
   check(std::isfinite(inv_temperature) && inv_temperature > 0,

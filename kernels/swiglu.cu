@@ -67,6 +67,7 @@ void check_alias(const char* op, const char* out_name, const Matrix& out, const 
 }  // namespace
 
 void CudaBackend::swiglu_forward(const Matrix& gate, const Matrix& up, const Matrix& h) {
+  const OpScope scope(*this, "swiglu_forward");
   const char* op = "swiglu_forward";
   const int64_t n = check_operands(op, gate, {{"gate", &gate}, {"up", &up}, {"h", &h}});
   if (n == 0) return;
@@ -80,6 +81,7 @@ void CudaBackend::swiglu_forward(const Matrix& gate, const Matrix& up, const Mat
 
 void CudaBackend::swiglu_backward(const Matrix& dh, const Matrix& gate, const Matrix& up,
                                   const Matrix& dgate, const Matrix& dup) {
+  const OpScope scope(*this, "swiglu_backward");
   const char* op = "swiglu_backward";
   const int64_t n = check_operands(
       op, gate, {{"dh", &dh}, {"gate", &gate}, {"up", &up}, {"dgate", &dgate}, {"dup", &dup}});

@@ -99,7 +99,8 @@ struct StepOptions {
   std::string model;  // empty: the preset's own shape
   std::vector<std::string> sets;
   int64_t warmup = 1, steps = 0;
-  bool pytorch = true;  // CPU: also time the step in PyTorch when torch is importable
+  bool pytorch = true;    // CPU: also time the step in PyTorch when torch is importable
+  bool op_times = false;  // device backends: the timed steps' time op by op, per mode
 };
 Json bench_step(Backend& be, const StepOptions& o);
 

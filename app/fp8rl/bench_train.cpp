@@ -11,8 +11,8 @@
 #include "backend/cpu/sgemm.hpp"
 #include "bench.hpp"
 #include "core/error.hpp"
-#include "model/optimizer.hpp"
 #include "model/decoder.hpp"
+#include "model/optimizer.hpp"
 #include "rl/run_loop.hpp"
 
 namespace fp8rl::cli::bench {
@@ -163,6 +163,64 @@ Json bench_train(Backend& be, const TrainOptions& o) {
   return run;
 }
 
+namespace {
+
+// --op-times: one table per mode, per step (the timed steps' mean): the ops with the most
+// device time first, the rest summed in one row.
+void print_op_times(const char* mode, const std::vector<OpTiming>& ops, double steps,
+                    double step_seconds) {
+  std::printf("\nop times per step, %s (step %.3f s):\n", mode, step_seconds);
+  if (ops.empty()) {
+    std::printf("  none recorded\n");
+    return;
+  }
+  std::printf("  %-26s %8s %10s %10s %7s\n", "op", "calls", "host ms", "device ms", "device%");
+  double host = 0, device = 0;
+  for (const OpTiming& t : ops) {
+    host += t.host_seconds;
+    device += std::max(t.device_seconds, 0.0);
+  }
+  constexpr size_t kShown = 16;
+  OpTiming rest{"(" + std::to_string(ops.size() > kShown ? ops.size() - kShown : 0) + " more)"};
+  rest.device_seconds = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpTiming& t = ops[i];
+    if (i >= kShown) {
+      rest.calls += t.calls;
+      rest.host_seconds += t.host_seconds;
+      rest.device_seconds += std::max(t.device_seconds, 0.0);
+      continue;
+    }
+    std::printf("  %-26s %8.0f %10.2f %10.2f %6.1f%%\n", t.op.c_str(),
+                static_cast<double>(t.calls) / steps, 1e3 * t.host_seconds / steps,
+                1e3 * t.device_seconds / steps,
+                100.0 * std::max(t.device_seconds, 0.0) / steps / step_seconds);
+  }
+  if (rest.calls > 0)
+    std::printf("  %-26s %8.0f %10.2f %10.2f %6.1f%%\n", rest.op.c_str(),
+                static_cast<double>(rest.calls) / steps, 1e3 * rest.host_seconds / steps,
+                1e3 * rest.device_seconds / steps,
+                100.0 * rest.device_seconds / steps / step_seconds);
+  std::printf("  %-26s %8s %10.2f %10.2f %6.1f%%   (the step outside ops: %.2f ms host)\n",
+              "all ops", "", 1e3 * host / steps, 1e3 * device / steps,
+              100.0 * device / steps / step_seconds, 1e3 * (step_seconds - host / steps));
+}
+
+Json op_times_json(const std::vector<OpTiming>& ops, double steps) {
+  Json::Array rows;
+  for (const OpTiming& t : ops) {
+    Json row;
+    row["op"] = t.op;
+    row["calls_per_step"] = number(static_cast<double>(t.calls) / steps);
+    row["host_seconds_per_step"] = number(t.host_seconds / steps);
+    row["device_seconds_per_step"] = number(t.device_seconds < 0 ? NAN : t.device_seconds / steps);
+    rows.push_back(row);
+  }
+  return Json(rows);
+}
+
+}  // namespace
+
 Json bench_step(Backend& be, const StepOptions& o) {
   check(o.steps > 0, "--steps must be positive");
   check(o.warmup >= 1,
@@ -212,11 +270,12 @@ Json bench_step(Backend& be, const StepOptions& o) {
       interleave ? "; the modes take turns step by step" : "");
   std::fflush(stdout);
   struct Sums {
-    double step = 0, gen = 0, logprob = 0, train = 0, recal = 0, response_tokens = 0,
+    double step = 0, gen = 0, logprob = 0, train = 0, recal = 0, audit = 0, response_tokens = 0,
            train_tokens = 0, response_length = 0, sequences = 0, gemm_flops = 0, gemm_seconds = 0,
            cpu = 0;
     std::vector<double> steps, cpu_steps;
     double tokens_before = 0;
+    std::vector<OpTiming> ops;  // --op-times: the timed steps, op by op
   };
   std::vector<Sums> sums(kModes);
   std::string precision_summary[kModes], model_shape_text;
@@ -266,6 +325,7 @@ Json bench_step(Backend& be, const StepOptions& o) {
       sum.logprob += scalar(metric::kTimeLogprob);
       sum.train += scalar(metric::kTimeTraining);
       sum.recal += scalar(metric::kTimeRecalibration);
+      sum.audit += scalar(metric::kTimeAudit);
       sum.response_tokens += tokens_total - sum.tokens_before;
       sum.train_tokens += scalar(metric::kTrainTps) * scalar(metric::kTimeTraining);
       sum.response_length += scalar(metric::kResponseLength);
@@ -282,7 +342,14 @@ Json bench_step(Backend& be, const StepOptions& o) {
   } else {
     for (size_t mi = 0; mi < kModes; ++mi) {
       start(mi);
-      for (int64_t i = 0; i < total; ++i) step(mi, i);
+      for (int64_t i = 0; i < total; ++i) {
+        if (o.op_times && i == o.warmup) be.set_op_timing(true);
+        step(mi, i);
+      }
+      if (o.op_times) {
+        sums[mi].ops = be.op_timings();
+        be.set_op_timing(false);
+      }
       runs[mi].reset();
     }
   }
@@ -293,9 +360,9 @@ Json bench_step(Backend& be, const StepOptions& o) {
     return v.empty() ? NAN : v[v.size() / 2];
   };
   const double n = static_cast<double>(o.steps);
-  std::printf("%-22s %8s %8s %8s %8s %8s %8s %8s %8s %7s %11s %11s %6s %8s\n", "mode", "step s",
-              "median s", "cpu s", "gen s", "logp s", "train s", "recal s", "other s", "recal%",
-              "rollout t/s", "train t/s", "resp", "vs bf16");
+  std::printf("%-22s %8s %8s %8s %8s %8s %8s %8s %8s %8s %7s %11s %11s %6s %8s\n", "mode", "step s",
+              "median s", "cpu s", "gen s", "logp s", "train s", "recal s", "audit s", "other s",
+              "recal%", "rollout t/s", "train t/s", "resp", "vs bf16");
   Json run = backend_json(be);
   run["preset"] = o.preset;
   run["model_shape"] = model_shape_text;
@@ -313,17 +380,17 @@ Json bench_step(Backend& be, const StepOptions& o) {
   for (size_t mi = 0; mi < kModes; ++mi) {
     const Sums& s = sums[mi];
     const double step_s = s.step / n;
-    const double other = (s.step - s.gen - s.logprob - s.train - s.recal) / n;
+    const double other = (s.step - s.gen - s.logprob - s.train - s.recal - s.audit) / n;
     const double rollout_tps = s.gen > 0 ? s.response_tokens / s.gen : 0.0;
     const double train_tps = s.train > 0 ? s.train_tokens / s.train : 0.0;
     speedup[mi] = base / step_s;
     recal_share[mi] = s.recal / s.step;
     std::printf(
-        "%-22s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %6.1f%% %11.0f %11.0f %6.1f "
-        "%7.2fx\n",
+        "%-22s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %6.1f%% %11.0f %11.0f "
+        "%6.1f %7.2fx\n",
         modes[mi].name, step_s, median(s.steps), median(s.cpu_steps), s.gen / n, s.logprob / n,
-        s.train / n, s.recal / n, other, 100.0 * recal_share[mi], rollout_tps, train_tps,
-        s.response_length / n, speedup[mi]);
+        s.train / n, s.recal / n, s.audit / n, other, 100.0 * recal_share[mi], rollout_tps,
+        train_tps, s.response_length / n, speedup[mi]);
     Json row;
     row["mode"] = modes[mi].name;
     row["precision"] = precision_summary[mi];
@@ -335,6 +402,8 @@ Json bench_step(Backend& be, const StepOptions& o) {
     row["logprob_seconds"] = number(s.logprob / n);
     row["training_seconds"] = number(s.train / n);
     row["recalibration_seconds"] = number(s.recal / n);
+    row["audit_seconds"] = number(s.audit / n);
+    if (o.op_times) row["op_times"] = op_times_json(s.ops, n);
     row["other_seconds"] = number(other);
     row["recalibration_share"] = number(recal_share[mi]);
     row["rollout_tokens_per_s"] = number(rollout_tps);
@@ -347,8 +416,18 @@ Json bench_step(Backend& be, const StepOptions& o) {
       "per step (mean; median s: the median step; cpu s: the median step's CPU time, all "
       "threads):\ngen = time/generation (prefill, decode, KV calibration), logp = time/logprob, "
       "train = time/policy_training, recal = "
-      "time/recalibration (FP8 weight\nre-quantization, KV scales); other = rewards, advantages, "
-      "telemetry; resp = mean response\nlength in tokens; vs bf16 = step time ratio.\n");
+      "time/recalibration (FP8 weight\nre-quantization, KV scales); audit = time/audit (the layer "
+      "audit, audit.every); other = rewards,\nadvantages, telemetry; resp = mean response "
+      "length in tokens; vs bf16 = step time ratio.\n");
+  if (o.op_times) {
+    if (interleave) {
+      std::printf("\nop times: the %s backend has no op timing (use a profiler such as perf)\n",
+                  be.name().c_str());
+    } else {
+      for (size_t mi = 0; mi < kModes; ++mi)
+        print_op_times(modes[mi].name, sums[mi].ops, n, sums[mi].step / n);
+    }
+  }
   const double recal = std::max(recal_share[1], recal_share[2]);
   Json::Array targets = {
       target_json("step fp8 linears + fp8 KV vs bf16", speedup[2], ">=", 1.48),

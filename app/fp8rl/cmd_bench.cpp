@@ -47,6 +47,7 @@ train --seeds N [--preset NAME] [--set key=value ...] [--target ACC]
     and per run the wall seconds to the first validation >= ACC (default 0.9; the median
     over seeds) and to the end of the run.
 step [--preset NAME] [--set key=value ...] [--model M] [--steps N] [--warmup W] [--no-pytorch]
+     [--op-times]
     whole GRPO steps (GrpoRun::next) of a preset (default demo; --set as for fp8rl train) in
     three modes: BF16, FP8 linears, FP8 linears + FP8 KV cache. No SFT steps; validation only
     inside the warm-up steps. W warm-up steps (default 1), then N timed (default 5). Prints the
@@ -56,7 +57,9 @@ step [--preset NAME] [--set key=value ...] [--model M] [--steps N] [--warmup W] 
     modes take turns step by step, the verdict is FP8 step / BF16 step <= 1.15 (median CPU
     time), the step's GEMM FLOP/s are set against the FP32 peak measured in the same run, and
     when a python3 with torch is found (FP8RL_PYTHON) the same step in PyTorch is timed
-    (tools/cpu/torch_grpo_step.py); --no-pytorch skips it.
+    (tools/cpu/torch_grpo_step.py); --no-pytorch skips it. --op-times (device backends) adds
+    per mode where the timed steps' time goes, op by op: calls, host and device time per step
+    (the CPU backend has no op timing: use perf).
 telemetry [--steps N] [--warmup W]
     what a worker's telemetry costs per RL step of the demo preset (run-store write, JSON
     encoding, sending on a PUB socket to a draining subscriber) against the step itself;
@@ -111,7 +114,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       "backend",    "json",       "shapes",    "seconds", "batch",  "model",
       "prompt-len", "new-tokens", "seq-len",   "steps",   "warmup", "preset",
       "seeds",      "tokenizer",  "megabytes", "ranks",   "target"};
-  const Args a(rest, valued, {"help", "no-pytorch"});
+  const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
   if (a.flag("help") || pos.size() != 1 || !options.count(pos[0])) {
@@ -131,6 +134,8 @@ int cmd_bench(const std::vector<std::string>& args) {
       throw Error("option --" + name + " does not apply to bench " + what);
   if (a.flag("no-pytorch") && what != "step")
     throw Error("option --no-pytorch applies to bench step only");
+  if (a.flag("op-times") && what != "step")
+    throw Error("option --op-times applies to bench step only");
   if (!sets.empty() && !accepted.count("set"))
     throw Error("option --set does not apply to bench " + what +
                 " (only to bench step, bench moe and bench train --seeds)");
@@ -242,6 +247,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       o.steps = int_option("steps", 5);
       o.warmup = count_option("warmup", 1);
       o.pytorch = what == "step" && !a.flag("no-pytorch");
+      o.op_times = a.flag("op-times");
       runs.push_back(what == "moe" ? bench::bench_moe(*be, o) : bench::bench_step(*be, o));
     } else {
       const int64_t steps = int_option("steps", 20), warmup = count_option("warmup", 2);

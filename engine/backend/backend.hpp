@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backend/rope_rules.hpp"
 #include "dist/communicator.hpp"
@@ -110,6 +111,14 @@ class BackendGraph {
   virtual void replay() = 0;
 };
 
+// The time one backend op took over the calls since op timing was turned on.
+struct OpTiming {
+  std::string op;  // "gemm_fp8", "quantize_with_transpose", ...
+  int64_t calls = 0;
+  double host_seconds = 0;     // in the op's call (launch overhead, host work, waits)
+  double device_seconds = -1;  // between the events around its queued work; −1: not measured
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -127,6 +136,10 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Sets bytes to zero (fresh allocations are uninitialised).
   virtual void zero(void* dst, size_t bytes) = 0;
+  // Whether the `bytes` bytes at a and at b (both in this backend's memory) are the same bits,
+  // compared where they live (the layer audit's check of the rollout weights, without copying
+  // them to the host). Synchronises.
+  virtual bool equal_bytes(const void* a, const void* b, size_t bytes) = 0;
 
   // --- FP8 numerics
   // Quantizes x (f32 or bf16, [rows, cols]) into out (same shape; out.block chooses 1x128
@@ -289,6 +302,19 @@ class Backend {
   // p −= lr · (m̂ / (sqrt(v̂) + eps) + wd · p) with m̂ = m/(1−β1^t), v̂ = v/(1−β2^t).
   virtual void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                      float beta2, float eps, float weight_decay, int64_t t) = 0;
+
+  // --- Op timing (where the time of a step goes: `fp8rl bench step --op-times`)
+  // Turns op timing on or off; returns false when this backend cannot time its ops (the CPU
+  // backend: a profiler such as perf sees its threads directly). While on, every op records
+  // the host time of its call and, on a device, the device time between two events around the
+  // work it queued (no synchronisation per op). Turning it on clears what was recorded.
+  virtual bool set_op_timing(bool on) {
+    (void)on;
+    return false;
+  }
+  // What was recorded since op timing was turned on, one row per op name, most device time
+  // first; synchronises. Empty when op timing is off or unsupported.
+  virtual std::vector<OpTiming> op_timings() { return {}; }
 
   // --- Data parallelism
   // A communicator over this backend's memory joining the same ranks as `host` (NCCL on the

@@ -10,7 +10,7 @@ namespace fp8rl {
 class Backend;
 }
 
-inline constexpr int kFp8rlCudaAbi = 7;
+inline constexpr int kFp8rlCudaAbi = 8;
 
 extern "C" {
 

@@ -2,6 +2,7 @@
 // and the two binnings the run loop uses. Plain data and pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -20,5 +21,11 @@ Histogram log_histogram(const std::vector<double>& values, double lo_exp10, doub
                         int bins);
 // Linear bins over [lo, hi] with underflow/overflow (e.g. log2 of FP8 scales).
 Histogram linear_histogram(const std::vector<double>& values, double lo, double hi, int bins);
+
+// The index in linear_histogram(values, lo, hi, hi − lo)'s counts (one bin per power of two;
+// 0 underflow, hi − lo + 1 overflow) of log2(v), read off the float's exponent bits: exact
+// for every float (v ≤ 0 and NaN fall under, +inf over), and cheap enough for the millions of
+// activation scales a step observes. lo < hi.
+size_t log2_bin(float v, int lo, int hi);
 
 }  // namespace fp8rl

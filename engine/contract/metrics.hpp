@@ -31,6 +31,8 @@ inline constexpr const char* kTimeLogprob = "time/logprob";
 inline constexpr const char* kTimeTraining = "time/policy_training";
 inline constexpr const char* kTimeRecalibration = "time/recalibration";
 inline constexpr const char* kTimeTotal = "time/total_step";
+// Seconds of the layer audit before the step's rollout (steps that audit only).
+inline constexpr const char* kTimeAudit = "time/audit";
 // Seconds the run spent on the previous step's telemetry: the run-store write and the sinks
 // (JSON encoding, printing), plus, in a worker, sending what it queued (docs/telemetry.md).
 inline constexpr const char* kTimeTelemetry = "time/telemetry";
@@ -72,11 +74,12 @@ inline std::string fp8(int64_t layer, const std::string& kind, const std::string
 // between the generator and the trainer's router (per layer, and in at least one layer), the
 // router softmax's mean entropy (nats; per layer and over layers), the load-balancing loss.
 inline constexpr const char* kMoePrefix = "moe/L";
-inline constexpr const char* kMoeRoutingMismatch = "moe/routing_mismatch";    // mean over layers
-inline constexpr const char* kMoeTokensRerouted = "moe/tokens_rerouted";      // any layer
-inline constexpr const char* kMoeRouterEntropy = "moe/router_entropy";        // mean over layers
+inline constexpr const char* kMoeRoutingMismatch = "moe/routing_mismatch";  // mean over layers
+inline constexpr const char* kMoeTokensRerouted = "moe/tokens_rerouted";    // any layer
+inline constexpr const char* kMoeRouterEntropy = "moe/router_entropy";      // mean over layers
 inline constexpr const char* kMoeAuxLoss = "moe/aux_loss";
-inline std::string moe(int64_t layer, const std::string& stat) {  // routing_mismatch, router_entropy
+inline std::string moe(int64_t layer,
+                       const std::string& stat) {  // routing_mismatch, router_entropy
   return std::string(kMoePrefix) + std::to_string(layer) + "/" + stat;
 }
 

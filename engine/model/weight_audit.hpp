@@ -16,7 +16,9 @@ namespace fp8rl {
 // the BF16 copy); the trainer's side is trainer_map's precision for it and the weights made
 // from the master (the quantizer with trainer_qopt, or a checkpoint's own FP8 tiles while they
 // are in use). max_abs_diff compares the two as FP32 values; ok needs equal precisions and
-// bit-identical codes, scales and BF16 values. Downloads every weight: a pass over the model.
+// bit-identical codes, scales and BF16 values. The bits are compared in backend memory
+// (Backend::equal_bytes: one pass over the weights on the device); only a linear that differs
+// is copied to the host to measure the difference.
 std::vector<AuditRow> audit_weights(DecoderModel& model, const PrecisionMap& trainer_map,
                                     const QuantOptions& trainer_qopt);
 

@@ -32,14 +32,17 @@ double resident_memory_mb() {
   return 0.0;
 }
 
-// Collects FP8 quantization telemetry of one step: log2 of the dequantization scales and the
+// Collects FP8 quantization telemetry of one step: the histogram of log2 of the dequantization
+// scales (counted as they come: a step observes millions of activation scales) and the
 // statistics, per layer and tensor kind.
 struct GrpoRun::Observer : QuantObserver {
+  // The scale histogram's range: log2 in [-32, 8), one bin per power of two.
+  static constexpr int kLog2Lo = -32, kLog2Hi = 8, kBins = kLog2Hi - kLog2Lo;
   explicit Observer(Backend& backend) : be(backend) {}
   Backend& be;
   bool enabled = false;
   struct Acc {
-    std::vector<double> log2_scales;
+    std::vector<int64_t> counts = std::vector<int64_t>(kBins + 2, 0);  // + under/overflow
     QuantStats stats;
   };
   std::map<std::pair<int64_t, std::string>, Acc> acc;
@@ -53,10 +56,9 @@ struct GrpoRun::Observer : QuantObserver {
     Acc& a = acc[{layer, kind}];
     const int64_t rstep = q.block == ScaleBlock::row1x128 ? 1 : kBlock;
     for (int64_t r = 0; r < q.rows; r += rstep)
-      for (int64_t c = 0; c < q.cols; c += kBlock) {
-        const float v = sc[static_cast<size_t>(scale_index(q.block, q.rows, q.cols, r, c))];
-        a.log2_scales.push_back(v > 0 ? std::log2(static_cast<double>(v)) : NAN);
-      }
+      for (int64_t c = 0; c < q.cols; c += kBlock)
+        ++a.counts[log2_bin(sc[static_cast<size_t>(scale_index(q.block, q.rows, q.cols, r, c))],
+                            kLog2Lo, kLog2Hi)];
     a.stats += s;
   }
 };
@@ -323,7 +325,9 @@ void GrpoRun::audit_rollout_weights(StepRecord& r) {
   // The weights the rollout will use (those of the last refresh; the same on every rank, so
   // rank 0 audits).
   if (comm_->rank() != 0 || cfg_.audit_every <= 0 || (r.step - 1) % cfg_.audit_every != 0) return;
+  const auto t0 = Clock::now();
   r.audit = audit_weights(*model_, model_->precision(), model_->quant_options());
+  r.scalars[metric::kTimeAudit] = since(t0);
   int64_t bad = 0;
   for (const auto& a : r.audit) bad += !a.ok;
   r.scalars[metric::kAuditMismatches] = static_cast<double>(bad);
@@ -499,8 +503,7 @@ void GrpoRun::step_telemetry(StepRecord& r, RlBatch& b) {
   S[metric::kTokensTotal] = static_cast<double>(tokens_total_);
   // Throughput: each rank's, and their sum (the ranks work at the same time).
   const double my_tps[] = {
-      b.t_generation > 0 ? static_cast<double>(b.rollouts.response_tokens) / b.t_generation
-                         : 0.0,
+      b.t_generation > 0 ? static_cast<double>(b.rollouts.response_tokens) / b.t_generation : 0.0,
       b.t_training > 0 ? static_cast<double>(b.rollouts.train_tokens * cfg_.epochs) / b.t_training
                        : 0.0};
   std::vector<double> tps(2 * static_cast<size_t>(ranks));
@@ -587,16 +590,16 @@ void GrpoRun::add_routing_telemetry(StepRecord& r) {
   if (layers == 0) return;
   S[metric::kMoeRoutingMismatch] = mismatch_sum / static_cast<double>(layers);
   S[metric::kMoeRouterEntropy] = entropy_sum / static_cast<double>(layers);
-  S[metric::kMoeTokensRerouted] =
-      compared_tokens > 0 ? sums[at + 1] / compared_tokens : 0.0;
+  S[metric::kMoeTokensRerouted] = compared_tokens > 0 ? sums[at + 1] / compared_tokens : 0.0;
   if (cfg_.moe_router_aux_loss_coef > 0) S[metric::kMoeAuxLoss] = aux;
 }
 
 void GrpoRun::add_fp8_telemetry(StepRecord& r) {
   for (auto& [key, a] : observer_->acc) {
     const auto [layer, kind] = key;
-    r.histograms.push_back(
-        {histogram::fp8_scale_log2(layer, kind), linear_histogram(a.log2_scales, -32, 8, 40)});
+    Histogram h = linear_histogram({}, Observer::kLog2Lo, Observer::kLog2Hi, Observer::kBins);
+    h.counts = a.counts;
+    r.histograms.push_back({histogram::fp8_scale_log2(layer, kind), std::move(h)});
     const double n = static_cast<double>(std::max<int64_t>(a.stats.elements, 1));
     r.scalars[metric::fp8(layer, kind, "saturated_frac")] =
         static_cast<double>(a.stats.saturated) / n;

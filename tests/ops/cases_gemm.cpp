@@ -89,6 +89,18 @@ double tolerance(DType out, bool vs_fp64, int64_t K) {
   return vs_fp64 ? std::max(1e-6, 4.0 * std::sqrt(static_cast<double>(K)) * 0x1p-24) : 1e-4;
 }
 
+// Tolerance of a device's FP8 GEMM against the CPU. Hopper's FP8 tensor-core instructions
+// (wgmma, QGMMA in SASS) do not accumulate in full FP32: the sum of each 128-long block of the
+// contraction keeps about 14 fraction bits before cuBLASLt promotes it to FP32 and applies the
+// block's scales (DeepSeek-V3 report, section 3.3.2; FAST_ACCUM off does not change this for
+// block-scaled FP8). Measured on an H200 (2026-11-26), f32 outputs: 1.1e-4 to 1.6e-4 of the
+// terms' size for K from 129 to 1000, not growing with K (the promotion bounds it) — above the
+// 1e-4 that FP32 accumulation meets. The bound is 5e-4, three times the worst measured; a wrong
+// block, scale or layout gives errors of order 1. BF16 outputs keep their rounding bound.
+double fp8_tolerance(DType out, int64_t K) {
+  return out == DType::bf16 ? tolerance(out, false, K) : 5e-4;
+}
+
 void add_gemm_case(Registry& reg, Shape s, DType in, DType out, float beta) {
   reg.push_back({fmt("gemm %s->%s M%lld N%lld K%lld%s", dtype_name(in), dtype_name(out),
                      (long long)s.M, (long long)s.N, (long long)s.K, beta != 0 ? " beta=1" : ""),
@@ -245,7 +257,7 @@ void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format f
          if (auto problem = run(ref, w)) return fail("reference: " + *problem);
          const auto want = to_double(w, out);
          const double err = error_vs_terms(g, want, da, db, m, n, k, beta, dc);
-         const double tol = tolerance(out, false, k);
+         const double tol = fp8_tolerance(out, k);
          if (!(err <= tol)) return fail(fmt("vs CPU: relative error %.3g > %.3g", err, tol));
          return pass(fmt("rel. err vs CPU %.2g (bound %.2g), global diff %.2g", err, tol,
                          global_difference(g, want)));

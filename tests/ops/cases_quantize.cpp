@@ -1,6 +1,7 @@
 // Op cases: quantize (1x128, 128x128), quantize_with_transpose, dequantize, transpose_fp8.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "core/bf16.hpp"
 #include "fp8/codec.hpp"
@@ -339,9 +340,42 @@ void add_transpose_fp8_case(Registry& reg, int64_t rows, int64_t cols) {
        }});
 }
 
+// equal_bytes (the layer audit's comparison of FP8 tiles and BF16 copies where they live) on
+// `bytes` random bytes at byte offsets oa/ob into their buffers (unaligned starts take the byte
+// path): equal copies, then one byte changed at the first, a middle and the last position.
+void add_equal_bytes_case(Registry& reg, size_t bytes, size_t oa, size_t ob) {
+  reg.push_back({fmt("equal_bytes %zu bytes, offsets %zu/%zu", bytes, oa, ob),
+                 [=](Backend&, Backend& test, Rng& rng) {
+                   std::vector<uint8_t> a(bytes + oa), b(bytes + ob);
+                   for (size_t i = 0; i < bytes; ++i)
+                     a[oa + i] = b[ob + i] = static_cast<uint8_t>(rng.next());
+                   Guarded A(test, a.size()), B(test, b.size());
+                   A.upload(a.data());
+                   auto equal = [&]() {
+                     B.upload(b.data());
+                     return test.equal_bytes(static_cast<uint8_t*>(A.data()) + oa,
+                                             static_cast<uint8_t*>(B.data()) + ob, bytes);
+                   };
+                   if (!equal()) return fail("equal bytes reported different");
+                   for (size_t at : {size_t{0}, bytes / 2, bytes - 1}) {
+                     b[ob + at] ^= static_cast<uint8_t>(1u << (at % 8));
+                     if (equal()) return fail(fmt("a difference at byte %zu was not seen", at));
+                     b[ob + at] ^= static_cast<uint8_t>(1u << (at % 8));
+                   }
+                   if (!test.equal_bytes(A.data(), A.data(), bytes))
+                     return fail("a buffer differs from itself");
+                   std::vector<uint8_t> back(a.size());
+                   if (!A.download(back.data()) || back != a) return fail("changed its inputs");
+                   return pass("equal and single-byte differences told apart");
+                 }});
+}
+
 }  // namespace
 
 void add_quantize_cases(Registry& reg) {
+  for (auto [bytes, oa, ob] : std::vector<std::tuple<size_t, size_t, size_t>>{
+           {1, 0, 0}, {4096, 0, 0}, {4099, 0, 0}, {1000003, 0, 0}, {777, 3, 0}, {50001, 1, 5}})
+    add_equal_bytes_case(reg, bytes, oa, ob);
   for (auto [r, c] : kShapes) {
     add_quantize_case(reg, r, c, DType::f32, ScaleBlock::row1x128, {}, false);
     add_quantize_case(reg, r, c, DType::bf16, ScaleBlock::row1x128, {}, false);

@@ -1,7 +1,14 @@
-// The run contract's live edits: one typed edit (precision overrides and settings), its JSON
-// form, the live state it changes and the rules that state must keep.
+// The run contract: the log2 bins of the FP8 scale histograms; the live edits: one typed edit
+// (precision overrides and settings), its JSON form, the live state it changes and the rules that
+// state must keep.
 #include <QtTest>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "contract/histogram.hpp"
 #include "contract/live_edit.hpp"
 #include "core/error.hpp"
 
@@ -28,6 +35,46 @@ QString refusal(const std::function<void()>& f) {
 class TestContract : public QObject {
   Q_OBJECT
  private slots:
+  // log2_bin must bin exactly as linear_histogram does on log2 of the value (the FP8 scale
+  // histograms were made that way before the bins were read off the exponent bits).
+  void log2BinsAsLinearHistogram() {
+    std::vector<float> values = {0.0f,
+                                 -0.0f,
+                                 -1.0f,
+                                 1.0f,
+                                 2.0f,
+                                 0.5f,
+                                 3.0f,
+                                 255.0f,
+                                 256.0f,
+                                 0x1p-32f,
+                                 0x1.fffffep-33f,
+                                 0x1p8f,
+                                 0x1.fffffep7f,
+                                 1e-40f,
+                                 std::numeric_limits<float>::infinity(),
+                                 -std::numeric_limits<float>::infinity(),
+                                 std::numeric_limits<float>::quiet_NaN(),
+                                 -std::numeric_limits<float>::quiet_NaN(),
+                                 std::numeric_limits<float>::max(),
+                                 std::numeric_limits<float>::denorm_min()};
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 20000; ++i) {  // random bit patterns: every exponent, sign and NaN
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      const auto bits = static_cast<uint32_t>(x >> 17);
+      float v;
+      std::memcpy(&v, &bits, 4);
+      values.push_back(v);
+    }
+    for (float v : values) {
+      const double l = v > 0 ? std::log2(static_cast<double>(v)) : NAN;
+      const fp8rl::Histogram h = fp8rl::linear_histogram({l}, -32, 8, 40);
+      const size_t want =
+          static_cast<size_t>(std::find(h.counts.begin(), h.counts.end(), 1) - h.counts.begin());
+      QCOMPARE(fp8rl::log2_bin(v, -32, 8), want);
+    }
+  }
+
   void editJsonRoundTrips() {
     LiveEdit e;
     e.add_precision("0.gate=bf16");
@@ -40,8 +87,10 @@ class TestContract : public QObject {
     QCOMPARE(QString::fromStdString(e.describe()),
              QString("0.gate=bf16, *.down=bf16, lr = 0.0003, validation_every = 5"));
     const Json j = e.to_json();
-    QCOMPARE(QString::fromStdString(j.dump()),
-             QString(R"({"precision":["0.gate=bf16","*.down=bf16"],"settings":{"lr":0.00029999999999999997,"validation_every":5}})"));
+    QCOMPARE(
+        QString::fromStdString(j.dump()),
+        QString(
+            R"({"precision":["0.gate=bf16","*.down=bf16"],"settings":{"lr":0.00029999999999999997,"validation_every":5}})"));
     QVERIFY(LiveEdit::from_json(j) == LiveEdit::from_json(Json::parse(j.dump())));
     QCOMPARE(LiveEdit::from_json(j).describe(), e.describe());
 
@@ -107,8 +156,9 @@ class TestContract : public QObject {
     st.write_settings(doc);
     QCOMPARE(doc.at("grpo").at("is_max").as_number(), 3.0);
     QVERIFY(LiveState::from_config(doc, st.precision) == st);
-    QVERIFY(refusal([] { LiveState::from_json(Json::parse(R"({"precision": []})")); })
-                .contains("needs"));
+    QVERIFY(refusal([] {
+              LiveState::from_json(Json::parse(R"({"precision": []})"));
+            }).contains("needs"));
   }
 
   // Maps of models with experts: the grammar reaches experts and routers, the JSON form and
@@ -132,12 +182,15 @@ class TestContract : public QObject {
     for (const auto& o : pm.overrides_from(Precision::fp8)) apply_precision_override(again, o);
     QCOMPARE(again, pm);
     QCOMPARE(pm.linears().size(), size_t(7 + 2 * (4 + 1 + 9)));
-    QVERIFY(refusal([&] { apply_precision_override(pm, "0.router=fp8"); })
-                .contains("layer 0 has no experts"));
-    QVERIFY(refusal([&] { apply_precision_override(pm, "1.experts.3.up=fp8"); })
-                .contains("has 3 experts"));
-    QVERIFY(refusal([&] { PrecisionOverride::parse("1.experts.0.q=bf16"); })
-                .contains("gate, up and down"));
+    QVERIFY(refusal([&] {
+              apply_precision_override(pm, "0.router=fp8");
+            }).contains("layer 0 has no experts"));
+    QVERIFY(refusal([&] {
+              apply_precision_override(pm, "1.experts.3.up=fp8");
+            }).contains("has 3 experts"));
+    QVERIFY(refusal([&] {
+              PrecisionOverride::parse("1.experts.0.q=bf16");
+            }).contains("gate, up and down"));
     QCOMPARE(PrecisionOverride::parse("L3.mlp.experts.*.up=bf16").to_string(),
              std::string("3.experts.*.up=bf16"));
   }

@@ -408,7 +408,7 @@ part_step() {
     cmd bench-step-gpu "$fp8rl" bench step --backend cpu --preset gpu --steps 1 "${tiny_step[@]}" \
       --json "$j/bench-step-gpu.json"
   else
-    cmd bench-step-gpu "$fp8rl" bench step --backend cuda --preset gpu --steps 2 --warmup 1 \
+    cmd bench-step-gpu "$fp8rl" bench step --backend cuda --preset gpu --steps 2 --warmup 1 --op-times \
       --json "$j/bench-step-gpu.json"
   fi
 }

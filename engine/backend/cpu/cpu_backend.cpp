@@ -32,6 +32,10 @@ void CpuBackend::zero(void* dst, size_t bytes) {
   if (bytes) std::memset(dst, 0, bytes);
 }
 
+bool CpuBackend::equal_bytes(const void* a, const void* b, size_t bytes) {
+  return bytes == 0 || std::memcmp(a, b, bytes) == 0;
+}
+
 CpuBackend::~CpuBackend() {
   for (auto& [bytes, p] : cached_) std::free(p);
 }

@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
   void copy(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
+  bool equal_bytes(const void* a, const void* b, size_t bytes) override;
 
   void quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
                 QuantStats* stats) override;
@@ -50,8 +51,8 @@ class CpuBackend final : public Backend {
                         const Matrix& dx, const Matrix& dw) override;
   void moe_combine(const Matrix& y, const int32_t* pos, const float* w, int64_t k,
                    const Matrix& out) override;
-  void moe_combine_backward(const Matrix& dout, const Matrix& y, const int32_t* pos,
-                            const float* w, int64_t k, const Matrix& dy, float* dw) override;
+  void moe_combine_backward(const Matrix& dout, const Matrix& y, const int32_t* pos, const float* w,
+                            int64_t k, const Matrix& dy, float* dw) override;
   void rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
             bool inverse) override;
   void attention_forward(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B, int64_t T,
