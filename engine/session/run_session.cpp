@@ -251,8 +251,10 @@ std::string RunSession::run() {
       const auto t0 = std::chrono::steady_clock::now();
       const double elsewhere = m.listener ? m.listener->take_telemetry_seconds() : 0.0;
       if (telemetry_seconds >= 0) r.scalars[metric::kTimeTelemetry] = telemetry_seconds + elsewhere;
-      if (m.listener) m.listener->on_step(r, m.id());
+      // Recorded before the listeners hear of it: what a worker sends on is then already in the
+      // store, so a studio that starts listening and then reads the store misses no step.
       if (m.rec && m.id() >= 0) m.rec->record_step(m.id(), r);
+      if (m.listener) m.listener->on_step(r, m.id());
       {
         std::lock_guard lock(m.mu);
         m.st.step = step;

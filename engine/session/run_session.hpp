@@ -55,8 +55,8 @@ struct SessionOptions {
 class SessionListener {
  public:
   virtual ~SessionListener() = default;
-  // A finished step, before it is recorded (a listener may add scalars). run_id is -1
-  // without a recorder.
+  // A finished step, after it is recorded (so whatever a listener passes on is already in the
+  // store, like an event). run_id is -1 without a recorder.
   virtual void on_step(StepRecord& r, int64_t run_id) {
     (void)r;
     (void)run_id;

@@ -97,6 +97,7 @@ class TestTelemetryFuzz : public QObject {
     ui::WorkerLink link(1, QString::fromStdString(fake.control),
                         QString::fromStdString(fake.telemetry), QString(),
                         QDateTime::currentMSecsSinceEpoch() / 1000.0);
+    link.setKeep(true);  // this test reads what the link takes, like a session with the run open
     std::set<int64_t> seen;
     auto drain = [&] {
       fake.answer();
@@ -234,6 +235,42 @@ class TestTelemetryFuzz : public QObject {
         "kept; resident memory over the second half %+.1f MB",
         static_cast<long long>(sent), static_cast<long long>(h.dropped),
         static_cast<long long>(valid), grown);
+  }
+
+  // A link whose run nobody has open parses and drops what arrives (malformed messages still
+  // count in its health); once kept, steps come through.
+  void unreadRunsAreDropped() {
+    FakeWorker fake;
+    ui::WorkerLink link(1, QString::fromStdString(fake.control),
+                        QString::fromStdString(fake.telemetry), QString(),
+                        QDateTime::currentMSecsSinceEpoch() / 1000.0);
+    QVERIFY(!link.keeps());  // a followed run: kept only once opened
+    QVERIFY2(wait_for(
+                 [&] {
+                   fake.answer();
+                   fake.publish({ipc::kTopicHeartbeat, R"({"state":"running","step":0,"run_id":1})"});
+                   return link.health().state == QStringLiteral("running");
+                 },
+                 20000),
+             "the link never heard the heartbeat");
+    // A valid step, then a malformed one: once the second is counted, the first was handled.
+    fake.publish({ipc::kTopicStep, valid_step(1)});
+    fake.publish({ipc::kTopicStep, "{"});
+    QVERIFY(wait_for([&] { return link.health().dropped >= 1; }, 10000));
+    const ui::RunData dropped = link.takePending();
+    QVERIFY(dropped.scalars.empty());
+    QCOMPARE(dropped.last_step, int64_t{0});
+    link.setKeep(true);
+    int64_t got = 0;
+    QVERIFY2(wait_for(
+                 [&] {
+                   fake.publish({ipc::kTopicStep, valid_step(2)});
+                   const ui::RunData d = link.takePending();
+                   got = std::max(got, d.last_step);
+                   return got == 2;
+                 },
+                 10000),
+             "a kept link did not take the step");
   }
 };
 

@@ -349,10 +349,14 @@ const RunData* StudioSession::data(int64_t run) {
     last_error_ = QStringLiteral("no run %1 in %2").arg(run).arg(db_path_);
     return nullptr;
   }
+  // The link keeps what arrives from now on, before the store is read: the worker records a
+  // step before sending it, so whatever the link dropped until now is in what is read below
+  // (and what both have, mergeInto takes once).
+  if (auto l = links_.find(run); l != links_.end()) l->second->setKeep(true);
   try {
     auto d = std::make_unique<RunData>(loadRun(*store_, run));
     d->version = 1;
-    // What the link received before the history was read is merged on the next drain.
+    // What the link receives from here on is merged on the next drain.
     return data_.emplace(run, std::move(d)).first->second.get();
   } catch (const Error& e) {
     last_error_ = QStringLiteral("cannot read run %1: %2").arg(run).arg(q(e.message()));
@@ -368,6 +372,7 @@ void StudioSession::attach(const RunStore::RunRow& r) {
   connect(l, &WorkerLink::replied, this, [this, id](const QString& c, bool ok, const QString& m) {
     emit commandFinished(id, c, ok, m);
   });
+  l->setKeep(data_.count(id) > 0);  // a run already open (its link came back)
   links_[id] = std::move(link);
 }
 
@@ -388,6 +393,9 @@ void StudioSession::drain() {
     });
     links_[id] = std::move(launching_[i]);
     launching_.erase(launching_.begin() + static_cast<std::ptrdiff_t>(i));
+    // Identified, a launch's link keeps telemetry only for an open run, like any link (the
+    // window opening it on runLaunched sets it again before reading the store).
+    l->setKeep(data_.count(id) > 0);
     // A continued run: its worker has dropped the steps after the checkpoint from the store;
     // reread them in place (views hold the data's address).
     if (auto d = data_.find(id); stale_.erase(id) && d != data_.end() && store_) {

@@ -28,7 +28,8 @@ WorkerLink::WorkerLink(int64_t run, QString control, QString telemetry, QString 
       telemetry_(std::move(telemetry)),
       server_key_(std::move(server_key)),
       started_at_(run_started_at),
-      start_(std::move(start)) {
+      start_(std::move(start)),
+      keep_(!start_.is_null()) {
   pending_.id = run;
   thread_ = std::thread([this] {
     // Below the GUI thread: with a hundred live runs their parsing must never delay a redraw.
@@ -94,6 +95,8 @@ void WorkerLink::handle(const std::string& topic, const Json& payload) {
     addEventPayload(delta, payload, started_at_);
   else
     return;
+  // Parsed either way (a malformed message counts in health), kept only for a reader.
+  if (!keep_.load()) return;
   bool notify = false;
   {
     std::lock_guard lock(mu_);

@@ -42,6 +42,13 @@ class WorkerLink : public QObject {
 
   // Everything received since the last call (an empty RunData when nothing came).
   RunData takePending();
+  // Whether someone reads this run's telemetry (the session holds its data). While not, the
+  // link's thread parses and drops what arrives — the run's history is in the store, which the
+  // worker writes before it sends — so that a hundred live runs nobody has open cost the GUI
+  // thread nothing. Set before reading the store when a run is opened. Default: false for a
+  // followed run, true for a launch (its window opens on it).
+  void setKeep(bool keep) { keep_ = keep; }
+  bool keeps() const { return keep_.load(); }
   // Queues a request; its reply arrives as replied().
   void send(const QString& command, Json fields = Json(Json::Object{}));
 
@@ -74,6 +81,7 @@ class WorkerLink : public QObject {
   QString control_, telemetry_, server_key_;
   double started_at_;
   Json start_;
+  std::atomic<bool> keep_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
   mutable std::mutex mu_;
