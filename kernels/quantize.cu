@@ -199,6 +199,41 @@ __device__ __forceinline__ void for_each_tile_element(float (&v)[kTileRowsPerThr
   }
 }
 
+// The scale of the 128x128 tile at (r0, c0) from each thread's amax of its elements. Block-
+// collective (every thread calls it; warp_max: kWarps floats of shared memory). Thread 0 writes
+// 1/s to the tile's scale entry, and the last tile of a tile row its padding entries (1.0, see
+// fp8/format.hpp).
+struct TileScale {
+  float s, sinv;
+};
+template <Fp8Format F, bool kStats>
+__device__ __forceinline__ TileScale tile_scale(float amax, float* warp_max, int lane, int warp,
+                                                bool pow2, float* __restrict__ qs, int64_t rows,
+                                                int64_t cols, int64_t r0, int64_t c0,
+                                                ThreadStats& st) {
+  amax = warp_amax(amax);
+  if (lane == 0) warp_max[warp] = amax;
+  __syncthreads();
+  amax = warp_max[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) amax = amax_combine(amax, warp_max[w]);
+  __syncthreads();  // warp_max is rewritten for the next tile
+  bool degenerate = false;
+  const float s = block_scale(amax, F, pow2, &degenerate);
+  const float sinv = __fdiv_rn(1.0f, s);
+  if (threadIdx.x == 0) {
+    qs[scale_index(ScaleBlock::tile128x128, rows, cols, r0, c0)] = sinv;
+    if (c0 + kBlock >= cols)
+      for (int64_t cb = blocks_of(cols); cb < tile_scale_stride(cols); ++cb)
+        qs[(r0 / kBlock) * tile_scale_stride(cols) + cb] = 1.0f;
+    if constexpr (kStats) {
+      ++st.blocks;
+      st.degenerate += degenerate ? 1 : 0;
+    }
+  }
+  return {s, sinv};
+}
+
 // --- kernels
 
 // 1x128 blocks along cols: one warp per block, grid-stride over the rows·blocks_of(cols) blocks
@@ -255,27 +290,9 @@ __global__ void __launch_bounds__(kThreads)
           amax = amax_combine(amax, fabsf(e));
         },
         [](float& e) { e = 0.0f; });
-    amax = warp_amax(amax);
-    if (lane == 0) warp_max[warp] = amax;
-    __syncthreads();
-    amax = warp_max[0];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) amax = amax_combine(amax, warp_max[w]);
-    __syncthreads();  // warp_max is rewritten for the next tile
-    bool degenerate = false;
-    const float s = block_scale(amax, F, pow2, &degenerate);
-    const float sinv = __fdiv_rn(1.0f, s);
-    if (threadIdx.x == 0) {
-      qs[scale_index(ScaleBlock::tile128x128, rows, cols, r0, c0)] = sinv;
-      // The last tile of a tile row also writes its padding entries (1.0, see fp8/format.hpp).
-      if (c0 + kBlock >= cols)
-        for (int64_t cb = blocks_of(cols); cb < tile_scale_stride(cols); ++cb)
-          qs[(r0 / kBlock) * tile_scale_stride(cols) + cb] = 1.0f;
-      if constexpr (kStats) {
-        ++st.blocks;
-        st.degenerate += degenerate ? 1 : 0;
-      }
-    }
+    const TileScale ts =
+        tile_scale<F, kStats>(amax, warp_max, lane, warp, pow2, qs, rows, cols, r0, c0, st);
+    const float s = ts.s, sinv = ts.sinv;
     for_each_tile_element(v, warp, lane, nr, nc, [&](float& e, int rr, int cc) {
       const float xs = __fmul_rn(e, s);
       const uint8_t code = encode<F>(xs);
@@ -411,26 +428,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < 8; ++j) amax = amax_combine(amax, fabsf(v[p][j]));
     }
-    amax = warp_amax(amax);
-    if (lane == 0) warp_max[warp] = amax;
-    __syncthreads();
-    amax = warp_max[0];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) amax = amax_combine(amax, warp_max[w]);
-    __syncthreads();  // warp_max is rewritten for the next tile
-    bool degenerate = false;
-    const float s = block_scale(amax, F, pow2, &degenerate);
-    const float sinv = __fdiv_rn(1.0f, s);
-    if (threadIdx.x == 0) {
-      qs[scale_index(ScaleBlock::tile128x128, rows, cols, r0, c0)] = sinv;
-      if (c0 + kBlock >= cols)
-        for (int64_t cb = blocks_of(cols); cb < tile_scale_stride(cols); ++cb)
-          qs[(r0 / kBlock) * tile_scale_stride(cols) + cb] = 1.0f;
-      if constexpr (kStats) {
-        ++st.blocks;
-        st.degenerate += degenerate ? 1 : 0;
-      }
-    }
+    const TileScale ts =
+        tile_scale<F, kStats>(amax, warp_max, lane, warp, pow2, qs, rows, cols, r0, c0, st);
+    const float s = ts.s, sinv = ts.sinv;
 #pragma unroll
     for (int p = 0; p < 8; ++p) {
       const int rr = row_in + 16 * p;

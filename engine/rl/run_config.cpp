@@ -6,10 +6,10 @@
 #include <set>
 
 #include "contract/live_settings.hpp"
-#include "model/family.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/yaml.hpp"
+#include "model/family.hpp"
 
 namespace fp8rl {
 namespace {
@@ -36,7 +36,8 @@ const std::map<std::string, std::vector<std::string>>& RunConfig::choices() {
       {"grpo.importance", {"tis", "icepop", "off"}},
       {"grpo.decode_graphs", {"auto", "off"}},
       {"optimizer.schedule", {"constant", "cosine"}},
-      {"model.family", [] {
+      {"model.family",
+       [] {
          std::vector<std::string> names;
          for (const ModelFamily* f : model_families()) names.push_back(f->name);
          return names;
@@ -136,6 +137,8 @@ checkpoint:
   dir: ""
 audit:
   every: 1
+telemetry:
+  fp8_every: 1
 )",
                     "defaults");
 }
@@ -271,9 +274,9 @@ RunConfig RunConfig::from_json(const Json& in) {
     const ModelFamily& family = model_family(str("model", "family"));
     Json hf;
     hf["architectures"] = Json(Json::Array{Json(family.architecture)});
-    for (const char* key : {"hidden_size", "num_hidden_layers", "num_attention_heads",
-                            "num_key_value_heads", "head_dim", "intermediate_size",
-                            "max_position_embeddings"})
+    for (const char* key :
+         {"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+          "head_dim", "intermediate_size", "max_position_embeddings"})
       hf[key] = positive("model", key);
     hf["rope_theta"] = num("model", "rope_theta");
     hf["vocab_size"] = int64_t{1};
@@ -288,8 +291,8 @@ RunConfig RunConfig::from_json(const Json& in) {
       hf["rope_scaling"] = std::move(s);
     }
     if (std::string(family.name) == "qwen3_moe") {
-      for (const char* key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
-                              "decoder_sparse_step"})
+      for (const char* key :
+           {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step"})
         hf[key] = integer("model", key);
       hf["norm_topk_prob"] = m.at("norm_topk_prob").as_bool("model.norm_topk_prob");
     }
@@ -358,6 +361,9 @@ RunConfig RunConfig::from_json(const Json& in) {
   c.checkpoint_every = integer("checkpoint", "every");
   c.audit_every = integer("audit", "every");
   check(c.audit_every >= 0, "setting 'audit.every' must be ≥ 0 (0: no layer audit)");
+  c.fp8_telemetry_every = integer("telemetry", "fp8_every");
+  check(c.fp8_telemetry_every >= 0,
+        "setting 'telemetry.fp8_every' must be ≥ 0 (0: no FP8 quantization telemetry)");
   c.checkpoint_dir = str("checkpoint", "dir");
   // The settings that may also change live: the same ranges either way (run contract).
   for (const auto& s : live_settings())

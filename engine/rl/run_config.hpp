@@ -59,6 +59,11 @@ struct RunConfig {
   int64_t checkpoint_every = 0;
   // Layer audit (model/weight_audit.hpp) before every audit_every-th RL step's rollout; 0: off.
   int64_t audit_every = 1;
+  // FP8 quantization telemetry (scale histograms, saturation, flush-to-zero and error of the
+  // weights at recalibration and of one micro-batch's activations and gradients) on every
+  // fp8_telemetry_every-th RL step; 0: off. On a device each observed quantization
+  // synchronises, which costs more than the step's FP8 saves (docs/benchmarks.md).
+  int64_t fp8_telemetry_every = 1;
   std::string checkpoint_dir;
 
   // The precision map of a model of this shape (default + overrides).

@@ -321,6 +321,12 @@ StepRecord GrpoRun::rl_step() {
   return r;
 }
 
+bool GrpoRun::fp8_telemetry_due() const {
+  // During RL step rl_done_ + 1: steps 1, 1 + N, 1 + 2N, ...
+  const int64_t every = cfg_.fp8_telemetry_every;
+  return every > 0 && rl_done_ % every == 0;
+}
+
 void GrpoRun::audit_rollout_weights(StepRecord& r) {
   // The weights the rollout will use (those of the last refresh; the same on every rank, so
   // rank 0 audits).
@@ -399,7 +405,7 @@ void GrpoRun::training_phase(RlBatch& b) {
       model_->zero_grad();
       for (size_t i = m0; i < m1; i += mbs) {
         // FP8 telemetry from the first micro-batch of the step only (bounded cost).
-        observer_->enabled = epoch == 0 && m == 0 && i == m0;
+        observer_->enabled = fp8_telemetry_due() && epoch == 0 && m == 0 && i == m0;
         const MicroBatch mb = pack_micro_batch(train, i, std::min(m1, i + mbs));
         // Routing telemetry from the first epoch's forwards (each token once).
         model_->collect_routing(epoch == 0);
@@ -444,7 +450,7 @@ void GrpoRun::training_phase(RlBatch& b) {
 void GrpoRun::recalibration_phase(RlBatch& b) {
   // Re-quantize the FP8 weights for the next rollout; new KV scales.
   const auto t0 = Clock::now();
-  observer_->enabled = true;
+  observer_->enabled = fp8_telemetry_due();
   model_->refresh();
   observer_->enabled = false;
   if (cfg_.kv_cache == KvDType::fp8 && !b.calibrator.empty())

@@ -20,9 +20,9 @@
 #include "contract/metrics.hpp"
 #include "contract/step_record.hpp"
 #include "dist/communicator.hpp"
+#include "model/decoder.hpp"
 #include "model/kv_cache.hpp"
 #include "model/optimizer.hpp"
-#include "model/decoder.hpp"
 #include "rl/run_config.hpp"
 #include "rl/tasks.hpp"
 #include "rollout/generator.hpp"
@@ -76,6 +76,8 @@ class GrpoRun {
   struct RlBatch;
   StepRecord rl_step();
   void audit_rollout_weights(StepRecord& r);
+  // Whether this RL step records FP8 quantization telemetry (telemetry.fp8_every).
+  bool fp8_telemetry_due() const;
   void rollout_phase(StepRecord& r, RlBatch& b);
   void training_phase(RlBatch& b);
   void recalibration_phase(RlBatch& b);

@@ -7,6 +7,7 @@
 
 #include "backend/backend_registry.hpp"
 #include "contract/metrics.hpp"
+#include "error_of.hpp"
 #include "model/weight_audit.hpp"
 #include "rl/run_loop.hpp"
 #include "run_process.hpp"
@@ -33,6 +34,29 @@ class TestAudit : public QObject {
   Q_OBJECT
 
  private slots:
+  // telemetry.fp8_every = 2: FP8 quantization telemetry (scale histograms, statistics) on RL
+  // steps 1 and 3 only; the audit (every step) is unaffected.
+  void fp8TelemetryOnEveryNthStep() {
+    RunConfig cfg =
+        RunConfig::load("demo", "", {"grpo.steps=3", "sft.steps=0", "telemetry.fp8_every=2"});
+    auto be = make_cpu_backend();
+    GrpoRun run(cfg, *be);
+    for (int step = 1; step <= 3; ++step) {
+      const StepRecord r = run.next();
+      int64_t scale_histograms = 0, fp8_scalars = 0;
+      for (const auto& h : r.histograms)
+        scale_histograms += h.name.rfind("fp8_scale_log2/", 0) == 0;
+      for (const auto& [key, v] : r.scalars) fp8_scalars += key.rfind("fp8/", 0) == 0;
+      const bool due = step != 2;
+      QCOMPARE(scale_histograms > 0, due);
+      QCOMPARE(fp8_scalars > 0, due);
+      QVERIFY(!r.audit.empty());
+    }
+    QVERIFY(error_of([] {
+              RunConfig::load("demo", "", {"telemetry.fp8_every=-1"});
+            }).contains("telemetry.fp8_every"));
+  }
+
   // The demo (FP8 linears, BF16 KV cache) without warm-up, a live precision edit at step 2:
   // every step's audit covers every linear and finds it OK, and the trainer's log-probs equal
   // the generator's bit for bit (error exactly 1, KL exactly 0, p − g = 0 for every token).
