@@ -22,16 +22,7 @@ namespace fp8rl::optest {
 namespace {
 
 ModelConfig generation_model() {
-  ModelConfig c;
-  c.hidden_size = 256;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 64;
-  c.intermediate_size = 512;
-  c.vocab_size = 1000;
-  c.max_position_embeddings = 128;
-  return c;
+  return small_decoder(1000, 128);
 }
 
 struct PgError {

@@ -17,16 +17,8 @@ namespace fp8rl::optest {
 namespace {
 
 ModelConfig moe_model() {
-  ModelConfig c;
+  ModelConfig c = small_decoder(500, 64);
   c.family = "qwen3_moe";
-  c.hidden_size = 256;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 64;
-  c.intermediate_size = 512;
-  c.vocab_size = 500;
-  c.max_position_embeddings = 64;
   c.moe.num_experts = 8;
   c.moe.experts_per_token = 2;
   c.moe.intermediate_size = 128;

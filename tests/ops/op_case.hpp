@@ -15,6 +15,7 @@
 
 #include "backend/backend.hpp"
 #include "core/rng.hpp"
+#include "model/config.hpp"
 
 namespace fp8rl::optest {
 
@@ -67,6 +68,10 @@ class Guarded {
 // Random matrix data: normal values scaled per row with occasional outliers, so blocks have
 // different amax (scales that vary are what a real activation looks like).
 std::vector<float> random_matrix(Rng& rng, int64_t rows, int64_t cols, double outlier_rate = 0.01);
+
+// The decoder of the model-level cases: 2 layers, hidden 256, 4/2 heads of 64, intermediate
+// 512 (dense Qwen3); vocab_size and max_position_embeddings for the case to set.
+ModelConfig small_decoder(int64_t vocab_size, int64_t max_positions);
 
 // Global similarity of DeepGEMM: 1 − 2⟨x,y⟩/(‖x‖²+‖y‖²); 0 for identical vectors.
 double global_difference(const std::vector<double>& x, const std::vector<double>& y);
