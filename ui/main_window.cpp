@@ -116,6 +116,7 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
   });
 
   auto* ticker = new QTimer(this);
+  ticker->setObjectName(QStringLiteral("status"));
   connect(ticker, &QTimer::timeout, this, &MainWindow::updateStatus);
   ticker->start(1000);
 

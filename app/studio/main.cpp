@@ -7,8 +7,9 @@
 //       run to BF16 mid-run, waits for both to finish, then measures the FP8 run's layer
 //       sensitivity
 //   fp8rl-studio --bench [--db PATH] [--runs N] [--steps N] [--live N] [--seconds S]
-//                [--replay DB:RUN [--rate R]] [--all-data]
-//       the GUI performance benchmark (docs/benchmarks.md)
+//                [--replay DB:RUN [--rate R]] [--all-data] [--profile]
+//       the GUI performance benchmark (docs/benchmarks.md); --profile adds the slowest event
+//       dispatches while the live runs stream
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -20,17 +21,18 @@
 #include <algorithm>
 
 #include "core/version.hpp"
+#include "dispatch_profile.hpp"
 #include "studio_bench.hpp"
 #include "ui/about_dialog.hpp"
 #include "ui/compare/compare_view.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/studio_session.hpp"
 #include "ui/engine_report_view.hpp"
+#include "ui/groups/group_view.hpp"
 #include "ui/main_window.hpp"
 #include "ui/run/precision_tab.hpp"
 #include "ui/run/run_view.hpp"
 #include "ui/run/sensitivity_panel.hpp"
-#include "ui/groups/group_view.hpp"
 #include "ui/runs/launch_dialog.hpp"
 #include "ui/runs/runs_panel.hpp"
 #include "ui/runs/sweep_dialog.hpp"
@@ -199,7 +201,7 @@ std::vector<int64_t> runScenario(MainWindow& w) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  QApplication app(argc, argv);
+  fp8rl::studio::StudioApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("FP8 RL Studio"));
   QApplication::setOrganizationName(QStringLiteral("fp8rl"));
   QApplication::setApplicationVersion(QStringLiteral(FP8RL_VERSION " (" FP8RL_GIT_DESCRIBE ")"));
@@ -255,8 +257,13 @@ int main(int argc, char** argv) {
   const QCommandLineOption bench_all_data(
       QStringLiteral("all-data"),
       QStringLiteral("Benchmark: hold every live run's data, as if each were open."));
-  parser.addOptions({db, run, compare, groups_option, shots, size_option, scenario, bench, bench_runs,
-                     bench_steps, bench_live, bench_seconds, bench_replay, bench_rate, bench_all_data});
+  const QCommandLineOption bench_profile(
+      QStringLiteral("profile"),
+      QStringLiteral("Benchmark: time every event the GUI thread dispatches while the live runs "
+                     "stream, and list the slowest."));
+  parser.addOptions({db, run, compare, groups_option, shots, size_option, scenario, bench,
+                     bench_runs, bench_steps, bench_live, bench_seconds, bench_replay, bench_rate,
+                     bench_all_data, bench_profile});
   parser.process(app);
 
   const QString dir = QApplication::applicationDirPath();
@@ -268,7 +275,7 @@ int main(int argc, char** argv) {
         cli, {parser.value(db), parser.value(bench_runs).toInt(), parser.value(bench_steps).toInt(),
               parser.value(bench_live).toInt(), parser.value(bench_seconds).toInt(),
               parser.value(bench_replay), parser.value(bench_rate).toDouble(),
-              parser.isSet(bench_all_data)});
+              parser.isSet(bench_all_data), parser.isSet(bench_profile)});
 
   MainWindow window(cli, parser.value(db));
   if (parser.isSet(shots)) {

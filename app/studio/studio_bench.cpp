@@ -20,6 +20,7 @@
 #include "contract/histogram.hpp"
 #include "contract/metrics.hpp"
 #include "core/error.hpp"
+#include "dispatch_profile.hpp"
 #include "store/run_store.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/data/engine_cli.hpp"
@@ -98,7 +99,7 @@ double threadCpuMs() {
 }
 
 // How late a 10 ms timer fires while the event loop does the studio's work, for `ms`.
-Latency measureLatency(int ms) {
+Latency measureLatency(int ms, DispatchProfile* profile) {
   std::vector<double> late;
   double max_work = 0;
   const double cpu0 = threadCpuMs();
@@ -112,6 +113,7 @@ Latency measureLatency(int ms) {
   QObject::connect(&tick, &QTimer::timeout, [&] {
     late.push_back(std::max(0.0, since.nsecsElapsed() / 1e6 - 10.0));
     since.restart();
+    if (profile) profile->tick(late.back());
     const double cpu = threadCpuMs();
     max_work = std::max(max_work, cpu - cpu_last);
     cpu_last = cpu;
@@ -284,8 +286,10 @@ int runBench(const QString& cli, const BenchOptions& opt) {
     return n ? static_cast<double>(bytes) / 1e6 / static_cast<double>(n) : 0.0;
   };
   std::vector<double> held_minutes;
+  std::shared_ptr<DispatchProfile> profile;
+  if (opt.profile) StudioApplication::setProfile(profile = std::make_shared<DispatchProfile>());
   for (int left = opt.seconds; left > 0; left -= 60) {
-    const Latency part = measureLatency(std::min(left, 60) * 1000);
+    const Latency part = measureLatency(std::min(left, 60) * 1000, profile.get());
     if (opt.all_data) held_minutes.push_back(held_per_run());
     minute_max.push_back(part.max_ms);
     lat.max_ms = std::max(lat.max_ms, part.max_ms);
@@ -295,6 +299,7 @@ int runBench(const QString& cli, const BenchOptions& opt) {
     sum_ms += part.mean_ms * part.samples;
     lat.samples += part.samples;
   }
+  StudioApplication::setProfile(nullptr);
   lat.mean_ms = lat.samples > 0 ? sum_ms / lat.samples : 0;
   lat.p99_ms = p99s.empty() ? 0 : *std::max_element(p99s.begin(), p99s.end());
   const int64_t steps_after = shown ? shown->last_step : 0;
@@ -403,6 +408,7 @@ int runBench(const QString& cli, const BenchOptions& opt) {
               replot_ms, "30", verdict(replot_ms < 30));
   std::printf("%-52s %9.1f ms\n", "load 3 curves × 1,000,000 points", load_ms);
   std::printf("%-52s %9.2f×\n", "replot headroom (target / measured)", 30.0 / replot_ms);
+  if (profile) std::printf("\n%s", profile->report(25).c_str());
   return 0;
 }
 

@@ -25,6 +25,8 @@ struct BenchOptions {
   double rate = 0;
   // Every live run's data held by the studio (as if each were open), not only the shown ones.
   bool all_data = false;
+  // Time the GUI thread's event dispatches while the live runs stream; print the slowest.
+  bool profile = false;
 };
 
 // Runs the benchmark and prints its table; returns 0, or 1 when it could not be set up.

@@ -30,6 +30,8 @@ StudioSession::StudioSession(QString cli, QObject* parent)
       cli_(std::move(cli)),
       drain_timer_(new QTimer(this)),
       refresh_timer_(new QTimer(this)) {
+  drain_timer_->setObjectName(QStringLiteral("drain"));  // named in profiles
+  refresh_timer_->setObjectName(QStringLiteral("refresh"));
   drain_timer_->setInterval(40);
   connect(drain_timer_, &QTimer::timeout, this, &StudioSession::drain);
   drain_timer_->start();
