@@ -4,7 +4,8 @@
 // (PUB) sockets, as a worker records it, so the studio attaches to it like to any worker: it
 // answers hello and status, heartbeats twice a second, and publishes the source run's steps
 // (scalars, histograms, samples; cycled, renumbered) at the recorded pace or --rate steps a
-// second, recording them in the database as it goes (one transaction per run every second).
+// second, recording them in the database as it goes (one transaction per run every second, on a
+// thread of its own).
 #include <signal.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -12,11 +13,14 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "args.hpp"
@@ -84,6 +88,8 @@ void* bind(void* ctx, int type, std::string* endpoint) {
   return s;
 }
 
+constexpr double kHeartbeatPeriod = 0.5;  // seconds, as a worker's
+
 struct Replayed {
   int64_t run_id = 0;
   void* control = nullptr;
@@ -91,7 +97,66 @@ struct Replayed {
   int64_t next = 0;       // index of the next source step
   int64_t published = 0;  // steps published
   double due = 0;         // when the next step is due (steady seconds)
-  std::vector<StepRecord> unrecorded;
+  double beat = 0;        // when the next heartbeat is due
+};
+
+// Writes the published steps to the store once a second, on its own thread, so that the
+// publishing loop keeps its pace. (Written on the loop, each second's writes held every run's
+// steps back for tens of milliseconds; then all hundred runs published at once, waking the
+// studio's hundred link threads together: a stall that independent workers never cause.)
+class Recorder {
+ public:
+  explicit Recorder(RunStore& store) : store_(store), thread_([this] { loop(); }) {}
+  ~Recorder() { finish(); }
+
+  void add(int64_t run, StepRecord step) {
+    std::lock_guard lock(mu_);
+    pending_[run].push_back(std::move(step));
+  }
+
+  // Writes what is left and ends the thread; the store is the caller's again.
+  void finish() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mu_);
+    for (bool last = false; !last;) {
+      wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+      last = stop_;
+      std::map<int64_t, std::vector<StepRecord>> batch = std::move(pending_);
+      pending_.clear();
+      lock.unlock();
+      for (auto& [run, steps] : batch) {
+        try {
+          store_.record_steps(run, steps);
+          steps.clear();
+        } catch (const Error& e) {
+          std::fprintf(stderr, "fp8rl replay: %s (kept for the next write)\n", e.what());
+        }
+      }
+      lock.lock();
+      for (auto& [run, steps] : batch)  // unwritten: before what came meanwhile
+        if (!steps.empty()) {
+          auto& p = pending_[run];
+          p.insert(p.begin(), std::make_move_iterator(steps.begin()),
+                   std::make_move_iterator(steps.end()));
+        }
+    }
+  }
+
+  RunStore& store_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::map<int64_t, std::vector<StepRecord>> pending_;
+  bool stop_ = false;
+  std::thread thread_;  // last: started once the rest is ready
 };
 
 }  // namespace
@@ -164,8 +229,11 @@ int cmd_replay(const std::vector<std::string>& args) {
     if (cfg.is_object()) cfg["name"] = name + "-" + std::to_string(i);
     r.run_id = store.create_run(name + "-" + std::to_string(i), "replay", cfg, precision);
     store.set_endpoints(r.run_id, control, telemetry, "");
-    // Spread the runs over one period so their steps do not arrive together.
+    // Spread the runs over one period so their steps do not arrive together, and their
+    // heartbeats over half a second: independent workers beat out of step. (All at once, a
+    // hundred link threads woke together twice a second and held the studio's cores ~15 ms.)
     r.due = t0 + period * static_cast<double>(i) / count;
+    r.beat = t0 + kHeartbeatPeriod * static_cast<double>(i) / count;
   }
   std::fprintf(stderr, "fp8rl replay: %d runs of run %lld (%zu steps) at %.2f steps/s each, %s%s\n",
                count, static_cast<long long>(source_run), steps.size(), rate,
@@ -179,7 +247,8 @@ int cmd_replay(const std::vector<std::string>& args) {
 
   std::vector<zmq_pollitem_t> items(runs.size());
   for (size_t i = 0; i < runs.size(); ++i) items[i] = {runs[i].control, 0, ZMQ_POLLIN, 0};
-  double last_beat = 0, last_record = now_seconds();
+  std::optional<Recorder> recorder;
+  if (record) recorder.emplace(store);
   int64_t published = 0;
   while (!g_stop && now_seconds() - t0 < seconds) {
     zmq_poll(items.data(), static_cast<int>(items.size()), 5);
@@ -220,38 +289,26 @@ int cmd_replay(const std::vector<std::string>& args) {
         s.step = ++r.published;
         s.wall_seconds = now - t0;
         ipc::send_telemetry(r.pub, ipc::encode_step_telemetry(s, r.run_id, precision));
-        if (record) r.unrecorded.push_back(std::move(s));
+        if (recorder) recorder->add(r.run_id, std::move(s));
         r.due += period;
         ++published;
       }
     }
-    if (now - last_beat >= 0.5) {
-      for (const Replayed& r : runs) {
-        Json hb;
-        hb["state"] = "running";
-        hb["step"] = r.published;
-        hb["run_id"] = r.run_id;
-        hb["pid"] = static_cast<int64_t>(getpid());
-        hb["time"] = unix_seconds();
-        ipc::send_frames(r.pub, {ipc::kTopicHeartbeat, hb.dump()});
-      }
-      last_beat = now;
-    }
-    if (record && now - last_record >= 1) {
-      for (Replayed& r : runs) {
-        if (r.unrecorded.empty()) continue;
-        try {
-          store.record_steps(r.run_id, r.unrecorded);
-          r.unrecorded.clear();
-        } catch (const Error& e) {
-          std::fprintf(stderr, "fp8rl replay: %s (kept for the next write)\n", e.what());
-        }
-      }
-      last_record = now;
+    for (Replayed& r : runs) {
+      if (now < r.beat) continue;
+      // The next one in phase (beats missed while the process was held up are not sent late).
+      r.beat += kHeartbeatPeriod * std::ceil((now - r.beat + 1e-9) / kHeartbeatPeriod);
+      Json hb;
+      hb["state"] = "running";
+      hb["step"] = r.published;
+      hb["run_id"] = r.run_id;
+      hb["pid"] = static_cast<int64_t>(getpid());
+      hb["time"] = unix_seconds();
+      ipc::send_frames(r.pub, {ipc::kTopicHeartbeat, hb.dump()});
     }
   }
+  if (recorder) recorder->finish();
   for (Replayed& r : runs) {
-    if (record && !r.unrecorded.empty()) store.record_steps(r.run_id, r.unrecorded);
     store.set_status(r.run_id, run_status::kFinished);
     zmq_close(r.control);
     zmq_close(r.pub);

@@ -571,6 +571,58 @@ class TestCli : public QObject {
     QVERIFY2(r.out.contains("allowed: fp32, bf16, fp8"), qPrintable(r.out));
   }
 
+  // fp8rl replay: a recorded run played as live runs. Each is recorded as running with its
+  // endpoints, its steps published and written by the recorder thread (none lost: the rows in
+  // the store add up to the steps published), and finished at the end.
+  void replayRecordsWhatItPublishes() {
+    QTemporaryDir tmp;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("FP8RL_DB", tmp.filePath("source.sqlite"));
+    QCOMPARE(run(kCli,
+                 {"train", "--preset", "demo", "--json", "--set", "sft.steps=0", "--set",
+                  "grpo.steps=3", "--set", "grpo.prompts_per_step=4"},
+                 env)
+                 .code,
+             0);
+    const QString db = tmp.filePath("replay.sqlite");
+    const auto r =
+        run(kCli, {"replay", "--source-db", tmp.filePath("source.sqlite"), "--source-run", "1",
+                   "--db", db, "--runs", "3", "--rate", "20", "--seconds", "1.5"});
+    QCOMPARE(r.code, 0);
+    const QRegularExpression published("(\\d+) steps published");
+    const auto m = published.match(r.out);
+    QVERIFY2(m.hasMatch(), qPrintable(r.out));
+    const int total = m.captured(1).toInt();
+    QVERIFY2(total >= 3 * 15, qPrintable(r.out));  // ~20 a second each for 1.5 s
+    env.insert("FP8RL_DB", db);
+    QCOMPARE(run(kCli, {"runs", "list"}, env).out.count("finished"), 3);
+    int recorded = 0;
+    for (const char* id : {"1", "2", "3"})
+      recorded += static_cast<int>(run(kCli, {"runs", "export", id, "--csv"}, env)
+                                       .out.split('\n', Qt::SkipEmptyParts)
+                                       .size()) -
+                  1;
+    QCOMPARE(recorded, total);
+  }
+
+  // The studio's benchmark, shortest form: a made database opened, the event loop measured for
+  // a second, the GUI thread's dispatches profiled (`--profile`), the table printed.
+  void studioBenchProfiles() {
+    if (QStringLiteral(FP8RL_STUDIO).isEmpty()) QSKIP("built without the studio (FP8RL_GUI=OFF)");
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("QT_QPA_PLATFORM", "offscreen");
+    const auto r = run(
+        FP8RL_STUDIO,
+        {"--bench", "--runs", "30", "--steps", "5", "--live", "0", "--seconds", "1", "--profile"},
+        env);
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("open database (30 runs listed)"), qPrintable(r.out));
+    const QRegularExpression dispatches("GUI-thread dispatches: (\\d+)");
+    const auto m = dispatches.match(r.out);
+    QVERIFY2(m.hasMatch() && m.captured(1).toLongLong() > 0, qPrintable(r.out));
+    QVERIFY2(r.out.contains("ticks that fired latest"), qPrintable(r.out));
+  }
+
   void binariesLinkNoCudaLibrary() {
     QStringList bins = {kCli};
     if (!QStringLiteral(FP8RL_STUDIO).isEmpty()) bins << QStringLiteral(FP8RL_STUDIO);
