@@ -14,12 +14,14 @@
 #include <QtTest>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <random>
 
 #include "ui/charts/chart_header.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/charts/heatmap_view.hpp"
 #include "ui/charts/histogram_view.hpp"
+#include "ui/charts/replot_queue.hpp"
 
 using namespace fp8rl;
 using namespace fp8rl::ui;
@@ -101,6 +103,7 @@ class TestCharts : public QObject {
   void histogram();
   void histogramOverlayAndLog();
   void heatmap();
+  void replotsOnePerPass();
 };
 
 void TestCharts::tailAppendAndRebuild() {
@@ -814,6 +817,32 @@ void TestCharts::heatmap() {
   QVERIFY(caption->text().contains(QStringLiteral("malformed")));
   view.setData(HeatmapData{});
   QCOMPARE(caption->text(), QStringLiteral("no data"));
+}
+
+// Replots asked of many plots run one per event-loop pass (timers and input between them), each
+// plot once however often it was asked; a plot deleted while it waits is skipped.
+void TestCharts::replotsOnePerPass() {
+  std::vector<std::unique_ptr<QCustomPlot>> plots;
+  std::vector<int> replots(4, 0);
+  for (int i = 0; i < 4; ++i) {
+    plots.push_back(std::make_unique<QCustomPlot>());
+    connect(plots[i].get(), &QCustomPlot::afterReplot, this, [&replots, i] { ++replots[i]; });
+  }
+  QTest::qWait(20);  // a QCustomPlot draws itself when made, then once more (its own queue)
+  std::fill(replots.begin(), replots.end(), 0);
+  for (auto& p : plots) ui::queueReplot(p.get());
+  ui::queueReplot(plots[0].get());  // asked again before its turn
+  plots[2].reset();                 // gone before its turn
+  QCoreApplication::processEvents();
+  QCOMPARE(replots[0] + replots[1] + replots[3], 1);
+  QTRY_COMPARE(replots[3], 1);
+  QCOMPARE(replots[0], 1);
+  QCOMPARE(replots[1], 1);
+  QCOMPARE(replots[2], 0);
+  // flushReplots draws what waits, now.
+  ui::queueReplot(plots[1].get());
+  ui::flushReplots();
+  QCOMPARE(replots[1], 2);
 }
 
 QTEST_MAIN(TestCharts)

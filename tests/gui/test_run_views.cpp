@@ -17,26 +17,26 @@
 #include <cmath>
 #include <limits>
 
+#include "contract/live_edit.hpp"
 #include "contract/metrics.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/charts/heatmap_view.hpp"
 #include "ui/charts/histogram_view.hpp"
 #include "ui/compare/compare_view.hpp"
 #include "ui/data/compare.hpp"
-#include "contract/live_edit.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/run_text.hpp"
 #include "ui/run/audit_tab.hpp"
+#include "ui/run/experts_tab.hpp"
 #include "ui/run/importance_tab.hpp"
 #include "ui/run/live_settings_panel.hpp"
 #include "ui/run/overview_tab.hpp"
 #include "ui/run/precision_tab.hpp"
-#include "ui/charts/heatmap_view.hpp"
-#include "ui/run/experts_tab.hpp"
 #include "ui/run/run_view.hpp"
 #include "ui/run/samples_tab.hpp"
 #include "ui/run/scales_tab.hpp"
 #include "ui/run/throughput_tab.hpp"
+#include "ui/widgets/line_label.hpp"
 #include "ui/widgets/precision_grid.hpp"
 
 using namespace fp8rl;
@@ -713,6 +713,47 @@ class TestRunViews : public QObject {
     RunData none = makeRun(2, 1);
     view.setRun(&none);
     QVERIFY(badge->isHidden());
+  }
+
+  // A live run's step on screen repaints what changed and re-lays out nothing: the headline and
+  // the badge change text at a fixed size (a relayout repainted the whole window, ~9 ms, on
+  // every step).
+  void liveStepRelaysOutNothing() {
+    RunData run = makeRun(1, 10);
+    run.audit_step = 10;
+    run.audit = {AuditRow{0, "q", "fp8", "fp8", 0.0, true}};
+    RunView view;
+    view.resize(1200, 800);
+    view.show();
+    view.setRun(&run);
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    QTest::qWait(50);
+    struct Count : QObject {
+      int layouts = 0;
+      bool eventFilter(QObject* o, QEvent* e) override {
+        // (The headline's holder hears of its label's new text: it has no layout to run.)
+        if (e->type() == QEvent::LayoutRequest && !qobject_cast<LineLabel*>(o)) ++layouts;
+        return false;
+      }
+    } count;
+    qApp->installEventFilter(&count);
+    for (int64_t s = 11; s <= 19; ++s) {
+      addStep(run, s);
+      run.audit_step = s;
+      ++run.version;
+      view.refresh();
+      QTest::qWait(5);
+    }
+    qApp->removeEventFilter(&count);
+    QVERIFY(view.overview()->headline()->text().contains("Step <b>19</b>"));
+    QCOMPARE(view.auditBadge()->text(), QString("audit OK · step 19"));
+    QCOMPARE(count.layouts, 0);
+    // A step with one more digit: the badge grows to its text (once).
+    addStep(run, 100);
+    run.audit_step = 100;
+    ++run.version;
+    view.refresh();
+    QCOMPARE(view.auditBadge()->size(), view.auditBadge()->sizeHint());
   }
 
   void auditAndTokenText() {

@@ -18,6 +18,7 @@
 #include "ui/charts/chart_math.hpp"
 #include "ui/charts/chart_style.hpp"
 #include "ui/charts/downsample.hpp"
+#include "ui/charts/replot_queue.hpp"
 
 namespace fp8rl::ui {
 namespace {
@@ -202,7 +203,7 @@ void ChartView::Impl::buildUi() {
   });
   QObject::connect(plot, &QCustomPlot::mouseDoubleClick, q, [this](QMouseEvent*) {
     q->rescale();
-    plot->replot(QCustomPlot::rpQueuedReplot);
+    queueReplot(plot);
   });
   leave_filter = new LeaveFilter(q, [this] { readout->hide(); });
   plot->installEventFilter(leave_filter);
@@ -663,7 +664,7 @@ double ChartView::replotNow() {
 }
 
 void ChartView::requestReplot() {
-  d_->plot->replot(QCustomPlot::rpQueuedReplot);
+  queueReplot(d_->plot);
 }
 
 QString ChartView::title() const {

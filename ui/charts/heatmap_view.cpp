@@ -9,6 +9,7 @@
 
 #include "ui/charts/chart_math.hpp"
 #include "ui/charts/chart_style.hpp"
+#include "ui/charts/replot_queue.hpp"
 
 namespace fp8rl::ui {
 namespace {
@@ -67,7 +68,7 @@ void HeatmapView::Impl::rebuild() {
                                .arg(d.values.size())
                                .arg(cols)
                                .arg(rows));
-    plot->replot(QCustomPlot::rpQueuedReplot);
+    queueReplot(plot);
     return;
   }
   map->setVisible(true);
@@ -149,7 +150,7 @@ void HeatmapView::Impl::rebuild() {
   // Axes: the cells' full extent.
   plot->xAxis->setRange(columns.extent.lo, columns.extent.hi);
   plot->yAxis->setRange(d.row_lo, d.row_hi);
-  plot->replot(QCustomPlot::rpQueuedReplot);
+  queueReplot(plot);
 }
 
 void HeatmapView::Impl::placeMarks(double row_height) {

@@ -2,6 +2,7 @@
 
 #include <qcustomplot.h>
 #include "ui/charts/chart_style.hpp"
+#include "ui/charts/replot_queue.hpp"
 
 #include <QLabel>
 #include <algorithm>
@@ -130,7 +131,7 @@ void HistogramView::Impl::rebuild() {
                  .arg(log_x ? QStringLiteral(" (log x needs positive edges)") : QString());
   caption->setText(parts.join(QStringLiteral(" · ")));
   fitAxes();
-  plot->replot(QCustomPlot::rpQueuedReplot);
+  queueReplot(plot);
 }
 
 void HistogramView::Impl::fitAxes() {
@@ -161,7 +162,7 @@ HistogramView::HistogramView(const QString& title, QWidget* parent)
   d_->plot->yAxis->setLabel(QStringLiteral("count"));
   connect(d_->plot, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) {
     d_->fitAxes();
-    d_->plot->replot(QCustomPlot::rpQueuedReplot);
+    queueReplot(d_->plot);
   });
   d_->caption = addCaption();
   d_->caption->setWordWrap(true);
@@ -199,7 +200,7 @@ void HistogramView::addVerticalLine(double x, const QString& label) {
   d_->rule_lines.push_back(addRuleLine(d_->plot, Qt::Vertical, x, label, QColor(200, 80, 0)));
   d_->lines.emplace_back(x, label);
   d_->fitAxes();
-  d_->plot->replot(QCustomPlot::rpQueuedReplot);
+  queueReplot(d_->plot);
 }
 
 std::vector<double> HistogramView::verticalLines() const {
@@ -213,7 +214,7 @@ void HistogramView::clearVerticalLines() {
   d_->rule_lines.clear();
   d_->lines.clear();
   d_->fitAxes();
-  d_->plot->replot(QCustomPlot::rpQueuedReplot);
+  queueReplot(d_->plot);
 }
 
 bool HistogramView::exportCsv(const QString& path, QString* error) {

@@ -11,6 +11,7 @@
 #include "ui/data/run_data.hpp"
 #include "ui/data/run_text.hpp"
 #include "ui/run/run_view.hpp"
+#include "ui/widgets/line_label.hpp"
 
 namespace fp8rl::ui {
 
@@ -41,7 +42,9 @@ QString latest(const RunData& run, const char* key, const QString& name, bool* a
 
 OverviewTab::OverviewTab(QWidget* parent)
     : RunTab(parent),
-      headline_(new QLabel),
+      headline_line_(
+          new LineLabel(QStringLiteral("Step <b>0</b> · reward <b>0</b> <small>(step 0)</small>"))),
+      headline_(headline_line_->label()),
       reward_(new ChartView(tr("Reward"))),
       accuracy_(new ChartView(tr("Accuracy"))),
       loss_(new ChartView(tr("Loss"))),
@@ -51,7 +54,7 @@ OverviewTab::OverviewTab(QWidget* parent)
   headline_->setTextFormat(Qt::RichText);
   headline_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   auto* layout = new QVBoxLayout(this);
-  layout->addWidget(headline_);
+  layout->addWidget(headline_line_);
   auto* grid = new QGridLayout;
   grid->addWidget(reward_, 0, 0);
   grid->addWidget(accuracy_, 0, 1);

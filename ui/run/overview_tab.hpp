@@ -15,6 +15,7 @@ class QLabel;
 namespace fp8rl::ui {
 
 class ChartView;
+class LineLabel;
 
 class OverviewTab : public RunTab {
   Q_OBJECT
@@ -42,6 +43,7 @@ class OverviewTab : public RunTab {
   void updateHeadline();
   void updateKlMessage();
 
+  LineLabel* headline_line_;  // holds headline_: its changes repaint it alone
   QLabel* headline_;
   ChartView *reward_, *accuracy_, *loss_, *kl_, *mult_prob_, *gen_kl_;
   std::vector<Binding> bindings_;

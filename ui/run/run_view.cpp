@@ -145,7 +145,7 @@ void RunView::clearRun() {
     tab->setRun(run_);
   precision_->setRun(run_);
   updateBadge();
-  tabs_->setTabVisible(tabs_->indexOf(experts_page_), experts_->runHasExperts());
+  showExpertsTab();
 }
 
 void RunView::poll() {
@@ -159,7 +159,14 @@ void RunView::poll() {
 
 void RunView::showNew() {
   updateBadge();
-  tabs_->setTabVisible(tabs_->indexOf(experts_page_), experts_->runHasExperts());
+  showExpertsTab();
+}
+
+void RunView::showExpertsTab() {
+  // Only on a change: setTabVisible lays the tab widget out again and repaints all of it.
+  const int i = tabs_->indexOf(experts_page_);
+  if (tabs_->isTabVisible(i) != experts_->runHasExperts())
+    tabs_->setTabVisible(i, experts_->runHasExperts());
 }
 
 void RunView::updateBadge() {
@@ -167,18 +174,28 @@ void RunView::updateBadge() {
   badge_->setVisible(!text.empty());
   if (text.empty()) return;
   badge_->setText(QString::fromStdString(text));
+  // The badge's text changes with every audited step. At a fixed size a new text repaints the
+  // badge alone; a size that follows the text would re-lay out the tab widgets above it and
+  // repaint the whole window on every step. Resized only when the text's width changes (a
+  // step with one more digit). The size is the size hint: the tab widget places its corner
+  // widget by the hint.
+  if (badge_->sizeHint() != badge_->size()) badge_->setFixedSize(badge_->sizeHint());
   const bool bad = auditMismatches(*run_) > 0;
-  badge_->setStyleSheet(bad ? QStringLiteral("QPushButton { background: #d62728; color: white; "
-                                             "font-weight: bold; border-radius: 9px; "
-                                             "padding: 2px 10px; margin: 2px; }")
-                            : QStringLiteral("QPushButton { color: #5a7d5a; border: none; "
-                                             "padding: 2px 10px; margin: 2px; }"));
   badge_->setToolTip(
       bad ? tr("The generator and the trainer disagree on these linears:\n%1\n\nClick for the "
                "audit table.")
                 .arg(QString::fromStdString(auditMismatchList(*run_)))
           : tr("Every linear's precision and weights agree between the generator and the "
                "trainer. Click for the audit table."));
+  // A style sheet set again re-polishes the button: only when the look changes.
+  if (badge_state_ == static_cast<int>(bad)) return;
+  badge_state_ = static_cast<int>(bad);
+  badge_->setStyleSheet(bad ? QStringLiteral("QPushButton { background: #d62728; color: white; "
+                                             "font-weight: bold; border-radius: 9px; "
+                                             "padding: 2px 10px; margin: 2px; }")
+                            : QStringLiteral("QPushButton { color: #5a7d5a; border: none; "
+                                             "padding: 2px 10px; margin: 2px; }"));
+  badge_->setFixedSize(badge_->sizeHint());  // the new style's padding and font
 }
 
 }  // namespace fp8rl::ui

@@ -60,11 +60,13 @@ class RunView : public RunTab {
   void showNew() override;
   void poll() override;
   void updateBadge();
+  void showExpertsTab();  // the Experts tab for runs with experts
 
   QTabWidget* tabs_;
   QPushButton* badge_;
   QLabel* empty_ = nullptr;  // shown instead of the tabs when there is no run
   int64_t badge_version_ = -1;  // the run's version the badge shows
+  int badge_state_ = -1;        // the look it has: 0 all agree, 1 mismatches (-1: none yet)
   OverviewTab* overview_;
   ThroughputTab* throughput_;
   ImportanceTab* importance_;
