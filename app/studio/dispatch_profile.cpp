@@ -43,6 +43,15 @@ QString objectLabel(const QObject* o) {
   return s;
 }
 
+// Inserts `item` into `worst` (sorted by `ms`, largest first) and keeps the `keep` largest.
+template <class T>
+void keepWorst(std::vector<T>& worst, T item, double T::*ms, size_t keep) {
+  const auto at = std::upper_bound(worst.begin(), worst.end(), item,
+                                   [ms](const T& a, const T& b) { return a.*ms > b.*ms; });
+  worst.insert(at, std::move(item));
+  if (worst.size() > keep) worst.pop_back();
+}
+
 }  // namespace
 
 DispatchProfile::DispatchProfile(double threshold_ms)
@@ -108,11 +117,7 @@ void DispatchProfile::end() {
     auto& o = over_[s.what];
     ++o.first;
     o.second += ms;
-    const auto at =
-        std::upper_bound(slow_.begin(), slow_.end(), s,
-                         [](const Slow& a, const Slow& b) { return a.wall_ms > b.wall_ms; });
-    slow_.insert(at, std::move(s));
-    if (slow_.size() > kKeep) slow_.pop_back();
+    keepWorst(slow_, std::move(s), &Slow::wall_ms, kKeep);
   }
   inner_.clear();
 }
@@ -138,11 +143,7 @@ void DispatchProfile::tick(double late_ms) {
     if (order.size() > 8) order.resize(8);
     std::sort(order.begin(), order.end());
     for (size_t i : order) s.dispatches.emplace_back(since_tick_[i].what, since_tick_[i].wall_ms);
-    const auto at =
-        std::upper_bound(stalls_.begin(), stalls_.end(), s,
-                         [](const Stall& a, const Stall& b) { return a.late_ms > b.late_ms; });
-    stalls_.insert(at, std::move(s));
-    if (stalls_.size() > kKeepStalls) stalls_.pop_back();
+    keepWorst(stalls_, std::move(s), &Stall::late_ms, kKeepStalls);
   }
   since_tick_.clear();
   tick_cpu_ms_ = cpu;
