@@ -43,6 +43,13 @@ QString objectLabel(const QObject* o) {
   return s;
 }
 
+// "Timer", "UpdateRequest", … (the number of a type without a name).
+QString typeName(const QEvent* event) {
+  static const QMetaEnum types = QMetaEnum::fromType<QEvent::Type>();
+  const char* type = types.valueToKey(event->type());
+  return type ? QString::fromLatin1(type) : QString::number(event->type());
+}
+
 // Inserts `item` into `worst` (sorted by `ms`, largest first) and keeps the `keep` largest.
 template <class T>
 void keepWorst(std::vector<T>& worst, T item, double T::*ms, size_t keep) {
@@ -58,10 +65,7 @@ DispatchProfile::DispatchProfile(double threshold_ms)
     : threshold_ms_(threshold_ms), start_ns_(nowNs()) {}
 
 QString DispatchProfile::describe(const QObject* receiver, const QEvent* event) {
-  static const QMetaEnum types = QMetaEnum::fromType<QEvent::Type>();
-  const char* type = types.valueToKey(event->type());
-  QString s = type ? QString::fromLatin1(type) : QString::number(event->type());
-  s += QLatin1Char(' ');
+  const QString s = typeName(event) + QLatin1Char(' ');
   // A timer's slot belongs to whoever owns the timer: name that (and the timer, when named).
   if (qobject_cast<const QTimer*>(receiver) && receiver->parent())
     return s + objectLabel(receiver->parent()) + QLatin1Char('/') +
@@ -69,8 +73,15 @@ QString DispatchProfile::describe(const QObject* receiver, const QEvent* event) 
   return s + objectLabel(receiver);
 }
 
+QString DispatchProfile::describe(const Frame& f) {
+  if (f.receiver) return describe(f.receiver, f.event);
+  // Deleted by its own event (a deferred delete, a single-shot timer's owner).
+  return typeName(f.event) + QLatin1Char(' ') + QString::fromLatin1(f.class_name) +
+         QStringLiteral(" (deleted)");
+}
+
 void DispatchProfile::begin(QObject* receiver, QEvent* event) {
-  Frame f{receiver, event, nowNs(), 0, 0, 0};
+  Frame f{receiver, receiver->metaObject()->className(), event, nowNs(), 0, 0, 0};
   if (stack_.empty()) {
     const Usage u = threadUsage();
     f.cpu0_ms = u.cpu_ms;
@@ -85,10 +96,8 @@ void DispatchProfile::end() {
   stack_.pop_back();
   const double ms = static_cast<double>(nowNs() - f.wall0_ns) / 1e6;
   if (!stack_.empty()) {
-    // Children of the outermost dispatch only: what a slow one spent its time on. Labelled
-    // before the receiver can go (a deferred delete is the receiver's last event).
-    if (stack_.size() == 1 && ms >= 0.2 && f.event->type() != QEvent::DeferredDelete)
-      inner_[describe(f.receiver, f.event)] += ms;
+    // Children of the outermost dispatch only: what a slow one spent its time on.
+    if (stack_.size() == 1 && ms >= 0.2) inner_[describe(f)] += ms;
     return;
   }
   ++dispatches_;
@@ -96,12 +105,7 @@ void DispatchProfile::end() {
   const double cpu_ms = u.cpu_ms - f.cpu0_ms;
   const int blocked = static_cast<int>(u.blocked - f.blocked0);
   const int preempted = static_cast<int>(u.preempted - f.preempted0);
-  // A deferred delete's receiver is gone by now, its class with it.
-  const auto label = [&] {
-    return f.event->type() == QEvent::DeferredDelete ? QStringLiteral("DeferredDelete")
-                                                     : describe(f.receiver, f.event);
-  };
-  if (ms >= 0.3) since_tick_.push_back({label(), ms, cpu_ms, blocked, preempted});
+  if (ms >= 0.3) since_tick_.push_back({describe(f), ms, cpu_ms, blocked, preempted});
   if (ms >= threshold_ms_) {
     Slow s;
     s.wall_ms = ms;
@@ -109,7 +113,7 @@ void DispatchProfile::end() {
     s.blocked = blocked;
     s.preempted = preempted;
     s.at_s = static_cast<double>(f.wall0_ns - start_ns_) / 1e9;
-    s.what = label();
+    s.what = describe(f);
     s.inner.assign(inner_.begin(), inner_.end());
     std::sort(s.inner.begin(), s.inner.end(),
               [](const auto& a, const auto& b) { return a.second > b.second; });

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QApplication>
+#include <QPointer>
 #include <QString>
 #include <map>
 #include <memory>
@@ -55,12 +56,15 @@ class DispatchProfile {
 
  private:
   struct Frame {
-    const QObject* receiver;
+    QPointer<QObject> receiver;  // null once the dispatch deleted it
+    const char* class_name;      // the receiver's, for then
     const QEvent* event;
     int64_t wall0_ns;
     double cpu0_ms;
     long blocked0, preempted0;
   };
+  static QString describe(const Frame& f);
+
   double threshold_ms_;
   int64_t start_ns_;
   std::vector<Frame> stack_;

@@ -615,7 +615,7 @@ class TestCli : public QObject {
         FP8RL_STUDIO,
         {"--bench", "--runs", "30", "--steps", "5", "--live", "0", "--seconds", "1", "--profile"},
         env);
-    QCOMPARE(r.code, 0);
+    QVERIFY2(r.code == 0, qPrintable(QString("exit %1:\n%2").arg(r.code).arg(r.out)));
     QVERIFY2(r.out.contains("open database (30 runs listed)"), qPrintable(r.out));
     const QRegularExpression dispatches("GUI-thread dispatches: (\\d+)");
     const auto m = dispatches.match(r.out);
