@@ -331,6 +331,14 @@ class TestUiData : public QObject {
         },
         10000));
     QVERIFY(s.continueRefusal(id).isEmpty());
+    // A worker records a step before sending it: killed between the two, its last step reaches
+    // the studio with the next poll of the store (the run has no link now), not by telemetry.
+    QVERIFY(wait_for(
+        [&] {
+          s.refresh();
+          return d->last_step >= s.runRow(id)->checkpoint_step.value_or(0);
+        },
+        10000));
     const int64_t ckpt = *s.runRow(id)->checkpoint_step;
     const int64_t crashed_at = d->last_step;
     QVERIFY(ckpt <= crashed_at);
