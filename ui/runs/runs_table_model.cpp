@@ -18,25 +18,26 @@ QString qs(const std::string& s) {
   return QString::fromStdString(s);
 }
 
-// "42 s", "3 min", "2 h", "5 d".
-QString humanAge(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) seconds = 0;
-  const auto n = [](double v) { return QString::number(static_cast<qint64>(std::floor(v))); };
-  if (seconds < 60) return n(seconds) + " s";
-  if (seconds < 3600) return n(seconds / 60) + " min";
-  if (seconds < 86400) return n(seconds / 3600) + " h";
-  return n(seconds / 86400) + " d";
-}
-
 // What humanAge shows, as a number: seconds, minutes, hours or days (unit·2^40 + count), so
 // that a thousand rows' ages compare without formatting two strings each, every refresh.
+constexpr int kAgeUnitShift = 40;
 int64_t ageBucket(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) seconds = 0;
-  const auto n = [](double v) { return static_cast<int64_t>(std::floor(v)); };
-  if (seconds < 60) return n(seconds);
-  if (seconds < 3600) return (int64_t{1} << 40) + n(seconds / 60);
-  if (seconds < 86400) return (int64_t{2} << 40) + n(seconds / 3600);
-  return (int64_t{3} << 40) + n(seconds / 86400);
+  const auto in = [](int64_t unit, double count) {
+    return (unit << kAgeUnitShift) + static_cast<int64_t>(std::floor(count));
+  };
+  if (seconds < 60) return in(0, seconds);
+  if (seconds < 3600) return in(1, seconds / 60);
+  if (seconds < 86400) return in(2, seconds / 3600);
+  return in(3, seconds / 86400);
+}
+
+// "42 s", "3 min", "2 h", "5 d".
+QString humanAge(double seconds) {
+  static const char* const kUnits[] = {" s", " min", " h", " d"};
+  const int64_t bucket = ageBucket(seconds);
+  return QString::number(bucket & ((int64_t{1} << kAgeUnitShift) - 1)) +
+         QLatin1String(kUnits[bucket >> kAgeUnitShift]);
 }
 
 QString dateText(double unix_seconds) {
@@ -68,14 +69,14 @@ std::pair<int, int> changedColumns(const RunStore::RunRow& a, const RunStore::Ru
   return last < 0 ? std::pair{-1, -1} : std::pair{first, last};
 }
 
-// Every field but the configuration (stored once, never changed): a row equal in these is not
-// copied again — with ten thousand runs, copying their configurations every refresh was most
-// of the GUI thread's refresh.
-bool sameStored(const RunStore::RunRow& a, const RunStore::RunRow& b) {
-  return changedColumns(a, b).first < 0 && a.started_at == b.started_at &&
-         a.last_heartbeat == b.last_heartbeat && a.control_endpoint == b.control_endpoint &&
-         a.telemetry_endpoint == b.telemetry_endpoint && a.server_key == b.server_key &&
-         a.checkpoint_dir == b.checkpoint_dir && a.checkpoint_step == b.checkpoint_step;
+// The stored fields no cell shows (with changedColumns' and the configuration — stored once,
+// never changed — every field): a row equal in all is not copied again; with ten thousand runs,
+// copying their configurations every refresh was most of the GUI thread's refresh.
+bool sameUnshown(const RunStore::RunRow& a, const RunStore::RunRow& b) {
+  return a.started_at == b.started_at && a.last_heartbeat == b.last_heartbeat &&
+         a.control_endpoint == b.control_endpoint && a.telemetry_endpoint == b.telemetry_endpoint &&
+         a.server_key == b.server_key && a.checkpoint_dir == b.checkpoint_dir &&
+         a.checkpoint_step == b.checkpoint_step;
 }
 
 }  // namespace
@@ -166,8 +167,8 @@ std::vector<bool> RunsTableModel::updateShown(const std::vector<RunStore::RunRow
         p != pending_.end() && incoming.tags == p->tags && incoming.notes == p->notes;
     if (caught_up) pending_.erase(p);
     const bool edited = p != pending_.end() && !caught_up;
-    if (!edited && sameStored(old, incoming)) continue;
     const auto columns = edited ? std::pair{0, kColumns - 1} : changedColumns(old, incoming);
+    if (columns.first < 0 && sameUnshown(old, incoming)) continue;
     Json config = std::move(old.config);  // configurations never change once stored
     old = incoming;
     old.config = std::move(config);
