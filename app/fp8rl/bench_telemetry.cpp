@@ -12,6 +12,7 @@
 
 #include "bench.hpp"
 #include "core/error.hpp"
+#include "ipc/endpoints.hpp"
 #include "ipc/telemetry_publisher.hpp"
 #include "rl/run_loop.hpp"
 #include "store/run_store.hpp"
@@ -121,10 +122,14 @@ Json bench_telemetry(Backend& be, int64_t warmup, int64_t steps) {
   } pub_guard{pub};
   const int linger = 0;
   zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof linger);
-  const std::string endpoint =
-      "ipc://@fp8rl-bench-" + std::to_string(getpid()) + "-telemetry";  // as a worker's default
+  const std::string endpoint =  // as a worker's default
+      ipc::private_endpoints("fp8rl-bench-" + std::to_string(getpid())).telemetry;
   if (zmq_bind(pub, endpoint.c_str()) != 0)
     throw Error("cannot bind " + endpoint + ": " + zmq_strerror(zmq_errno()));
+  struct FileGuard {
+    std::string ep;
+    ~FileGuard() { ipc::remove_socket_file(ep); }
+  } file_guard{endpoint};
   DrainingSubscriber sub(ctx, endpoint);
   // PUB drops everything until the subscription has arrived: probe until it has.
   const auto t_connect = Clock::now();

@@ -1,14 +1,23 @@
 // fp8rl doctor: what this machine offers the engine, and why a GPU is or is not used.
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "args.hpp"
 #include "backend/backend_registry.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "commands.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/parallel.hpp"
 #include "core/version.hpp"
 #include "dist/communicator.hpp"
+#include "run_db.hpp"
+#ifdef FP8RL_HAVE_IPC
+#include "ipc/curve.hpp"
+#include "ipc/endpoints.hpp"
+#endif
 
 namespace fp8rl::cli {
 namespace {
@@ -23,6 +32,72 @@ std::string triple(long long v, long long major_div, long long minor_div) {
   if (v <= 0) return "not available";
   return std::to_string(v / major_div) + "." + std::to_string(v % major_div / minor_div) + "." +
          std::to_string(v % minor_div);
+}
+
+// The run data beside db that other users may read, write or enter: each path found (at most
+// a few per place) and the command that makes it the user's alone.
+struct OpenRunData {
+  std::vector<std::string> paths;
+  std::string fix;
+};
+OpenRunData open_run_data(const std::string& db) {
+  const std::filesystem::path dir = std::filesystem::path(db).parent_path();
+  OpenRunData open;
+  // The folder itself only, not what else it may hold (a store may sit beside other files).
+  if (const int mode = file_mode(dir.string()); mode >= 0 && (mode & 077) != 0) {
+    open.paths.push_back(dir.string());
+    open.fix = "chmod go-rwx '" + dir.string() + "'";
+  }
+  std::string recursive;
+  for (const std::string& p : {db, db + "-wal", db + "-shm", (dir / "checkpoints").string(),
+                               (dir / "logs").string(), (dir / "sweeps").string()}) {
+    const std::vector<std::string> found = paths_open_to_others(p, 5);
+    if (found.empty()) continue;
+    open.paths.insert(open.paths.end(), found.begin(), found.end());
+    recursive += " '" + p + "'";
+  }
+  if (!recursive.empty())
+    open.fix += (open.fix.empty() ? "" : " && ") + std::string("chmod -R go-rwx") + recursive;
+  return open;
+}
+
+// The privacy of this user's run data, sockets and keys (docs/security.md): one line each, and
+// the command that mends what others can reach.
+void print_privacy(const std::string& db) {
+  std::printf("Privacy (run data, sockets and keys are the user's alone)\n");
+  const OpenRunData open = open_run_data(db);
+  if (!std::filesystem::exists(db)) {
+    std::printf("  run data:       %s does not exist yet (made 0600 in a 0700 folder)\n",
+                db.c_str());
+  } else if (open.paths.empty()) {
+    std::printf("  run data:       private: %s\n", db.c_str());
+  } else {
+    std::printf("  run data:       OPEN TO OTHER USERS:");
+    for (const auto& p : open.paths)
+      std::printf(" %s (%s)", p.c_str(), mode_string(file_mode(p)).c_str());
+    std::printf("\n                  other accounts of this machine can read these runs; fix: %s\n",
+                open.fix.c_str());
+  }
+#ifdef FP8RL_HAVE_IPC
+  try {
+    std::printf("  sockets:        private: %s (workers' default endpoints)\n",
+                ipc::runtime_dir().c_str());
+  } catch (const Error& e) {
+    std::printf("  sockets:        PROBLEM: %s\n", e.message().c_str());
+  }
+  const std::string keys = ipc::keys_dir();
+  const std::vector<std::string> open_keys = paths_open_to_others(keys, 5);
+  if (!std::filesystem::exists(keys))
+    std::printf("  keys:           %s not made yet (made 0700 on first use)\n", keys.c_str());
+  else if (open_keys.empty())
+    std::printf("  keys:           private: %s\n", keys.c_str());
+  else
+    std::printf(
+        "  keys:           OPEN TO OTHER USERS: %s; workers refuse them; fix: chmod -R go-rwx "
+        "'%s'\n",
+        open_keys.front().c_str(), keys.c_str());
+#endif
+  std::printf("\n");
 }
 
 }  // namespace
@@ -63,12 +138,14 @@ int print_version() {
 }
 
 int cmd_doctor(const std::vector<std::string>& args) {
-  const Args a(args, {}, {"help"});
+  const Args a(args, {"db"}, {"help"});
   if (a.flag("help")) {
     std::puts(
-        "usage: fp8rl doctor\n\nReports CPU threads and GEMM path, the CUDA backend module, "
-        "driver and runtime versions,\nthe device, cuBLASLt and NCCL, and which backend "
-        "`--backend auto` picks (and why). Exits 0.");
+        "usage: fp8rl doctor [--db PATH]\n\nReports CPU threads and GEMM path, the CUDA backend "
+        "module, driver and runtime versions,\nthe device, cuBLASLt and NCCL, which backend "
+        "`--backend auto` picks (and why), and whether\nthe run database (--db, default as for "
+        "train), its checkpoints and logs, the workers' socket\nfolder and the keys are private "
+        "to this user (with the command that mends them). Exits 0.");
     return 0;
   }
   std::printf("fp8rl %s (%s)\n\n", FP8RL_VERSION, FP8RL_GIT_DESCRIBE);
@@ -108,6 +185,7 @@ int cmd_doctor(const std::vector<std::string>& args) {
   if (!sel.fallback_reason.empty())
     std::printf("  fell back to the CPU because: %s\n", sel.fallback_reason.c_str());
   std::printf("\n");
+  print_privacy(a.get("db", default_db_path()));
   print_ranks_line();
   return 0;
 }

@@ -28,6 +28,7 @@
 #include "contract/metrics.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
+#include "ipc/endpoints.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/telemetry_publisher.hpp"
 #include "ipc/zmq_frames.hpp"
@@ -94,6 +95,7 @@ struct Replayed {
   int64_t run_id = 0;
   void* control = nullptr;
   void* pub = nullptr;
+  std::string control_ep, telemetry_ep;
   int64_t next = 0;       // index of the next source step
   int64_t published = 0;  // steps published
   double due = 0;         // when the next step is due (steady seconds)
@@ -221,10 +223,14 @@ int cmd_replay(const std::vector<std::string>& args) {
   const double t0 = now_seconds();
   for (int i = 0; i < count; ++i) {
     Replayed& r = runs[static_cast<size_t>(i)];
-    std::string control = "ipc://@fp8rl-replay-" + std::to_string(getpid()) + "-" + std::to_string(i) + "-control";
-    std::string telemetry = "ipc://@fp8rl-replay-" + std::to_string(getpid()) + "-" + std::to_string(i) + "-telemetry";
+    // As a worker's default sockets: files in the user's private runtime folder.
+    const ipc::Endpoints own = ipc::private_endpoints("fp8rl-replay-" + std::to_string(getpid()) +
+                                                      "-" + std::to_string(i));
+    std::string control = own.control, telemetry = own.telemetry;
     r.control = bind(ctx, ZMQ_ROUTER, &control);
     r.pub = bind(ctx, ZMQ_PUB, &telemetry);
+    r.control_ep = control;
+    r.telemetry_ep = telemetry;
     Json cfg = config;
     if (cfg.is_object()) cfg["name"] = name + "-" + std::to_string(i);
     r.run_id = store.create_run(name + "-" + std::to_string(i), "replay", cfg, precision);
@@ -239,7 +245,9 @@ int cmd_replay(const std::vector<std::string>& args) {
                count, static_cast<long long>(source_run), steps.size(), rate,
                record ? "recorded in " : "not recorded", record ? db.c_str() : "");
   std::printf("{\"runs\": [");
-  for (int i = 0; i < count; ++i) std::printf("%s%lld", i ? ", " : "", static_cast<long long>(runs[static_cast<size_t>(i)].run_id));
+  for (int i = 0; i < count; ++i)
+    std::printf("%s%lld", i ? ", " : "",
+                static_cast<long long>(runs[static_cast<size_t>(i)].run_id));
   std::printf("], \"rate\": %.4f}\n", rate);
   std::fflush(stdout);
   std::signal(SIGINT, on_signal);
@@ -314,6 +322,10 @@ int cmd_replay(const std::vector<std::string>& args) {
     zmq_close(r.pub);
   }
   zmq_ctx_term(ctx);
+  for (const Replayed& r : runs) {
+    ipc::remove_socket_file(r.control_ep);
+    ipc::remove_socket_file(r.telemetry_ep);
+  }
   std::fprintf(stderr, "fp8rl replay: %lld steps published in %.0f s (%.1f steps/s in all)\n",
                static_cast<long long>(published), now_seconds() - t0,
                static_cast<double>(published) / std::max(1e-9, now_seconds() - t0));

@@ -12,9 +12,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <csignal>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +27,7 @@
 #include "backend/backend_registry.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "groups/run_groups.hpp"
 #include "groups/sweep_progress.hpp"
 #include "rl/sweep.hpp"
@@ -66,7 +67,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log, int ni
   const pid_t pid = fork();
   if (pid < 0) throw Error("cannot start " + argv[0] + ": fork failed");
   if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) {
       dup2(fd, STDOUT_FILENO);
       dup2(fd, STDERR_FILENO);
@@ -145,15 +146,15 @@ class Runner {
 
 std::string Runner::config_file(const RunStore::SweepPoint& p) {
   const fs::path dir = fs::path(db_).parent_path() / "sweeps" / ("sweep-" + std::to_string(sweep_));
-  fs::create_directories(dir);
+  create_private_directories(dir.string());
   const fs::path file = dir / ("point-" + std::to_string(p.point) + ".json");
-  std::ofstream(file) << p.config.dump(2) << "\n";
+  write_private_file(file.string(), p.config.dump(2) + "\n");
   return file.string();
 }
 
 void Runner::start(const RunStore::SweepPoint& p, const std::optional<RunStore::RunRow>& run) {
   const fs::path logs = fs::path(db_).parent_path() / "logs";
-  fs::create_directories(logs);
+  create_private_directories(logs.string());
   const int attempt = ++starts_[p.point];
   Child c;
   c.point = p.point;
@@ -168,12 +169,12 @@ void Runner::start(const RunStore::SweepPoint& p, const std::optional<RunStore::
   if (resume) {
     argv.insert(argv.end(), {"--resume", std::to_string(run->id)});
   } else {
-    argv.insert(argv.end(), {"--config", config_file(p), "--name", p.name, "--sweep-point",
-                             std::to_string(sweep_) + ":" + std::to_string(p.point),
-                             "--preset-name", preset_});
+    argv.insert(argv.end(),
+                {"--config", config_file(p), "--name", p.name, "--sweep-point",
+                 std::to_string(sweep_) + ":" + std::to_string(p.point), "--preset-name", preset_});
   }
-  const int threads = static_cast<int>(
-      std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / concurrency_));
+  const int threads = static_cast<int>(std::max<int64_t>(
+      1, static_cast<int64_t>(std::thread::hardware_concurrency()) / concurrency_));
   c.pid = spawn(argv, c.log, nice_, threads);
   if (tty_ && !last_line_.empty()) std::fputc('\n', stderr);
   std::fprintf(stderr, "fp8rl sweep: %s point %lld (%s)%s, log %s\n",
@@ -209,14 +210,16 @@ void Runner::print(const SweepProgress& p, bool force) {
   const int filled = p.total > 0 ? static_cast<int>(width * (p.done + p.failed) / p.total) : 0;
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(width, '.');
-  const std::string line = "[" + bar + "] sweep " + std::to_string(sweep_) + " " + name_ + ": " +
-                           p.summary();
+  const std::string line =
+      "[" + bar + "] sweep " + std::to_string(sweep_) + " " + name_ + ": " + p.summary();
   const double now = now_unix();
   if (tty_) {
     if (line != last_line_ || force) std::fprintf(stderr, "\r%s\033[K", line.c_str());
   } else if (line == last_line_) {
     return;
-  } else if (force || line.substr(0, line.find(" · ETA")) != last_line_.substr(0, last_line_.find(" · ETA")) ||
+  } else if (force ||
+             line.substr(0, line.find(" · ETA")) !=
+                 last_line_.substr(0, last_line_.find(" · ETA")) ||
              now - last_print_ > 60) {
     std::fprintf(stderr, "%s\n", line.c_str());
     last_print_ = now;
@@ -317,9 +320,8 @@ int Runner::run() {
       last_beat = now;
     }
     const bool adopted_running = progress.running > static_cast<int64_t>(children_.size());
-    const bool startable = std::any_of(waiting.begin(), waiting.end(), [&](size_t i) {
-      return !given_up_.count(points[i].point);
-    });
+    const bool startable = std::any_of(waiting.begin(), waiting.end(),
+                                       [&](size_t i) { return !given_up_.count(points[i].point); });
     if (children_.empty() && (stopping || (!adopted_running && !startable))) {
       print(progress, true);
       if (tty_) std::fputc('\n', stderr);
@@ -355,10 +357,9 @@ int print_status(RunStore& store, std::optional<int64_t> only) {
     if (only && s.id != *only) continue;
     const auto points = store.sweep_points(s.id);
     const SweepProgress p = sweep_progress(s, points, runs, now_unix());
-    std::printf("sweep %lld %s: %s%s\n", static_cast<long long>(s.id), s.name.c_str(),
-                p.summary().c_str(),
-                s.runner_pid > 0 ? (" (runner pid " + std::to_string(s.runner_pid) + ")").c_str()
-                                 : "");
+    std::printf(
+        "sweep %lld %s: %s%s\n", static_cast<long long>(s.id), s.name.c_str(), p.summary().c_str(),
+        s.runner_pid > 0 ? (" (runner pid " + std::to_string(s.runner_pid) + ")").c_str() : "");
     for (const auto& g : sweep_groups(s, points, runs)) {
       std::string ids;
       for (const auto& r : g.runs) ids += " " + std::to_string(r.id);
@@ -455,7 +456,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
     r.config = p.config.doc;
     rows.push_back(std::move(r));
   }
-  if (concurrency == 0) concurrency = spec.concurrency > 0 ? spec.concurrency : default_concurrency(rows);
+  if (concurrency == 0)
+    concurrency = spec.concurrency > 0 ? spec.concurrency : default_concurrency(rows);
   // The same file run again continues its sweep.
   std::optional<RunStore::SweepRow> same;
   if (!a.flag("new"))
@@ -463,9 +465,10 @@ int cmd_sweep(const std::vector<std::string>& args) {
       if (s.spec_hash == hash && s.name == spec.name) same = s;
   int64_t id = 0;
   if (same && same->ended_at) {
-    std::printf("sweep %lld (%s, the same points) is complete: nothing to do "
-                "(--new starts it again as a new sweep)\n",
-                static_cast<long long>(same->id), same->name.c_str());
+    std::printf(
+        "sweep %lld (%s, the same points) is complete: nothing to do "
+        "(--new starts it again as a new sweep)\n",
+        static_cast<long long>(same->id), same->name.c_str());
     return 0;
   }
   if (same) {

@@ -1,6 +1,5 @@
 #include "ipc/curve.hpp"
 
-#include <sys/stat.h>
 #include <zmq.h>
 
 #include <algorithm>
@@ -32,32 +31,11 @@ void set_option(void* socket, int option, const std::string& value, const char* 
 }
 
 // Secret files are the owner's alone: a file others can read or write is refused.
-void check_private(const std::string& path) {
-  struct stat st {};
-  check(::stat(path.c_str(), &st) == 0, "cannot read " + path);
-  check((st.st_mode & 077) == 0, path + " is open to other users (mode " +
-                                     [&] {
-                                       char m[8];
-                                       std::snprintf(m, sizeof m, "%04o", st.st_mode & 07777);
-                                       return std::string(m);
-                                     }() +
-                                     "); it must be 0600: chmod 600 " + path);
-}
-
-// Creates path with mode 0600 and the given text (never readable by others, not even briefly).
-void write_private(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const mode_t old = ::umask(077);
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    ::umask(old);
-    check(out.good(), "cannot write " + tmp);
-    out << text;
-    out.flush();
-    check(out.good(), "cannot write " + tmp);
-  }
-  ::chmod(tmp.c_str(), 0600);
-  fs::rename(tmp, path);
+void check_private(const std::string& path, const char* wanted = "600") {
+  const int mode = file_mode(path);
+  check(mode >= 0, "cannot read " + path);
+  check((mode & 077) == 0, path + " is open to other users (mode " + mode_string(mode) +
+                               "); it must be 0" + wanted + ": chmod " + wanted + " " + path);
 }
 
 CurveKeyPair read_pair(const std::string& path) {
@@ -93,10 +71,11 @@ CurveKeyPair read_pair(const std::string& path) {
 CurveKeyPair make_pair(const std::string& path, const char* role) {
   char pub[41], sec[41];
   if (zmq_curve_keypair(pub, sec) != 0) zmq_fail("CURVE: making a key pair");
-  write_private(path, std::string("# fp8rl CURVE key pair (") + role +
-                          "). The secret key must stay on this machine and private (mode 0600).\n"
-                          "public-key = " +
-                          pub + "\nsecret-key = " + sec + "\n");
+  write_private_file(path,
+                     std::string("# fp8rl CURVE key pair (") + role +
+                         "). The secret key must stay on this machine and private (mode 0600).\n"
+                         "public-key = " +
+                         pub + "\nsecret-key = " + sec + "\n");
   return {pub, sec};
 }
 
@@ -144,11 +123,8 @@ CurveKeys load_or_create_keys(const std::string& dir) {
   check(curve_available(),
         "this ZeroMQ library was built without CURVE: workers cannot be reached securely beyond "
         "this machine");
-  if (!fs::exists(dir)) {
-    fs::create_directories(dir);
-    fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
-  }
-  check_private(dir);
+  create_private_directories(dir);
+  check_private(dir, "700");
   CurveKeys k;
   k.dir = dir;
   k.server = load_or_make_pair((fs::path(dir) / kServerFile).string(), "worker");
@@ -171,7 +147,7 @@ bool authorize_client(const std::string& dir, const std::string& public_key,
                                       : "# Client public keys this install's workers accept, one "
                                         "a line (fp8rl keys authorize KEY).\n";
   text += public_key + (comment.empty() ? "" : "  " + comment) + "\n";
-  write_private(path, text);
+  write_private_file(path, text);
   return true;
 }
 

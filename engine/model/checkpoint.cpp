@@ -19,16 +19,6 @@
 namespace fp8rl {
 namespace {
 
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    check(out.good(), "cannot write " + tmp);
-    out << text;
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
@@ -65,7 +55,7 @@ void write_checksums(const std::string& dir) {
   Json doc;
   doc["algorithm"] = "crc32c";
   doc["files"] = files;
-  write_text(dir + "/" + kChecksums, doc.dump(2) + "\n");
+  write_private_file(dir + "/" + kChecksums, doc.dump(2) + "\n");
 }
 
 }  // namespace
@@ -82,7 +72,7 @@ void write_checkpoint_dir(const std::string& dir,
           "will not replace " + target.string() +
               ": it holds files but no checkpoint (choose another folder)");
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
+  create_private_directories(tmp);
   try {
     fill(tmp);
     write_checksums(tmp);
@@ -128,21 +118,21 @@ void verify_checkpoint(const std::string& dir) {
     const int64_t bytes = want.at("bytes").as_int(listing + " " + name + ".bytes");
     const std::string crc = want.at("crc32c").as_string(listing + " " + name + ".crc32c");
     check(static_cast<int64_t>(got.bytes) == bytes,
-          "checkpoint " + dir + ": " + name + " has " + std::to_string(got.bytes) +
-              " bytes, " + kChecksums + " records " + std::to_string(bytes) +
+          "checkpoint " + dir + ": " + name + " has " + std::to_string(got.bytes) + " bytes, " +
+              kChecksums + " records " + std::to_string(bytes) +
               " (written incompletely or changed since)");
     check(hex32(got.crc32c) == crc, "checkpoint " + dir + ": " + name + " has CRC-32C " +
-                                        hex32(got.crc32c) + ", " + kChecksums + " records " +
-                                        crc + " (damaged or changed since it was written)");
+                                        hex32(got.crc32c) + ", " + kChecksums + " records " + crc +
+                                        " (damaged or changed since it was written)");
   }
 }
 
 void save_checkpoint(const std::string& dir, DecoderModel& model, const AdamW* optimizer,
                      const Json& trainer_state) {
-  std::filesystem::create_directories(dir);
+  create_private_directories(dir);
   Json cfg = model.config().to_json();
   cfg["torch_dtype"] = "float32";
-  write_text(dir + "/config.json", cfg.dump(2) + "\n");
+  write_private_file(dir + "/config.json", cfg.dump(2) + "\n");
   SafeTensorsFile f;
   for (Param* p : model.parameters()) {
     SafeTensor t;
@@ -159,7 +149,7 @@ void save_checkpoint(const std::string& dir, DecoderModel& model, const AdamW* o
     optimizer->state().write(dir + "/optimizer.safetensors");
     Json st = trainer_state.is_null() ? Json(Json::Object{}) : trainer_state;
     st["optimizer_step"] = optimizer->steps();
-    write_text(dir + "/trainer_state.json", st.dump(2) + "\n");
+    write_private_file(dir + "/trainer_state.json", st.dump(2) + "\n");
   }
 }
 
@@ -177,7 +167,7 @@ std::optional<BlockFp8Config> read_checkpoint_quantization(const std::string& di
 }
 
 std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const std::string& folder,
-                                            const PrecisionMap& precision, QuantOptions qopt) {
+                                              const PrecisionMap& precision, QuantOptions qopt) {
   const std::string dir = checkpoint_dir_to_read(folder);
   verify_checkpoint(dir);
   const ModelConfig cfg = read_checkpoint_config(dir);
@@ -246,10 +236,10 @@ std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const std::string& fo
     const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
     if (bad != v.end()) {
       const int64_t i = bad - v.begin();
-      throw Error(where(p->name) + " holds " + (std::isnan(*bad) ? "NaN" : "an infinity") +
-                  " at " + (rows == 1 ? "[" + std::to_string(i) + "]"
-                                      : "[" + std::to_string(i / cols) + ", " +
-                                            std::to_string(i % cols) + "]") +
+      throw Error(where(p->name) + " holds " + (std::isnan(*bad) ? "NaN" : "an infinity") + " at " +
+                  (rows == 1
+                       ? "[" + std::to_string(i) + "]"
+                       : "[" + std::to_string(i / cols) + ", " + std::to_string(i % cols) + "]") +
                   "; weights must be finite");
     }
     upload_floats(be, p->master, v);

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "fp8/codec.hpp"
 
 namespace fp8rl {
@@ -25,17 +26,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
   return r + "]";
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    check(out.good(), "cannot write " + tmp);
-    out << text;
-    check(out.good(), "write failed for " + tmp);
-  }
-  std::filesystem::rename(tmp, path);
 }
 
 std::vector<int64_t> param_shape(const Param& p) {
@@ -284,10 +274,9 @@ ExportSummary save_fp8_checkpoint(const std::string& dir, DecoderModel& model,
   std::map<std::string, std::array<bool, kModules>> fp8;
   for (Param* p : model.parameters()) {
     const auto it = linears.find(p->name);
-    const bool is_fp8 =
-        it != linears.end() &&
-        model.precision().get(it->second.slot) == Precision::fp8 &&
-        !kept.count(module_of(p->name));
+    const bool is_fp8 = it != linears.end() &&
+                        model.precision().get(it->second.slot) == Precision::fp8 &&
+                        !kept.count(module_of(p->name));
     if (!is_fp8) {
       f.tensors[p->name] = make_safetensor(download_floats(be, p->master), param_shape(*p), "BF16");
       if (it != linears.end()) {
@@ -321,14 +310,14 @@ ExportSummary save_fp8_checkpoint(const std::string& dir, DecoderModel& model,
     if (sl.module == Module::q && !(r[0] == r[1] && r[1] == r[2]))
       s.split_fused.push_back(group.substr(0, group.rfind('.')) + ": q/k/v_proj");
     if (sl.module == Module::gate && r[4] != r[5])
-      s.split_fused.push_back((group.ends_with(".mlp") ? group.substr(0, group.size() - 4) : group) +
-                              ": gate/up_proj");
+      s.split_fused.push_back(
+          (group.ends_with(".mlp") ? group.substr(0, group.size() - 4) : group) + ": gate/up_proj");
   }
   cfg["quantization_config"] = qc.to_json();
   s.tensors = static_cast<int64_t>(f.tensors.size());
   s.bytes = f.data_bytes();
   s.files = f.write_dir(dir, opt.max_shard_bytes);
-  write_text(dir + "/config.json", cfg.dump(2) + "\n");
+  write_private_file(dir + "/config.json", cfg.dump(2) + "\n");
   return s;
 }
 
@@ -348,7 +337,7 @@ ExportSummary save_bf16_checkpoint(const std::string& dir, DecoderModel& model,
   s.tensors = static_cast<int64_t>(f.tensors.size());
   s.bytes = f.data_bytes();
   s.files = f.write_dir(dir, max_shard_bytes);
-  write_text(dir + "/config.json", cfg.dump(2) + "\n");
+  write_private_file(dir + "/config.json", cfg.dump(2) + "\n");
   return s;
 }
 

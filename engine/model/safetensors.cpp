@@ -82,9 +82,7 @@ void write_tensors(const std::string& path, const TensorList& list,
   while ((8 + text.size()) % 8) text += ' ';  // keep the data 8-byte aligned
   const std::string tmp = path + ".tmp";
   {
-    errno = 0;
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), "safetensors: cannot write " + tmp + ": " + std::strerror(errno));
+    std::ofstream out = open_private_file(tmp, std::ios::binary | std::ios::trunc);
     uint8_t len[8];
     uint64_t n = text.size();
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
@@ -241,7 +239,7 @@ SafeTensorsFile SafeTensorsFile::read_dir(const std::string& dir) {
 
 int64_t SafeTensorsFile::write_dir(const std::string& dir, uint64_t max_shard_bytes) const {
   check(max_shard_bytes > 0, "safetensors: the shard size limit must be positive");
-  std::filesystem::create_directories(dir);
+  create_private_directories(dir);
   std::set<std::string> written;
   if (data_bytes() <= max_shard_bytes) {
     write(dir + "/" + kSingleFile);
@@ -267,14 +265,7 @@ int64_t SafeTensorsFile::write_dir(const std::string& dir, uint64_t max_shard_by
     Json idx;
     idx["metadata"]["total_size"] = static_cast<int64_t>(data_bytes());
     idx["weight_map"] = std::move(weight_map);
-    const std::string path = dir + "/" + kIndexFile, tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      check(out.good(), "cannot write " + tmp);
-      out << idx.dump(2) << "\n";
-      check(out.good(), "write failed for " + tmp);
-    }
-    std::filesystem::rename(tmp, path);
+    write_private_file(dir + "/" + kIndexFile, idx.dump(2) + "\n");
     written.insert(kIndexFile);
   }
   // Weight files of an earlier write in the other layout (or with more shards) would be read

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "backend/backend.hpp"
@@ -10,6 +11,7 @@
 #include "contract/metrics.hpp"
 #include "contract/precision.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "rl/run_loop.hpp"
 
 namespace fp8rl {
@@ -30,6 +32,7 @@ struct RunSession::Impl {
   SessionListener* listener;
   std::unique_ptr<GrpoRun> run;
   std::string ckpt_dir;
+  int64_t checkpoint_step = -1;            // the step of the run's latest checkpoint (-1: none yet)
   std::unique_ptr<Communicator> own_comm;  // SingleProcess when opt.comm is null
   Communicator* comm = nullptr;
   bool leader() const { return comm->rank() == 0; }
@@ -39,7 +42,7 @@ struct RunSession::Impl {
   std::condition_variable wake;
   bool pause = false, stop = false, checkpoint_now = false;
   std::string stop_reason;
-  LiveEdit queued;                  // the edits asked for since the last boundary, merged
+  LiveEdit queued;                   // the edits asked for since the last boundary, merged
   std::optional<LiveState> pending;  // the live state once they apply (set once started)
   Status st;
 
@@ -93,6 +96,7 @@ struct RunSession::Impl {
       return;
     }
     run->save(ckpt_dir);
+    checkpoint_step = step;
     if (rec && id() >= 0) rec->set_checkpoint(id(), ckpt_dir, step);
     event(step, {event::kCheckpoint, ckpt_dir, Json()});
   }
@@ -131,6 +135,7 @@ void RunSession::Impl::start() {
       rec->truncate_after(*opt.resume_run, step);
       rec->reopen_run(*opt.resume_run);
     }
+    checkpoint_step = step;
     std::lock_guard lock(mu);
     st.run_id = *opt.resume_run;
     st.step = step;
@@ -216,9 +221,8 @@ bool RunSession::Impl::lead_boundary(int64_t step, LiveEdit& applied) {
     // Wait for anything to do; then go round again (edits while paused apply now). A paused
     // rank 0 of several also watches for the job ending (another rank lost).
     std::unique_lock lock(mu);
-    while (!wake.wait_for(lock, std::chrono::milliseconds(200), [&] {
-      return !pause || stop || checkpoint_now || !queued.empty();
-    }))
+    while (!wake.wait_for(lock, std::chrono::milliseconds(200),
+                          [&] { return !pause || stop || checkpoint_now || !queued.empty(); }))
       if (comm->job_ending())
         throw PeerLost(
             "the MPI job is ending while the run is paused (another rank exited or "
@@ -280,10 +284,26 @@ std::string RunSession::run() {
     m.set_state(final_state);
     return final_state;
   } catch (const std::exception& e) {
+    // Out of disk space nothing recorded is lost and the run can go on once space is freed:
+    // say how (the store or the checkpoint said only "disk is full").
+    std::optional<Error> full;
+    if (out_of_space(e) && m.id() >= 0) {
+      const auto* err = dynamic_cast<const Error*>(&e);
+      const std::string n = std::to_string(m.id());
+      full = Error(
+          (err ? err->message() : std::string(e.what())) +
+              " — free space on that disk: every step recorded so far is kept" +
+              (m.checkpoint_step >= 0 ? ", and `fp8rl train --resume " + n +
+                                            "` (or Continue in the studio) goes on "
+                                            "from the step-" +
+                                            std::to_string(m.checkpoint_step) + " checkpoint"
+                                      : "; run " + n + " has no checkpoint yet, so start it again"),
+          err ? err->status() : "");
+    }
     {
       std::lock_guard lock(m.mu);
       m.st.state = run_status::kFailed;
-      m.st.error = e.what();
+      m.st.error = full ? full->what() : e.what();
     }
     // A lost rank: the run did not fail on its own account, its job broke (as when its
     // process dies).
@@ -291,10 +311,11 @@ std::string RunSession::run() {
     try {
       if (m.rec && m.id() >= 0)
         m.rec->set_status(m.id(), crashed ? run_status::kCrashed : run_status::kFailed);
-      m.event(step, {event::kError, e.what(), Json()});
+      m.event(step, {event::kError, full ? full->what() : e.what(), Json()});
     } catch (...) {
       // The recorder failing too must not hide the first error.
     }
+    if (full) throw *full;
     throw;
   }
 }

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "core/files.hpp"
 #include "store/run_store_impl.hpp"
 #include "store/run_store_schema.hpp"
 
@@ -20,12 +21,15 @@ RunStore::RunStore(const std::string& path, bool read_only) : impl_(std::make_un
   m.read_only = read_only;
   if (path.empty()) throw Error("run store: empty path");
   if (!read_only) {
-    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-    std::error_code ec;
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    if (ec)
-      throw Error(m.name() + ": cannot create directory '" + parent.string() +
-                  "': " + ec.message());
+    // Run data is the user's alone (docs/security.md): folders we make are 0700 and a new
+    // database 0600 (SQLite gives its -wal and -shm files the database's mode). An existing
+    // store keeps its mode: `fp8rl doctor` reports one that others can read.
+    try {
+      create_private_directories(std::filesystem::path(path).parent_path().string());
+      if (!std::filesystem::exists(path)) open_private_file(path, std::ios::app);
+    } catch (const Error& e) {
+      throw Error(m.name() + ": " + e.message());
+    }
   }
   const int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
   m.db.open(path, flags, kBusyTimeoutMs, m.name());

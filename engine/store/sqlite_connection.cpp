@@ -1,6 +1,8 @@
 #include "store/sqlite_connection.hpp"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <thread>
 
@@ -9,7 +11,17 @@
 namespace fp8rl::sqlite {
 
 void fail(sqlite3* db, const std::string& what, int rc, std::source_location where) {
-  const char* msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  const int err = errno;  // before anything else can change it
+  std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  // "disk I/O error" alone hides the cause. SQLite keeps the system's error for some failures
+  // only (not for a failed COMMIT's write); errno still holds it then, and these values are no
+  // failure SQLite meets along the way.
+  if ((rc & 0xff) == SQLITE_IOERR) {
+    int sys = db ? sqlite3_system_errno(db) : 0;
+    if (sys == 0 && (err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO || err == EROFS))
+      sys = err;
+    if (sys != 0) msg += std::string(" (") + std::strerror(sys) + ")";
+  }
   throw Error(what + ": " + msg, sqlite3_errstr(rc), where);
 }
 

@@ -78,9 +78,7 @@ std::optional<CharTokenizer> CharTokenizer::load(const std::string& dir) {
 }
 
 void CharTokenizer::save(const std::string& dir) const {
-  std::ofstream out(dir + "/fp8rl_tokenizer.json", std::ios::trunc);
-  check(out.good(), "cannot write " + dir + "/fp8rl_tokenizer.json");
-  out << to_json().dump(2) << "\n";
+  write_private_file(dir + "/fp8rl_tokenizer.json", to_json().dump(2) + "\n");
 }
 
 }  // namespace fp8rl

@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/version.hpp"
 #include "ipc/curve.hpp"
+#include "ipc/endpoints.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/telemetry_publisher.hpp"
 #include "ipc/zmq_frames.hpp"
@@ -49,9 +50,8 @@ void check_bind_address(const std::string& ep, bool allow_remote) {
 
 // A bound socket of the given type (a CURVE server when keys are given); returns the resolved
 // endpoint.
-void* bind_socket(void* ctx, int type, const std::string& ep, bool allow_remote,
-                  const CurveKeys* curve, std::string* bound) {
-  check_bind_address(ep, allow_remote);
+void* bind_socket(void* ctx, int type, const std::string& ep, const CurveKeys* curve,
+                  std::string* bound) {
   void* s = zmq_socket(ctx, type);
   if (!s) zmq_fail("zmq_socket");
   const int linger = 0;
@@ -82,7 +82,7 @@ struct Worker::Impl : SessionListener {
   void* control = nullptr;
   void* pub = nullptr;
   std::string control_ep, telemetry_ep;
-  std::unique_ptr<ZapAuthenticator> zap;  // admits authorized CURVE clients (remote workers)
+  std::unique_ptr<ZapAuthenticator> zap;  // admits authorized CURVE clients (shared sockets)
   std::string server_key;
   std::unique_ptr<Backend> backend;
   std::string fallback_reason;
@@ -128,28 +128,33 @@ struct Worker::Impl : SessionListener {
 Worker::Worker(WorkerOptions opt) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.opt = std::move(opt);
-  const std::string base = "ipc://@fp8rl-" + std::to_string(getpid()) + "-" +
-                           std::to_string(static_cast<uint64_t>(now_seconds() * 1e6) % 1000000);
-  if (m.opt.control.empty()) m.opt.control = base + "-control";
-  if (m.opt.telemetry.empty()) m.opt.telemetry = base + "-telemetry";
+  // Default sockets: files in the user's private runtime folder (ipc/endpoints.hpp).
+  if (m.opt.control.empty() || m.opt.telemetry.empty()) {
+    remove_stale_sockets();
+    const Endpoints own =
+        private_endpoints("fp8rl-" + std::to_string(getpid()) + "-" +
+                          std::to_string(static_cast<uint64_t>(now_seconds() * 1e6) % 1000000));
+    if (m.opt.control.empty()) m.opt.control = own.control;
+    if (m.opt.telemetry.empty()) m.opt.telemetry = own.telemetry;
+  }
   auto sel = make_backend(parse_backend_choice(m.opt.backend));
   m.backend = std::move(sel.backend);
   m.fallback_reason = sel.fallback_reason;
   m.ctx = zmq_ctx_new();
-  // Reachable from other machines: encrypted and authenticated (CURVE with a ZAP handler bound
-  // before the sockets), never plain.
+  // Reachable by anyone but this user (another machine, or another account of this one: tcp,
+  // loopback included, abstract sockets): encrypted and authenticated with this user's keys
+  // (CURVE with a ZAP handler bound before the sockets), never plain.
   std::optional<CurveKeys> curve;
-  if (beyond_loopback(m.opt.control) || beyond_loopback(m.opt.telemetry)) {
-    check_bind_address(beyond_loopback(m.opt.control) ? m.opt.control : m.opt.telemetry,
-                       m.opt.allow_remote);
+  if (reachable_by_other_users(m.opt.control) || reachable_by_other_users(m.opt.telemetry)) {
+    for (const std::string* ep : {&m.opt.control, &m.opt.telemetry})
+      check_bind_address(*ep, m.opt.allow_remote);
     curve = load_or_create_keys(m.opt.keys_dir.empty() ? keys_dir() : m.opt.keys_dir);
     m.zap = std::make_unique<ZapAuthenticator>(m.ctx, curve->authorized);
     m.server_key = curve->server.public_key;
   }
   const CurveKeys* keys = curve ? &*curve : nullptr;
-  m.control =
-      bind_socket(m.ctx, ZMQ_ROUTER, m.opt.control, m.opt.allow_remote, keys, &m.control_ep);
-  m.pub = bind_socket(m.ctx, ZMQ_PUB, m.opt.telemetry, m.opt.allow_remote, keys, &m.telemetry_ep);
+  m.control = bind_socket(m.ctx, ZMQ_ROUTER, m.opt.control, keys, &m.control_ep);
+  m.pub = bind_socket(m.ctx, ZMQ_PUB, m.opt.telemetry, keys, &m.telemetry_ep);
 }
 
 Worker::~Worker() {
@@ -160,6 +165,8 @@ Worker::~Worker() {
   if (m.pub) zmq_close(m.pub);
   m.zap.reset();
   if (m.ctx) zmq_ctx_term(m.ctx);
+  remove_socket_file(m.control_ep);
+  remove_socket_file(m.telemetry_ep);
 }
 
 const std::string& Worker::control_endpoint() const {
@@ -220,8 +227,8 @@ std::string Worker::Impl::start(const Request& r) {
       }
     }
   } catch (const Error& e) {
-    return error_reply(r.id, (resuming ? "cannot resume: " : "bad run configuration: ") +
-                                 e.message());
+    return error_reply(r.id,
+                       (resuming ? "cannot resume: " : "bad run configuration: ") + e.message());
   }
   SessionOptions so;
   so.name = r.args.contains("name") ? r.args.at("name").as_string("name") : cfg.name;

@@ -14,11 +14,15 @@
 namespace fp8rl::ipc {
 
 struct WorkerOptions {
-  std::string control;    // bind address; empty: ipc://@fp8rl-<pid>-control (abstract socket)
-  std::string telemetry;  // bind address; empty: ipc://@fp8rl-<pid>-telemetry
-  std::string db_path;    // run store; empty: the run is not recorded
-  // Permit tcp binds beyond loopback. Such a worker is a CURVE server on both sockets (see
-  // ipc/curve.hpp): only clients holding a key its install authorized get through.
+  // Bind addresses; empty: a socket file in the user's private runtime folder
+  // (ipc::private_endpoints, e.g. ipc:///run/user/1000/fp8rl/fp8rl-<pid>-…-control). An address
+  // other local users could reach (tcp, loopback included; an abstract ipc://@ socket) makes the
+  // worker a CURVE server on both sockets (ipc/curve.hpp, ipc/endpoints.hpp): only clients
+  // holding a key this user's install authorized get through.
+  std::string control;
+  std::string telemetry;
+  std::string db_path;  // run store; empty: the run is not recorded
+  // Permit tcp binds beyond loopback (always with CURVE, as above).
   bool allow_remote = false;
   std::string keys_dir;  // CURVE keys; empty: ipc::keys_dir()
   std::string backend = "auto";
@@ -35,7 +39,7 @@ class Worker {
   // The bound endpoints (after ZMQ resolved wildcards such as tcp://127.0.0.1:*).
   const std::string& control_endpoint() const;
   const std::string& telemetry_endpoint() const;
-  // The worker's public CURVE key when it serves beyond loopback, else "".
+  // The worker's public CURVE key when its sockets are reachable by other users, else "".
   const std::string& server_key() const;
   // Serves until the run stops or finishes (or a stop request before any run). Returns the
   // process exit code.

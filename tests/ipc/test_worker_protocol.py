@@ -5,7 +5,10 @@ Launches a real `fp8rl worker`, says hello, starts a short demo run, reads telem
 changes a layer's precision, resumes, and stops; then checks the database shows the precision
 event and the changed precision. Usage: test_worker_protocol.py FP8RL_BINARY SCENARIO
 SCENARIO: drive | fuzz | crash | multi (three workers on one database at once) | sockets (what
-a worker listens on) | remote (a worker bound beyond loopback: CURVE, keys, refused clients).
+a worker listens on) | remote (a worker bound beyond loopback: CURVE, keys, refused clients) |
+files (what a run leaves on disk is the user's alone; fp8rl doctor) | privacy (another account
+of this machine can neither steer nor read a run; needs root to make that account) | disk_full
+(a run that fills the disk says what to do, and resumes once space is freed).
 """
 import json
 import os
@@ -22,6 +25,9 @@ import zmq
 
 FP8RL = sys.argv[1]
 SCENARIO = sys.argv[2] if len(sys.argv) > 2 else "drive"
+# This test's own CURVE keys (workers on shared sockets use them), never the user's.
+KEYS = os.path.join(tempfile.mkdtemp(prefix="fp8rl-test-keys-"), "keys")
+os.environ["FP8RL_KEYS"] = KEYS
 
 
 WORKERS = []
@@ -36,7 +42,8 @@ def fail(msg):
 
 
 def start_worker(db, extra=(), env=None):
-    w = subprocess.Popen([FP8RL, "worker", "--db", db, "--backend", "cpu", *extra],
+    """db "": extra says where the run is recorded (--db PATH or --no-db)."""
+    w = subprocess.Popen([FP8RL, "worker", *(("--db", db) if db else ()), "--backend", "cpu", *extra],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     WORKERS.append(w)
     line = w.stdout.readline()
@@ -46,8 +53,12 @@ def start_worker(db, extra=(), env=None):
 
 
 class Client:
-    def __init__(self, ep, curve=None):
-        """curve: (server public key, client public key, client secret key), Z85 text."""
+    def __init__(self, ep, curve="auto"):
+        """curve: (server public key, client public key, client secret key), Z85 text; None: a
+        plain client; "auto": this install's client key when the worker has a server key."""
+        if curve == "auto":
+            curve = (ep["server_key"],) + read_pair(os.path.join(KEYS, "client.key")) \
+                if "server_key" in ep else None
         self.ctx = zmq.Context()
         self.ctl = self.ctx.socket(zmq.DEALER)
         self.sub = self.ctx.socket(zmq.SUB)
@@ -441,14 +452,24 @@ def listening(pid):
     return found
 
 
+def private_folder(path):
+    """Whether path is a folder of this user's that nobody else may enter (mode 0700)."""
+    st = os.lstat(path)
+    return st.st_uid == os.geteuid() and st.st_mode & 0o077 == 0 and os.path.isdir(path)
+
+
 def sockets(db):
-    """By default a worker listens on no TCP port at all (abstract IPC); asked for a free tcp
-    port it binds loopback only; asked for another address without --allow-remote it refuses."""
+    """By default a worker listens on no TCP port at all: its sockets are files in a folder only
+    its user may enter. Asked for a free tcp port it binds loopback only, and like an abstract
+    socket (which any local user can reach) it then speaks CURVE with this user's keys: a plain
+    client gets no answer. Asked for another address without --allow-remote it refuses."""
     w, ep = start_worker(db)
     if listening(w.pid):
         fail("a default worker listens on TCP: %r" % listening(w.pid))
-    if not ep["control"].startswith("ipc://@") or "server_key" in ep:
-        fail("default endpoints: %r" % ep)
+    folder = os.path.dirname(ep["control"][len("ipc://"):])
+    if not ep["control"].startswith("ipc:///") or "server_key" in ep or not private_folder(folder) \
+            or os.path.dirname(ep["telemetry"][len("ipc://"):]) != folder:
+        fail("default endpoints: %r (folder mode %o)" % (ep, os.stat(folder).st_mode & 0o777))
     w2, ep2 = start_worker(db, ("--control", "tcp://127.0.0.1:*", "--telemetry", "tcp://127.0.0.1:*"))
     heard = listening(w2.pid)
     if len(heard) != 2 or any(not h.startswith("127.0.0.1:") for h in heard):
@@ -458,15 +479,252 @@ def sockets(db):
         mine = [l for l in out.splitlines() if "pid=%d," % w2.pid in l]
         if len(mine) != 2 or any("127.0.0.1:" not in l for l in mine):
             fail("ss -ltnp shows %r" % mine)
+    name = "fp8rl-test-%d" % os.getpid()
+    w3, ep3 = start_worker(db, ("--control", "ipc://@%s-control" % name,
+                                "--telemetry", "ipc://@%s-telemetry" % name))
+    for shared, e in (("loopback", ep2), ("abstract", ep3)):
+        if len(e.get("server_key", "")) != 40:
+            fail("a worker on %s sockets serves without CURVE: %r" % (shared, e))
+        plain = Client(e, None)
+        if plain.answers(1.0):
+            fail("a plain client was answered on %s sockets" % shared)
+        plain.ctx.destroy(linger=0)
     for bad in ("tcp://0.0.0.0:*", "tcp://*:*", "tcp://10.1.2.3:5555"):
         p = subprocess.run([FP8RL, "worker", "--no-db", "--control", bad], capture_output=True,
                            text=True, timeout=60)
         if p.returncode == 0 or "beyond loopback (pass --allow-remote" not in p.stderr:
             fail("bind to %s not refused: %r" % (bad, p.stderr))
-    for x in (w, w2):
-        Client(ep if x is w else ep2).request("stop")
+    for x, e in ((w, ep), (w2, ep2), (w3, ep3)):
+        if not Client(e).request("stop")["ok"]:
+            fail("the owner's client was refused by %r" % e)
         x.wait(timeout=30)
-    print("sockets: ok (default: no TCP; loopback: %s)" % ", ".join(heard))
+    if any(os.path.exists(e[len("ipc://"):]) for e in (ep["control"], ep["telemetry"])):
+        fail("a stopped worker left its socket files behind")
+    print("sockets: ok (default: files in %s, no TCP; loopback: %s, CURVE; abstract: CURVE)"
+          % (folder, ", ".join(heard)))
+
+
+def mode(path):
+    return os.lstat(path).st_mode & 0o7777
+
+
+def files(db):
+    """What a run leaves on disk is the user's alone: the default run store's folder 0700, the
+    database with its -wal and -shm 0600, checkpoints 0700 / 0600. An older store that others
+    can read is reported by `fp8rl doctor` with the command that mends it, and mended by it."""
+    base = os.path.dirname(db)
+    share = os.path.join(base, "share")  # as ~/.local/share: made by someone else, 0755
+    os.makedirs(share, mode=0o755)
+    env = dict(os.environ, XDG_DATA_HOME=share)
+    env.pop("FP8RL_DB", None)
+    w, ep = start_worker("", ("--db", os.path.join(share, "fp8rl", "runs.sqlite")), env=env)
+    c = Client(ep)
+    if not c.request("start", preset="demo", set=["sft.steps=0", "grpo.steps=100000",
+                                                  "grpo.prompts_per_step=2", "checkpoint.every=1"])["ok"]:
+        fail("start refused")
+    c.wait_for(lambda t, m: t == "event" and m["kind"] == "checkpoint")
+    data = os.path.join(share, "fp8rl")
+    store = os.path.join(data, "runs.sqlite")
+    want = {data: 0o700, store: 0o600, store + "-wal": 0o600, store + "-shm": 0o600}
+    for root, dirs, names in os.walk(os.path.join(data, "checkpoints")):
+        want[root] = 0o700
+        want.update({os.path.join(root, n): 0o600 for n in names if not n.endswith(".tmp")})
+    got = {p: mode(p) for p in want if os.path.exists(p)}
+    if got != want or len(want) < 8:
+        fail("modes %r, wanted %r" % ({p: oct(m) for p, m in got.items()}, {p: oct(m) for p, m in want.items()}))
+    c.request("stop")
+    w.wait(timeout=30)
+    doctor = [FP8RL, "doctor", "--db", store]
+    out = subprocess.run(doctor, capture_output=True, text=True, env=env).stdout
+    if "run data:       private: " + store not in out:
+        fail("doctor on a private store says:\n" + out)
+    # A store made by an older version under a 022 umask.
+    os.chmod(data, 0o755)
+    os.chmod(store, 0o644)
+    out = subprocess.run(doctor, capture_output=True, text=True, env=env).stdout
+    line = [l for l in out.splitlines() if "fix: " in l]
+    if "OPEN TO OTHER USERS" not in out or store + " (0644)" not in out or len(line) != 1:
+        fail("doctor does not report the open store:\n" + out)
+    subprocess.run(line[0].split("fix: ", 1)[1], shell=True, check=True)
+    if mode(data) != 0o700 or mode(store) != 0o600:
+        fail("doctor's fix left %o %o" % (mode(data), mode(store)))
+    out = subprocess.run(doctor, capture_output=True, text=True, env=env).stdout
+    if "run data:       private: " not in out:
+        fail("after the fix doctor says:\n" + out)
+    print("files: ok (%d paths 0700/0600; doctor reported and mended an open store)" % len(want))
+
+
+# What another account runs: a plain client and one with keys of its own try status, stop and
+# an edit on every endpoint, subscribe to telemetry, and open the database. Prints JSON.
+OTHER_USER = r"""
+import json, sqlite3, sys, zmq
+eps, db = json.loads(sys.argv[1]), sys.argv[2]
+report = {"answered": [], "telemetry": [], "db": None, "wal": None, "checkpoints": None}
+ctx = zmq.Context()
+pub, sec = zmq.curve_keypair()
+for ep in eps:
+    for curve in (None, "own"):
+        ctl, sub = ctx.socket(zmq.DEALER), ctx.socket(zmq.SUB)
+        for s in (ctl, sub):
+            s.setsockopt(zmq.LINGER, 0)
+            if curve and "server_key" in ep:
+                s.curve_serverkey, s.curve_publickey, s.curve_secretkey = ep["server_key"].encode(), pub, sec
+        ctl.connect(ep["control"])
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.connect(ep["telemetry"])
+        for i, msg in enumerate(({"command": "status"}, {"command": "edit", "settings": {"lr": 0.5}},
+                                 {"command": "pause"}, {"command": "stop"})):
+            msg.update(id="x%d" % i, protocol=3)
+            try:
+                ctl.send_string(json.dumps(msg), zmq.NOBLOCK)
+            except zmq.Again:
+                pass
+        if ctl.poll(1500):
+            report["answered"].append(ep["control"])
+        if sub.poll(1500):
+            report["telemetry"].append(ep["telemetry"])
+        ctl.close(); sub.close()
+for key, probe in (("db", lambda: sqlite3.connect("file:%s?mode=ro" % db, uri=True).execute(
+                       "SELECT count(*) FROM runs").fetchone()),
+                   ("wal", lambda: open(db + "-wal", "rb").read(1)),
+                   ("checkpoints", lambda: __import__("os").listdir(__import__("os").path.dirname(db) + "/checkpoints"))):
+    try:
+        probe()
+        report[key] = "read"
+    except Exception as e:
+        report[key] = type(e).__name__ + ": " + str(e)
+print(json.dumps(report))
+"""
+
+
+def privacy(db):
+    """Another account of this machine can neither steer nor read this user's runs: on the
+    default sockets (files in a private folder), on loopback tcp and on abstract sockets (both
+    CURVE with this user's keys), its clients — plain, or with keys of their own — get no answer
+    to status, edit, pause or stop, no telemetry, and the run goes on; it cannot open the run
+    database, its WAL or the checkpoints. The owner's client works throughout."""
+    if os.geteuid() != 0:
+        print("SKIP: making a second account to test with needs root (useradd); as another user "
+              "this scenario cannot run")
+        sys.exit(77)
+    if not shutil.which("useradd"):
+        print("SKIP: useradd is not installed (Debian's passwd package)")
+        sys.exit(77)
+    other = "fp8rl-t%d" % os.getpid()
+    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", other],
+                   check=True)
+    try:
+        # Where the data would be for a user: under a folder others may enter (as a home is).
+        base = os.path.dirname(db)
+        os.chmod(base, 0o755)
+        share = os.path.join(base, "share")
+        os.makedirs(share, mode=0o755)
+        store = os.path.join(share, "fp8rl", "runs.sqlite")
+        env = dict(os.environ, XDG_DATA_HOME=share)
+        env.pop("FP8RL_DB", None)
+        name = "fp8rl-privacy-%d" % os.getpid()
+        w, ep = start_worker("", ("--db", store), env=env)
+        w2, ep2 = start_worker("", ("--no-db", "--control", "tcp://127.0.0.1:*",
+                                    "--telemetry", "tcp://127.0.0.1:*"), env=env)
+        w3, ep3 = start_worker("", ("--no-db", "--control", "ipc://@%s-control" % name,
+                                    "--telemetry", "ipc://@%s-telemetry" % name), env=env)
+        c = Client(ep)
+        if not c.request("start", preset="demo", set=["sft.steps=0", "grpo.steps=100000",
+                                                      "grpo.prompts_per_step=2", "checkpoint.every=2"])["ok"]:
+            fail("start refused")
+        c.wait_for(lambda t, m: t == "event" and m["kind"] == "checkpoint")
+        r = subprocess.run(["/usr/bin/python3", "-c", OTHER_USER, json.dumps([ep, ep2, ep3]), store],
+                           user=other, group=other, extra_groups=[], capture_output=True, text=True,
+                           timeout=120, cwd="/")
+        if r.returncode != 0:
+            fail("the other account's client failed: %s" % r.stderr)
+        seen = json.loads(r.stdout)
+        if seen["answered"] or seen["telemetry"]:
+            fail("another account reached a worker: %r" % seen)
+        if any(v == "read" for k, v in seen.items() if k in ("db", "wal", "checkpoints")):
+            fail("another account read the run data: %r" % seen)
+        # No effect: the run goes on, unchanged; the idle workers still serve their owner.
+        st = c.request("status")
+        _, m = c.wait_for(lambda t, m: t == "step" and m["step"] > st["step"])
+        if st["state"] != "running" or st["settings"]["lr"] == 0.5:
+            fail("the other account's requests took effect: %r" % st)
+        for e in (ep2, ep3):
+            if Client(e).request("status")["state"] != "idle":
+                fail("an idle worker changed state")
+        for x, e in ((w, ep), (w2, ep2), (w3, ep3)):
+            Client(e).request("stop")
+            x.wait(timeout=60)
+        print("privacy: ok (account %s: no answer on 3 endpoints x 2 clients, no telemetry, "
+              "database: %s)" % (other, seen["db"]))
+    finally:
+        subprocess.run(["userdel", other], capture_output=True)
+
+
+def disk_full(db):
+    """A run that fills its disk stops with an error that says what to do — free space, then
+    `fp8rl train --resume ID` — and keeps every step recorded; once space is freed, --resume
+    continues from the last checkpoint and records each step once. The disk: a small tmpfs
+    filled up by another file (as root), else a file size limit (RLIMIT_FSIZE) above the
+    checkpoint's largest file, so that the store's log hits it first."""
+    import resource
+
+    base = os.path.dirname(db)
+    disk = os.path.join(base, "disk")
+    os.makedirs(disk)
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", disk], capture_output=True).returncode == 0
+    try:
+        db = os.path.join(disk, "runs.sqlite")
+        filler = os.path.join(disk, "filler")
+        if mounted:  # room for a checkpoint and a few hundred kB of steps
+            with open(filler, "wb") as f:
+                f.write(b"\0" * (3 * 1024 * 1024 - 2 * 640 * 1024 - 300 * 1024))
+
+        def full_disk():
+            if mounted:
+                return
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail instead
+            limit = 640 * 1024 + 777
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        run = [FP8RL, "train", "--preset", "demo", "--db", db, "--backend", "cpu", "--set",
+               "model.hidden_size=32", "--set", "sft.steps=0", "--set", "checkpoint.every=5", "--set",
+               "validation.every=0"]
+        p = subprocess.run(run + ["--set", "grpo.steps=100000"], preexec_fn=full_disk, capture_output=True,
+                           text=True, timeout=240)
+        errors = [l for l in p.stderr.splitlines() if ": error: " in l]
+        if p.returncode == 0 or len(errors) != 1:
+            fail("a full disk did not end the run with one error: %r" % p.stderr[-2000:])
+        con = sqlite3.connect(db)
+        run_id, last, ckpt = con.execute("SELECT id, last_step, checkpoint_step FROM runs").fetchone()
+        steps = [s for (s,) in con.execute("SELECT step FROM scalars WHERE key='reward/mean' ORDER BY step")]
+        con.close()
+        says = errors[0]
+        cause = "database or disk is full" if mounted else "File too large"
+        for want in (cause, "free space", "fp8rl train --resume %d" % run_id, "step-%d checkpoint" % ckpt):
+            if want not in says:
+                fail("the error does not say %r: %s" % (want, says))
+        if not ckpt or steps != list(range(1, last + 1)):
+            fail("after the full disk: checkpoint %r, steps %r, last %r" % (ckpt, steps, last))
+        if mounted:
+            os.remove(filler)  # space freed
+        end = ckpt + 3
+        p = subprocess.run(run[:2] + ["--resume", str(run_id), "--db", db, "--backend", "cpu",
+                                      "--set", "grpo.steps=%d" % end], capture_output=True, text=True,
+                           timeout=120)
+        if p.returncode != 0:
+            fail("resume after freeing space failed: %s" % p.stderr)
+        con = sqlite3.connect(db)
+        status, last2 = con.execute("SELECT status, last_step FROM runs WHERE id=?", (run_id,)).fetchone()
+        steps = [s for (s,) in con.execute("SELECT step FROM scalars WHERE key='reward/mean' ORDER BY step")]
+        con.close()
+        if status != "finished" or last2 != end or steps != list(range(1, end + 1)):
+            fail("after resume: %s at %r, steps %r" % (status, last2, steps))
+        print("disk_full: ok (%s; full at step %d, %d steps kept, resumed from the step-%d checkpoint to "
+              "%d)\n  %s" % ("a 3 MiB tmpfs" if mounted else "RLIMIT_FSIZE", last + 1, last, ckpt, end, says))
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", disk], capture_output=True)
 
 
 def read_pair(path):
@@ -663,5 +921,6 @@ def live_resume(db):
 
 with tempfile.TemporaryDirectory() as d:
     {"drive": drive, "fuzz": fuzz, "crash": crash, "multi": multi, "sockets": sockets,
-     "remote": remote, "live_resume": live_resume}[SCENARIO](os.path.join(d, "runs.sqlite"))
+     "remote": remote, "live_resume": live_resume, "files": files, "privacy": privacy,
+     "disk_full": disk_full}[SCENARIO](os.path.join(d, "runs.sqlite"))
 print("1 passed, 0 failed")

@@ -12,6 +12,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -105,8 +106,9 @@ axes:
     QCOMPARE(points.size(), size_t{6});
     QCOMPARE(points[1].config.optimizer.warmup_steps, int64_t{20});
     QCOMPARE(points[1].config.optimizer.lr, 0.002);
-    QCOMPARE(QString::fromStdString(points[1].axis_json().dump()),
-             QStringLiteral(R"({"optimizer.lr":"0.002","optimizer.warmup_steps":"20","seed":"1"})"));
+    QCOMPARE(
+        QString::fromStdString(points[1].axis_json().dump()),
+        QStringLiteral(R"({"optimizer.lr":"0.002","optimizer.warmup_steps":"20","seed":"1"})"));
   }
 
   void badFilesNameTheKey_data() {
@@ -116,8 +118,8 @@ axes:
                                  << "unknown key 'axis' (allowed: ";
     QTest::newRow("empty axis") << QByteArray("preset: demo\naxes:\n  seed: []\n")
                                 << "axis 'seed' is empty";
-    QTest::newRow("empty variant axis") << QByteArray("preset: demo\naxes:\n  precision:\n")
-                                        << "axis 'precision' is empty";
+    QTest::newRow("empty variant axis")
+        << QByteArray("preset: demo\naxes:\n  precision:\n") << "axis 'precision' is empty";
     QTest::newRow("refused value")
         << QByteArray("preset: demo\naxes:\n  precision:\n    odd:\n      precision.default: fp9\n")
         << "point 1 (precision=odd): setting 'precision.default' is 'fp9'";
@@ -126,10 +128,11 @@ axes:
         << "axis 'optimizer.lrate' value '0.1': unknown setting 'optimizer.lrate'";
     QTest::newRow("wrong type") << QByteArray("preset: demo\naxes:\n  grpo.steps: [ten]\n")
                                 << "setting 'grpo.steps' must be a number";
-    QTest::newRow("bad base set") << QByteArray("preset: demo\nset: [grpo.stepz=3]\naxes:\n  seed: [1]\n")
+    QTest::newRow("bad base set") << QByteArray(
+                                         "preset: demo\nset: [grpo.stepz=3]\naxes:\n  seed: [1]\n")
                                   << "base configuration: unknown setting 'grpo.stepz'";
-    QTest::newRow("unknown preset") << QByteArray("preset: nope\naxes:\n  seed: [1]\n")
-                                    << "unknown preset 'nope'";
+    QTest::newRow("unknown preset")
+        << QByteArray("preset: nope\naxes:\n  seed: [1]\n") << "unknown preset 'nope'";
     QTest::newRow("points differ")
         << QByteArray("preset: demo\npoints:\n  - seed: 1\n  - optimizer.lr: 0.1\n")
         << "points: point 2 names optimizer.lr; every point names the same keys (seed)";
@@ -248,13 +251,28 @@ axes:
     const ProcessResult third = run_process(kCli, {"sweep", file, "--db", db}, env_);
     QCOMPARE(third.code, 0);
     QVERIFY2(third.out.contains("is complete: nothing to do"), qPrintable(third.out));
+    // What the sweep wrote beside the store is the user's alone: folders 0700, files 0600.
+    const QDir data = QFileInfo(db).dir();
+    int checked = 0;
+    for (const QString& sub : {QStringLiteral("logs"), QStringLiteral("sweeps/sweep-1")}) {
+      QCOMPARE(QFile::permissions(data.filePath(sub)), QFile::ReadOwner | QFile::WriteOwner |
+                                                           QFile::ExeOwner | QFile::ReadUser |
+                                                           QFile::WriteUser | QFile::ExeUser);
+      for (const QFileInfo& f : QDir(data.filePath(sub)).entryInfoList(QDir::Files)) {
+        QVERIFY2(f.permissions() ==
+                     (QFile::ReadOwner | QFile::WriteOwner | QFile::ReadUser | QFile::WriteUser),
+                 qPrintable(f.filePath()));
+        ++checked;
+      }
+    }
+    QVERIFY(checked >= 4);
     db_ = db;
   }
 
   void compareAndReportTheSweep() {
     if (db_.isEmpty()) QSKIP("needs the sweep of the previous test");
-    const ProcessResult r =
-        run_process(kCli, {"compare", "--sweep", "1", "--db", db_, "--json", "--target", "0"}, env_);
+    const ProcessResult r = run_process(
+        kCli, {"compare", "--sweep", "1", "--db", db_, "--json", "--target", "0"}, env_);
     QVERIFY2(r.code == 0, qPrintable(r.out));
     const QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8()).object();
     const QJsonArray verdicts = o["verdicts"].toArray();
@@ -271,19 +289,19 @@ axes:
       QVERIFY(mo["sentence"].toString().contains("3 seeds each"));
     }
     // The same groups named one by one.
-    const ProcessResult text =
-        run_process(kCli, {"compare", "--group", "1:fp8", "--group", "1:precision=bf16", "--db", db_},
-                    env_);
+    const ProcessResult text = run_process(
+        kCli, {"compare", "--group", "1:fp8", "--group", "1:precision=bf16", "--db", db_}, env_);
     QVERIFY2(text.code == 0 && text.out.contains("fp8 − bf16 final validation accuracy"),
              qPrintable(text.out));
-    const ProcessResult none = run_process(kCli, {"compare", "--group", "1:fp16", "--group", "1:bf16",
-                                                  "--db", db_},
-                                           env_);
-    QVERIFY2(none.code == 1 && none.out.contains("no group of sweep 1 has fp16 (groups: bf16, fp8)"),
-             qPrintable(none.out));
+    const ProcessResult none =
+        run_process(kCli, {"compare", "--group", "1:fp16", "--group", "1:bf16", "--db", db_}, env_);
+    QVERIFY2(
+        none.code == 1 && none.out.contains("no group of sweep 1 has fp16 (groups: bf16, fp8)"),
+        qPrintable(none.out));
     // The report: self-contained HTML with a chart per metric.
     const QString html = dir_.filePath("report.html");
-    const ProcessResult rep = run_process(kCli, {"report", "--sweep", "1", "--db", db_, "--out", html}, env_);
+    const ProcessResult rep =
+        run_process(kCli, {"report", "--sweep", "1", "--db", db_, "--out", html}, env_);
     QVERIFY2(rep.code == 0, qPrintable(rep.out));
     QFile f(html);
     QVERIFY(f.open(QIODevice::ReadOnly));

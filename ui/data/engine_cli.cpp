@@ -14,6 +14,8 @@
 
 #include "contract/rank_launch.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
+#include "ipc/endpoints.hpp"
 
 namespace fp8rl::ui {
 
@@ -149,6 +151,19 @@ bool findsExecutable(const QString& program) {
   return !QStandardPaths::findExecutable(program).isEmpty();
 }
 
+// Creates the log file at path (and its folder) as the user's alone: 0600 in a 0700 folder, as
+// the run database beside it (docs/security.md). False with *error set when it cannot.
+bool createPrivateLog(const QString& path, QString* error) {
+  try {
+    create_private_directories(QFileInfo(path).absolutePath().toStdString());
+    open_private_file(path.toStdString(), std::ios::app);
+  } catch (const Error& e) {
+    if (error) *error = QString::fromStdString(e.message());
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool EngineCli::spawnWorker(const QString& db, const RankLaunch& ranks, Spawned* out,
@@ -158,10 +173,12 @@ bool EngineCli::spawnWorker(const QString& db, const RankLaunch& ranks, Spawned*
           .arg(QCoreApplication::applicationPid())
           .arg(QDateTime::currentMSecsSinceEpoch())
           .arg(QRandomGenerator::global()->generate() & 0xffff, 4, 16, QLatin1Char('0'));
-  out->control = QStringLiteral("ipc://@%1-control").arg(tag);
-  out->telemetry = QStringLiteral("ipc://@%1-telemetry").arg(tag);
   ProcessCommand cmd;
   try {
+    // Sockets in the user's private runtime folder (only this user can connect: ipc/endpoints).
+    const ipc::Endpoints own = ipc::private_endpoints(tag.toStdString());
+    out->control = QString::fromStdString(own.control);
+    out->telemetry = QString::fromStdString(own.telemetry);
     cmd = workerCommand(db, out->control, out->telemetry, ranks);
   } catch (const Error& e) {
     if (error)
@@ -182,12 +199,8 @@ bool EngineCli::spawnWorker(const QString& db, const RankLaunch& ranks, Spawned*
                    cmd.program.contains(QLatin1Char('/')) ? QString() : QStringLiteral(" in PATH"));
     return false;
   }
-  const QDir logs(QFileInfo(db).absoluteDir().filePath(QStringLiteral("logs")));
-  if (!QDir().mkpath(logs.path())) {
-    if (error) *error = QStringLiteral("cannot create %1").arg(logs.path());
-    return false;
-  }
-  out->log = logs.filePath(tag + QStringLiteral(".log"));
+  out->log = QFileInfo(db).absoluteDir().filePath(QStringLiteral("logs/%1.log").arg(tag));
+  if (!createPrivateLog(out->log, error)) return false;
   QProcess p;
   // Workers are batch jobs: below the studio's priority (--nice), so that training on every core
   // never makes the window it is watched in stutter (an idle studio costs them nothing).
@@ -225,13 +238,10 @@ ProcessCommand EngineCli::sweepCommand(const QString& db, const QString& file) c
 bool EngineCli::spawnSweep(const QString& db, const QString& file, qint64* pid, QString* log,
                            QString* error) const {
   const QDir logs(QFileInfo(db).absoluteDir().filePath(QStringLiteral("logs")));
-  if (!QDir().mkpath(logs.path())) {
-    if (error) *error = QStringLiteral("cannot create %1").arg(logs.path());
-    return false;
-  }
   const QString path = logs.filePath(QStringLiteral("sweep-%1-%2.log")
                                          .arg(QFileInfo(file).completeBaseName())
                                          .arg(QDateTime::currentMSecsSinceEpoch()));
+  if (!createPrivateLog(path, error)) return false;
   const ProcessCommand cmd = sweepCommand(db, file);
   QProcess p;
   p.setProgram(cmd.program);

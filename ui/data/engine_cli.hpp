@@ -73,10 +73,10 @@ class EngineCli {
                      // run store records rank 0's worker pid either way)
     QString control, telemetry, log;
   };
-  // Starts workerCommand() detached (it keeps running when the studio exits) on fresh
-  // abstract IPC endpoints, recording into db; its output goes to a log file beside the
-  // database. Returns false with *error set when it cannot start (a launcher command whose
-  // mpirun is missing says so: install openmpi-bin).
+  // Starts workerCommand() detached (it keeps running when the studio exits) on fresh IPC
+  // endpoints in the user's private runtime folder, recording into db; its output goes to a
+  // log file (0600) in a logs folder (0700) beside the database. Returns false with *error set when
+  // it cannot start (a launcher command whose mpirun is missing says so: install openmpi-bin).
   bool spawnWorker(const QString& db, const RankLaunch& ranks, Spawned* out, QString* error) const;
 
  private:

@@ -48,10 +48,8 @@ QString StudioSession::openDatabase(const QString& path) {
   const QString abs = QFileInfo(path).absoluteFilePath();
   std::unique_ptr<RunStore> store;
   try {
-    if (!QFileInfo::exists(abs)) {
-      QDir().mkpath(QFileInfo(abs).absolutePath());
-      RunStore create(abs.toStdString());  // a new, empty run store
-    }
+    // A new, empty run store (its folder made 0700 and the file 0600, as every store).
+    if (!QFileInfo::exists(abs)) RunStore create(abs.toStdString());
     // The studio reads through its own read-only connection: it never blocks a worker.
     store = std::make_unique<RunStore>(abs.toStdString(), /*read_only=*/true);
     (void)store->list_runs();  // fails now on an unreadable file rather than later
@@ -102,8 +100,8 @@ struct StudioSession::Snapshot {
 namespace {
 
 StudioSession::Snapshot readSnapshot(RunStore& store, const std::string& db_path,
-                                      const std::vector<PollRequest>& polls,
-                                      int64_t configs_known, GroupData* groups) {
+                                     const std::vector<PollRequest>& polls, int64_t configs_known,
+                                     GroupData* groups) {
   StudioSession::Snapshot snap;
   try {
     snap.runs = store.list_runs(configs_known);
@@ -214,8 +212,8 @@ std::vector<PollRequest> StudioSession::pollRequests() const {
 
 void StudioSession::refresh() {
   if (!store_) return;
-  apply(readSnapshot(*store_, db_path_.toStdString(), pollRequests(), configsKnown(),
-                     groups_.get()));
+  apply(
+      readSnapshot(*store_, db_path_.toStdString(), pollRequests(), configsKnown(), groups_.get()));
 }
 
 void StudioSession::refreshInBackground() {
@@ -251,7 +249,8 @@ void StudioSession::apply(Snapshot snap) {
   run_index_.clear();
   for (size_t i = 0; i < runs_.size(); ++i) run_index_[runs_[i].id] = i;
   for (auto& r : runs_) {
-    if (run_status::is_live(r.status) && !r.control_endpoint.empty() && !links_.count(r.id)) attach(r);
+    if (run_status::is_live(r.status) && !r.control_endpoint.empty() && !links_.count(r.id))
+      attach(r);
     auto it = data_.find(r.id);
     if (!run_status::is_live(r.status) && links_.count(r.id)) {
       // Take what the link still holds, then let it go (its thread ends on its own: joined once
@@ -280,8 +279,7 @@ void StudioSession::apply(Snapshot snap) {
       d.row.config = held.is_null() ? r.config : std::move(held);
     }
     const int64_t before = d.version;
-    if (auto p = snap.polled.find(r.id); p != snap.polled.end())
-      mergeInto(d, std::move(p->second));
+    if (auto p = snap.polled.find(r.id); p != snap.polled.end()) mergeInto(d, std::move(p->second));
     if (row_changed && d.version == before) ++d.version;
     if (d.version != before) emit runUpdated(r.id);
   }
@@ -441,9 +439,7 @@ QString StudioSession::continueRefusal(int64_t run) const {
   if (!row) return tr("no run %1").arg(run);
   const std::string& s = row->status;
   if (s != run_status::kStopped && s != run_status::kCrashed && s != run_status::kFailed)
-    return tr("run %1 is %2: only a stopped, crashed or failed run continues")
-        .arg(run)
-        .arg(q(s));
+    return tr("run %1 is %2: only a stopped, crashed or failed run continues").arg(run).arg(q(s));
   if (row->checkpoint_dir.empty() || !row->checkpoint_step)
     return tr("run %1 has no checkpoint to continue from").arg(run);
   return {};

@@ -14,6 +14,9 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "core/error.hpp"
+#include "core/files.hpp"
+
 namespace fp8rl::ui {
 namespace {
 
@@ -96,8 +99,8 @@ SweepDialog::SweepDialog(Json base, const QString& name, QString dir, Checker ch
     connect(e, &QLineEdit::textChanged, this, &SweepDialog::updatePreview);
   connect(concurrency_, &QSpinBox::valueChanged, this, &SweepDialog::updatePreview);
   connect(open_, &QPushButton::clicked, this, [this] {
-    const QString file = QFileDialog::getOpenFileName(this, tr("Open sweep file"), dir_,
-                                                      tr("Sweep files (*.yaml *.yml);;All files (*)"));
+    const QString file = QFileDialog::getOpenFileName(
+        this, tr("Open sweep file"), dir_, tr("Sweep files (*.yaml *.yml);;All files (*)"));
     if (!file.isEmpty()) useFile(file);
   });
   connect(buttons_, &QDialogButtonBox::accepted, this, [this] {
@@ -159,7 +162,11 @@ QString SweepDialog::writeAndCheck() {
   const SweepDraft d = draft();
   QString error;
   const QDir dir(dir_);
-  if (!QDir().mkpath(dir_)) error = tr("cannot create %1").arg(dir_);
+  try {
+    create_private_directories(dir_.toStdString());  // beside the run data: the user's alone
+  } catch (const Error& e) {
+    error = QString::fromStdString(e.message());
+  }
   const QString stem = QString::fromStdString(fileStemOf(d.name));
   const QString file = dir.filePath(stem + QStringLiteral(".yaml"));
   if (error.isEmpty() &&
