@@ -16,7 +16,7 @@ Json bench_moe(Backend& be, const StepOptions& o) {
   check(o.warmup >= 1, "--warmup must be at least 1 (the first step also validates)");
   const RunConfig base = RunConfig::load(o.preset, "", o.sets);
   check(base.model.moe.enabled(),
-        "bench moe: preset " + o.preset + " has no experts (model.family qwen3_moe)");
+        "bench moe: preset " + o.preset + " has no experts (model.model_type qwen3_moe)");
   const int64_t total = o.warmup + o.steps;
   std::vector<std::string> common = o.sets;
   common.insert(common.end(), {"sft.steps=0", "validation.every=0",
@@ -28,18 +28,19 @@ Json bench_moe(Backend& be, const StepOptions& o) {
   };
   const std::vector<Mode> modes = {
       {"dense, same active params",
-       {"model.family=qwen3",
-        "model.intermediate_size=" + std::to_string(moe.experts_per_token * moe.intermediate_size)}},
+       {"model.model_type=qwen3",
+        "model.intermediate_size=" +
+            std::to_string(moe.experts_per_token * moe.intermediate_size)}},
       {"moe, replay off", {"moe.routing_replay=off"}},
       {"moe, replay rollout", {"moe.routing_replay=rollout"}},
   };
   std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
-  std::printf("preset %s: %lld experts of %lld, top %lld; per mode %lld warm-up + %lld timed GRPO "
-              "steps\n",
-              o.preset.c_str(), static_cast<long long>(moe.num_experts),
-              static_cast<long long>(moe.intermediate_size),
-              static_cast<long long>(moe.experts_per_token), static_cast<long long>(o.warmup),
-              static_cast<long long>(o.steps));
+  std::printf(
+      "preset %s: %lld experts of %lld, top %lld; per mode %lld warm-up + %lld timed GRPO "
+      "steps\n",
+      o.preset.c_str(), static_cast<long long>(moe.num_experts),
+      static_cast<long long>(moe.intermediate_size), static_cast<long long>(moe.experts_per_token),
+      static_cast<long long>(o.warmup), static_cast<long long>(o.steps));
   std::printf("%-26s %9s %9s %9s %8s %8s %10s %10s %10s %9s\n", "mode", "params M", "active M",
               "step s", "train s", "gen s", "vs dense", "mismatch", "rerouted", "gen KL");
   std::fflush(stdout);
@@ -78,8 +79,8 @@ Json bench_moe(Backend& be, const StepOptions& o) {
     const ModelConfig& mc = grpo.model().config();
     if (rows.empty()) dense_step = step / n;
     if (rows.size() == 1) replay_off_step = step / n;
-    std::printf("%-26s %9.3f %9.3f %9.3f %8.3f %8.3f %9.2fx %10.4f %10.4f %10.6f\n",
-                m.name.c_str(), static_cast<double>(mc.parameter_count()) / 1e6,
+    std::printf("%-26s %9.3f %9.3f %9.3f %8.3f %8.3f %9.2fx %10.4f %10.4f %10.6f\n", m.name.c_str(),
+                static_cast<double>(mc.parameter_count()) / 1e6,
                 static_cast<double>(mc.active_parameter_count()) / 1e6, step / n, train / n,
                 gen / n, step / n / dense_step, mismatch / n, rerouted / n, kl / n);
     std::fflush(stdout);
@@ -97,10 +98,8 @@ Json bench_moe(Backend& be, const StepOptions& o) {
     row["median_token_mult_prob_error"] = number(median_mult);
     rows.push_back(row);
   }
-  const double replay_cost = rows.size() == 3 ? (rows[2].at("step_seconds").as_number() /
-                                                     replay_off_step -
-                                                 1.0)
-                                              : 0.0;
+  const double replay_cost =
+      rows.size() == 3 ? (rows[2].at("step_seconds").as_number() / replay_off_step - 1.0) : 0.0;
   std::printf(
       "vs dense = step time against the dense model with the same active parameters; mismatch = "
       "share of tokens\nwhose experts differ between generator and trainer (mean over layers), "

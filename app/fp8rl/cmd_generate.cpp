@@ -36,8 +36,9 @@ int cmd_generate(const std::vector<std::string>& args) {
         "off\n"
         "launches every op of every decode step instead of replaying recorded CUDA graphs\n"
         "(decode_graphs in the output says how many steps replayed one, or why none did).\n");
+  const CheckpointInfo ckpt = read_checkpoint_info(dir);  // config.json, read once
   ChatOptions chat;  // the family's template (Llama 3.1's or Qwen3's)
-  chat.template_name = model_family(read_checkpoint_config(dir).family).chat_template;
+  chat.template_name = model_family(ckpt.model.family).chat_template;
   const auto tokenizer = load_tokenizer(dir, chat);
   std::vector<int32_t> prompt;
   if (!a.get("prompt", "").empty()) {
@@ -52,8 +53,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   const bool cpu = sel.backend->name() == "cpu";
   const Precision p = parse_precision(a.get("precision", cpu ? "fp32" : "bf16"));
   const KvDType kv = parse_kv_dtype(a.get("kv-cache", p == Precision::fp32 ? "fp32" : "bf16"));
-  const ModelConfig cfg = read_checkpoint_config(dir);
-  auto model = load_checkpoint(*sel.backend, dir, uniform_precision(cfg, p));
+  auto model = load_checkpoint(*sel.backend, ckpt, uniform_precision(ckpt.model, p));
   SamplingParams sp;
   sp.max_new_tokens = a.get_int("max-new-tokens", 32);
   sp.temperature = a.get_number("temperature", 1);

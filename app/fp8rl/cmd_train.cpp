@@ -11,6 +11,7 @@
 #include "args.hpp"
 #include "backend/backend_registry.hpp"
 #include "commands.hpp"
+#include "contract/settings.hpp"
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
 #include "rl/run_loop.hpp"
@@ -104,7 +105,8 @@ int cmd_train(const std::vector<std::string>& args) {
   const Args a(rest,
                {"preset", "config", "backend", "output", "db", "name", "resume", "model",
                 "sweep-point", "preset-name"},
-               {"json", "help", "print-config", "no-db", "list-presets", "list-choices"});
+               {"json", "help", "print-config", "no-db", "list-presets", "list-choices",
+                "list-settings", "markdown"});
   if (a.flag("list-presets")) {
     for (const auto& n : RunConfig::preset_names()) std::printf("%s\n", n.c_str());
     return 0;
@@ -116,6 +118,11 @@ int cmd_train(const std::vector<std::string>& args) {
     std::printf("%s\n", Json(out).dump(2).c_str());
     return 0;
   }
+  if (a.flag("list-settings")) {  // the settings schema (contract/settings.hpp)
+    std::printf("%s\n", a.flag("markdown") ? settings_markdown().c_str()
+                                           : settings_to_json().dump(2).c_str());
+    return 0;
+  }
   const bool resuming = !a.get("resume", "").empty();
   if (a.flag("help") || (a.get("preset", "").empty() && a.get("config", "").empty() && !resuming))
     return a.usage(
@@ -123,7 +130,7 @@ int cmd_train(const std::vector<std::string>& args) {
         "...]\n"
         "                   [--json] [--db PATH] [--name NAME] [--backend auto|cpu|cuda]\n"
         "                   [--output DIR] [--print-config] [--no-db] [--model DIR]\n"
-        "       fp8rl train --list-presets | --list-choices\n\n"
+        "       fp8rl train --list-presets | --list-choices | --list-settings [--markdown]\n\n"
         "Runs GRPO (with optional supervised warm-up), recording every step in the run database\n"
         "(default: $FP8RL_DB or ~/.local/share/fp8rl/runs.sqlite). Prints a progress line per\n"
         "step, or with --json one JSON object per step and a final summary. Ctrl-C stops at\n"
@@ -167,6 +174,7 @@ int cmd_train(const std::vector<std::string>& args) {
   check(!resuming, "--resume needs the run database; this build has no SQLite (run store)");
   RunConfig cfg = RunConfig::load(a.get("preset", ""), a.get("config", ""), sets);
 #endif
+  for (const auto& note : cfg.notes) std::fprintf(stderr, "fp8rl train: note: %s\n", note.c_str());
   if (a.flag("print-config")) {
     std::printf("%s\n", cfg.doc.dump(2).c_str());
     return 0;

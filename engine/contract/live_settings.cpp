@@ -14,24 +14,16 @@ std::string live_value_text(double v) {
 }
 
 const std::vector<LiveSetting>& live_settings() {
-  // Ranges: what a run can take. The learning rate of AdamW beyond 1 moves every weight by its
-  // own size per step; a temperature beyond 100 samples uniformly for any logits the model
-  // makes; the truncation bounds must keep the on-policy weight w = 1 inside [is_min, is_max]
-  // (else every token is reweighted away from it); a validation interval is a step count.
-  static const std::vector<LiveSetting> s = {
-      {"lr", "optimizer.lr", "learning rate of the policy optimizer, in (0, 1]", false, 0, 1, true,
-       "from the next optimizer update"},
-      {"temperature", "grpo.temperature", "sampling temperature of the rollouts, in (0, 100]",
-       false, 0, 100, true, "from the next rollout"},
-      {"is_min", "grpo.is_min",
-       "lower importance-weight bound C_min, in [0, 1] and below is_max", false, 0, 1, false,
-       "from the next step's loss"},
-      {"is_max", "grpo.is_max", "upper importance-weight bound C, in [1, 1e6] and above is_min",
-       false, 1, 1e6, false, "from the next step's loss"},
-      {"validation_every", "validation.every",
-       "steps between validations, a whole number in [0, 1e9] (0: only at start and end)", true,
-       0, 1e9, false, "from the next step (validation after every k-th)"},
-  };
+  // The schema's rows with a live key, in the schema's order (pointers into its static rows).
+  static const std::vector<LiveSetting> s = [] {
+    std::vector<LiveSetting> live;
+    for (const SettingSpec& r : setting_specs())
+      if (!r.live.empty())
+        live.push_back({r.live.c_str(), r.key.c_str(), r.meaning.c_str(),
+                        r.kind == SettingKind::integer, r.lo, r.hi, r.lo_open, r.applies.c_str(),
+                        &r});
+    return live;
+  }();
   return s;
 }
 

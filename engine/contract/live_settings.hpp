@@ -1,16 +1,18 @@
-// The settings a running run accepts between steps (a live edit: contract/live_edit.hpp): one
-// row each, saying its key, where it lives in the run configuration, what values are valid and
-// when it takes effect. A live edit writes the value into the run's configuration through
-// config_path and the run reads it from there, so a new setting is a new row here (plus, when
-// a part of the run keeps its own copy of the value, one line where the run loop hands live
-// values to such parts: GrpoRun::apply). The precision map is edited live too, through the
-// override grammar in precision.hpp.
+// The settings a running run accepts between steps (a live edit: contract/live_edit.hpp): the
+// rows of the settings schema (contract/settings.hpp) that have a live key, each saying that key,
+// where it lives in the run configuration, what values are valid and when it takes effect. A
+// live edit writes the value into the run's configuration through config_path and the run reads
+// it from there, so a new live setting is a schema row with a live key (plus, when a part of the
+// run keeps its own copy of the value, one line where the run loop hands live values to such
+// parts: GrpoRun::apply). The precision map is edited live too, through the override grammar
+// in precision.hpp.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "contract/settings.hpp"
 #include "core/json.hpp"
 
 namespace fp8rl {
@@ -22,7 +24,8 @@ struct LiveSetting {
   bool integer;             // validation_every: a whole number of steps
   double lo, hi;            // valid values: lo < v ≤ hi when lo_open, else lo ≤ v ≤ hi
   bool lo_open;
-  const char* applies;  // when the run uses a new value ("from the next rollout", …)
+  const char* applies;      // when the run uses a new value ("from the next rollout", …)
+  const SettingSpec* spec;  // its row of the settings schema
 };
 
 // Every live setting, in display order.

@@ -153,6 +153,21 @@ void save_checkpoint(const std::string& dir, DecoderModel& model, const AdamW* o
   }
 }
 
+CheckpointInfo read_checkpoint_info(const std::string& folder) {
+  CheckpointInfo info;
+  info.dir = checkpoint_dir_to_read(folder);
+  verify_checkpoint(info.dir);  // a damaged file is named as such before it is parsed
+  const std::string path = info.dir + "/config.json";
+  const Json j = read_json_file(path);
+  try {
+    info.model = ModelConfig::from_json(j);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.message());
+  }
+  info.block_fp8 = parse_block_fp8_config(j, path);
+  return info;
+}
+
 ModelConfig read_checkpoint_config(const std::string& dir) {
   const Json j = read_config_json(dir);
   try {
@@ -162,16 +177,16 @@ ModelConfig read_checkpoint_config(const std::string& dir) {
   }
 }
 
-std::optional<BlockFp8Config> read_checkpoint_quantization(const std::string& dir) {
-  return parse_block_fp8_config(read_config_json(dir), dir + "/config.json");
-}
-
 std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const std::string& folder,
                                               const PrecisionMap& precision, QuantOptions qopt) {
-  const std::string dir = checkpoint_dir_to_read(folder);
-  verify_checkpoint(dir);
-  const ModelConfig cfg = read_checkpoint_config(dir);
-  const std::optional<BlockFp8Config> block_fp8 = read_checkpoint_quantization(dir);
+  return load_checkpoint(be, read_checkpoint_info(folder), precision, qopt);
+}
+
+std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const CheckpointInfo& info,
+                                              const PrecisionMap& precision, QuantOptions qopt) {
+  const std::string& dir = info.dir;
+  const ModelConfig& cfg = info.model;
+  const std::optional<BlockFp8Config>& block_fp8 = info.block_fp8;
   SafeTensorsFile f = SafeTensorsFile::read_dir(dir);
   auto file_of = [&](const std::string& name) {
     const auto it = f.origin.find(name);

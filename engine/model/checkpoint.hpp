@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
+#include "model/decoder.hpp"
 #include "model/fp8_checkpoint.hpp"
 #include "model/optimizer.hpp"
-#include "model/decoder.hpp"
 
 namespace fp8rl {
 
@@ -40,12 +40,19 @@ std::string checkpoint_dir_to_read(const std::string& dir);
 // Folders without checksums.json (checkpoints from elsewhere) pass unchecked.
 void verify_checkpoint(const std::string& dir);
 
+// A checkpoint folder's config.json, read once: the folder to read (checkpoint_dir_to_read,
+// verified with verify_checkpoint), the model's configuration and its block-FP8 quantization
+// (nullopt: not an FP8 checkpoint; an unsupported one is an error naming the field, see
+// parse_block_fp8_config). Errors name the file and the field.
+struct CheckpointInfo {
+  std::string dir;
+  ModelConfig model;
+  std::optional<BlockFp8Config> block_fp8;
+};
+CheckpointInfo read_checkpoint_info(const std::string& dir);
+
 // Reads config.json of a checkpoint directory.
 ModelConfig read_checkpoint_config(const std::string& dir);
-
-// The block-FP8 quantization_config of dir/config.json (nullopt: not an FP8 checkpoint); an
-// unsupported one is an error naming the field (see parse_block_fp8_config).
-std::optional<BlockFp8Config> read_checkpoint_quantization(const std::string& dir);
 
 // Loads a checkpoint (single file or sharded) into a new model, from checkpoint_dir_to_read(dir)
 // after verify_checkpoint. Every tensor must be present
@@ -57,7 +64,12 @@ std::optional<BlockFp8Config> read_checkpoint_quantization(const std::string& di
 // optimizer changes the weights (the next refresh()). Linears the file keeps in BF16 run in
 // bf16 where `precision` says fp8. Scales of the wrong dtype or shape are errors naming them.
 std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const std::string& dir,
-                                            const PrecisionMap& precision, QuantOptions qopt = {});
+                                              const PrecisionMap& precision,
+                                              QuantOptions qopt = {});
+// The same for a folder read_checkpoint_info has read (and verified) already.
+std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const CheckpointInfo& info,
+                                              const PrecisionMap& precision,
+                                              QuantOptions qopt = {});
 
 // Loads optimizer.safetensors of dir into an optimizer built for the same model.
 void load_optimizer_state(const std::string& dir, AdamW& optimizer);

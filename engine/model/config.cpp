@@ -9,14 +9,16 @@ namespace fp8rl {
 
 bool MoeConfig::layer_has_experts(int64_t layer) const {
   return enabled() && (layer + 1) % decoder_sparse_step == 0 &&
-         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) ==
-             mlp_only_layers.end();
+         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end();
 }
 
-void ModelConfig::validate() const {
-  auto positive = [](int64_t v, const char* name) {
-    check(v > 0,
-          std::string("model config: ") + name + " must be positive, got " + std::to_string(v));
+std::string model_config_key(const std::string& key) {
+  return "model config: " + key;
+}
+
+void ModelConfig::validate(ConfigKeyName name) const {
+  auto positive = [name](int64_t v, const char* key) {
+    check(v > 0, name(key) + " must be positive, got " + std::to_string(v));
   };
   model_family(family);  // throws naming the known families
   positive(hidden_size, "hidden_size");
@@ -28,31 +30,31 @@ void ModelConfig::validate() const {
   positive(vocab_size, "vocab_size");
   positive(max_position_embeddings, "max_position_embeddings");
   check(num_attention_heads % num_key_value_heads == 0,
-        "model config: num_attention_heads (" + std::to_string(num_attention_heads) +
+        name("num_attention_heads") + " (" + std::to_string(num_attention_heads) +
             ") must be a multiple of num_key_value_heads (" + std::to_string(num_key_value_heads) +
             ")");
   check(head_dim % 2 == 0,
-        "model config: head_dim must be even (rotary pairs), got " + std::to_string(head_dim));
-  check(rope_theta > 0, "model config: rope_theta must be positive");
-  check(rms_norm_eps > 0, "model config: rms_norm_eps must be positive");
+        name("head_dim") + " must be even (rotary pairs), got " + std::to_string(head_dim));
+  check(rope_theta > 0, name("rope_theta") + " must be positive");
+  check(rms_norm_eps > 0, name("rms_norm_eps") + " must be positive");
   if (rope_scaling == RopeScalingType::llama3) {
-    check(rope_factor > 0, "model config: rope_scaling.factor must be positive");
+    check(rope_factor > 0, name("rope_scaling.factor") + " must be positive");
     check(rope_low_freq_factor > 0 && rope_high_freq_factor > rope_low_freq_factor,
-          "model config: rope_scaling needs 0 < low_freq_factor < high_freq_factor");
+          name("rope_scaling") + " needs 0 < low_freq_factor < high_freq_factor");
     check(rope_original_max_position_embeddings > 0,
-          "model config: rope_scaling.original_max_position_embeddings must be positive");
+          name("rope_scaling.original_max_position_embeddings") + " must be positive");
   }
   if (moe.enabled()) {
     positive(moe.experts_per_token, "num_experts_per_tok");
     positive(moe.intermediate_size, "moe_intermediate_size");
     positive(moe.decoder_sparse_step, "decoder_sparse_step");
     check(moe.experts_per_token <= moe.num_experts,
-          "model config: num_experts_per_tok (" + std::to_string(moe.experts_per_token) +
+          name("num_experts_per_tok") + " (" + std::to_string(moe.experts_per_token) +
               ") is larger than num_experts (" + std::to_string(moe.num_experts) + ")");
     for (int64_t l : moe.mlp_only_layers)
-      check(l >= 0 && l < num_hidden_layers,
-            "model config: mlp_only_layers lists layer " + std::to_string(l) + " of " +
-                std::to_string(num_hidden_layers));
+      check(l >= 0 && l < num_hidden_layers, name("mlp_only_layers") + " lists layer " +
+                                                 std::to_string(l) + " of " +
+                                                 std::to_string(num_hidden_layers));
   }
 }
 
@@ -96,7 +98,7 @@ Json ModelConfig::to_json() const {
   return j;
 }
 
-ModelConfig ModelConfig::from_json(const Json& j) {
+ModelConfig ModelConfig::from_json(const Json& j, ConfigKeyName name) {
   check(j.is_object(), "expected a JSON object");
   const ModelFamily& f = model_family_of(j);
   if (j.contains("attention_bias"))
@@ -125,8 +127,7 @@ ModelConfig ModelConfig::from_json(const Json& j) {
   if (j.contains("max_position_embeddings"))
     c.max_position_embeddings = integer("max_position_embeddings");
   if (j.contains("rope_theta")) c.rope_theta = j.at("rope_theta").as_number("rope_theta");
-  if (j.contains("rms_norm_eps"))
-    c.rms_norm_eps = j.at("rms_norm_eps").as_number("rms_norm_eps");
+  if (j.contains("rms_norm_eps")) c.rms_norm_eps = j.at("rms_norm_eps").as_number("rms_norm_eps");
   if (j.contains("tie_word_embeddings"))
     c.tie_word_embeddings = j.at("tie_word_embeddings").as_bool("tie_word_embeddings");
   if (j.contains("eos_token_id") && !j.at("eos_token_id").is_null()) {
@@ -139,14 +140,14 @@ ModelConfig ModelConfig::from_json(const Json& j) {
   }
   read_rope_scaling(j, c);
   f.read(j, c);
-  c.validate();
+  c.validate(name);
   return c;
 }
 
 int64_t ModelConfig::parameter_count() const {
   const int64_t H = hidden_size, D = head_dim;
-  const int64_t attn = H * num_attention_heads * D * 2 + H * num_key_value_heads * D * 2 +
-                       (qk_norm ? 2 * D : 0);
+  const int64_t attn =
+      H * num_attention_heads * D * 2 + H * num_key_value_heads * D * 2 + (qk_norm ? 2 * D : 0);
   int64_t total = vocab_size * H * (tie_word_embeddings ? 1 : 2) + H;
   for (int64_t l = 0; l < num_hidden_layers; ++l) {
     const int64_t mlp = moe.layer_has_experts(l)

@@ -19,18 +19,24 @@ namespace fp8rl {
 // divided by their sum when norm_topk_prob, and the weighted sum of those experts' SwiGLU
 // outputs. Every token reaches its experts (no capacity limit).
 struct MoeConfig {
-  int64_t num_experts = 0;         // 0: every layer has a dense MLP
-  int64_t experts_per_token = 0;   // num_experts_per_tok
-  int64_t intermediate_size = 0;   // moe_intermediate_size
+  int64_t num_experts = 0;        // 0: every layer has a dense MLP
+  int64_t experts_per_token = 0;  // num_experts_per_tok
+  int64_t intermediate_size = 0;  // moe_intermediate_size
   bool norm_topk_prob = true;
-  int64_t decoder_sparse_step = 1;     // layer l has experts when (l + 1) % step == 0 …
+  int64_t decoder_sparse_step = 1;       // layer l has experts when (l + 1) % step == 0 …
   std::vector<int64_t> mlp_only_layers;  // … and l is not listed here
-  double router_aux_loss_coef = 0;  // config.json's value (the run config decides whether to use it)
+  double router_aux_loss_coef =
+      0;  // config.json's value (the run config decides whether to use it)
 
   bool enabled() const { return num_experts > 0; }
   // Whether decoder layer l has experts (else a dense MLP of intermediate_size).
   bool layer_has_experts(int64_t layer) const;
 };
+
+// How an error names a config.json field: "model config: hidden_size" (model_config_key) for a
+// model folder, "setting 'model.hidden_size'" for a run configuration's model section.
+using ConfigKeyName = std::string (*)(const std::string& key);
+std::string model_config_key(const std::string& key);
 
 struct ModelConfig {
   std::string family = "qwen3";  // model/family.hpp
@@ -54,15 +60,16 @@ struct ModelConfig {
   // Ids that end a sequence (config.json's eos_token_id, one id or a list); may be empty.
   std::vector<int32_t> eos_token_ids;
 
-  // Throws an Error naming the first inconsistent field (config.json's name for it).
-  void validate() const;
+  // Throws an Error naming the first inconsistent field (config.json's name for it, through
+  // name).
+  void validate(ConfigKeyName name = model_config_key) const;
   // The rotary embedding the backends apply.
   Rope rope() const;
   // Hugging Face config.json of this family (architectures, model_type and its fields).
   Json to_json() const;
   // Reads config.json: the family from architectures / model_type (model/family.hpp), then its
   // fields; missing required fields and unsupported values are errors naming the key.
-  static ModelConfig from_json(const Json& j);
+  static ModelConfig from_json(const Json& j, ConfigKeyName name = model_config_key);
   // Number of parameters (embedding and lm_head counted once when tied; every expert).
   int64_t parameter_count() const;
   // Parameters a token uses (its experts_per_token experts, not all of them).

@@ -1,6 +1,7 @@
 #include "model/family.hpp"
 
 #include "core/error.hpp"
+#include "core/yaml.hpp"
 
 namespace fp8rl {
 
@@ -17,7 +18,8 @@ const std::vector<const ModelFamily*>& model_families() {
 
 std::string model_family_names() {
   std::string out;
-  for (const ModelFamily* f : model_families()) out += (out.empty() ? "" : ", ") + std::string(f->name);
+  for (const ModelFamily* f : model_families())
+    out += (out.empty() ? "" : ", ") + std::string(f->name);
   return out;
 }
 
@@ -42,6 +44,32 @@ const ModelFamily& model_family_of(const Json& config) {
               "\" is not supported (supported: " + known + ")");
 }
 
+Json model_defaults(const ModelFamily& f) {
+  // A two-layer decoder the CPU trains in seconds (the demo presets' shape).
+  Json d = parse_yaml(R"(
+hidden_size: 128
+num_hidden_layers: 2
+num_attention_heads: 4
+num_key_value_heads: 2
+head_dim: 32
+intermediate_size: 256
+max_position_embeddings: 64
+rope_theta: 10000
+rope_scaling: null
+rms_norm_eps: 1.0e-6
+tie_word_embeddings: false
+initializer_range: 0.05
+)",
+                      "model defaults");
+  d["architectures"] = Json(Json::Array{Json(f.architecture)});
+  d["model_type"] = f.model_type;
+  if (f.defaults && *f.defaults) {
+    const Json own = parse_yaml(f.defaults, std::string(f.name) + " defaults");
+    for (const auto& [k, v] : own.as_object()) d[k] = v;
+  }
+  return d;
+}
+
 void read_rope_scaling(const Json& config, ModelConfig& c) {
   if (!config.contains("rope_scaling") || config.at("rope_scaling").is_null()) return;
   const Json& s = config.at("rope_scaling");
@@ -50,8 +78,8 @@ void read_rope_scaling(const Json& config, ModelConfig& c) {
   check(s.contains(type_key), "rope_scaling has no rope_type");
   const std::string type = s.at(type_key).as_string("rope_scaling.rope_type");
   if (type == "default") return;
-  check(type == "llama3", "rope_scaling.rope_type \"" + type +
-                              "\" is not supported (supported: default, llama3)");
+  check(type == "llama3",
+        "rope_scaling.rope_type \"" + type + "\" is not supported (supported: default, llama3)");
   auto field = [&](const char* key) {
     check(s.contains(key), std::string("rope_scaling (llama3) has no ") + key);
     return s.at(key).as_number(std::string("rope_scaling.") + key);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -18,16 +19,16 @@ uint64_t mix_seed(uint64_t a, uint64_t b) {
   return z ^ (z >> 31);
 }
 
-ChatOptions chat_options(const RunConfig& cfg, const std::string& model_dir) {
+ChatOptions chat_options(const RunConfig& cfg, const ModelConfig& model) {
   ChatOptions chat;
   chat.system = cfg.chat_system_prompt;
   chat.thinking = cfg.chat_thinking;
   chat.date = cfg.chat_date;
-  chat.template_name = model_family(read_checkpoint_config(model_dir).family).chat_template;
+  chat.template_name = model_family(model.family).chat_template;
   return chat;
 }
 
-std::unique_ptr<Task> make_run_task(const RunConfig& cfg) {
+std::unique_ptr<Task> make_run_task(const RunConfig& cfg, const CheckpointInfo* ckpt) {
   TaskConfig tc = cfg.task;
   // A dataset of text for a model that comes with its tokenizer: the model's, with its chat
   // template. A checkpoint of this project's character tokenizer (fp8rl_tokenizer.json) keeps
@@ -37,7 +38,8 @@ std::unique_ptr<Task> make_run_task(const RunConfig& cfg) {
   if (tc.name == "jsonl" && !dir.empty()) {
     namespace fs = std::filesystem;
     if (fs::exists(dir + "/tokenizer.json"))
-      tc.tokenizer = std::make_shared<ModelTokenizer>(dir, chat_options(cfg, dir));
+      tc.tokenizer = std::make_shared<ModelTokenizer>(
+          dir, chat_options(cfg, ckpt ? ckpt->model : read_checkpoint_config(dir)));
     else
       check(fs::exists(dir + "/fp8rl_tokenizer.json"),
             dir +
@@ -47,15 +49,14 @@ std::unique_ptr<Task> make_run_task(const RunConfig& cfg) {
   return make_task(tc);
 }
 
-std::unique_ptr<DecoderModel> make_run_model(const RunConfig& cfg, Backend& be, const Task& task) {
-  const ModelConfig* mc = &cfg.model;
-  ModelConfig from_ckpt;
+std::unique_ptr<DecoderModel> make_run_model(const RunConfig& cfg, Backend& be, const Task& task,
+                                             const CheckpointInfo* ckpt) {
   QuantOptions qopt;
   qopt.pow2_scales = cfg.pow2_scales;
-  if (!cfg.init_checkpoint.empty()) {
-    from_ckpt = read_checkpoint_config(cfg.init_checkpoint);
-    mc = &from_ckpt;
-  }
+  std::optional<CheckpointInfo> own;
+  if (!cfg.init_checkpoint.empty() && !ckpt)
+    ckpt = &own.emplace(read_checkpoint_info(cfg.init_checkpoint));
+  const ModelConfig* mc = ckpt ? &ckpt->model : &cfg.model;
   ModelConfig model_cfg = *mc;
   if (cfg.init_checkpoint.empty()) model_cfg.vocab_size = task.tokenizer().vocab_size();
   check(model_cfg.vocab_size >= task.tokenizer().vocab_size(),
@@ -67,7 +68,7 @@ std::unique_ptr<DecoderModel> make_run_model(const RunConfig& cfg, Backend& be, 
   if (cfg.init_checkpoint.empty()) {
     model = std::make_unique<DecoderModel>(be, model_cfg, pm, cfg.seed, cfg.init_std, qopt);
   } else {
-    model = load_checkpoint(be, cfg.init_checkpoint, pm, qopt);
+    model = load_checkpoint(be, *ckpt, pm, qopt);
   }
   model->set_lm_head_precision(cfg.lm_head);
   return model;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model/checkpoint.hpp"
 #include "model/decoder.hpp"
 #include "rl/run_config.hpp"
 #include "rl/tasks.hpp"
@@ -22,19 +23,22 @@ uint64_t mix_seed(uint64_t a, uint64_t b);
 
 // The run's task: with a JSONL dataset and a model folder that has a tokenizer.json
 // (model.checkpoint), that tokenizer and its chat template (task.system_prompt,
-// task.thinking); otherwise the task's own character tokenizer.
-std::unique_ptr<Task> make_run_task(const RunConfig& cfg);
+// task.thinking); otherwise the task's own character tokenizer. ckpt: the model folder's
+// config.json when read already (null: read it here when needed).
+std::unique_ptr<Task> make_run_task(const RunConfig& cfg, const CheckpointInfo* ckpt = nullptr);
 
-// The run's model: random (seeded by cfg.seed) with the config's sizes and the task's
-// vocabulary, or loaded from cfg.init_checkpoint; the config's precision map and lm_head
-// precision. Throws when the vocabulary is too small for the task.
-// The chat template and options of a model folder's prompts: its family's template (from its
-// config.json), the run's system prompt, thinking switch and pinned date (task.*).
-ChatOptions chat_options(const RunConfig& cfg, const std::string& model_dir);
+// The chat template and options of a model's prompts: its family's template, the run's system
+// prompt, thinking switch and pinned date (task.*).
+ChatOptions chat_options(const RunConfig& cfg, const ModelConfig& model);
 // Responses end at any of the tokenizer's stop ids (eos first).
 void stop_at_eos(SamplingParams& sp, const Tokenizer& t);
 
-std::unique_ptr<DecoderModel> make_run_model(const RunConfig& cfg, Backend& be, const Task& task);
+// The run's model: random (seeded by cfg.seed) with the config's sizes and the task's
+// vocabulary, or loaded from cfg.init_checkpoint (ckpt: its config.json when read already); the
+// config's precision map and lm_head precision. Throws when the vocabulary is too small for
+// the task.
+std::unique_ptr<DecoderModel> make_run_model(const RunConfig& cfg, Backend& be, const Task& task,
+                                             const CheckpointInfo* ckpt = nullptr);
 
 // The text of a generated response without its <eos>; *ended = it finished with <eos>.
 std::string response_text(const Task& task, const Sequence& s, bool* ended);

@@ -18,8 +18,14 @@
 
 namespace fp8rl {
 
+// Every setting but the model section is a row of the settings schema (contract/settings.hpp):
+// its default, range or choices, meaning and whether it is live; from_json binds each to a field
+// below. The model section (`model:`) is the model family's config.json (model/family.hpp:
+// model_defaults, overlaid with the preset's fields) plus model.checkpoint.
 struct RunConfig {
   Json doc;  // the full, validated configuration (defaults + preset + overrides)
+  // What loading noticed and the user should hear (names of an earlier version read as today's).
+  std::vector<std::string> notes;
 
   std::string name, backend;
   uint64_t seed = 0;
@@ -82,7 +88,8 @@ struct RunConfig {
   static RunConfig load(const std::string& preset, const std::string& file,
                         const std::vector<std::string>& sets);
   // The allowed values of every string setting with a fixed set, by dotted key
-  // ("task.reward" → auto, shaped, …): what `fp8rl train --list-choices` prints.
+  // ("task.reward" → auto, shaped, …; "model.model_type" → the families): what
+  // `fp8rl train --list-choices` prints.
   static const std::map<std::string, std::vector<std::string>>& choices();
   // Where presets are looked up, and the names found there.
   static std::vector<std::string> preset_dirs();
@@ -90,13 +97,19 @@ struct RunConfig {
 };
 
 // Applies one "a.b.c=value" override to a config document (the key must exist in the defaults).
-void apply_override(Json& doc, const std::string& assignment);
+// notes: where to say what was read under a name of an earlier version (may be null).
+void apply_override(Json& doc, const std::string& assignment,
+                    std::vector<std::string>* notes = nullptr);
 // Sets the setting at a dotted key ("grpo.lr") of a config document to value: overlays
 // {"grpo": {"lr": value}} (the key must exist, with value's type). An empty part of the key is
 // an error prefixed with `where`.
-void set_setting(Json& doc, const std::string& key, const Json& value, const std::string& where);
+void set_setting(Json& doc, const std::string& key, const Json& value, const std::string& where,
+                 std::vector<std::string>* notes = nullptr);
 // Overlays `over` onto `base` (both objects); keys of `over` must exist in `base` with the same
-// type. `where` prefixes error messages.
-void overlay(Json& base, const Json& over, const std::string& where);
+// type. `where` prefixes error messages. The model section of a whole document (where "") is a
+// family's config.json: naming another family starts it from that family's defaults, and the
+// names of an earlier version are read as today's (noted in notes).
+void overlay(Json& base, const Json& over, const std::string& where,
+             std::vector<std::string>* notes = nullptr);
 
 }  // namespace fp8rl

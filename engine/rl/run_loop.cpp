@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "contract/rank_launch.hpp"
 #include "core/checksum.hpp"
@@ -74,8 +75,11 @@ GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be, Communicator* comm) : cfg_(c
   if (auto e = data_parallel_error(R, cfg_.prompts_per_step, cfg_.mini_batches, cfg_.sft_steps,
                                    cfg_.sft_batch_size))
     throw Error(*e);
-  task_ = make_run_task(cfg_);
-  model_ = make_run_model(cfg_, be_, *task_);
+  // A model folder's config.json is read once, for the task's chat template and the model.
+  std::optional<CheckpointInfo> ckpt;
+  if (!cfg_.init_checkpoint.empty()) ckpt = read_checkpoint_info(cfg_.init_checkpoint);
+  task_ = make_run_task(cfg_, ckpt ? &*ckpt : nullptr);
+  model_ = make_run_model(cfg_, be_, *task_, ckpt ? &*ckpt : nullptr);
   observer_ = std::make_unique<Observer>(be_);
   model_->set_quant_observer(observer_.get());
   // Mixture of experts: frozen routers stay out of the optimizers (moe.freeze_router); the

@@ -166,9 +166,17 @@ class TestRunViews : public QObject {
     const int page = 6;
     QCOMPARE(view.tabs()->tabText(page), QString("Experts"));
     QVERIFY(!view.tabs()->isTabVisible(page));
+    // A model with experts (its precision map says so, whatever its family is called) shows the
+    // tab before any expert load has been recorded.
+    RunData fresh = makeRun(3, 0);
+    fresh.precision = {{0, PrecisionMap({0, 8}, Precision::fp8).to_json()}};
+    view.setRun(&fresh);
+    QVERIFY(view.tabs()->isTabVisible(page));
+    view.setRun(&dense);
+    QVERIFY(!view.tabs()->isTabVisible(page));
 
     RunData run = makeRun(2, 3);
-    run.row.config["model"]["family"] = "qwen3_moe";
+    run.precision = {{0, PrecisionMap({4, 4}, Precision::fp8).to_json()}};  // 4 experts a layer
     run.row.config["moe"] = Json::parse(R"({"routing_replay": "rollout"})");
     for (int64_t s = 1; s <= 3; ++s)
       for (int l : {0, 1}) {
@@ -197,7 +205,7 @@ class TestRunViews : public QObject {
     QCOMPARE(d.values[3 * 2 + 0], 41.0 / 121.0);  // expert 3 of L1
     QVERIFY(d.cell_tips[1].contains("L0 expert 0: 25.0% of the layer's tokens"));
     QCOMPARE(t->mismatchChart()->curveCount(), 4);  // any layer, mean, L0, L1
-    QCOMPARE(t->entropyChart()->curveCount(), 3);  // mean, L0, L1
+    QCOMPARE(t->entropyChart()->curveCount(), 3);   // mean, L0, L1
     for (int c = 0; c < 4; ++c) QCOMPARE(t->mismatchChart()->pointCount(c), int64_t(3));
     for (int c = 0; c < 3; ++c) QCOMPARE(t->entropyChart()->pointCount(c), int64_t(3));
   }
@@ -205,9 +213,9 @@ class TestRunViews : public QObject {
   void tabsExist() {
     RunView view;
     QCOMPARE(view.tabs()->count(), 8);
-    const QStringList names = {"Overview",         "Throughput", "Importance weights",
-                               "FP8 scales",       "Precision",  "Samples & events",
-                               "Experts",          "Audit"};
+    const QStringList names = {"Overview",   "Throughput", "Importance weights",
+                               "FP8 scales", "Precision",  "Samples & events",
+                               "Experts",    "Audit"};
     for (int i = 0; i < 8; ++i) QCOMPARE(view.tabs()->tabText(i).replace("&&", "&"), names[i]);
     QVERIFY(view.overview() && view.throughput() && view.importance() && view.scales() &&
             view.precision() && view.samples());

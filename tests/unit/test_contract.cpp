@@ -10,6 +10,7 @@
 
 #include "contract/histogram.hpp"
 #include "contract/live_edit.hpp"
+#include "contract/settings.hpp"
 #include "core/error.hpp"
 
 using namespace fp8rl;
@@ -159,6 +160,45 @@ class TestContract : public QObject {
     QVERIFY(refusal([] {
               LiveState::from_json(Json::parse(R"({"precision": []})"));
             }).contains("needs"));
+  }
+
+  // The settings schema: every default passes its own row, the live settings are its rows with
+  // a live key (in the order of the sections), and refusals name the value and what is allowed.
+  void settingsSchema() {
+    const Json defaults = setting_defaults();
+    QVERIFY(setting_specs().size() >= 50);
+    for (const SettingSpec& s : setting_specs()) {
+      QVERIFY2(!s.meaning.empty(), s.key.c_str());
+      QVERIFY2(!s.problem(s.default_value()), s.key.c_str());
+      QCOMPARE(read_setting(defaults, s.key).dump(), s.default_value().dump());
+      QCOMPARE(find_setting(s.key), &s);
+      QCOMPARE(s.live.empty(), s.applies.empty());
+    }
+    QCOMPARE(live_setting_keys(), std::string("lr, temperature, is_min, is_max, validation_every"));
+    for (const LiveSetting& l : live_settings()) QCOMPARE(l.spec->live, std::string(l.key));
+    const SettingSpec* steps = find_setting("grpo.steps");
+    QCOMPARE(steps->allowed(), std::string("a whole number ≥ 0"));
+    QCOMPARE(*steps->problem(Json(-1)), std::string("must be ≥ 0, got -1"));
+    QCOMPARE(*steps->problem(Json(2.5)), std::string("must be a whole number, got 2.5"));
+    QCOMPARE(*steps->problem(Json("x")), std::string("must be a number, got \"x\""));
+    QCOMPARE(*find_setting("optimizer.lr")->problem(Json(5)),
+             std::string("must be in (0, 1], got 5"));
+    QCOMPARE(*find_setting("grpo.importance")->problem(Json("clamp")),
+             std::string("is 'clamp' (allowed: tis, icepop, off)"));
+    QCOMPARE(find_setting("grpo.group_size")->allowed(), std::string("a positive whole number"));
+    QVERIFY(find_setting("grpo.nope") == nullptr);
+    Json bad = defaults;
+    bad["grpo"]["clip_low"] = 1.0;
+    QVERIFY(refusal([&] {
+              read_setting(bad, "grpo.clip_low");
+            }).contains("setting 'grpo.clip_low' must be in [0, 1), got 1"));
+    // The JSON rows carry what the studio's hints show.
+    const Json rows = settings_to_json();
+    QCOMPARE(rows.as_array().size(), setting_specs().size());
+    const Json& lr =
+        rows.as_array()[static_cast<size_t>(find_setting("optimizer.lr") - &setting_specs()[0])];
+    QCOMPARE(lr.at("live").as_string(), std::string("lr"));
+    QCOMPARE(lr.at("max").as_number(), 1.0);
   }
 
   // Maps of models with experts: the grammar reaches experts and routers, the JSON form and

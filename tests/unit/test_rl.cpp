@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "contract/settings.hpp"
 #include "core/error.hpp"
 #include "core/yaml.hpp"
 #include "error_of.hpp"
@@ -207,6 +208,82 @@ class TestRl : public QObject {
     const PrecisionMap pm = c.precision_map(c.model);
     QVERIFY(pm.at(1, Module::down) == Precision::bf16 && pm.at(0, Module::q) == Precision::bf16);
     QVERIFY(pm.at(1, Module::q) == Precision::fp8);
+  }
+
+  // Every setting of the schema that constrains its values is enforced by RunConfig::from_json
+  // (so from_json reads it): a value just outside the row's range, or not one of its choices,
+  // is refused naming the key.
+  void everySchemaRowIsChecked() {
+    int checked = 0;
+    for (const SettingSpec& s : setting_specs()) {
+      Json bad;
+      if (s.kind == SettingKind::choice)
+        bad = Json("not-a-choice");
+      else if ((s.kind == SettingKind::integer || s.kind == SettingKind::number) &&
+               std::isfinite(s.lo))
+        bad = Json(s.lo_open ? s.lo : s.lo - 1);
+      else if ((s.kind == SettingKind::integer || s.kind == SettingKind::number) &&
+               std::isfinite(s.hi))
+        bad = Json(s.hi_open ? s.hi : s.hi + 1);
+      else
+        continue;
+      Json doc = RunConfig::defaults();
+      set_setting(doc, s.key, bad, "test");
+      const std::string e = error_of([&] { RunConfig::from_json(doc); }).toStdString();
+      QVERIFY2(e.find("'" + s.key + "'") != std::string::npos, (s.key + ": " + e).c_str());
+      ++checked;
+    }
+    QVERIFY(checked >= 40);
+  }
+
+  // The model section is the family's config.json: a family's defaults under a preset's
+  // fields; another family starts from its own defaults keeping the shared fields; the names of
+  // the first form are read with a note; errors name the field as a setting.
+  void modelSectionIsTheFamilysConfig() {
+    const RunConfig moe =
+        RunConfig::load("", "", {"model.model_type=qwen3_moe", "model.hidden_size=64"});
+    QCOMPARE(moe.model.family, std::string("qwen3_moe"));
+    QCOMPARE(moe.model.hidden_size, int64_t{64});
+    QCOMPARE(moe.model.moe.num_experts, int64_t{8});
+    QCOMPARE(moe.doc.at("model").at("architectures").as_array()[0].as_string(),
+             std::string("Qwen3MoeForCausalLM"));
+    QVERIFY(moe.notes.empty());
+    const RunConfig llama =
+        RunConfig::load("", "",
+                        {"model.model_type=llama", "model.rope_scaling.rope_type=llama3",
+                         "model.rope_scaling.factor=8", "model.rope_scaling.low_freq_factor=1",
+                         "model.rope_scaling.high_freq_factor=4",
+                         "model.rope_scaling.original_max_position_embeddings=32"});
+    QVERIFY(llama.model.rope_scaling == RopeScalingType::llama3);
+    QCOMPARE(llama.model.rope_original_max_position_embeddings, int64_t{32});
+    QVERIFY(!llama.model.qk_norm);
+    // The first form: family, rope_scaling by name with rope_* beside it, init_std.
+    Json old = RunConfig::defaults();
+    Json m;
+    m["family"] = "llama";
+    m["rope_scaling"] = "llama3";
+    m["rope_original_max_position_embeddings"] = int64_t{32};
+    m["init_std"] = 0.07;
+    Json over;
+    over["model"] = m;
+    const RunConfig migrated = RunConfig::from_json(over);
+    QCOMPARE(migrated.model.family, std::string("llama"));
+    QCOMPARE(migrated.model.rope_original_max_position_embeddings, int64_t{32});
+    QCOMPARE(migrated.model.rope_factor, 8.0);
+    QCOMPARE(migrated.init_std, 0.07);
+    QCOMPARE(migrated.notes.size(), size_t{1});
+    QVERIFY(migrated.notes[0].find("family → model_type") != std::string::npos);
+    QVERIFY(!migrated.doc.at("model").contains("family"));
+    QVERIFY(error_of([] {
+              RunConfig::load("", "", {"model.hidden_size=-64"});
+            }).contains("setting 'model.hidden_size' must be positive, got -64"));
+    QVERIFY(
+        error_of([] {
+          RunConfig::load("", "", {"model.model_type=gpt2"});
+        }).contains("setting 'model.model_type' is \"gpt2\" (allowed: qwen3, llama, qwen3_moe)"));
+    QVERIFY(error_of([] {
+              RunConfig::load("", "", {"model.num_experts=4"});
+            }).contains("unknown setting 'model.num_experts'"));
   }
 
   void yamlSubset() {

@@ -6,6 +6,7 @@
 
 #include "contract/live_settings.hpp"
 #include "contract/metrics.hpp"
+#include "contract/precision.hpp"
 #include "contract/step_record.hpp"
 #include "core/error.hpp"
 
@@ -130,6 +131,18 @@ Json RunData::currentPrecision() const {
   return precision.empty() ? Json() : precision.back().second;
 }
 
+std::vector<int64_t> RunData::expertsPerLayer() const {
+  std::vector<int64_t> experts;
+  if (precision.empty()) return experts;
+  try {
+    const PrecisionMap map = PrecisionMap::from_json(precision.back().second);
+    for (int64_t l = 0; l < map.layers(); ++l) experts.push_back(map.experts(l));
+  } catch (const Error&) {
+    experts.clear();  // a map this build cannot read: nothing known
+  }
+  return experts;
+}
+
 std::vector<std::pair<int64_t, std::string>> RunData::precisionChanges() const {
   std::vector<std::pair<int64_t, std::string>> out;
   for (size_t i = 1; i < precision.size(); ++i) {
@@ -217,7 +230,8 @@ void mergeInto(RunData& dst, RunData&& delta) {
       while (out.size() > RunData::kMaxHistogramSteps * 3 / 4) {
         const size_t older = out.size() - keep_newest;
         auto it = out.begin();
-        for (size_t i = 0; i < older && it != out.end(); ++i) it = i % 2 == 1 ? out.erase(it) : std::next(it);
+        for (size_t i = 0; i < older && it != out.end(); ++i)
+          it = i % 2 == 1 ? out.erase(it) : std::next(it);
       }
     }
   }

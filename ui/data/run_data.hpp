@@ -70,6 +70,9 @@ struct RunData {
   size_t approxBytes() const;
   // The latest precision map (array of layers, each {"q": "fp8", …}), or null.
   Json currentPrecision() const;
+  // Experts of each layer (0: a dense MLP), from the latest precision map; empty when there is
+  // none. What the views ask instead of the model family's name.
+  std::vector<int64_t> expertsPerLayer() const;
   // Steps at which the precision changed after the first map (markers on every chart).
   std::vector<std::pair<int64_t, std::string>> precisionChanges() const;
   // Number of layers (from the precision map or the config), 0 when unknown.
@@ -103,6 +106,6 @@ void addEventPayload(RunData& delta, const Json& payload, double run_started_at)
 // histograms, samples, the latest audit among them; events and precision maps are always read
 // whole: mergeInto keeps only the new ones). Throws fp8rl::Error when the store cannot be read.
 RunData loadRun(RunStore& store, int64_t run,
-                 int64_t after_step = std::numeric_limits<int64_t>::min());
+                int64_t after_step = std::numeric_limits<int64_t>::min());
 
 }  // namespace fp8rl::ui

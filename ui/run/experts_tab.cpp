@@ -28,12 +28,10 @@ std::vector<int> expertLayers(const RunData& run) {
   return out;
 }
 
-// The run's configuration names a model with experts.
-bool configHasExperts(const RunData& run) {
-  const Json& c = run.row.config;
-  return c.is_object() && c.contains("model") && c.at("model").is_object() &&
-         c.at("model").contains("family") && c.at("model").at("family").is_string() &&
-         c.at("model").at("family").as_string() == "qwen3_moe";
+// The run's model has experts in some layer (its precision map says so).
+bool modelHasExperts(const RunData& run) {
+  const std::vector<int64_t> experts = run.expertsPerLayer();
+  return std::any_of(experts.begin(), experts.end(), [](int64_t e) { return e > 0; });
 }
 
 }  // namespace
@@ -55,7 +53,7 @@ ExpertsTab::ExpertsTab(QWidget* parent)
 }
 
 bool ExpertsTab::runHasExperts() const {
-  return run_ && (!expertLayers(*run_).empty() || configHasExperts(*run_));
+  return run_ && (!expertLayers(*run_).empty() || modelHasExperts(*run_));
 }
 
 void ExpertsTab::clearRun() {

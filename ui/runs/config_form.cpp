@@ -124,7 +124,9 @@ void ConfigForm::addFields(QFormLayout* form, const QString& key, const Json& va
 
   const qsizetype dot = key.indexOf('.');
   auto* label = new QLabel(dot < 0 ? key : key.mid(dot + 1), host);
-  label->setToolTip(key);
+  const QString hint = QString::fromStdString(settingHint(key.toStdString()));
+  label->setToolTip(hint);
+  editor->setToolTip(hint);
   label->setBuddy(editor);
   form->addRow(label, box);
 
@@ -155,7 +157,6 @@ QWidget* ConfigForm::makeEditor(QWidget* host, const QString& key, const Json& v
     editor = edit;
   }
   editor->setObjectName(key);
-  editor->setToolTip(key);
   return editor;
 }
 

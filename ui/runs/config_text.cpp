@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "contract/settings.hpp"
+
 namespace fp8rl::ui {
 namespace {
 
@@ -99,6 +101,20 @@ void setSetting(Json& config, std::string_view key, Json value) {
     cur = &(*cur)[std::string(part)];
   }
   *cur = std::move(value);
+}
+
+std::string settingHint(std::string_view key) {
+  const std::string k(key);
+  const SettingSpec* s = find_setting(k);
+  if (!s)
+    return k.starts_with("model.")
+               ? k + "\nthe model family's config.json field (Hugging Face name)"
+               : k;
+  std::string hint = k + "\n" + s->meaning;
+  if (!s->allowed().empty()) hint += "\nallowed: " + s->allowed();
+  hint += "\ndefault: " + valueText(s->default_value());
+  if (!s->live.empty()) hint += "\nlive: can change while the run goes on, " + s->applies;
+  return hint;
 }
 
 FieldKind fieldKind(const Json& value) {

@@ -29,6 +29,11 @@ std::string flattenConfig(const Json& config);
 // The parts of text between separators ("a,,b" → "a", "", "b"; "" → one empty part).
 std::vector<std::string_view> split(std::string_view text, char separator);
 
+// A launch-form field's hint from the settings schema (contract/settings.hpp): the key, what it
+// means, the values allowed, the default, and whether and when it changes live; the model
+// section's fields are the family's config.json.
+std::string settingHint(std::string_view key);
+
 // The value at a dotted key, nullptr when there is none.
 const Json* findSetting(const Json& config, std::string_view key);
 // Sets the value at a dotted key, making the objects on the way.

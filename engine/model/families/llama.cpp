@@ -22,6 +22,7 @@ extern const ModelFamily kLlamaFamily = {
       write_rope_scaling(c, j);
       j["mlp_bias"] = false;
     },
+    "mlp_bias: false\n",
 };
 
 }  // namespace fp8rl

@@ -11,6 +11,7 @@ extern const ModelFamily kQwen3Family = {
     "qwen3",
     [](const Json&, ModelConfig& c) { c.qk_norm = true; },
     [](const ModelConfig& c, Json& j) { write_rope_scaling(c, j); },
+    "",
 };
 
 }  // namespace fp8rl

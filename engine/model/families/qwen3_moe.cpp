@@ -23,7 +23,8 @@ extern const ModelFamily kQwen3MoeFamily = {
       c.moe.intermediate_size = integer("moe_intermediate_size");
       if (j.contains("norm_topk_prob"))
         c.moe.norm_topk_prob = j.at("norm_topk_prob").as_bool("norm_topk_prob");
-      if (j.contains("decoder_sparse_step")) c.moe.decoder_sparse_step = integer("decoder_sparse_step");
+      if (j.contains("decoder_sparse_step"))
+        c.moe.decoder_sparse_step = integer("decoder_sparse_step");
       if (j.contains("mlp_only_layers"))
         for (const auto& l : j.at("mlp_only_layers").as_array("mlp_only_layers"))
           c.moe.mlp_only_layers.push_back(l.as_int("mlp_only_layers item"));
@@ -44,6 +45,14 @@ extern const ModelFamily kQwen3MoeFamily = {
       j["router_aux_loss_coef"] = c.moe.router_aux_loss_coef;
       j["output_router_logits"] = false;
     },
+    R"(
+num_experts: 8
+num_experts_per_tok: 2
+moe_intermediate_size: 128
+norm_topk_prob: true
+decoder_sparse_step: 1
+mlp_only_layers: []
+)",
 };
 
 }  // namespace fp8rl
