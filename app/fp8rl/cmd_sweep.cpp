@@ -124,7 +124,6 @@ class Runner {
  private:
   void reap();
   void start(const RunStore::SweepPoint& p, const std::optional<RunStore::RunRow>& run);
-  std::string config_file(const RunStore::SweepPoint& p);
   void print(const SweepProgress& progress, bool force);
 
   RunStore& store_;
@@ -135,22 +134,14 @@ class Runner {
   bool retry_failed_;
   bool tty_;
   std::string name_;
-  std::string preset_;  // recorded with each run: the sweep's preset, else "sweep NAME"
   std::map<pid_t, Child> children_;
   std::map<int64_t, int> starts_;     // point → starts by this runner
   std::set<int64_t> given_up_;        // points whose starts kept failing
+  std::set<int64_t> user_stopped_;    // points whose run a client stopped (the studio's Stop)
   std::set<int64_t> retried_failed_;  // failed points started again (--retry-failed)
   std::string last_line_;
   double last_print_ = 0;
 };
-
-std::string Runner::config_file(const RunStore::SweepPoint& p) {
-  const fs::path dir = fs::path(db_).parent_path() / "sweeps" / ("sweep-" + std::to_string(sweep_));
-  create_private_directories(dir.string());
-  const fs::path file = dir / ("point-" + std::to_string(p.point) + ".json");
-  write_private_file(file.string(), p.config.dump(2) + "\n");
-  return file.string();
-}
 
 void Runner::start(const RunStore::SweepPoint& p, const std::optional<RunStore::RunRow>& run) {
   const fs::path logs = fs::path(db_).parent_path() / "logs";
@@ -161,18 +152,19 @@ void Runner::start(const RunStore::SweepPoint& p, const std::optional<RunStore::
   c.log = (logs / ("sweep-" + std::to_string(sweep_) + "-point-" + std::to_string(p.point) + "-" +
                    std::to_string(p.attempts + attempt) + ".log"))
               .string();
-  std::vector<std::string> argv = {self_exe(), "train", "--db", db_};
+  // Each point runs as a worker (on the user's private sockets): the studio links to it, shows
+  // it live and can pause, stop and edit it like any run. It reads its configuration from the
+  // point's row.
+  std::vector<std::string> argv = {self_exe(), "worker", "--db", db_};
   // A crashed or stopped run with a checkpoint continues (the same run); anything else starts
   // the point's run afresh.
   const bool resume = run && !run->checkpoint_dir.empty() && run->checkpoint_step &&
                       run->status != run_status::kFailed && fs::exists(run->checkpoint_dir);
-  if (resume) {
+  if (resume)
     argv.insert(argv.end(), {"--resume", std::to_string(run->id)});
-  } else {
+  else
     argv.insert(argv.end(),
-                {"--config", config_file(p), "--name", p.name, "--sweep-point",
-                 std::to_string(sweep_) + ":" + std::to_string(p.point), "--preset-name", preset_});
-  }
+                {"--sweep-point", std::to_string(sweep_) + ":" + std::to_string(p.point)});
   const int threads = static_cast<int>(std::max<int64_t>(
       1, static_cast<int64_t>(std::thread::hardware_concurrency()) / concurrency_));
   c.pid = spawn(argv, c.log, nice_, threads);
@@ -195,6 +187,20 @@ void Runner::reap() {
     const Child c = it->second;
     children_.erase(it);
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    // A run that stopped while this runner was not stopping was stopped by a client (the
+    // studio's Stop): this runner leaves it; the next `fp8rl sweep` continues it.
+    if (code == 0 && g_signal == 0)
+      for (const auto& p : store_.sweep_points(sweep_))
+        if (p.point == c.point && p.run_id)
+          if (const auto r = store_.find_run(*p.run_id); r && r->status == run_status::kStopped) {
+            user_stopped_.insert(c.point);
+            if (tty_) std::fputc('\n', stderr);
+            std::fprintf(stderr,
+                         "fp8rl sweep: point %lld's run %lld was stopped by a client: left as it "
+                         "is (the next `fp8rl sweep` continues it)\n",
+                         static_cast<long long>(c.point), static_cast<long long>(r->id));
+            last_line_.clear();
+          }
     if (code != 0 && code != 130 && g_signal == 0) {
       if (tty_) std::fputc('\n', stderr);
       std::fprintf(stderr, "fp8rl sweep: point %lld exited with code %d (log %s)\n",
@@ -231,10 +237,6 @@ int Runner::run() {
   const auto sweep = store_.find_sweep(sweep_);
   check(sweep.has_value(), "no sweep " + std::to_string(sweep_) + " in " + db_);
   name_ = sweep->name;
-  preset_ = sweep->spec.is_object() && sweep->spec.contains("preset") &&
-                    sweep->spec.at("preset").is_string()
-                ? sweep->spec.at("preset").as_string()
-                : "sweep " + sweep->name;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   bool stopping = false;
@@ -281,7 +283,7 @@ int Runner::run() {
       for (size_t i = 0; i < points.size(); ++i) {
         const PointState s = progress.states[i];
         const int64_t pt = points[i].point;
-        if (s != want || ours.count(pt) || given_up_.count(pt)) continue;
+        if (s != want || ours.count(pt) || given_up_.count(pt) || user_stopped_.count(pt)) continue;
         if (s == PointState::failed && (!retry_failed_ || retried_failed_.count(pt))) continue;
         waiting.push_back(i);
       }
@@ -333,6 +335,10 @@ int Runner::run() {
       if (!given_up_.empty())
         std::fprintf(stdout, "gave up on %zu point(s) after %d failed starts each (see the logs)\n",
                      given_up_.size(), kAttemptsPerPoint);
+      if (!user_stopped_.empty())
+        std::fprintf(stdout,
+                     "%zu point(s) stopped by a client; `fp8rl sweep` again continues them\n",
+                     user_stopped_.size());
       if (stopping) return 130;
       return progress.failed > 0 || !given_up_.empty() ? 1 : 0;
     }

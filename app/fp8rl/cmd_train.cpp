@@ -102,9 +102,7 @@ int follow_rank0(Communicator& comm) {
 int cmd_train(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   std::vector<std::string> sets = take_repeated(rest, "set");
-  const Args a(rest,
-               {"preset", "config", "backend", "output", "db", "name", "resume", "model",
-                "sweep-point", "preset-name"},
+  const Args a(rest, {"preset", "config", "backend", "output", "db", "name", "resume", "model"},
                {"json", "help", "print-config", "no-db", "list-presets", "list-choices",
                 "list-settings", "markdown"});
   if (a.flag("list-presets")) {
@@ -140,9 +138,7 @@ int cmd_train(const std::vector<std::string>& args) {
         "model folder (model.checkpoint: config.json, safetensors, BF16 or block-FP8; a JSONL\n"
         "task then uses its tokenizer.json and chat template).\n"
         "Started by `mpirun -np N`, the run is data-parallel over N ranks (rank 0 records and\n"
-        "prints; SIGUSR1 to mpirun stops at a step boundary): see docs/distributed.md.\n"
-        "--sweep-point SWEEP:POINT records the run as that point of a sweep, --preset-name the\n"
-        "preset it is recorded with (what `fp8rl sweep` passes; docs/sweeps.md).\n");
+        "prints; SIGUSR1 to mpirun stops at a step boundary): see docs/distributed.md.\n");
   // Under mpirun (docs/distributed.md): the other ranks follow rank 0's run.
   Communicator& comm = world();
   if (comm.rank() > 0) return follow_rank0(comm);
@@ -188,23 +184,13 @@ int cmd_train(const std::vector<std::string>& args) {
   SessionOptions opt;
   opt.comm = &comm;
   opt.name = a.get("name", cfg.name);
-  opt.preset = a.get("preset-name", a.get("preset", a.get("config", "")));
+  opt.preset = a.get("preset", a.get("config", ""));
   const std::string output = a.get("output", "");
   opt.checkpoint_at_end = !output.empty();
 #if defined(FP8RL_HAVE_STORE)
   if (use_db) {
     if (!store) store = std::make_unique<RunStore>(db_path);
     recorder = store.get();
-    if (a.has("sweep-point") && !resuming) {
-      // The run and its sweep point name each other from the run's first transaction on.
-      const std::string sp = a.get("sweep-point", "");
-      const size_t colon = sp.find(':');
-      check(colon != std::string::npos, "--sweep-point '" + sp + "' is not SWEEP:POINT");
-      long long point = -1;
-      check(parse_integer(sp.substr(colon + 1), &point) && point >= 0,
-            "--sweep-point '" + sp + "': the point must be a whole number ≥ 0");
-      store->set_next_run_sweep_point(parse_run_id(sp.substr(0, colon), "--sweep-point"), point);
-    }
     if (resuming) {
       opt.resume_run = run_id;
       opt.resume_dir = resume_dir;

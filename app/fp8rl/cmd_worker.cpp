@@ -2,6 +2,7 @@
 // fp8rl runs attach ID: follow a live run in the terminal.
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -19,14 +20,24 @@
 #include "worker/worker.hpp"
 
 namespace fp8rl::cli {
+namespace {
+
+std::atomic<bool> g_stop_signal{false};
+void on_stop_signal(int) {
+  g_stop_signal = true;
+}
+
+}  // namespace
 
 int cmd_worker(const std::vector<std::string>& args) {
-  const Args a(args, {"control", "telemetry", "db", "backend", "keys", "nice"},
+  const Args a(args,
+               {"control", "telemetry", "db", "backend", "keys", "nice", "resume", "sweep-point"},
                {"help", "allow-remote", "no-db"});
   if (a.flag("help")) {
     std::puts(
         "usage: fp8rl worker [--control ENDPOINT] [--telemetry ENDPOINT] [--db PATH | --no-db]\n"
-        "                    [--backend auto|cpu|cuda] [--allow-remote [--keys DIR]] [--nice N]\n\n"
+        "                    [--backend auto|cpu|cuda] [--allow-remote [--keys DIR]] [--nice N]\n"
+        "                    [--resume RUN_ID | --sweep-point SWEEP:POINT]\n\n"
         "Binds a ROUTER control socket and a PUB telemetry socket (default: socket files in\n"
         "this user's private folder, $XDG_RUNTIME_DIR/fp8rl or /tmp/fp8rl-<uid>, which no other\n"
         "account can open; tcp://127.0.0.1:* picks a free port), prints one JSON line\n"
@@ -37,6 +48,10 @@ int cmd_worker(const std::vector<std::string>& args) {
         "answer, and the JSON line adds \"server_key\", the worker's public key, which clients\n"
         "need. Keys: --keys DIR, $FP8RL_KEYS or ~/.config/fp8rl/keys. --nice N lowers\n"
         "the worker's CPU priority by N (0-19; the studio starts its workers at 10).\n"
+        "--resume RUN_ID and --sweep-point SWEEP:POINT start a run at once, as a client's start\n"
+        "{\"resume\"} or {\"sweep_point\"} would: continue a recorded run from its checkpoint, or\n"
+        "run a sweep's point from the configuration the sweep stored (what `fp8rl sweep` does,\n"
+        "so that every run of a sweep can be watched, paused and edited like any other).\n"
         "Started by `mpirun -np N`, rank 0 is the worker and the run is data-parallel over the\n"
         "N ranks (docs/distributed.md); the other ranks bind nothing.\n"
         "Protocol: docs/protocol.md.");
@@ -69,6 +84,25 @@ int cmd_worker(const std::vector<std::string>& args) {
   opt.allow_remote = a.flag("allow-remote");
   opt.keys_dir = a.get("keys", "");
   opt.backend = a.get("backend", "auto");
+  check(!(a.has("resume") && a.has("sweep-point")), "give --resume or --sweep-point, not both");
+  if (a.has("resume")) {
+    opt.start = Json(Json::Object{});
+    opt.start["resume"] = parse_run_id(a.get("resume", ""), "--resume");
+  } else if (a.has("sweep-point")) {
+    const std::string sp = a.get("sweep-point", "");
+    const size_t colon = sp.find(':');
+    long long point = -1;
+    check(colon != std::string::npos && parse_integer(sp.substr(colon + 1), &point) && point >= 0,
+          "--sweep-point '" + sp + "' is not SWEEP:POINT (two whole numbers)");
+    opt.start = Json(Json::Object{});
+    opt.start["sweep_point"]["sweep"] = parse_run_id(sp.substr(0, colon), "--sweep-point");
+    opt.start["sweep_point"]["point"] = static_cast<int64_t>(point);
+  }
+  // SIGINT / SIGTERM (a sweep's runner stopping, Ctrl-C): stop at the next step boundary with
+  // a checkpoint, as a client's stop would. Under mpirun SIGTERM ends the job (the communicator).
+  opt.stop_signal = &g_stop_signal;
+  std::signal(SIGINT, on_stop_signal);
+  if (comm.size() == 1) std::signal(SIGTERM, on_stop_signal);
   ipc::Worker worker(opt);
   Json hello;
   hello["control"] = worker.control_endpoint();

@@ -62,9 +62,9 @@ class RunStore final : public RunRecorder {
   struct SweepRow {
     int64_t id = 0;
     std::string name;
-    std::string source;     // the sweep file it was read from ("" when none)
-    Json spec;              // the sweep as read (JSON form of the file)
-    std::string spec_hash;  // the same sweep run again has the same hash
+    std::string source;             // the sweep file it was read from ("" when none)
+    Json spec;                      // the sweep as read (JSON form of the file)
+    std::string spec_hash;          // the same sweep run again has the same hash
     std::vector<std::string> axes;  // axis names, in the file's order
     std::string replicate;          // the axis of repeats (seeds); "" when none
     int64_t concurrency = 1;        // runs at once
@@ -73,6 +73,9 @@ class RunStore final : public RunRecorder {
     std::string runner_host;         // the `fp8rl sweep` process running it ("" / 0: none)
     int64_t runner_pid = 0;
     std::optional<double> runner_heartbeat;
+
+    // The preset the sweep's runs are recorded with: the sweep file's, else "sweep NAME".
+    std::string recorded_preset() const;
   };
 
   // One point of a sweep: its axis values, its validated configuration and the run that

@@ -104,8 +104,8 @@ std::string RunStore::claim_sweep(int64_t sweep, double stale_seconds) {
   Impl& m = *impl_;
   const std::string what = sweep_what("claim_sweep", sweep);
   return m.write(what, [&]() -> std::string {
-    const auto row = m.db.query(what, std::string(kSweepColumns) + "WHERE id = ?1", sweep)
-                         .one(sweep_row);
+    const auto row =
+        m.db.query(what, std::string(kSweepColumns) + "WHERE id = ?1", sweep).one(sweep_row);
     if (!row) throw Error(what + ": no sweep with id " + std::to_string(sweep));
     const double now = Impl::now_unix();
     const bool mine = row->runner_host == Impl::host_name() && row->runner_pid == getpid();
@@ -114,8 +114,8 @@ std::string RunStore::claim_sweep(int64_t sweep, double stale_seconds) {
       // This host's runner counts only while its process lives (a pid can be reused, hence
       // the heartbeat too); another host's, while its heartbeat is fresh.
       const bool here = row->runner_host == Impl::host_name();
-      const bool alive = !here || ::kill(static_cast<pid_t>(row->runner_pid), 0) == 0 ||
-                         errno == EPERM;
+      const bool alive =
+          !here || ::kill(static_cast<pid_t>(row->runner_pid), 0) == 0 || errno == EPERM;
       if (alive)
         return "sweep " + std::to_string(sweep) + " is being run by process " +
                std::to_string(row->runner_pid) + " on " + row->runner_host;
@@ -149,6 +149,12 @@ void RunStore::release_sweep(int64_t sweep, bool ended) {
                sweep, ended, Impl::now_unix())
         .run();
   });
+}
+
+std::string RunStore::SweepRow::recorded_preset() const {
+  return spec.is_object() && spec.contains("preset") && spec.at("preset").is_string()
+             ? spec.at("preset").as_string()
+             : "sweep " + name;
 }
 
 void RunStore::set_next_run_sweep_point(int64_t sweep, int64_t point) {

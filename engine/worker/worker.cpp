@@ -182,17 +182,24 @@ const std::string& Worker::server_key() const {
 std::string Worker::Impl::start(const Request& r) {
   if (session || stop_before_start) return error_reply(r.id, "a run was already started");
   const bool resuming = r.args.contains("resume");
-  if (!resuming && !r.args.contains("preset") && !r.args.contains("config"))
+  const bool sweeping = r.args.contains("sweep_point");
+  if (!resuming && !sweeping && !r.args.contains("preset") && !r.args.contains("config"))
     return error_reply(r.id,
-                       "start needs \"preset\" (a name) and/or \"config\" (an object), or "
-                       "\"resume\" (a recorded run's id)");
+                       "start needs \"preset\" (a name) and/or \"config\" (an object), "
+                       "\"resume\" (a recorded run's id) or \"sweep_point\"");
   if (resuming && (r.args.contains("preset") || r.args.contains("config")))
     return error_reply(r.id,
                        "\"resume\" continues a recorded run with its own configuration: give no "
                        "\"preset\" or \"config\" (\"set\" may still change settings)");
+  if (sweeping && (resuming || r.args.contains("preset") || r.args.contains("config") ||
+                   r.args.contains("set")))
+    return error_reply(r.id,
+                       "\"sweep_point\" runs the point's stored configuration: give no \"preset\", "
+                       "\"config\", \"set\" or \"resume\"");
   RunConfig cfg;
-  std::string preset;
+  std::string preset, point_name;
   std::optional<int64_t> resume_run;
+  std::optional<std::pair<int64_t, int64_t>> point;  // sweep, point
   std::string resume_dir;
   try {
     std::vector<std::string> sets;
@@ -215,6 +222,27 @@ std::string Worker::Impl::start(const Request& r) {
       preset = row->preset;
       // The checkpoint's configuration: the launch one with the live edits made before it.
       cfg = resume_config(resume_dir, sets);
+    } else if (sweeping) {
+      // The point's configuration as the sweep stored it, validated when the sweep was read.
+      check(!opt.db_path.empty(), "sweep_point needs the run database (this worker has none)");
+      const Json& sp = r.args.at("sweep_point");
+      check(sp.is_object() && sp.contains("sweep") && sp.contains("point"),
+            "sweep_point must be {\"sweep\": ID, \"point\": N}");
+      point.emplace(sp.at("sweep").as_int("sweep_point.sweep"),
+                    sp.at("point").as_int("sweep_point.point"));
+      RunStore ro(opt.db_path, /*read_only=*/true);
+      const auto sweep = ro.find_sweep(point->first);
+      check(sweep.has_value(), "no sweep " + std::to_string(point->first) + " in " + opt.db_path);
+      bool found = false;
+      for (auto& p : ro.sweep_points(point->first))
+        if (p.point == point->second) {
+          cfg = RunConfig::from_json(p.config);
+          point_name = p.name;
+          found = true;
+        }
+      check(found, "sweep " + std::to_string(point->first) + " has no point " +
+                       std::to_string(point->second));
+      preset = sweep->recorded_preset();
     } else {
       preset = r.args.contains("preset") ? r.args.at("preset").as_string("preset") : "";
       if (r.args.contains("config")) {
@@ -231,7 +259,9 @@ std::string Worker::Impl::start(const Request& r) {
                        (resuming ? "cannot resume: " : "bad run configuration: ") + e.message());
   }
   SessionOptions so;
-  so.name = r.args.contains("name") ? r.args.at("name").as_string("name") : cfg.name;
+  so.name = r.args.contains("name") ? r.args.at("name").as_string("name")
+            : point                 ? point_name
+                                    : cfg.name;
   so.preset = preset;
   so.control_endpoint = control_ep;
   so.telemetry_endpoint = telemetry_ep;
@@ -244,6 +274,8 @@ std::string Worker::Impl::start(const Request& r) {
   };
   try {
     if (!opt.db_path.empty()) store = std::make_unique<RunStore>(opt.db_path);
+    // The run and its sweep point name each other from the run's first transaction on.
+    if (point) store->set_next_run_sweep_point(point->first, point->second);
   } catch (const Error& e) {
     return error_reply(r.id, "cannot open the run database: " + e.message());
   }
@@ -360,10 +392,19 @@ void Worker::Impl::flush_outbox() {
 
 int Worker::serve() {
   Impl& m = *impl_;
+  if (!m.opt.start.is_null()) {
+    Request r;
+    r.id = "start";
+    r.command = Command::start;
+    r.args = m.opt.start;
+    const Json reply = Json::parse(m.start(r));
+    if (!reply.at("ok").as_bool()) throw Error(reply.at("error").as_string());
+  }
   std::unique_ptr<RunStore> store;  // this thread's own connection, for heartbeats
   auto last_beat = std::chrono::steady_clock::now() - std::chrono::seconds(10);
   auto last_db_beat = last_beat;
   std::optional<std::chrono::steady_clock::time_point> done_since;
+  bool stop_signalled = false;
   while (true) {
     zmq_pollitem_t items[] = {{m.control, 0, ZMQ_POLLIN, 0},
                               {m.zap ? m.zap->socket() : nullptr, 0, ZMQ_POLLIN, 0}};
@@ -398,6 +439,15 @@ int Worker::serve() {
         }
         frames.back() = reply;
         send_frames(m.control, frames);
+      }
+    }
+    if (m.opt.stop_signal && *m.opt.stop_signal && !stop_signalled) {
+      stop_signalled = true;
+      if (m.session) {
+        m.session->request_stop("stopped by a signal");
+      } else {
+        std::lock_guard lock(m.mu);
+        m.stop_before_start = true;
       }
     }
     m.flush_outbox();

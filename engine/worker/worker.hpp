@@ -6,9 +6,11 @@
 // boundary. The worker records its run in the run store itself, so the run survives any client.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
+#include "core/json.hpp"
 #include "dist/communicator.hpp"
 
 namespace fp8rl::ipc {
@@ -27,6 +29,13 @@ struct WorkerOptions {
   std::string keys_dir;  // CURVE keys; empty: ipc::keys_dir()
   std::string backend = "auto";
   double heartbeat_seconds = 0.5;
+  // The arguments of a `start` request the worker runs at once, before serving (fp8rl worker
+  // --resume ID, --sweep-point S:P: the run a sweep's runner starts), as if a client had sent
+  // it; null: wait for a client's start. A start it refuses makes serve() throw its reason.
+  Json start;
+  // Set by a signal handler (SIGINT, SIGTERM): the run stops at its next step boundary with a
+  // checkpoint, as a client's stop would (null: signals are not watched).
+  const std::atomic<bool>* stop_signal = nullptr;
   // The ranks of a data-parallel run (null: one process). The worker is rank 0: it serves and
   // records the run and sends it to the other ranks (session/run_session.hpp, send_run).
   Communicator* comm = nullptr;

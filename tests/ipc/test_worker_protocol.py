@@ -8,7 +8,8 @@ SCENARIO: drive | fuzz | crash | multi (three workers on one database at once) |
 a worker listens on) | remote (a worker bound beyond loopback: CURVE, keys, refused clients) |
 files (what a run leaves on disk is the user's alone; fp8rl doctor) | privacy (another account
 of this machine can neither steer nor read a run; needs root to make that account) | disk_full
-(a run that fills the disk says what to do, and resumes once space is freed).
+(a run that fills the disk says what to do, and resumes once space is freed) | sweep_steer (a
+sweep's run paused, edited and stopped from a client).
 """
 import json
 import os
@@ -727,6 +728,67 @@ def disk_full(db):
             subprocess.run(["umount", "-l", disk], capture_output=True)
 
 
+def sweep_steer(db):
+    """A sweep's runs are ordinary workers: each point runs as `fp8rl worker --sweep-point`,
+    records its endpoints, and a client (the studio) pauses it, edits it live and stops it like
+    any run. The runner leaves a run a client stopped and finishes the others."""
+    sweep = os.path.join(os.path.dirname(db), "steer.yaml")
+    with open(sweep, "w") as f:
+        f.write("name: steer\npreset: demo\nset:\n  - sft.steps=0\n  - grpo.steps=60\n"
+                "  - grpo.prompts_per_step=2\n  - validation.every=0\n  - checkpoint.every=5\n"
+                "concurrency: 2\naxes:\n  seed: [1, 2]\n")
+    runner = subprocess.Popen([FP8RL, "sweep", sweep, "--db", db], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    WORKERS.append(runner)
+    deadline = time.time() + 120
+    row = None
+    while time.time() < deadline and row is None:
+        time.sleep(0.2)
+        if not os.path.exists(db):
+            continue
+        con = sqlite3.connect(db)
+        row = con.execute("SELECT r.id, r.control_endpoint, r.telemetry_endpoint, r.server_key, p.point "
+                          "FROM runs r JOIN sweep_points p ON p.run_id = r.id "
+                          "WHERE r.status = 'running' AND r.control_endpoint != '' "
+                          "ORDER BY p.point LIMIT 1").fetchone()
+        con.close()
+    if row is None:
+        fail("no sweep run served its endpoints within 120 s")
+    run_id, control, telemetry, server_key, point = row
+    ep = {"control": control, "telemetry": telemetry}
+    if server_key:
+        ep["server_key"] = server_key
+    c = Client(ep)
+    if c.request("status")["run_id"] != run_id:
+        fail("the endpoints of run %d answer for another run" % run_id)
+    if not c.request("pause")["ok"]:
+        fail("pause refused")
+    c.wait_for(lambda t, m: t == "event" and m["kind"] == "pause")
+    if not c.request("edit", settings={"lr": 0.0002})["ok"]:
+        fail("live edit refused")
+    if not c.request("resume")["ok"]:
+        fail("resume refused")
+    c.wait_for(lambda t, m: t == "event" and m["kind"] == "set" and m["data"]["value"] == 0.0002)
+    if not c.request("stop")["ok"]:
+        fail("stop refused")
+    out, err = runner.communicate(timeout=240)
+    con = sqlite3.connect(db)
+    statuses = dict(con.execute("SELECT p.point, r.status FROM sweep_points p JOIN runs r ON r.id = p.run_id"))
+    events = [k for (k,) in con.execute("SELECT kind FROM events WHERE run_id=? ORDER BY rowid", (run_id,))]
+    sets = [json.loads(d) for (d,) in con.execute(
+        "SELECT data FROM events WHERE run_id=? AND kind='set'", (run_id,))]
+    con.close()
+    other = 1 - point
+    if statuses.get(point) != "stopped" or statuses.get(other) != "finished":
+        fail("after the stop: %r\n%s" % (statuses, err))
+    if "stopped by a client" not in err or "1 point(s) stopped by a client" not in out:
+        fail("the runner did not say it left the stopped run:\n%s\n%s" % (out, err))
+    if not {"pause", "resume", "set", "stop"} <= set(events) or sets != [{"key": "lr", "value": 0.0002}]:
+        fail("the run's events %r, settings %r" % (events, sets))
+    print("sweep_steer: ok (point %d's run %d paused, edited, stopped from a client; point %d finished)"
+          % (point, run_id, other))
+
+
 def read_pair(path):
     pair = {}
     for line in open(path):
@@ -922,5 +984,5 @@ def live_resume(db):
 with tempfile.TemporaryDirectory() as d:
     {"drive": drive, "fuzz": fuzz, "crash": crash, "multi": multi, "sockets": sockets,
      "remote": remote, "live_resume": live_resume, "files": files, "privacy": privacy,
-     "disk_full": disk_full}[SCENARIO](os.path.join(d, "runs.sqlite"))
+     "disk_full": disk_full, "sweep_steer": sweep_steer}[SCENARIO](os.path.join(d, "runs.sqlite"))
 print("1 passed, 0 failed")

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <QDir>
+#include <QDirIterator>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
@@ -254,11 +255,13 @@ axes:
     // What the sweep wrote beside the store is the user's alone: folders 0700, files 0600.
     const QDir data = QFileInfo(db).dir();
     int checked = 0;
-    for (const QString& sub : {QStringLiteral("logs"), QStringLiteral("sweeps/sweep-1")}) {
+    for (const QString& sub : {QStringLiteral("logs"), QStringLiteral("checkpoints")}) {
       QCOMPARE(QFile::permissions(data.filePath(sub)), QFile::ReadOwner | QFile::WriteOwner |
                                                            QFile::ExeOwner | QFile::ReadUser |
                                                            QFile::WriteUser | QFile::ExeUser);
-      for (const QFileInfo& f : QDir(data.filePath(sub)).entryInfoList(QDir::Files)) {
+      QDirIterator it(data.filePath(sub), QDir::Files, QDirIterator::Subdirectories);
+      while (it.hasNext()) {
+        const QFileInfo f(it.next());
         QVERIFY2(f.permissions() ==
                      (QFile::ReadOwner | QFile::WriteOwner | QFile::ReadUser | QFile::WriteUser),
                  qPrintable(f.filePath()));
