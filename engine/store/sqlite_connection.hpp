@@ -86,6 +86,15 @@ class Statement {
   // deleted.
   int64_t run();
 
+  // Makes the statement ready to run again with new parameters bound to ?1, ?2, … (a bulk
+  // insert borrows its statement once and runs it per row).
+  template <class... Args>
+  void rebind(const Args&... args) {
+    sqlite3_reset(s_.get());
+    int i = 0;
+    (bind(++i, args), ...);
+  }
+
   // Calls on_row(const Row&) for each result row.
   template <class F>
   void each(F&& on_row) {
