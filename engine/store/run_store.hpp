@@ -210,8 +210,9 @@ class RunStore final : public RunRecorder {
   std::optional<RunRow> find_imported(const std::string& source_path);
   // The importer's state of the run ("" when none).
   std::string import_state(int64_t run);
-  // A bigger page cache for this connection (an import writing millions of rows).
-  void set_cache_mib(int mib);
+  // Settles this connection for writing millions of rows (an import): a 256 MB page cache,
+  // and the write-ahead log checkpointed every 64 MB instead of 4.
+  void prepare_bulk_writes();
 
   // --- Sweeps (run_store_sweeps.cpp)
 

@@ -63,6 +63,11 @@ class Row {
   const What& what_;
 };
 
+// Text bound without a copy (SQLITE_STATIC): it must outlive the statement's next run.
+struct StaticText {
+  std::string_view text;
+};
+
 // A cached statement borrowed for one use, its parameters bound. When it goes out of scope it
 // is reset and its bindings cleared, so that it holds no read snapshot between uses (a WAL
 // reader would otherwise keep seeing old data and block checkpoints); it holds the
@@ -86,12 +91,13 @@ class Statement {
   // deleted.
   int64_t run();
 
-  // Makes the statement ready to run again with new parameters bound to ?1, ?2, … (a bulk
-  // insert borrows its statement once and runs it per row).
+  // Makes the statement ready to run again (its parameters keep their values until bound
+  // anew): a bulk insert borrows its statement once and runs it per row or per rows.
+  void reset() { sqlite3_reset(s_.get()); }
+  // Binds args to ?first+1, ?first+2, … (one row of a multi-row INSERT).
   template <class... Args>
-  void rebind(const Args&... args) {
-    sqlite3_reset(s_.get());
-    int i = 0;
+  void bind_row(int first, const Args&... args) {
+    int i = first;
     (bind(++i, args), ...);
   }
 
@@ -123,6 +129,8 @@ class Statement {
   void bind(int i, const T& v) {
     if constexpr (std::is_same_v<T, std::nullopt_t>) {
       bind_null(i);
+    } else if constexpr (std::is_same_v<T, StaticText>) {
+      bind_static_text(i, v.text);
     } else if constexpr (requires {
                            v.has_value();
                            *v;
@@ -143,6 +151,7 @@ class Statement {
   void bind_integer(int i, int64_t v);
   void bind_real(int i, double v);
   void bind_text(int i, std::string_view v);
+  void bind_static_text(int i, std::string_view v);
   void checked(int rc);
 
   // Declared first: released last, after the statement is reset.
