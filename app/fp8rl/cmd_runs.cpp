@@ -98,7 +98,8 @@ int cmd_runs(const std::vector<std::string>& args) {
   if (pos[0] == "export") {
     check(a.flag("csv") != a.has("tensorboard"),
           "fp8rl runs export: give --csv or --tensorboard DIR");
-    if (a.has("tensorboard")) return cmd_runs_export_tensorboard(path, id, a.get("tensorboard", ""));
+    if (a.has("tensorboard"))
+      return cmd_runs_export_tensorboard(path, id, a.get("tensorboard", ""));
     db.export_csv(id, std::cout);
     return 0;
   }
@@ -107,6 +108,8 @@ int cmd_runs(const std::vector<std::string>& args) {
               row->preset.c_str(), row->precision_summary.c_str(), row->host.c_str(),
               static_cast<long long>(row->pid),
               row->last_step ? std::to_string(*row->last_step).c_str() : "-");
+  if (!row->source.empty())
+    std::printf("  imported from %s: %s\n", row->source.c_str(), row->source_path.c_str());
   if (!row->checkpoint_dir.empty())
     std::printf("  checkpoint %s (step %lld)\n", row->checkpoint_dir.c_str(),
                 static_cast<long long>(row->checkpoint_step.value_or(0)));

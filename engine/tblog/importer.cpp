@@ -27,7 +27,28 @@ bool is_ancestor(const std::string& a, const std::string& b) {
   return b.size() > a.size() && b.compare(0, a.size(), a) == 0 && b[a.size()] == '/';
 }
 
+// "policy=bfloat16, vllm_cfg=fp8": the string settings named precision or dtype in a trainer's
+// configuration, each with the key above it, for the run list's precision column.
+void collect_precisions(const Json& j, const std::string& parent, std::vector<std::string>& out,
+                        int depth) {
+  if (!j.is_object() || depth > 16) return;
+  for (const auto& [key, value] : j.as_object()) {
+    if (value.is_string() && (key == "precision" || key == "dtype") && !value.as_string().empty())
+      out.push_back((parent.empty() ? key : parent) + "=" + value.as_string());
+    else
+      collect_precisions(value, key, out, depth + 1);
+  }
+}
+
 }  // namespace
+
+std::string precision_summary_of(const Json& config) {
+  std::vector<std::string> found;
+  collect_precisions(config, "", found, 0);
+  std::string s;
+  for (const auto& f : found) s += (s.empty() ? "" : ", ") + f;
+  return s;
+}
 
 Json unflatten(const Json& flat) {
   if (!flat.is_object()) return flat;
@@ -213,7 +234,7 @@ ImportReport Importer::pass() {
       };
       r.name = text("name", run_name(p.folder, folders.size()));
       r.preset = text("preset", "tensorboard");
-      r.precision_summary = text("precision_summary", "");
+      r.precision_summary = text("precision_summary", precision_summary_of(config));
       r.notes = text("notes", "");
       std::string tags = text("tags", "");
       for (const auto& t : options_.tags) tags += (tags.empty() ? "" : ", ") + t;

@@ -87,6 +87,11 @@ class Importer {
 // ({"policy": {"lr": 1e-6}}) where no key is both a value and a prefix of others; else as is.
 Json unflatten(const Json& flat);
 
+// What an imported run's precision column shows: the string settings named `precision` or
+// `dtype` in its configuration, each as "<the key above it>=<value>", joined by ", "
+// (NeMo RL: "policy=bfloat16, vllm_cfg=fp8"); "" when there are none.
+std::string precision_summary_of(const Json& config);
+
 // The event-file folders under logdir (logdir itself included), sorted.
 std::vector<std::string> run_folders(const std::string& logdir);
 

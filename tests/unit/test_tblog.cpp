@@ -151,6 +151,10 @@ class TestTblog : public QObject {
     QCOMPARE(tblog::unflatten(flat).dump(), std::string(R"({"a":{"b":1,"c":"x"},"d":true})"));
     flat["a"] = 2;
     QCOMPARE(tblog::unflatten(flat).dump(), flat.dump());
+    // The precision column of an imported run, from its trainer's settings.
+    const Json nemo = Json::parse(
+        R"({"policy": {"precision": "bfloat16", "generation": {"vllm_cfg": {"precision": "fp8"}}}})");
+    QCOMPARE(tblog::precision_summary_of(nemo), std::string("vllm_cfg=fp8, policy=bfloat16"));
   }
 
   // One of our runs (warm-up steps, NaN and ±inf, doubles no float holds, histograms with
