@@ -85,7 +85,6 @@ int cmd_runs_import(const std::vector<std::string>& args) {
   if (!a.flag("keep-names")) map = tblog::MetricNames::load(names_files(names));
   const std::string path = a.get("db", default_db_path());
   RunStore db(path);
-  db.prepare_bulk_writes();
   tblog::ImportOptions options;
   options.name = a.get("name", "");
   options.tags = tags;

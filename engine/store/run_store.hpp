@@ -115,7 +115,8 @@ class RunStore final : public RunRecorder {
     std::string source;       // "tensorboard"
     std::string source_path;  // the log folder, absolute
     double started_at = 0;
-    std::string status;  // running (followed) or finished
+    std::string status;              // running (followed) or finished
+    std::optional<double> ended_at;  // finished: its last event (started_at when nullopt)
   };
 
   // What one pass of an import appends to a run: scalars (names by index into keys, inserted
@@ -211,8 +212,13 @@ class RunStore final : public RunRecorder {
   // The importer's state of the run ("" when none).
   std::string import_state(int64_t run);
   // Settles this connection for writing millions of rows (an import): a 256 MB page cache,
-  // and the write-ahead log checkpointed every 64 MB instead of 4.
+  // and no checkpoints of its own — another connection calls checkpoint() on another thread,
+  // so that copying the log into the database is not on the writing thread (without that, the
+  // log grows until the last connection closes).
   void prepare_bulk_writes();
+  // A passive checkpoint: copies what the write-ahead log holds into the database file as far
+  // as it can without waiting for any reader or writer.
+  void checkpoint();
 
   // --- Sweeps (run_store_sweeps.cpp)
 

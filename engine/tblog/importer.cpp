@@ -106,6 +106,8 @@ Importer::Importer(RunStore& store, const std::string& logdir, MetricNames names
   check(fs::is_directory(logdir, ec), "'" + logdir + "' is not a folder");
   logdir_ = fs::canonical(logdir, ec).string();
   check(!ec, "cannot resolve '" + logdir + "': " + ec.message());
+  store_.prepare_bulk_writes();
+  checkpointer_ = std::make_unique<RunStore>(store_.path());
 }
 
 Importer::Pending Importer::read(const std::string& folder) const {
@@ -119,6 +121,8 @@ Importer::Pending Importer::read(const std::string& folder) const {
     p.run.ours = fs::exists(fs::path(folder) / kRunDescriptionFile, ec);
   }
   p.read = read_folder(folder, p.run.state, p.run.ours ? identity_ : names_, options_.follow);
+  // What the writing thread committed so far goes into the database from here.
+  checkpointer_->checkpoint();
   return p;
 }
 
@@ -244,6 +248,8 @@ ImportReport Importer::pass() {
       r.source_path = p.folder;
       r.started_at = *p.run.state.start;
       r.status = options_.follow ? run_status::kRunning : run_status::kFinished;
+      r.ended_at = p.run.state.end;
+      p.run.live = options_.follow;
       p.run.id = store_.create_imported_run(r);
       p.run.name = r.name;
     }
@@ -257,7 +263,7 @@ ImportReport Importer::pass() {
       if (options_.follow) {
         if (!p.run.live) store_.set_import_status(p.run.id, run_status::kRunning, {});
         p.run.live = true;
-      } else {
+      } else if (!p.is_new) {  // a new run was created finished, ended at its last event
         store_.set_import_status(p.run.id, run_status::kFinished, p.run.state.end);
       }
     }

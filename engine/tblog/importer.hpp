@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -46,7 +47,8 @@ struct ImportReport {
 
 class Importer {
  public:
-  // logdir must be a folder; throws fp8rl::Error otherwise.
+  // logdir must be a folder; throws fp8rl::Error otherwise. Settles store for bulk writes
+  // (RunStore::prepare_bulk_writes) and checkpoints it from the thread that reads the logs.
   Importer(RunStore& store, const std::string& logdir, MetricNames names, ImportOptions options);
 
   // One pass over the log folder: finds run folders (new ones too), reads what each gained and
@@ -73,6 +75,9 @@ class Importer {
   Json find_config(const std::string& folder, Json* description) const;
 
   RunStore& store_;
+  // A second connection that checkpoints the log on the reading thread while store_ writes
+  // (RunStore::prepare_bulk_writes).
+  std::unique_ptr<RunStore> checkpointer_;
   std::string logdir_;
   MetricNames names_;
   MetricNames identity_;
