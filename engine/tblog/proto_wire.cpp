@@ -153,11 +153,11 @@ void Writer::fixed32(uint32_t number, uint32_t v) {
   for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xffu));
 }
 
-void Writer::double_(uint32_t number, double v) {
+void Writer::f64(uint32_t number, double v) {
   fixed64(number, std::bit_cast<uint64_t>(v));
 }
 
-void Writer::float_(uint32_t number, float v) {
+void Writer::f32(uint32_t number, float v) {
   fixed32(number, std::bit_cast<uint32_t>(v));
 }
 

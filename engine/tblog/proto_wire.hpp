@@ -59,8 +59,8 @@ class Writer {
   void int64(uint32_t number, int64_t v) { varint(number, static_cast<uint64_t>(v)); }
   void fixed64(uint32_t number, uint64_t v);
   void fixed32(uint32_t number, uint32_t v);
-  void double_(uint32_t number, double v);
-  void float_(uint32_t number, float v);
+  void f64(uint32_t number, double v);  // a double (fixed64)
+  void f32(uint32_t number, float v);   // a float (fixed32)
   void bytes(uint32_t number, std::string_view v);
   // A repeated double field, packed.
   void packed_doubles(uint32_t number, const std::vector<double>& v);

@@ -420,7 +420,7 @@ void put_tensor_metadata(proto::Writer& value, const char* plugin, uint64_t data
 
 std::string event_with(double wall_time, int64_t step, const std::string& summary) {
   proto::Writer e;
-  e.double_(1, wall_time);
+  e.f64(1, wall_time);
   e.int64(2, step);
   e.bytes(5, summary);
   return e.take();
@@ -491,7 +491,7 @@ TbEvent decode_event(std::string_view record, std::map<std::string, std::string>
 
 std::string encode_file_version(double wall_time) {
   proto::Writer e;
-  e.double_(1, wall_time);
+  e.f64(1, wall_time);
   e.bytes(3, "brain.Event:2");
   return e.take();
 }
@@ -517,7 +517,7 @@ std::string encode_simple_value(double wall_time, int64_t step, const std::strin
                                 float value) {
   proto::Writer v;
   v.bytes(1, tag);
-  v.float_(2, value);
+  v.f32(2, value);
   proto::Writer summary;
   summary.bytes(1, v.data());
   return event_with(wall_time, step, summary.data());
@@ -534,9 +534,9 @@ std::string encode_histogram(double wall_time, int64_t step, const std::string& 
   for (int64_t c : h.counts)
     buckets.push_back(static_cast<double>(c)), num += static_cast<double>(c);
   proto::Writer histo;
-  histo.double_(1, h.edges.front());
-  histo.double_(2, h.edges.back());
-  histo.double_(3, num);
+  histo.f64(1, h.edges.front());
+  histo.f64(2, h.edges.back());
+  histo.f64(3, num);
   histo.packed_doubles(6, limits);
   histo.packed_doubles(7, buckets);
   proto::Writer v;

@@ -49,8 +49,8 @@ class TestTblog : public QObject {
     proto::Writer w;
     w.varint(1, 300);
     w.int64(2, -5);
-    w.double_(3, -0.1);
-    w.float_(4, 1.5f);
+    w.f64(3, -0.1);
+    w.f32(4, 1.5f);
     w.bytes(5, "abc");
     w.packed_doubles(6, {1.0, kInf});
     proto::Reader r(w.data(), "test");
