@@ -213,7 +213,10 @@ ImportReport Importer::pass() {
         if (!owner.empty()) hparams_[owner] = p.read.hparams;
         continue;
       }
-      if (p.read.records == 0 || !p.run.state.start) continue;  // nothing written yet
+      // Not a run until it logs something: a trainer creates its event file (one version
+      // record) before it logs its hyperparameters into the folder beside it, and a followed
+      // run created in between would miss its configuration.
+      if (p.read.batch.empty() || !p.run.state.start) continue;
       Json description;
       Json config;
       try {

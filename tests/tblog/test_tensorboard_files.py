@@ -9,8 +9,9 @@ definition; the C++ side (engine/tblog) shares nothing with them. Checked: NeMo 
 PyTorch's new_style write them, with the plugin metadata on the first value only, a histogram,
 text, the hyperparameters PyTorch's add_hparams puts in a folder of their own), names mapped to
 ours, a config.yaml beside a verl-style run, a file with a bad CRC and a truncated last record
-(every intact record kept, one warning), a run followed live while it grows, and export →
-independent read → import equal to the original, bit for bit.
+(every intact record kept, one warning), `fp8rl compare` and `fp8rl report` on imported runs,
+a run followed live while it grows, and export → independent read → import equal to the
+original, bit for bit.
 
 usage: test_tensorboard_files.py FP8RL_EXECUTABLE
 """
@@ -257,6 +258,20 @@ def main():
     did = runs["damaged"][0]
     got = db_rows(db, "SELECT step FROM scalars WHERE run_id = ? ORDER BY step", did)
     check(got == [(1,), (2,), (4,), (5,)], "every intact record of the damaged file: %s" % got)
+
+    # The verdict and the report read imported runs as they read ours.
+    r = subprocess.run([exe, "compare", "--group", "runs:%d" % rid, "--group", "runs:%d" % vid,
+                        "--json", "--db", db], capture_output=True, text=True)
+    check(r.returncode == 0, "compare: " + r.stderr)
+    groups = json.loads(r.stdout)["groups"]
+    check(groups[0]["runs"][0]["final_validation"] == 0.5 + 5 / 7.0
+          and groups[1]["runs"][0]["final_validation"] == f32(0.3 * 3)
+          and groups[0]["runs"][0]["step_time"] == sum(f32(3.25 + s) for s in range(1, 6)) / 5,
+          "compare's outcomes of imported runs: %s" % groups)
+    report = os.path.join(tmp, "report.html")
+    r = subprocess.run([exe, "report", "--group", "runs:%d" % rid, "--group", "runs:%d" % vid,
+                        "--out", report, "--db", db], capture_output=True, text=True)
+    check(r.returncode == 0 and "exp_001" in open(report).read(), "report: " + r.stderr)
 
     # Importing again adds nothing.
     r = subprocess.run([exe, "runs", "import", logs, "--db", db], capture_output=True, text=True)
