@@ -110,17 +110,9 @@ Importer::Importer(RunStore& store, const std::string& logdir, MetricNames names
   checkpointer_ = std::make_unique<RunStore>(store_.path());
 }
 
-Importer::Pending Importer::read(const std::string& folder) const {
-  Pending p;
-  p.folder = folder;
-  if (auto it = runs_.find(folder); it != runs_.end()) {
-    p.run = it->second;
-  } else {
-    p.is_new = true;
-    std::error_code ec;
-    p.run.ours = fs::exists(fs::path(folder) / kRunDescriptionFile, ec);
-  }
-  p.read = read_folder(folder, p.run.state, p.run.ours ? identity_ : names_, options_.follow);
+Importer::Pending Importer::read(Pending p) const {
+  // Runs on the reading thread: it touches only p and what no pass changes (names, options).
+  p.read = read_folder(p.folder, p.run.state, p.run.ours ? identity_ : names_, options_.follow);
   // What the writing thread committed so far goes into the database from here.
   checkpointer_->checkpoint();
   return p;
@@ -195,12 +187,29 @@ ImportReport Importer::pass() {
   std::stable_partition(todo.begin(), todo.end(), nested_new);
 
   // Read the next folder on another thread while this one writes the last.
+  // What each folder's read starts from, taken here: the reading thread must not look at
+  // runs_ while this one changes it.
+  std::vector<Pending> inputs(todo.size());
+  for (size_t i = 0; i < todo.size(); ++i) {
+    Pending& in = inputs[i];
+    in.folder = todo[i];
+    if (auto it = runs_.find(todo[i]); it != runs_.end()) {
+      in.run = it->second;
+    } else {
+      in.is_new = true;
+      std::error_code ec;
+      in.run.ours = fs::exists(fs::path(todo[i]) / kRunDescriptionFile, ec);
+    }
+  }
   std::future<Pending> next;
-  if (!todo.empty()) next = std::async(std::launch::async, [this, &todo] { return read(todo[0]); });
+  const auto start = [&](size_t i) {
+    next = std::async(std::launch::async,
+                      [this, in = std::move(inputs[i])]() mutable { return read(std::move(in)); });
+  };
+  if (!todo.empty()) start(0);
   for (size_t i = 0; i < todo.size(); ++i) {
     Pending p = next.get();
-    if (i + 1 < todo.size())
-      next = std::async(std::launch::async, [this, &todo, i] { return read(todo[i + 1]); });
+    if (i + 1 < todo.size()) start(i + 1);
     for (auto& w : p.read.warnings)
       rep.warnings.push_back(w.rfind(p.folder, 0) == 0 ? std::move(w) : p.folder + ": " + w);
     rep.records += p.read.records;

@@ -70,7 +70,8 @@ class Importer {
     bool live = false;  // set running by this importer (following)
   };
   struct Pending;
-  Pending read(const std::string& folder) const;
+  // Reads what p's folder gained since p.run.state (on the reading thread).
+  Pending read(Pending p) const;
   std::string run_name(const std::string& folder, size_t folders) const;
   Json find_config(const std::string& folder, Json* description) const;
 
