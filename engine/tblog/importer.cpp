@@ -169,6 +169,8 @@ ImportReport Importer::pass() {
         t.id = row->id;
         t.name = row->name;
         t.state = FolderState::from_text(store_.import_state(row->id));
+        // Left running or crashed by a follow that ended without finishing it.
+        t.unfinished = row->status != run_status::kFinished;
         std::error_code ec;
         t.ours = fs::exists(fs::path(f) / kRunDescriptionFile, ec);
         runs_[f] = std::move(t);
@@ -186,9 +188,9 @@ ImportReport Importer::pass() {
   };
   std::stable_partition(todo.begin(), todo.end(), nested_new);
 
-  // Read the next folder on another thread while this one writes the last.
-  // What each folder's read starts from, taken here: the reading thread must not look at
-  // runs_ while this one changes it.
+  // The next folder is read on another thread while this one writes the last. What each read
+  // starts from is taken here: the reading thread must not look at runs_ while this one
+  // changes it.
   std::vector<Pending> inputs(todo.size());
   for (size_t i = 0; i < todo.size(); ++i) {
     Pending& in = inputs[i];
@@ -272,12 +274,14 @@ ImportReport Importer::pass() {
     if (p.read.records > 0 || p.is_new) {
       p.read.batch.state = p.run.state.to_json().dump();
       store_.append_import(p.run.id, p.read.batch);
-      if (options_.follow) {
-        if (!p.run.live) store_.set_import_status(p.run.id, run_status::kRunning, {});
-        p.run.live = true;
-      } else if (!p.is_new) {  // a new run was created finished, ended at its last event
-        store_.set_import_status(p.run.id, run_status::kFinished, p.run.state.end);
-      }
+    }
+    // A new run was created running (followed) or finished (ended at its last event).
+    if (options_.follow && !p.run.live) {
+      store_.set_import_status(p.run.id, run_status::kRunning, {});
+      p.run.live = true;
+    } else if (!options_.follow && !p.is_new && (p.read.records > 0 || p.run.unfinished)) {
+      store_.set_import_status(p.run.id, run_status::kFinished, p.run.state.end);
+      p.run.unfinished = false;
     }
     const bool gained = p.is_new || summary.scalars || summary.histograms || summary.texts;
     runs_[p.folder] = std::move(p.run);

@@ -66,8 +66,9 @@ class Importer {
     int64_t id = 0;
     std::string name;
     FolderState state;
-    bool ours = false;  // an export of ours: names kept as they are
-    bool live = false;  // set running by this importer (following)
+    bool ours = false;        // an export of ours: names kept as they are
+    bool live = false;        // set running by this importer (following)
+    bool unfinished = false;  // found running or crashed in the store (a follow gone)
   };
   struct Pending;
   // Reads what p's folder gained since p.run.state (on the reading thread).
