@@ -26,11 +26,12 @@ engine/rl        ((core|fp8|contract|model|rollout|text|rl|dist)/|backend/backen
 engine/session   ((core|contract|rl|session|dist)/|backend/backend\.hpp)
 engine/store     (core|contract|store)/
 engine/groups    (core|contract|store|stats|groups)/
+engine/tblog     (core|contract|store|tblog)/
 engine/ipc       (core|contract|ipc)/
 engine/worker    ((core|contract|store|ipc|session|rl|worker|dist)/|backend/backend_registry\.hpp)
 ui               (core|contract|stats|store|groups|ipc|ui)/
 app/studio       (core|contract|stats|store|groups|ipc|ui)/
-app/fp8rl        (core|contract|stats|fp8|backend|model|rollout|text|rl|session|store|groups|ipc|worker|dist)/
+app/fp8rl        (core|contract|stats|fp8|backend|model|rollout|text|rl|session|store|groups|tblog|ipc|worker|dist)/
 '
 
 bad=0
@@ -44,7 +45,7 @@ while read -r dir allowed; do
       [[ "$header" == */* ]] || continue
       top=${header%%/*}
       case "$top" in
-        core|contract|stats|fp8|text|backend|model|rollout|rl|session|store|groups|ipc|worker|ui|kernels|dist) ;;
+        core|contract|stats|fp8|text|backend|model|rollout|rl|session|store|groups|tblog|ipc|worker|ui|kernels|dist) ;;
         *) continue ;;
       esac
       if ! [[ "$header" =~ ^$allowed ]]; then

@@ -5,7 +5,7 @@
 # when nvcc is present the CUDA backend module is compiled too).
 FP8RL_PACKAGES=(
   g++ cmake ninja-build pkg-config dpkg-dev
-  libsqlite3-dev libzmq3-dev python3-zmq libicu-dev
+  libsqlite3-dev libzmq3-dev python3-zmq libicu-dev python3-protobuf protobuf-compiler
   libopenmpi-dev openmpi-bin
   qt6-base-dev qt6-base-dev-tools libqcustomplot-dev libqcustomplot2.1-qt6
   fonts-dejavu-core

@@ -21,6 +21,7 @@
 
 #include "ui/about_dialog.hpp"
 #include "ui/compare/compare_view.hpp"
+#include "ui/data/folder_watch.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/studio_session.hpp"
 #include "ui/engine_report_view.hpp"
@@ -41,6 +42,7 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
       compare_(new CompareView(this)),
       groups_(new GroupView(this)),
       report_(new EngineReportView(cli, {QStringLiteral("doctor")}, this)),
+      watches_(new FolderWatches(cli, this)),
       tabs_(new QTabWidget(this)) {
   setWindowTitle(tr("FP8 RL Studio"));
   resize(1440, 900);
@@ -142,7 +144,21 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
   updateStatus();
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  // The followed folders' processes mark their runs finished as they go.
+  disconnect(watches_, nullptr, this, nullptr);
+  watches_->stopAll();
+}
+
+QString MainWindow::watchFolder(const QString& dir) {
+  if (!session_->hasDatabase()) return tr("open a run database first");
+  const QString error = watches_->watch(session_->databasePath(), dir);
+  if (error.isEmpty())
+    statusBar()->showMessage(
+        tr("Watching %1: its runs appear as they are read (live, read-only)").arg(dir), 8000);
+  updateActions();
+  return error;
+}
 
 QString MainWindow::defaultDatabase() const {
   const QByteArray env = qgetenv("FP8RL_DB");
@@ -172,6 +188,11 @@ void MainWindow::buildActions() {
   open_db_ = new QAction(tr("&Open database…"), this);
   open_db_->setShortcut(QKeySequence::Open);
   export_csv_ = new QAction(tr("&Export run as CSV…"), this);
+  watch_ = new QAction(tr("&Watch folder…"), this);
+  watch_->setToolTip(
+      tr("Follow a TensorBoard log folder (NeMo RL, verl, TRL): its runs are "
+         "imported and stay live while it grows"));
+  unwatch_ = new QAction(tr("Stop &watching folders"), this);
   auto* quit = new QAction(tr("&Quit"), this);
   quit->setShortcut(QKeySequence::Quit);
   connect(quit, &QAction::triggered, this, &QWidget::close);
@@ -227,8 +248,27 @@ void MainWindow::buildActions() {
       statusBar()->showMessage(tr("Wrote %1").arg(path), 5000);
   });
 
+  connect(watch_, &QAction::triggered, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(
+        this, tr("Watch a TensorBoard log folder"), QDir::homePath());
+    if (dir.isEmpty()) return;
+    if (const QString error = watchFolder(dir); !error.isEmpty())
+      QMessageBox::warning(this, tr("Watch folder"), error);
+  });
+  connect(unwatch_, &QAction::triggered, this, [this] { watches_->stopAll(); });
+  connect(watches_, &FolderWatches::message, this,
+          [this](const QString&, const QString& line) { statusBar()->showMessage(line, 8000); });
+  connect(watches_, &FolderWatches::ended, this, [this](const QString& dir, const QString& why) {
+    statusBar()->showMessage(why.isEmpty() ? tr("Stopped watching %1").arg(dir)
+                                           : tr("Watching %1 ended: %2").arg(dir, why),
+                             15000);
+    updateActions();
+  });
+
   auto* file = menuBar()->addMenu(tr("&File"));
   file->addAction(open_db_);
+  file->addAction(watch_);
+  file->addAction(unwatch_);
   file->addAction(export_csv_);
   file->addSeparator();
   file->addAction(quit);
@@ -266,6 +306,8 @@ void MainWindow::updateActions() {
   continue_->setEnabled(session_->hasDatabase() && refusal.isEmpty());
   continue_->setStatusTip(refusal);
   export_csv_->setEnabled(row != nullptr);
+  watch_->setEnabled(session_->hasDatabase());
+  unwatch_->setEnabled(!watches_->folders().isEmpty());
   compare_action_->setEnabled(runs_->selectedRuns().size() >= 2);
 }
 
@@ -297,6 +339,10 @@ void MainWindow::updateStatus() {
     if (!h.backend.isEmpty()) text += tr(" · %1 (%2)").arg(h.backend, h.device);
     if (h.dropped > 0) text += tr(" · %1 bad messages dropped").arg(h.dropped);
     if (h.reconnects > 0) text += tr(" · telemetry reconnected %n time(s)", "", h.reconnects);
+  } else if (!row->source.empty()) {
+    text += run_status::is_live(row->status)
+                ? tr(" · followed from its log folder (read-only)")
+                : tr(" · imported from %1").arg(QString::fromStdString(row->source));
   } else if (run_status::is_live(row->status)) {
     text += tr(" · not steerable here (no reachable worker; following the database)");
   }

@@ -24,6 +24,7 @@ class RunsPanel;
 class StudioSession;
 class AboutDialog;
 class EngineReportView;
+class FolderWatches;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -48,6 +49,12 @@ class MainWindow : public QMainWindow {
   QAction* checkpointAction() const { return checkpoint_; }
   QAction* compareAction() const { return compare_action_; }
   QAction* sweepAction() const { return sweep_; }
+  QAction* watchAction() const { return watch_; }
+  FolderWatches* folderWatches() const { return watches_; }
+  // Follows a TensorBoard log folder (File › Watch folder…): `fp8rl runs import DIR --follow`
+  // into the open database as a child process; its runs appear live and read-only. Returns ""
+  // or why not.
+  QString watchFolder(const QString& dir);
   QString statusText() const;
 
   // Opens the launch dialog (modeless; returned so tests can fill it in).
@@ -83,9 +90,10 @@ class MainWindow : public QMainWindow {
   CompareView* compare_;
   GroupView* groups_;
   EngineReportView* report_;
+  FolderWatches* watches_;
   QTabWidget* tabs_;
   QAction *launch_, *pause_, *resume_, *stop_, *checkpoint_, *continue_, *compare_action_, *open_db_,
-      *export_csv_, *sweep_;
+      *export_csv_, *sweep_, *watch_, *unwatch_;
   QLabel *db_label_, *health_label_;
   LaunchDialog* dialog_ = nullptr;
   SweepDialog* sweep_dialog_ = nullptr;

@@ -56,6 +56,11 @@ void write_json(const std::string& path, const std::string& bench, const Json::A
 
 // --- The families. Each prints its table to stdout and returns the run's JSON object.
 
+// Imports `runs` TensorBoard runs of about `scalars` scalars each (NeMo RL's names, one event
+// per scalar) made in dir (a temporary folder when ""; kept when given) into a fresh store, then
+// times the run list of those runs against as many recorded ones (docs/tensorboard.md).
+Json bench_import(int64_t runs, int64_t scalars, const std::string& dir);
+
 // Encode and decode MB/s of the tokenizer in dir on about `megabytes` of mixed text (one core).
 Json bench_tokenize(const std::string& dir, double megabytes);
 

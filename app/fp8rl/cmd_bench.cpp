@@ -79,6 +79,12 @@ ranks [--ranks 1,2] [--preset NAME] [--set key=value ...] [--steps N] [--warmup 
     training tokens/s, the share of the step spent in collectives and the bytes per step.
     W warm-up steps (default 1, at least 1), then N timed (default 5).
 
+import [--runs N] [--scalars M] [--dir DIR]
+    TensorBoard logs of N runs (default 1000) of about M scalars each (default 10000; NeMo
+    RL's names, one event per scalar) imported into a fresh run database (target: 1,000 ×
+    10,000 in under 10 s), then the run list of those runs timed against as many recorded
+    ones. DIR keeps the logs and databases (default: a temporary folder, removed).
+
 tokenize --tokenizer DIR [--megabytes M]
     encode and decode MB/s of a Hugging Face tokenizer (DIR holds tokenizer.json) on about M
     MB of mixed text (default 4), one core; the first pass (word cache cold) against the
@@ -99,6 +105,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
       {"moe", {"preset", "set", "steps", "warmup"}},
       {"telemetry", {"steps", "warmup"}},
       {"tokenize", {"tokenizer", "megabytes"}},
+      {"import", {"runs", "scalars", "dir"}},
       {"ranks", {"ranks", "preset", "set", "steps", "warmup"}},
   };
   return m;
@@ -113,7 +120,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   const std::set<std::string> valued = {
       "backend",    "json",       "shapes",    "seconds", "batch",  "model",
       "prompt-len", "new-tokens", "seq-len",   "steps",   "warmup", "preset",
-      "seeds",      "tokenizer",  "megabytes", "ranks",   "target"};
+      "seeds",      "tokenizer",  "megabytes", "ranks",   "target", "runs",
+      "scalars",    "dir"};
   const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -148,6 +156,18 @@ int cmd_bench(const std::vector<std::string>& args) {
     const Json run = bench::bench_tokenize(a.get("tokenizer", ""), mb);
     if (given("json")) bench::write_json(a.get("json", ""), what, Json::Array{run});
     return 0;
+  }
+  if (what == "import") {
+#if defined(FP8RL_HAVE_STORE)
+    const Json run = bench::bench_import(
+        given("runs") ? bench::positive_option(a.get("runs", ""), "runs") : 1000,
+        given("scalars") ? bench::positive_option(a.get("scalars", ""), "scalars") : 10000,
+        a.get("dir", ""));
+    if (given("json")) bench::write_json(a.get("json", ""), what, Json::Array{run});
+    return 0;
+#else
+    throw Error("this build has no SQLite: the run store is not available");
+#endif
   }
   if (what == "ranks") {
     bench::RanksOptions o;

@@ -1,4 +1,4 @@
-// fp8rl runs list | show ID | export ID --csv: read the run database.
+// fp8rl runs list | show ID | export ID --csv | import LOGDIR: the run database.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -41,7 +41,9 @@ double last_value(RunStore& db, int64_t run, const std::string& key) {
 }  // namespace
 
 int cmd_runs(const std::vector<std::string>& args) {
-  const Args a(args, {"db"}, {"help", "csv"});
+  if (!args.empty() && args[0] == "import")
+    return cmd_runs_import(std::vector<std::string>(args.begin() + 1, args.end()));
+  const Args a(args, {"db", "tensorboard"}, {"help", "csv"});
   const auto& pos = a.positional();
   const bool ok =
       !pos.empty() &&
@@ -54,7 +56,9 @@ int cmd_runs(const std::vector<std::string>& args) {
         "       fp8rl runs check [--db PATH]            (SQLite integrity check; prints ok)\n"
         "       fp8rl runs attach ID [--db PATH]        (follow a live run)\n"
         "       fp8rl runs export ID --csv [--db PATH]   (one row per step, one column per "
-        "scalar)\n");
+        "scalar)\n"
+        "       fp8rl runs export ID --tensorboard DIR [--db PATH]   (TensorBoard event files)\n"
+        "       fp8rl runs import LOGDIR [--follow] [...]   (TensorBoard logs; --help for more)\n");
   const std::string path = a.get("db", default_db_path());
   if (!std::filesystem::exists(path)) {
     check(pos[0] == "list", "no run database at " + path + " (no runs recorded yet)");
@@ -92,7 +96,10 @@ int cmd_runs(const std::vector<std::string>& args) {
   const auto row = db.find_run(id);
   check(row.has_value(), "no run " + pos[1] + " in " + db.path());
   if (pos[0] == "export") {
-    check(a.flag("csv"), "fp8rl runs export: give --csv (the only export format)");
+    check(a.flag("csv") != a.has("tensorboard"),
+          "fp8rl runs export: give --csv or --tensorboard DIR");
+    if (a.has("tensorboard"))
+      return cmd_runs_export_tensorboard(path, id, a.get("tensorboard", ""));
     db.export_csv(id, std::cout);
     return 0;
   }
@@ -101,6 +108,8 @@ int cmd_runs(const std::vector<std::string>& args) {
               row->preset.c_str(), row->precision_summary.c_str(), row->host.c_str(),
               static_cast<long long>(row->pid),
               row->last_step ? std::to_string(*row->last_step).c_str() : "-");
+  if (!row->source.empty())
+    std::printf("  imported from %s: %s\n", row->source.c_str(), row->source_path.c_str());
   if (!row->checkpoint_dir.empty())
     std::printf("  checkpoint %s (step %lld)\n", row->checkpoint_dir.c_str(),
                 static_cast<long long>(row->checkpoint_step.value_or(0)));

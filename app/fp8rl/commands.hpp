@@ -23,6 +23,10 @@ int cmd_sensitivity(const std::vector<std::string>& args);
 // Runs: train, the run store, workers and their keys.
 int cmd_train(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);
+// `fp8rl runs import LOGDIR …` and `fp8rl runs export ID --tensorboard DIR`
+// (cmd_runs_tensorboard.cpp, docs/tensorboard.md).
+int cmd_runs_import(const std::vector<std::string>& args);
+int cmd_runs_export_tensorboard(const std::string& db_path, int64_t run, const std::string& dir);
 int cmd_audit(const std::vector<std::string>& args);
 // Sweeps and run groups (docs/sweeps.md): the queue runner, the verdict between groups, the
 // HTML report.

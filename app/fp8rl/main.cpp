@@ -25,7 +25,7 @@ commands:
   train                  a GRPO run (presets, --set overrides, --json, --resume), recorded
   audit                  a run's layer audit: generator and trainer weights, linear by linear
   sensitivity            which linear modules need BF16: per-module KL, loss and gradient change
-  runs                   list, show, attach to, check and export (CSV) recorded runs
+  runs                   list, show, attach to, check, import (TensorBoard logs), export runs
   sweep                  run a sweep file's points (seeds × variants), queued, resumable
   compare                FP8 as good as BF16? group A against group B with 95% intervals
   report                 the same as a self-contained HTML report with the groups' curves

@@ -127,6 +127,8 @@ inline constexpr const char* kCheckpoint = "checkpoint";
 inline constexpr const char* kStop = "stop";
 inline constexpr const char* kFinish = "finish";
 inline constexpr const char* kError = "error";
+// Text an imported run logged (TensorBoard's text plugin): message "tag: text".
+inline constexpr const char* kText = "text";
 }  // namespace event
 
 // Run statuses as the store keeps them.

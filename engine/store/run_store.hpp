@@ -55,6 +55,10 @@ class RunStore final : public RunRecorder {
     std::optional<int64_t> sweep_id;
     int64_t sweep_point = -1;
     Json axis_values;
+    // Where an imported run came from (docs/tensorboard.md): "tensorboard" and its log folder;
+    // "" and "" for a run this engine recorded.
+    std::string source;
+    std::string source_path;
   };
 
   // A sweep: the runs a sweep file expands to (docs/sweeps.md), queued and run by
@@ -100,6 +104,40 @@ class RunStore final : public RunRecorder {
     int64_t step;
     double wall;  // seconds since the run started
     EventRecord event;
+  };
+
+  // A run read from another trainer's logs, as an import registers it: its started_at and
+  // created_at are the logs' first wall time (unix seconds), host and pid this process's.
+  struct ImportedRun {
+    std::string name;
+    std::string preset;  // what the studio's preset column shows ("tensorboard")
+    Json config;
+    std::string tags;
+    std::string notes;
+    std::string precision_summary;
+    std::string source;       // "tensorboard"
+    std::string source_path;  // the log folder, absolute
+    double started_at = 0;
+    std::string status;              // running (followed) or finished
+    std::optional<double> ended_at;  // finished: its last event (started_at when nullopt)
+  };
+
+  // What one pass of an import appends to a run: scalars (names by index into keys, inserted
+  // in the order given), histograms and events, the highest step, and the importer's state.
+  struct ImportBatch {
+    struct Scalar {
+      int64_t step;
+      double wall;  // seconds since the run started
+      uint32_t key;
+      double value;
+    };
+    std::vector<std::string> keys;
+    std::vector<Scalar> scalars;
+    std::vector<std::pair<int64_t, HistogramRecord>> histograms;
+    std::vector<EventRow> events;
+    std::optional<int64_t> last_step;
+    std::string state;  // the importer's state (JSON text), kept with the run
+    bool empty() const { return scalars.empty() && histograms.empty() && events.empty(); }
   };
 
   // Opens (read_only = false: creating it and its parent directories when missing) the store
@@ -161,6 +199,29 @@ class RunStore final : public RunRecorder {
   void truncate_after(int64_t run, int64_t step) override;
   // Sets the user's tags and notes of the run.
   void set_tags_notes(int64_t run, const std::string& tags, const std::string& notes);
+
+  // --- Imported runs (docs/tensorboard.md; run_store_imports.cpp)
+
+  // Registers an imported run; returns its id. Its status must be running or finished.
+  int64_t create_imported_run(const ImportedRun& run);
+  // Appends a pass of an import and stores the importer's state, in one transaction; sets
+  // last_step (when the batch has one) and last_heartbeat to now.
+  void append_import(int64_t run, const ImportBatch& batch);
+  // Ends a followed run: its status (finished, or running again) and, for finished, ended_at
+  // (unix seconds; now when nullopt).
+  void set_import_status(int64_t run, const std::string& status, std::optional<double> ended_at);
+  // The imported run read from this log folder (source_path), or nullopt.
+  std::optional<RunRow> find_imported(const std::string& source_path);
+  // The importer's state of the run ("" when none).
+  std::string import_state(int64_t run);
+  // Settles this connection for writing millions of rows (an import): a 256 MB page cache,
+  // and no checkpoints of its own — another connection calls checkpoint() on another thread,
+  // so that copying the log into the database is not on the writing thread (without that, the
+  // log grows until the last connection closes).
+  void prepare_bulk_writes();
+  // A passive checkpoint: copies what the write-ahead log holds into the database file as far
+  // as it can without waiting for any reader or writer.
+  void checkpoint();
 
   // --- Sweeps (run_store_sweeps.cpp)
 

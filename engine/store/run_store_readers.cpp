@@ -27,6 +27,7 @@ std::string runs_select(int version, const char* where_clause, const char* confi
   sql += version >= 4 ? ", server_key" : ", '' AS server_key";
   sql += version >= 5 ? ", sweep_id, sweep_point, axis_values"
                       : ", NULL AS sweep_id, NULL AS sweep_point, '' AS axis_values";
+  sql += version >= 6 ? ", source, source_path" : ", '' AS source, '' AS source_path";
   sql += " FROM runs ";
   sql += where_clause;
   return sql;
@@ -58,6 +59,8 @@ RunStore::RunRow run_row(const Row& s) {
   r.sweep_id = s.opt_integer(20);
   r.sweep_point = s.opt_integer(21).value_or(-1);
   if (!s.is_null(22) && !s.text(22).empty()) r.axis_values = s.json(22);
+  r.source = s.text(23);
+  r.source_path = s.text(24);
   return r;
 }
 

@@ -130,6 +130,15 @@ ALTER TABLE runs ADD COLUMN sweep_point INTEGER;
 ALTER TABLE runs ADD COLUMN axis_values TEXT NOT NULL DEFAULT '';
 CREATE INDEX runs_sweep_point ON runs(sweep_id, sweep_point);
 )sql",
+      // 6: runs imported from other trainers' logs (docs/tensorboard.md): where they came from
+      // ('' for a run this engine recorded; 'tensorboard'), the log folder, and how far the
+      // importer has read it (JSON), so that importing again or following continues there.
+      R"sql(
+ALTER TABLE runs ADD COLUMN source TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN source_path TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN source_state TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_source_path ON runs(source_path) WHERE source_path <> '';
+)sql",
   };
   return scripts;
 }

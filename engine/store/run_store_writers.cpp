@@ -120,8 +120,14 @@ int mark_crashed_runs(const std::string& db_path) {
   RunStore rw(db_path);
   for (int64_t id : dead) {
     const auto row = rw.find_run(id);
+    // An imported run's process is the one following its log folder, not the trainer.
+    const bool imported = row && !row->source.empty();
     rw.record_event(id, row && row->last_step ? *row->last_step : 0,
-                    {"crash", "the worker process is gone; last completed step recorded", Json()});
+                    {"crash",
+                     imported ? "the process following its log folder is gone; what it had "
+                                "read is kept"
+                              : "the worker process is gone; last completed step recorded",
+                     Json()});
     rw.set_status(id, run_status::kCrashed);
   }
   return static_cast<int>(dead.size());

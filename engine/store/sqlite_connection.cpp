@@ -99,6 +99,10 @@ void Statement::bind_text(int i, std::string_view v) {
   checked(sqlite3_bind_text64(s_.get(), i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
 }
 
+void Statement::bind_static_text(int i, std::string_view v) {
+  checked(sqlite3_bind_text64(s_.get(), i, v.data(), v.size(), SQLITE_STATIC, SQLITE_UTF8));
+}
+
 void Statement::checked(int rc) {
   if (rc != SQLITE_OK) fail(db_, what_.text + ": bind", rc, what_.where);
 }
@@ -113,7 +117,9 @@ Connection::~Connection() {
 void Connection::open(const std::string& path, int flags, int busy_timeout_ms,
                       const std::string& name) {
   // On failure SQLite still returns a handle (closed by the destructor) holding the message.
-  int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+  // NOMUTEX: this class's lock already serializes every use of the handle, so SQLite's own
+  // per-call mutex would only be taken and released again (a few % of a bulk insert).
+  int rc = sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) fail(db_, "cannot open " + name, rc, std::source_location::current());
   rc = sqlite3_busy_timeout(db_, busy_timeout_ms);
   if (rc != SQLITE_OK)

@@ -63,6 +63,11 @@ class Row {
   const What& what_;
 };
 
+// Text bound without a copy (SQLITE_STATIC): it must outlive the statement's next run.
+struct StaticText {
+  std::string_view text;
+};
+
 // A cached statement borrowed for one use, its parameters bound. When it goes out of scope it
 // is reset and its bindings cleared, so that it holds no read snapshot between uses (a WAL
 // reader would otherwise keep seeing old data and block checkpoints); it holds the
@@ -85,6 +90,16 @@ class Statement {
   // Steps a statement without results to completion; returns the rows it inserted, updated or
   // deleted.
   int64_t run();
+
+  // Makes the statement ready to run again (its parameters keep their values until bound
+  // anew): a bulk insert borrows its statement once and runs it per row or per rows.
+  void reset() { sqlite3_reset(s_.get()); }
+  // Binds args to ?first+1, ?first+2, … (one row of a multi-row INSERT).
+  template <class... Args>
+  void bind_row(int first, const Args&... args) {
+    int i = first;
+    (bind(++i, args), ...);
+  }
 
   // Calls on_row(const Row&) for each result row.
   template <class F>
@@ -114,6 +129,8 @@ class Statement {
   void bind(int i, const T& v) {
     if constexpr (std::is_same_v<T, std::nullopt_t>) {
       bind_null(i);
+    } else if constexpr (std::is_same_v<T, StaticText>) {
+      bind_static_text(i, v.text);
     } else if constexpr (requires {
                            v.has_value();
                            *v;
@@ -134,6 +151,7 @@ class Statement {
   void bind_integer(int i, int64_t v);
   void bind_real(int i, double v);
   void bind_text(int i, std::string_view v);
+  void bind_static_text(int i, std::string_view v);
   void checked(int rc);
 
   // Declared first: released last, after the statement is reset.

@@ -99,8 +99,14 @@ void OverviewTab::showNew() {
 void OverviewTab::updateKlMessage() {
   // With no KL penalty the engine never computes the KL to a reference: say so rather than
   // leave an empty chart.
-  const bool none = klToReferenceOff(run_->row.config) && run_->series(metric::kKl).empty();
-  kl_->setMessage(none ? tr("not computed: grpo.kl_beta is 0 — no reference policy") : QString());
+  // An imported run's configuration is its trainer's, not ours: only the absence can be said.
+  const bool empty = run_->series(metric::kKl).empty();
+  if (!run_->row.source.empty())
+    kl_->setMessage(empty ? tr("not in the imported logs") : QString());
+  else
+    kl_->setMessage(empty && klToReferenceOff(run_->row.config)
+                        ? tr("not computed: grpo.kl_beta is 0 — no reference policy")
+                        : QString());
 }
 
 void OverviewTab::updateHeadline() {
