@@ -125,9 +125,9 @@ std::vector<SettingSpec> make_specs() {
       means(boolean("moe.freeze_router", false), "the routers' weights are not trained"),
       means(number("moe.router_aux_loss_coef", "0.0", 0),
             "weight of the load-balancing loss (0: off; in RL it made log-probs diverge)"),
-      means(choice("precision.default", "fp8", precisions),
+      means(choice(setting_key::kPrecisionDefault, "fp8", precisions),
             "the precision of every linear unless an override says otherwise"),
-      means(list("precision.overrides", "[]"),
+      means(list(setting_key::kPrecisionOverrides, "[]"),
             "per-linear precisions, LAYER.MODULE=PRECISION with * wildcards (0.gate=bf16)"),
       means(choice("precision.kv_cache", "bf16", precisions), "the KV cache's element type"),
       means(choice("precision.lm_head", "bf16", precisions), "the output head's precision"),
@@ -144,7 +144,7 @@ std::vector<SettingSpec> make_specs() {
       means(number("optimizer.beta1", "0.9", 0, 1, false, true), "AdamW's first-moment decay"),
       means(number("optimizer.beta2", "0.999", 0, 1, false, true), "AdamW's second-moment decay"),
       means(integer("grpo.steps", 400, 0), "RL steps"),
-      means(positive("grpo.prompts_per_step", 16), "prompts of each step"),
+      means(positive(setting_key::kPromptsPerStep, 16), "prompts of each step"),
       means(positive("grpo.group_size", 8), "responses per prompt (a GRPO group)"),
       means(number("grpo.temperature", "1.0", 0, 100, true),
             "sampling temperature of the rollouts, in (0, 100]", "temperature",
@@ -164,9 +164,11 @@ std::vector<SettingSpec> make_specs() {
       means(number("grpo.is_max", "2.0", 1, 1e6),
             "upper importance-weight bound C, in [1, 1e6] and above is_min", "is_max",
             "from the next step's loss"),
-      means(number("grpo.kl_beta", "0.0", 0), "weight of the KL penalty to the frozen reference"),
+      means(number(setting_key::kKlBeta, "0.0", 0),
+            "weight of the KL penalty to the frozen reference"),
       means(positive("grpo.epochs", 1), "passes over each step's responses"),
-      means(positive("grpo.mini_batches", 1), "optimizer updates per epoch (divides the batch)"),
+      means(positive(setting_key::kMiniBatches, 1),
+            "optimizer updates per epoch (divides the batch)"),
       means(positive("grpo.micro_batch_size", 64), "sequences per forward/backward pass"),
       means(integer("sft.steps", 0, 0), "supervised warm-up steps before RL"),
       means(positive("sft.batch_size", 32), "examples per warm-up step"),
@@ -279,19 +281,24 @@ const SettingSpec* find_setting(const std::string& key) {
   return it == index.end() ? nullptr : it->second;
 }
 
-const Json& read_setting(const Json& doc, const std::string& key) {
-  const SettingSpec* s = find_setting(key);
-  check(s != nullptr, "no setting '" + key + "' in the settings schema");
+const Json* find_setting_value(const Json& doc, const std::string& key) {
   const Json* v = &doc;
   size_t begin = 0;
   while (true) {
     const size_t dot = key.find('.', begin);
     const std::string part = key.substr(begin, dot == std::string::npos ? dot : dot - begin);
-    check(v->is_object() && v->contains(part), "setting '" + key + "' is missing");
+    if (!v->is_object() || !v->contains(part)) return nullptr;
     v = &v->at(part);
-    if (dot == std::string::npos) break;
+    if (dot == std::string::npos) return v;
     begin = dot + 1;
   }
+}
+
+const Json& read_setting(const Json& doc, const std::string& key) {
+  const SettingSpec* s = find_setting(key);
+  check(s != nullptr, "no setting '" + key + "' in the settings schema");
+  const Json* v = find_setting_value(doc, key);
+  check(v != nullptr, "setting '" + key + "' is missing");
   if (auto p = s->problem(*v)) throw Error("setting '" + key + "' " + *p);
   return *v;
 }

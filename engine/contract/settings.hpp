@@ -21,6 +21,16 @@
 
 namespace fp8rl {
 
+// The keys that other layers name (the studio's launch form and views), each a row of the schema
+// below: spelled here once.
+namespace setting_key {
+inline constexpr const char* kKlBeta = "grpo.kl_beta";
+inline constexpr const char* kPromptsPerStep = "grpo.prompts_per_step";
+inline constexpr const char* kMiniBatches = "grpo.mini_batches";
+inline constexpr const char* kPrecisionDefault = "precision.default";
+inline constexpr const char* kPrecisionOverrides = "precision.overrides";
+}  // namespace setting_key
+
 enum class SettingKind {
   integer,  // a whole number (in its range)
   number,   // a finite number (in its range)
@@ -55,6 +65,9 @@ struct SettingSpec {
 const std::vector<SettingSpec>& setting_specs();
 // The row of a dotted key, or nullptr.
 const SettingSpec* find_setting(const std::string& key);
+// The value at a dotted key of a configuration document as it is (nullptr when absent): for
+// readers of recorded configurations, which may come from older versions or other tools.
+const Json* find_setting_value(const Json& doc, const std::string& key);
 // The value of key in a configuration document, checked against its row: throws
 // "setting 'KEY' …" naming the value and what is allowed. key must have a row.
 const Json& read_setting(const Json& doc, const std::string& key);

@@ -1,7 +1,9 @@
-// A Qwen3 decoder (the architecture of Hugging Face's Qwen3ForCausalLM): token embedding; per
-// layer RMSNorm → attention (q, k, v projections; per-head RMSNorm on q and k; RoPE; grouped-
-// query causal attention; o projection) → residual → RMSNorm → SwiGLU MLP (gate, up, down) →
-// residual; final RMSNorm; lm_head (tied or untied).
+// The decoder of every model family (model/family.hpp: Qwen3, Llama 3.1, Qwen3-MoE), run from
+// the ModelConfig's fields: token embedding; per layer RMSNorm → attention (q, k, v
+// projections; per-head RMSNorm on q and k when qk_norm (Qwen3); RoPE, with Llama 3's scaling
+// when configured; grouped-query causal attention; o projection) → residual → RMSNorm → MLP: a
+// dense SwiGLU (gate, up, down), or in a layer with experts a router and its experts
+// (model/moe.hpp) → residual; final RMSNorm; lm_head (tied or untied).
 //
 // Precision: each linear of each layer fp32, bf16 or fp8 (PrecisionMap). Embeddings, norms,
 // attention, non-linearities and lm_head run in BF16 (FP32 arithmetic, BF16 activations), or all
@@ -37,7 +39,7 @@ class DecoderModel {
  public:
   // Random initialisation (normal(0, init_std) matrices, unit norms), seeded.
   DecoderModel(Backend& be, const ModelConfig& cfg, const PrecisionMap& precision, uint64_t seed,
-             double init_std = 0.02, QuantOptions qopt = {});
+               double init_std = 0.02, QuantOptions qopt = {});
 
   const ModelConfig& config() const { return cfg_; }
   const PrecisionMap& precision() const { return precision_; }

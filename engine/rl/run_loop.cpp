@@ -468,19 +468,34 @@ void GrpoRun::step_telemetry(StepRecord& r, RlBatch& b) {
   const std::vector<double>& rewards = b.rollouts.rewards;
   double reward_sum = 0;
   for (double x : rewards) reward_sum += x;
-  double tot[] = {reward_sum,
-                  b.correct,
-                  b.response_length,
-                  static_cast<double>(b.rollouts.sequences.size()),
-                  b.sums.loss,
-                  static_cast<double>(b.sums.tokens),
-                  static_cast<double>(b.sums.clipped),
-                  b.entropy_sum,
-                  static_cast<double>(b.entropy_n),
-                  static_cast<double>(b.rollouts.response_tokens)};
-  reduce_sum(tot, std::size(tot));
-  const double all_n = tot[3], loss_tokens = tot[5], all_entropy_n = tot[8];
-  const double reward_mean = tot[0] / all_n;
+  // The step's sums, reduced over the ranks as one array, named by position.
+  enum Total {
+    kReward,
+    kCorrect,
+    kResponseLength,
+    kSequences,
+    kLoss,
+    kLossTokens,
+    kClipped,
+    kEntropy,
+    kEntropyTokens,
+    kResponseTokens,
+    kTotals
+  };
+  double tot[kTotals];
+  tot[kReward] = reward_sum;
+  tot[kCorrect] = b.correct;
+  tot[kResponseLength] = b.response_length;
+  tot[kSequences] = static_cast<double>(b.rollouts.sequences.size());
+  tot[kLoss] = b.sums.loss;
+  tot[kLossTokens] = static_cast<double>(b.sums.tokens);
+  tot[kClipped] = static_cast<double>(b.sums.clipped);
+  tot[kEntropy] = b.entropy_sum;
+  tot[kEntropyTokens] = static_cast<double>(b.entropy_n);
+  tot[kResponseTokens] = static_cast<double>(b.rollouts.response_tokens);
+  reduce_sum(tot, kTotals);
+  const double all_n = tot[kSequences], loss_tokens = tot[kLossTokens];
+  const double reward_mean = tot[kReward] / all_n;
   double var = 0;
   for (double x : rewards) var += (x - reward_mean) * (x - reward_mean);
   reduce_sum(&var, 1);
@@ -493,23 +508,23 @@ void GrpoRun::step_telemetry(StepRecord& r, RlBatch& b) {
   auto& S = r.scalars;
   S[metric::kReward] = reward_mean;
   S[metric::kRewardStd] = std::sqrt(var / all_n);
-  S[metric::kTrainAccuracy] = tot[1] / all_n;
-  S[metric::kLoss] = loss_tokens > 0 ? tot[4] / loss_tokens : 0.0;
+  S[metric::kTrainAccuracy] = tot[kCorrect] / all_n;
+  S[metric::kLoss] = loss_tokens > 0 ? tot[kLoss] / loss_tokens : 0.0;
   S[metric::kGradNorm] = b.grad_norm;
   S[metric::kLr] = b.lr;
-  S[metric::kEntropy] = all_entropy_n > 0 ? tot[7] / all_entropy_n : 0.0;
-  S[metric::kClipFraction] = loss_tokens > 0 ? tot[6] / loss_tokens : 0.0;
+  S[metric::kEntropy] = tot[kEntropyTokens] > 0 ? tot[kEntropy] / tot[kEntropyTokens] : 0.0;
+  S[metric::kClipFraction] = loss_tokens > 0 ? tot[kClipped] / loss_tokens : 0.0;
   S[metric::kTokenMultProbError] = ms.token_mult_prob_error;
   S[metric::kGenKlError] = ms.gen_kl_error;
   S[metric::kMeanWeight] = ms.mean_weight;
   S[metric::kOutOfBounds] = ms.out_of_bounds;
   S[metric::kEss] = ms.effective_sample_size;
-  S[metric::kResponseLength] = tot[2] / all_n;
+  S[metric::kResponseLength] = tot[kResponseLength] / all_n;
   S[metric::kTimeGeneration] = b.t_generation;
   S[metric::kTimeLogprob] = b.t_logprob;
   S[metric::kTimeTraining] = b.t_training;
   S[metric::kTimeRecalibration] = b.t_recalibration;
-  tokens_total_ += static_cast<int64_t>(tot[9]);
+  tokens_total_ += static_cast<int64_t>(tot[kResponseTokens]);
   S[metric::kTokensTotal] = static_cast<double>(tokens_total_);
   // Throughput: each rank's, and their sum (the ranks work at the same time).
   const double my_tps[] = {

@@ -8,60 +8,54 @@
 #include "store/run_store.hpp"
 #include "store/run_store_impl.hpp"
 #include "store/stored_values.hpp"
+#include "store/table_columns.hpp"
 
 namespace fp8rl {
 namespace {
 
 using sqlite::Row;
 
-// The runs table's SELECT for a store at schema version `version`, then where_clause; config:
-// the expression read as the configuration.
-std::string runs_select(int version, const char* where_clause, const char* config = "config") {
-  // A read-only store may be older than this build: version 1 has no tags or notes.
-  std::string sql =
-      std::string("SELECT id, name, status, preset, ") + config +
-      ", precision_summary, host, pid, created_at, "
-      "started_at, ended_at, last_step, last_heartbeat, control_endpoint, telemetry_endpoint, "
-      "checkpoint_dir, checkpoint_step, ";
-  sql += version >= 2 ? "tags, notes" : "'' AS tags, '' AS notes";
-  sql += version >= 4 ? ", server_key" : ", '' AS server_key";
-  sql += version >= 5 ? ", sweep_id, sweep_point, axis_values"
-                      : ", NULL AS sweep_id, NULL AS sweep_point, '' AS axis_values";
-  sql += version >= 6 ? ", source, source_path" : ", '' AS source, '' AS source_path";
-  sql += " FROM runs ";
-  sql += where_clause;
-  return sql;
-}
+using RunRow = RunStore::RunRow;
 
-// A row of runs_select.
-RunStore::RunRow run_row(const Row& s) {
-  RunStore::RunRow r;
-  r.id = s.integer(0);
-  r.name = s.text(1);
-  r.status = s.text(2);
-  r.preset = s.text(3);
-  r.config = s.json(4);
-  r.precision_summary = s.text(5);
-  r.host = s.text(6);
-  r.pid = s.integer(7);
-  r.created_at = s.real(8);
-  r.started_at = s.opt_real(9);
-  r.ended_at = s.opt_real(10);
-  r.last_step = s.opt_integer(11);
-  r.last_heartbeat = s.opt_real(12);
-  r.control_endpoint = s.text(13);
-  r.telemetry_endpoint = s.text(14);
-  r.checkpoint_dir = s.text(15);
-  r.checkpoint_step = s.opt_integer(16);
-  r.tags = s.text(17);
-  r.notes = s.text(18);
-  r.server_key = s.text(19);
-  r.sweep_id = s.opt_integer(20);
-  r.sweep_point = s.opt_integer(21).value_or(-1);
-  if (!s.is_null(22) && !s.text(22).empty()) r.axis_values = s.json(22);
-  r.source = s.text(23);
-  r.source_path = s.text(24);
-  return r;
+// The runs table's columns, in the order they are read. A read-only store may be older than
+// this build: version 1 has no tags or notes, 4 added the server key, 5 the sweep, 6 the source.
+const TableColumn<RunRow> kRunColumns[] = {
+    {"id", [](const Row& s, int i, RunRow& r) { r.id = s.integer(i); }},
+    {"name", [](const Row& s, int i, RunRow& r) { r.name = s.text(i); }},
+    {"status", [](const Row& s, int i, RunRow& r) { r.status = s.text(i); }},
+    {"preset", [](const Row& s, int i, RunRow& r) { r.preset = s.text(i); }},
+    {"config", [](const Row& s, int i, RunRow& r) { r.config = s.json(i); }},
+    {"precision_summary", [](const Row& s, int i, RunRow& r) { r.precision_summary = s.text(i); }},
+    {"host", [](const Row& s, int i, RunRow& r) { r.host = s.text(i); }},
+    {"pid", [](const Row& s, int i, RunRow& r) { r.pid = s.integer(i); }},
+    {"created_at", [](const Row& s, int i, RunRow& r) { r.created_at = s.real(i); }},
+    {"started_at", [](const Row& s, int i, RunRow& r) { r.started_at = s.opt_real(i); }},
+    {"ended_at", [](const Row& s, int i, RunRow& r) { r.ended_at = s.opt_real(i); }},
+    {"last_step", [](const Row& s, int i, RunRow& r) { r.last_step = s.opt_integer(i); }},
+    {"last_heartbeat", [](const Row& s, int i, RunRow& r) { r.last_heartbeat = s.opt_real(i); }},
+    {"control_endpoint", [](const Row& s, int i, RunRow& r) { r.control_endpoint = s.text(i); }},
+    {"telemetry_endpoint",
+     [](const Row& s, int i, RunRow& r) { r.telemetry_endpoint = s.text(i); }},
+    {"checkpoint_dir", [](const Row& s, int i, RunRow& r) { r.checkpoint_dir = s.text(i); }},
+    {"checkpoint_step",
+     [](const Row& s, int i, RunRow& r) { r.checkpoint_step = s.opt_integer(i); }},
+    {"tags", [](const Row& s, int i, RunRow& r) { r.tags = s.text(i); }, 2, "''"},
+    {"notes", [](const Row& s, int i, RunRow& r) { r.notes = s.text(i); }, 2, "''"},
+    {"server_key", [](const Row& s, int i, RunRow& r) { r.server_key = s.text(i); }, 4, "''"},
+    {"sweep_id", [](const Row& s, int i, RunRow& r) { r.sweep_id = s.opt_integer(i); }, 5},
+    {"sweep_point",
+     [](const Row& s, int i, RunRow& r) { r.sweep_point = s.opt_integer(i).value_or(-1); }, 5},
+    {"axis_values",
+     [](const Row& s, int i, RunRow& r) {
+       if (!s.is_null(i) && !s.text(i).empty()) r.axis_values = s.json(i);
+     },
+     5, "''"},
+    {"source", [](const Row& s, int i, RunRow& r) { r.source = s.text(i); }, 6, "''"},
+    {"source_path", [](const Row& s, int i, RunRow& r) { r.source_path = s.text(i); }, 6, "''"},
+};
+
+RunRow run_row(const Row& s) {
+  return read_columns(kRunColumns, s);
 }
 
 std::string first_text(const Row& s) {
@@ -101,14 +95,16 @@ std::string csv_field(const std::string& s) {
 std::vector<RunStore::RunRow> RunStore::list_runs(int64_t configs_known) {
   return impl_->db
       .query("list_runs",
-             runs_select(impl_->version, "ORDER BY id",
-                         "CASE WHEN id > ?1 THEN config ELSE 'null' END"),
+             select_columns(kRunColumns, impl_->version, "runs ORDER BY id",
+                            {{"config", "CASE WHEN id > ?1 THEN config ELSE 'null' END"}}),
              configs_known)
       .rows(run_row);
 }
 
 std::optional<RunStore::RunRow> RunStore::find_run(int64_t id) {
-  return impl_->db.query(run_what("find_run", id), runs_select(impl_->version, "WHERE id = ?1"), id)
+  return impl_->db
+      .query(run_what("find_run", id),
+             select_columns(kRunColumns, impl_->version, "runs WHERE id = ?1"), id)
       .one(run_row);
 }
 

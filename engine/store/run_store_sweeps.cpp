@@ -8,36 +8,58 @@
 #include "store/run_store.hpp"
 #include "store/run_store_impl.hpp"
 #include "store/stored_values.hpp"
+#include "store/table_columns.hpp"
 
 namespace fp8rl {
 namespace {
 
 using sqlite::Row;
 
-constexpr const char* kSweepColumns =
-    "SELECT id, name, source, spec, spec_hash, axes, replicate, concurrency, created_at, "
-    "ended_at, runner_host, runner_pid, runner_heartbeat FROM sweeps ";
+using SweepRow = RunStore::SweepRow;
+using SweepPoint = RunStore::SweepPoint;
 
-RunStore::SweepRow sweep_row(const Row& s) {
-  RunStore::SweepRow r;
-  r.id = s.integer(0);
-  r.name = s.text(1);
-  r.source = s.text(2);
-  r.spec = s.json(3);
-  r.spec_hash = s.text(4);
-  const Json axes = s.json(5);
-  if (axes.is_array())
-    for (const Json& a : axes.as_array())
-      if (a.is_string()) r.axes.push_back(a.as_string());
-  r.replicate = s.text(6);
-  r.concurrency = s.integer(7);
-  r.created_at = s.real(8);
-  r.ended_at = s.opt_real(9);
-  r.runner_host = s.text(10);
-  r.runner_pid = s.integer(11);
-  r.runner_heartbeat = s.opt_real(12);
-  return r;
+// The sweeps table's columns, in the order they are read.
+const TableColumn<SweepRow> kSweepColumns[] = {
+    {"id", [](const Row& s, int i, SweepRow& r) { r.id = s.integer(i); }},
+    {"name", [](const Row& s, int i, SweepRow& r) { r.name = s.text(i); }},
+    {"source", [](const Row& s, int i, SweepRow& r) { r.source = s.text(i); }},
+    {"spec", [](const Row& s, int i, SweepRow& r) { r.spec = s.json(i); }},
+    {"spec_hash", [](const Row& s, int i, SweepRow& r) { r.spec_hash = s.text(i); }},
+    {"axes",
+     [](const Row& s, int i, SweepRow& r) {
+       const Json axes = s.json(i);
+       if (axes.is_array())
+         for (const Json& a : axes.as_array())
+           if (a.is_string()) r.axes.push_back(a.as_string());
+     }},
+    {"replicate", [](const Row& s, int i, SweepRow& r) { r.replicate = s.text(i); }},
+    {"concurrency", [](const Row& s, int i, SweepRow& r) { r.concurrency = s.integer(i); }},
+    {"created_at", [](const Row& s, int i, SweepRow& r) { r.created_at = s.real(i); }},
+    {"ended_at", [](const Row& s, int i, SweepRow& r) { r.ended_at = s.opt_real(i); }},
+    {"runner_host", [](const Row& s, int i, SweepRow& r) { r.runner_host = s.text(i); }},
+    {"runner_pid", [](const Row& s, int i, SweepRow& r) { r.runner_pid = s.integer(i); }},
+    {"runner_heartbeat",
+     [](const Row& s, int i, SweepRow& r) { r.runner_heartbeat = s.opt_real(i); }},
+};
+
+SweepRow sweep_row(const Row& s) {
+  return read_columns(kSweepColumns, s);
 }
+
+std::string sweeps_select(const std::string& rest) {
+  return select_columns(kSweepColumns, 5, "sweeps " + rest);  // sweeps came with version 5
+}
+
+// The sweep_points table's columns, in the order they are read.
+const TableColumn<SweepPoint> kPointColumns[] = {
+    {"sweep_id", [](const Row& s, int i, SweepPoint& p) { p.sweep_id = s.integer(i); }},
+    {"point", [](const Row& s, int i, SweepPoint& p) { p.point = s.integer(i); }},
+    {"name", [](const Row& s, int i, SweepPoint& p) { p.name = s.text(i); }},
+    {"axis_values", [](const Row& s, int i, SweepPoint& p) { p.axis_values = s.json(i); }},
+    {"config", [](const Row& s, int i, SweepPoint& p) { p.config = s.json(i); }},
+    {"run_id", [](const Row& s, int i, SweepPoint& p) { p.run_id = s.opt_integer(i); }},
+    {"attempts", [](const Row& s, int i, SweepPoint& p) { p.attempts = s.integer(i); }},
+};
 
 std::string sweep_what(const std::string& op, int64_t sweep) {
   return op + "(sweep " + std::to_string(sweep) + ")";
@@ -70,13 +92,12 @@ int64_t RunStore::create_sweep(const SweepRow& sweep, const std::vector<SweepPoi
 
 std::vector<RunStore::SweepRow> RunStore::list_sweeps() {
   if (impl_->version < 5) return {};  // an older store, read as it is: no sweeps
-  return impl_->db.query("list_sweeps", std::string(kSweepColumns) + "ORDER BY id").rows(sweep_row);
+  return impl_->db.query("list_sweeps", sweeps_select("ORDER BY id")).rows(sweep_row);
 }
 
 std::optional<RunStore::SweepRow> RunStore::find_sweep(int64_t id) {
   if (impl_->version < 5) return std::nullopt;
-  return impl_->db
-      .query(sweep_what("find_sweep", id), std::string(kSweepColumns) + "WHERE id = ?1", id)
+  return impl_->db.query(sweep_what("find_sweep", id), sweeps_select("WHERE id = ?1"), id)
       .one(sweep_row);
 }
 
@@ -84,28 +105,16 @@ std::vector<RunStore::SweepPoint> RunStore::sweep_points(int64_t sweep) {
   if (impl_->version < 5) return {};
   return impl_->db
       .query(sweep_what("sweep_points", sweep),
-             "SELECT sweep_id, point, name, axis_values, config, run_id, attempts "
-             "FROM sweep_points WHERE sweep_id = ?1 ORDER BY point",
+             select_columns(kPointColumns, 5, "sweep_points WHERE sweep_id = ?1 ORDER BY point"),
              sweep)
-      .rows([](const Row& s) {
-        SweepPoint p;
-        p.sweep_id = s.integer(0);
-        p.point = s.integer(1);
-        p.name = s.text(2);
-        p.axis_values = s.json(3);
-        p.config = s.json(4);
-        p.run_id = s.opt_integer(5);
-        p.attempts = s.integer(6);
-        return p;
-      });
+      .rows([](const Row& s) { return read_columns(kPointColumns, s); });
 }
 
 std::string RunStore::claim_sweep(int64_t sweep, double stale_seconds) {
   Impl& m = *impl_;
   const std::string what = sweep_what("claim_sweep", sweep);
   return m.write(what, [&]() -> std::string {
-    const auto row =
-        m.db.query(what, std::string(kSweepColumns) + "WHERE id = ?1", sweep).one(sweep_row);
+    const auto row = m.db.query(what, sweeps_select("WHERE id = ?1"), sweep).one(sweep_row);
     if (!row) throw Error(what + ": no sweep with id " + std::to_string(sweep));
     const double now = Impl::now_unix();
     const bool mine = row->runner_host == Impl::host_name() && row->runner_pid == getpid();

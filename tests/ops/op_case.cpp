@@ -1,4 +1,5 @@
 #include "op_case.hpp"
+#include "test_models.hpp"
 
 #include <cmath>
 #include <cstdarg>
@@ -39,16 +40,7 @@ std::vector<float> random_matrix(Rng& rng, int64_t rows, int64_t cols, double ou
 }
 
 ModelConfig small_decoder(int64_t vocab_size, int64_t max_positions) {
-  ModelConfig c;
-  c.hidden_size = 256;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 64;
-  c.intermediate_size = 512;
-  c.vocab_size = vocab_size;
-  c.max_position_embeddings = max_positions;
-  return c;
+  return testing::test_decoder(256, 64, 512, vocab_size, max_positions);
 }
 
 double global_difference(const std::vector<double>& x, const std::vector<double>& y) {

@@ -187,6 +187,10 @@ class TestContract : public QObject {
              std::string("is 'clamp' (allowed: tis, icepop, off)"));
     QCOMPARE(find_setting("grpo.group_size")->allowed(), std::string("a positive whole number"));
     QVERIFY(find_setting("grpo.nope") == nullptr);
+    for (const char* k :
+         {setting_key::kKlBeta, setting_key::kPromptsPerStep, setting_key::kMiniBatches,
+          setting_key::kPrecisionDefault, setting_key::kPrecisionOverrides})
+      QVERIFY2(find_setting(k) != nullptr, k);
     Json bad = defaults;
     bad["grpo"]["clip_low"] = 1.0;
     QVERIFY(refusal([&] {

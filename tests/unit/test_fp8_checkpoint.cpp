@@ -20,6 +20,7 @@
 #include "model/fp8_checkpoint.hpp"
 #include "model/optimizer.hpp"
 #include "rl/run_config.hpp"
+#include "test_models.hpp"
 
 using namespace fp8rl;
 
@@ -27,17 +28,7 @@ namespace {
 
 // Partial tiles on both axes (192 = 128 + 64, 200 = 128 + 72) and an L4-padded scale grid.
 ModelConfig small() {
-  ModelConfig c;
-  c.hidden_size = 192;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 48;
-  c.intermediate_size = 200;
-  c.vocab_size = 50;
-  c.max_position_embeddings = 64;
-  c.rope_theta = 10000;
-  return c;
+  return testing::test_decoder(192, 48, 200, 50, 64, 10000);
 }
 
 std::vector<int32_t> token_ids(int64_t n, int64_t vocab) {

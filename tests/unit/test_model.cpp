@@ -10,24 +10,16 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/checkpoint.hpp"
-#include "model/optimizer.hpp"
 #include "model/decoder.hpp"
+#include "model/optimizer.hpp"
+#include "test_models.hpp"
 
 using namespace fp8rl;
 
 namespace {
 
 ModelConfig tiny(bool tied = false) {
-  ModelConfig c;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.intermediate_size = 48;
-  c.vocab_size = 23;
-  c.max_position_embeddings = 64;
-  c.rope_theta = 10000;
+  ModelConfig c = testing::test_decoder(32, 8, 48, 23, 64, 10000);
   c.tie_word_embeddings = tied;
   return c;
 }
@@ -143,14 +135,7 @@ class TestModel : public QObject {
   }
 
   void bf16AndFp8StayCloseToFp32() {
-    ModelConfig cfg;
-    cfg.hidden_size = 256;
-    cfg.num_hidden_layers = 2;
-    cfg.num_attention_heads = 4;
-    cfg.num_key_value_heads = 2;
-    cfg.head_dim = 64;
-    cfg.intermediate_size = 384;
-    cfg.vocab_size = 96;
+    const ModelConfig cfg = testing::test_decoder(256, 64, 384, 96);
     Rng rng(5);
     const Batch b = random_batch(rng, 2, 24, cfg.vocab_size);
     std::vector<float> r(b.ids.size());
@@ -321,14 +306,7 @@ class TestModel : public QObject {
   // Next-token cross-entropy on a copy task (a b c d e f SEP → a b c d e f): the second half is
   // only predictable through attention. Chance loss is ln(15) ≈ 2.7.
   void trainsOnCopyTaskInEveryPrecision() {
-    ModelConfig cfg;
-    cfg.hidden_size = 64;
-    cfg.num_hidden_layers = 2;
-    cfg.num_attention_heads = 4;
-    cfg.num_key_value_heads = 2;
-    cfg.head_dim = 16;
-    cfg.intermediate_size = 128;
-    cfg.vocab_size = 16;
+    const ModelConfig cfg = testing::test_decoder(64, 16, 128, 16);
     const int64_t L = 6, T = 2 * L + 1, B = 16, steps = 150;
     std::map<Precision, double> final_loss;
     for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp8}) {

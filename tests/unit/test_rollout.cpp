@@ -11,22 +11,14 @@
 #include "core/rng.hpp"
 #include "model/decoder.hpp"
 #include "rollout/generator.hpp"
+#include "test_models.hpp"
 
 using namespace fp8rl;
 
 namespace {
 
 ModelConfig small_config() {
-  ModelConfig c;
-  c.hidden_size = 128;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 32;
-  c.intermediate_size = 256;
-  c.vocab_size = 40;
-  c.max_position_embeddings = 128;
-  return c;
+  return testing::test_decoder(128, 32, 256, 40, 128);
 }
 
 std::vector<std::vector<int32_t>> random_prompts(Rng& rng, int n, int64_t V) {

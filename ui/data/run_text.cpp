@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "contract/settings.hpp"
 #include "ui/data/run_data.hpp"
 
 namespace fp8rl::ui {
@@ -48,11 +49,10 @@ std::string auditMismatchList(const RunData& run, size_t max_rows) {
 }
 
 bool klToReferenceOff(const Json& config) {
-  if (!config.is_object() || !config.contains("grpo") || !config.at("grpo").is_object())
-    return false;
-  const Json& grpo = config.at("grpo");
-  if (!grpo.contains("kl_beta")) return true;
-  return grpo.at("kl_beta").is_number() && grpo.at("kl_beta").as_number() == 0;
+  // No grpo section: not one of our configurations (an imported run's): nothing to say.
+  if (!config.is_object() || !config.contains("grpo")) return false;
+  const Json* beta = find_setting_value(config, setting_key::kKlBeta);
+  return !beta || (beta->is_number() && beta->as_number() == 0);  // absent: the default, 0
 }
 
 Rgb logprobDiffColor(double diff, double scale) {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "contract/metrics.hpp"
+#include "contract/settings.hpp"
 #include "contract/step_record.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/data/run_data.hpp"
@@ -104,9 +105,10 @@ void OverviewTab::updateKlMessage() {
   if (!run_->row.source.empty())
     kl_->setMessage(empty ? tr("not in the imported logs") : QString());
   else
-    kl_->setMessage(empty && klToReferenceOff(run_->row.config)
-                        ? tr("not computed: grpo.kl_beta is 0 — no reference policy")
-                        : QString());
+    kl_->setMessage(
+        empty && klToReferenceOff(run_->row.config)
+            ? tr("not computed: %1 is 0 — no reference policy").arg(setting_key::kKlBeta)
+            : QString());
 }
 
 void OverviewTab::updateHeadline() {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "contract/rank_launch.hpp"
+#include "contract/settings.hpp"
 #include "core/error.hpp"
 #include "ui/runs/config_text.hpp"
 #include "ui/runs/validation_message.hpp"
@@ -32,11 +33,11 @@ QString qs(const std::string& s) {
 
 constexpr const char* kName = "name";
 constexpr const char* kPrecisionSection = "precision";
-constexpr const char* kOverridesKey = "precision.overrides";
-constexpr const char* kDefaultKey = "precision.default";
-constexpr const char* kLayersKey = "model.num_hidden_layers";
-constexpr const char* kPromptsKey = "grpo.prompts_per_step";
-constexpr const char* kMiniBatchesKey = "grpo.mini_batches";
+constexpr const char* kOverridesKey = setting_key::kPrecisionOverrides;
+constexpr const char* kDefaultKey = setting_key::kPrecisionDefault;
+constexpr const char* kLayersKey = "model.num_hidden_layers";  // the family's config.json field
+constexpr const char* kPromptsKey = setting_key::kPromptsPerStep;
+constexpr const char* kMiniBatchesKey = setting_key::kMiniBatches;
 constexpr int kMaxGridLayers = 1024;
 
 }  // namespace
@@ -135,8 +136,9 @@ LaunchDialog::LaunchDialog(const QStringList& presets, PresetLoader load, Valida
   launchButton()->setText(tr("Launch"));
   launchButton()->setEnabled(false);
   sweep_ = buttons_->addButton(tr("Sweep…"), QDialogButtonBox::ActionRole);
-  sweep_->setToolTip(tr("Run this configuration over seeds and precision variants, queued, "
-                        "and compare the groups with a verdict"));
+  sweep_->setToolTip(
+      tr("Run this configuration over seeds and precision variants, queued, "
+         "and compare the groups with a verdict"));
   sweep_->setEnabled(false);
   connect(sweep_, &QPushButton::clicked, this, [this] {
     if (validateNow()) emit sweepRequested();

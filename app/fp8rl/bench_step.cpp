@@ -1,0 +1,553 @@
+// fp8rl bench step: whole GRPO steps (GrpoRun::next) of a preset in BF16, FP8 linears and FP8
+// linears + FP8 KV cache — the modes measured in one run — split by phase (generation,
+// log-probs, training, recalibration, audit, other: each in seconds, as a share of the step and
+// as the ratio to the BF16 mode), with the speed-up targets; on the CPU also the GEMMs' share of
+// the FP32 peak and a PyTorch baseline of the same step. One function per part: the modes,
+// measuring them, the step table, the phase table, the targets, the CPU's GEMMs, PyTorch.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "backend/cpu/sgemm.hpp"
+#include "bench.hpp"
+#include "contract/metrics.hpp"
+#include "core/error.hpp"
+#include "rl/run_loop.hpp"
+
+namespace fp8rl::cli::bench {
+namespace {
+
+const char* verdict(bool pass) {
+  return pass ? "PASS" : "FAIL";
+}
+
+Json target_json(const std::string& name, double value, const std::string& relation,
+                 double target) {
+  Json t;
+  t["name"] = name;
+  t["value"] = number(value);
+  t["relation"] = relation;
+  t["target"] = target;
+  t["pass"] = relation == ">=" ? value >= target : value <= target;
+  return t;
+}
+
+// --op-times: one table per mode, per step (the timed steps' mean): the ops with the most
+// device time first, the rest summed in one row.
+void print_op_times(const char* mode, const std::vector<OpTiming>& ops, double steps,
+                    double step_seconds) {
+  std::printf("\nop times per step, %s (step %.3f s):\n", mode, step_seconds);
+  if (ops.empty()) {
+    std::printf("  none recorded\n");
+    return;
+  }
+  std::printf("  %-26s %8s %10s %10s %7s\n", "op", "calls", "host ms", "device ms", "device%");
+  double host = 0, device = 0;
+  for (const OpTiming& t : ops) {
+    host += t.host_seconds;
+    device += std::max(t.device_seconds, 0.0);
+  }
+  constexpr size_t kShown = 16;
+  OpTiming rest{"(" + std::to_string(ops.size() > kShown ? ops.size() - kShown : 0) + " more)"};
+  rest.device_seconds = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpTiming& t = ops[i];
+    if (i >= kShown) {
+      rest.calls += t.calls;
+      rest.host_seconds += t.host_seconds;
+      rest.device_seconds += std::max(t.device_seconds, 0.0);
+      continue;
+    }
+    std::printf("  %-26s %8.0f %10.2f %10.2f %6.1f%%\n", t.op.c_str(),
+                static_cast<double>(t.calls) / steps, 1e3 * t.host_seconds / steps,
+                1e3 * t.device_seconds / steps,
+                100.0 * std::max(t.device_seconds, 0.0) / steps / step_seconds);
+  }
+  if (rest.calls > 0)
+    std::printf("  %-26s %8.0f %10.2f %10.2f %6.1f%%\n", rest.op.c_str(),
+                static_cast<double>(rest.calls) / steps, 1e3 * rest.host_seconds / steps,
+                1e3 * rest.device_seconds / steps,
+                100.0 * rest.device_seconds / steps / step_seconds);
+  std::printf("  %-26s %8s %10.2f %10.2f %6.1f%%   (the step outside ops: %.2f ms host)\n",
+              "all ops", "", 1e3 * host / steps, 1e3 * device / steps,
+              100.0 * device / steps / step_seconds, 1e3 * (step_seconds - host / steps));
+}
+
+Json op_times_json(const std::vector<OpTiming>& ops, double steps) {
+  Json::Array rows;
+  for (const OpTiming& t : ops) {
+    Json row;
+    row["op"] = t.op;
+    row["calls_per_step"] = number(static_cast<double>(t.calls) / steps);
+    row["host_seconds_per_step"] = number(t.host_seconds / steps);
+    row["device_seconds_per_step"] = number(t.device_seconds < 0 ? NAN : t.device_seconds / steps);
+    rows.push_back(row);
+  }
+  return Json(rows);
+}
+
+struct StepMode {
+  const char* name;
+  std::vector<std::string> sets;
+  const char* kv_cache;
+};
+// The modes compared in one run; the first is the baseline of every ratio.
+const StepMode kStepModes[] = {
+    {"bf16 linears, bf16 KV",
+     {"precision.default=bf16", "precision.overrides=[]", "precision.kv_cache=bf16"},
+     "bf16"},
+    {"fp8 linears, bf16 KV", {"precision.default=fp8", "precision.kv_cache=bf16"}, "bf16"},
+    {"fp8 linears, fp8 KV", {"precision.default=fp8", "precision.kv_cache=fp8"}, "fp8"}};
+constexpr size_t kModes = std::size(kStepModes);
+
+// The phases of a GRPO step as its record times them; `other` is the rest of the wall time
+// (rewards, advantages, telemetry).
+struct Phases {
+  double generation = 0, logprob = 0, training = 0, recalibration = 0, audit = 0, other = 0;
+
+  static constexpr const char* kNames[] = {"generation",    "logprob", "training",
+                                           "recalibration", "audit",   "other"};
+  double at(size_t i) const {
+    const double v[] = {generation, logprob, training, recalibration, audit, other};
+    return v[i];
+  }
+  void add(const StepRecord& r, double wall) {
+    auto scalar = [&](const char* key) {
+      const auto it = r.scalars.find(key);
+      return it == r.scalars.end() ? 0.0 : it->second;
+    };
+    const double g = scalar(metric::kTimeGeneration), l = scalar(metric::kTimeLogprob),
+                 t = scalar(metric::kTimeTraining), c = scalar(metric::kTimeRecalibration),
+                 a = scalar(metric::kTimeAudit);
+    generation += g, logprob += l, training += t, recalibration += c, audit += a;
+    other += wall - g - l - t - c - a;
+  }
+};
+
+// One mode's timed steps.
+struct ModeTimes {
+  double step = 0, cpu = 0, response_tokens = 0, train_tokens = 0, response_length = 0,
+         gemm_flops = 0, gemm_seconds = 0;
+  Phases phases;
+  std::vector<double> steps, cpu_steps;
+  double tokens_before = 0;
+  std::vector<OpTiming> ops;  // --op-times: the timed steps, op by op
+  std::string precision;      // the run's precision summary
+};
+
+// What measuring the modes found: each mode's times, and the runs' model and batch shape.
+struct StepMeasurement {
+  std::vector<ModeTimes> modes = std::vector<ModeTimes>(kModes);
+  ModelConfig shape;  // the runs' model (its vocabulary is the task's)
+  std::string shape_text;
+  int64_t longest_prompt = 1, longest_response = 1;
+  bool interleaved = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? NAN : v[v.size() / 2];
+}
+
+// Runs the modes: `warmup` untimed then `steps` timed GRPO steps each. On the CPU (a machine
+// shared with other work, whose load drifts) the modes take turns step by step, so that a
+// change of load hits all of them alike; on a device one mode after another (--op-times needs
+// that).
+StepMeasurement measure_step_modes(Backend& be, const StepOptions& o,
+                                   const std::vector<std::string>& sets) {
+  StepMeasurement m;
+  m.interleaved = be.name() == "cpu";
+  const int64_t total = o.warmup + o.steps;
+  std::unique_ptr<GrpoRun> runs[kModes];
+  auto start = [&](size_t mi) {
+    std::vector<std::string> s = sets;
+    s.insert(s.end(), kStepModes[mi].sets.begin(), kStepModes[mi].sets.end());
+    runs[mi] = std::make_unique<GrpoRun>(RunConfig::load(o.preset, "", s), be);
+    m.modes[mi].precision = runs[mi]->model().precision().summary();
+    if (mi == 0) {  // the vocabulary comes from the task's tokenizer
+      m.shape = runs[mi]->model().config();
+      // The batch's longest prompt and response, as a batched PyTorch loop pads to them.
+      const Task& task = runs[mi]->task();
+      for (const auto& ex : task.validation())
+        m.longest_prompt = std::max<int64_t>(
+            m.longest_prompt, static_cast<int64_t>(task.encode_prompt(ex.prompt).size()));
+      m.longest_response = task.max_response_tokens();
+      m.shape_text = describe(m.shape);
+      std::printf("model: %s (%.1fM parameters)\n", m.shape_text.c_str(),
+                  static_cast<double>(m.shape.parameter_count()) / 1e6);
+      std::fflush(stdout);
+    }
+  };
+  auto step = [&](size_t mi, int64_t i) {
+    ModeTimes& sum = m.modes[mi];
+    const CpuGemmTotals g0 = cpu_gemm_totals();
+    const double c0 = process_cpu_seconds();
+    const auto t0 = Clock::now();
+    const StepRecord r = runs[mi]->next();
+    be.synchronize();
+    const double t = seconds_since(t0);
+    const double c = process_cpu_seconds() - c0;
+    const CpuGemmTotals g1 = cpu_gemm_totals();
+    auto scalar = [&](const char* key) {
+      const auto it = r.scalars.find(key);
+      return it == r.scalars.end() ? 0.0 : it->second;
+    };
+    const double tokens_total = scalar(metric::kTokensTotal);
+    if (i >= o.warmup) {
+      sum.step += t;
+      sum.steps.push_back(t);
+      sum.cpu += c;
+      sum.cpu_steps.push_back(c);
+      sum.phases.add(r, t);
+      sum.response_tokens += tokens_total - sum.tokens_before;
+      sum.train_tokens += scalar(metric::kTrainTps) * scalar(metric::kTimeTraining);
+      sum.response_length += scalar(metric::kResponseLength);
+      sum.gemm_flops += g1.flops - g0.flops;
+      sum.gemm_seconds += g1.seconds - g0.seconds;
+    }
+    sum.tokens_before = tokens_total;
+  };
+  if (m.interleaved) {
+    for (size_t mi = 0; mi < kModes; ++mi) start(mi);
+    for (int64_t i = 0; i < total; ++i)
+      for (size_t mi = 0; mi < kModes; ++mi) step(mi, i);
+  } else {
+    for (size_t mi = 0; mi < kModes; ++mi) {
+      start(mi);
+      for (int64_t i = 0; i < total; ++i) {
+        if (o.op_times && i == o.warmup) be.set_op_timing(true);
+        step(mi, i);
+      }
+      if (o.op_times) {
+        m.modes[mi].ops = be.op_timings();
+        be.set_op_timing(false);
+      }
+      runs[mi].reset();
+    }
+  }
+  return m;
+}
+
+// The table of whole steps per mode (time, throughput, ratio to the first mode) and its rows.
+Json step_table(const StepMeasurement& m, const StepOptions& o) {
+  const double n = static_cast<double>(o.steps);
+  std::printf("%-22s %8s %8s %8s %8s %8s %8s %8s %8s %8s %7s %11s %11s %6s %8s\n", "mode", "step s",
+              "median s", "cpu s", "gen s", "logp s", "train s", "recal s", "audit s", "other s",
+              "recal%", "rollout t/s", "train t/s", "resp", "vs bf16");
+  Json::Array rows;
+  const double base = m.modes[0].step / n;
+  for (size_t mi = 0; mi < kModes; ++mi) {
+    const ModeTimes& s = m.modes[mi];
+    const Phases& p = s.phases;
+    const double step_s = s.step / n;
+    const double rollout_tps = p.generation > 0 ? s.response_tokens / p.generation : 0.0;
+    const double train_tps = p.training > 0 ? s.train_tokens / p.training : 0.0;
+    const double speedup = base / step_s, recal_share = p.recalibration / s.step;
+    std::printf(
+        "%-22s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %6.1f%% %11.0f %11.0f "
+        "%6.1f %7.2fx\n",
+        kStepModes[mi].name, step_s, median(s.steps), median(s.cpu_steps), p.generation / n,
+        p.logprob / n, p.training / n, p.recalibration / n, p.audit / n, p.other / n,
+        100.0 * recal_share, rollout_tps, train_tps, s.response_length / n, speedup);
+    Json row;
+    row["mode"] = kStepModes[mi].name;
+    row["precision"] = s.precision;
+    row["kv_cache"] = kStepModes[mi].kv_cache;
+    row["step_seconds"] = number(step_s);
+    row["step_seconds_median"] = number(median(s.steps));
+    row["step_cpu_seconds_median"] = number(median(s.cpu_steps));
+    for (size_t k = 0; k < std::size(Phases::kNames); ++k)
+      row[std::string(Phases::kNames[k]) + "_seconds"] = number(p.at(k) / n);
+    if (o.op_times) row["op_times"] = op_times_json(s.ops, n);
+    row["recalibration_share"] = number(recal_share);
+    row["rollout_tokens_per_s"] = number(rollout_tps);
+    row["training_tokens_per_s"] = number(train_tps);
+    row["response_length"] = number(s.response_length / n);
+    row["vs_bf16"] = number(speedup);
+    rows.push_back(row);
+  }
+  std::printf(
+      "per step (mean; median s: the median step; cpu s: the median step's CPU time, all "
+      "threads):\ngen = time/generation (prefill, decode, KV calibration), logp = time/logprob, "
+      "train = time/policy_training, recal = "
+      "time/recalibration (FP8 weight\nre-quantization, KV scales); audit = time/audit (the layer "
+      "audit, audit.every); other = rewards,\nadvantages, telemetry; resp = mean response "
+      "length in tokens; vs bf16 = step time ratio.\n");
+  return Json(rows);
+}
+
+// Each phase per mode: seconds per step, share of the step, and the first mode's time over
+// this mode's (> 1: faster than BF16) — where a precision wins or loses its time.
+Json phase_table(const StepMeasurement& m, const StepOptions& o) {
+  const double n = static_cast<double>(o.steps);
+  std::printf("\n%-14s", "phase");
+  for (size_t mi = 0; mi < kModes; ++mi) std::printf(" | %-31s", kStepModes[mi].name);
+  std::printf("\n%-14s", "");
+  for (size_t mi = 0; mi < kModes; ++mi)
+    std::printf(" | %9s %8s %11s", "s/step", "share", "bf16/this");
+  std::printf("\n");
+  Json phases(Json::Object{});
+  for (size_t k = 0; k <= std::size(Phases::kNames); ++k) {
+    const bool whole = k == std::size(Phases::kNames);
+    const std::string name = whole ? "step" : Phases::kNames[k];
+    std::printf("%-14s", name.c_str());
+    Json per_mode(Json::Object{});
+    for (size_t mi = 0; mi < kModes; ++mi) {
+      const ModeTimes& s = m.modes[mi];
+      const double t = whole ? s.step : s.phases.at(k);
+      const double base = whole ? m.modes[0].step : m.modes[0].phases.at(k);
+      const double ratio = t > 0 && base > 0 ? base / t : NAN;
+      if (std::isfinite(ratio))
+        std::printf(" | %9.4f %7.1f%% %10.2fx", t / n, 100.0 * t / s.step, ratio);
+      else  // a phase this run does not have (no time in either mode)
+        std::printf(" | %9.4f %7.1f%% %11s", t / n, 100.0 * t / s.step, "-");
+      Json e;
+      e["seconds"] = number(t / n);
+      e["share"] = number(t / s.step);
+      e["bf16_over_this"] = number(ratio);
+      per_mode[kStepModes[mi].name] = e;
+    }
+    std::printf("\n");
+    phases[name] = per_mode;
+  }
+  std::printf(
+      "share: of the mode's step; bf16/this: the BF16 mode's time for the phase over this mode's "
+      "(> 1: faster).\n");
+  return phases;
+}
+
+// The speed-up targets and their verdict (on the CPU, which emulates FP8, the promise is that
+// FP8 costs little over BF16, in the median step's CPU time).
+Json step_targets(const StepMeasurement& m, Json& run) {
+  const bool cpu = m.interleaved;
+  double speedup[kModes], recal_share[kModes];
+  for (size_t mi = 0; mi < kModes; ++mi) {
+    speedup[mi] = m.modes[0].step / m.modes[mi].step;
+    recal_share[mi] = m.modes[mi].phases.recalibration / m.modes[mi].step;
+  }
+  const double recal = std::max(recal_share[1], recal_share[2]);
+  Json::Array targets = {
+      target_json("step fp8 linears + fp8 KV vs bf16", speedup[2], ">=", 1.48),
+      target_json("step fp8 linears vs bf16", speedup[1], ">=", 1.15),
+      target_json("recalibration share of the step (fp8 modes, worst)", recal, "<=", 0.03)};
+  if (cpu) {
+    // CPU time is what the step costs whatever else shares the cores; the wall time of the
+    // median step is printed beside it (the same ratio on a quiet machine).
+    const double ratio = median(m.modes[1].cpu_steps) / median(m.modes[0].cpu_steps),
+                 wall = median(m.modes[1].steps) / median(m.modes[0].steps);
+    targets.push_back(
+        target_json("cpu: fp8 linears step / bf16 step (median CPU time)", ratio, "<=", 1.15));
+    std::printf(
+        "verdict (cpu): fp8 linears step = %.2fx the bf16 step in CPU time (median; target "
+        "<= 1.15x) %s, %.2fx in wall time; recalibration %.1f%% of the step (target <= "
+        "3%%) %s\n",
+        ratio, verdict(ratio <= 1.15), wall, 100.0 * recal, verdict(recal <= 0.03));
+    run["fp8_over_bf16_step_cpu_time"] = number(ratio);
+    run["fp8_over_bf16_step_wall_time"] = number(wall);
+  } else {
+    std::printf(
+        "verdict: fp8 + fp8 KV %.2fx bf16 (target >= 1.48x) %s; fp8 linears %.2fx (target >= "
+        "1.15x) %s; recalibration %.1f%% of the step (target <= 3%%) %s\n",
+        speedup[2], verdict(speedup[2] >= 1.48), speedup[1], verdict(speedup[1] >= 1.15),
+        100.0 * recal, verdict(recal <= 0.03));
+  }
+  return Json(targets);
+}
+
+// How close the step's GEMMs come to what the cores can do (the CPU backend): returns the peak
+// measured now, on the same threads.
+CpuPeak cpu_gemm_efficiency(const StepMeasurement& m, const StepOptions& o, Json& run) {
+  const double n = static_cast<double>(o.steps);
+  const CpuPeak peak = measure_cpu_peak();
+  std::printf(
+      "\nFP32 peak measured now (%d threads): %s %.1f GFLOP/s (%.1f per core); %s %.1f GFLOP/s "
+      "(%.1f per core)\n",
+      peak.threads, peak.fma_name.c_str(), peak.fma_all, peak.fma_core, peak.muladd_name.c_str(),
+      peak.muladd_all, peak.muladd_core);
+  std::printf("%-22s %10s %10s %10s %12s %14s\n", "mode", "gemm GF/s", "gemm share", "of FMA pk",
+              "of mul+add pk", "GFLOP per step");
+  Json::Array gemm_rows;
+  for (size_t mi = 0; mi < kModes; ++mi) {
+    const ModeTimes& s = m.modes[mi];
+    const double gflops = s.gemm_seconds > 0 ? s.gemm_flops / s.gemm_seconds / 1e9 : 0.0;
+    std::printf("%-22s %10.1f %9.1f%% %9.1f%% %11.1f%% %14.2f\n", kStepModes[mi].name, gflops,
+                100.0 * s.gemm_seconds / s.step, 100.0 * gflops / peak.fma_all,
+                100.0 * gflops / peak.muladd_all, s.gemm_flops / n / 1e9);
+    Json g;
+    g["mode"] = kStepModes[mi].name;
+    g["gemm_gflops"] = number(gflops);
+    g["gemm_share_of_step"] = number(s.gemm_seconds / s.step);
+    g["fraction_of_fma_peak"] = number(gflops / peak.fma_all);
+    g["fraction_of_muladd_peak"] = number(gflops / peak.muladd_all);
+    g["gemm_gflop_per_step"] = number(s.gemm_flops / n / 1e9);
+    gemm_rows.push_back(g);
+  }
+  std::printf(
+      "gemm GF/s = the step's GEMM FLOPs / the wall time inside the GEMM (all threads); the CPU "
+      "GEMM never fuses\nmultiply and add (every instruction-set path must round alike), so the "
+      "mul+add peak is its ceiling.\n");
+  Json pk;
+  pk["threads"] = peak.threads;
+  pk["fma"] = peak.fma_name;
+  pk["fma_gflops"] = number(peak.fma_all);
+  pk["fma_gflops_per_core"] = number(peak.fma_core);
+  pk["muladd"] = peak.muladd_name;
+  pk["muladd_gflops"] = number(peak.muladd_all);
+  pk["muladd_gflops_per_core"] = number(peak.muladd_core);
+  run["cpu_peak"] = pk;
+  run["gemm"] = Json(gemm_rows);
+
+  return peak;
+}
+
+// PyTorch on the same shapes: the same model, B = prompts × group sequences padded to the
+// task's longest prompt and response, a rollout with a KV cache and a GRPO training step.
+void pytorch_baseline(const StepMeasurement& m, const StepOptions& o, const RunConfig& preset,
+                      const CpuPeak& peak, Json& run) {
+  const double n = static_cast<double>(o.steps);
+  if (!o.pytorch) {
+    std::printf("\npytorch: not measured (--no-pytorch)\n\n");
+    return;
+  }
+  const std::string py = find_torch_python(), script = find_tool("torch_grpo_step.py");
+  if (py.empty() || script.empty()) {
+    std::printf("\npytorch: not measured (%s)\n\n",
+                py.empty() ? "no python3 with torch: apt install python3-torch, or FP8RL_PYTHON"
+                           : "share/fp8rl/tools/torch_grpo_step.py not found (FP8RL_TOOLS)");
+    return;
+  }
+  const ModelConfig& mc = m.shape;
+  const int64_t prompt_len = m.longest_prompt, new_tokens = m.longest_response;
+  char cmd[1024];
+  std::snprintf(
+      cmd, sizeof cmd,
+      "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} '%s' '%s' --hidden %lld --layers %lld "
+      "--heads %lld --kv-heads %lld --head-dim %lld --intermediate %lld --vocab %lld "
+      "--prompts %lld --group %lld --prompt-len %lld --new-tokens %lld --threads %d "
+      "--steps %lld --warmup %lld",
+      py.c_str(), script.c_str(), static_cast<long long>(mc.hidden_size),
+      static_cast<long long>(mc.num_hidden_layers), static_cast<long long>(mc.num_attention_heads),
+      static_cast<long long>(mc.num_key_value_heads), static_cast<long long>(mc.head_dim),
+      static_cast<long long>(mc.intermediate_size), static_cast<long long>(mc.vocab_size),
+      static_cast<long long>(preset.prompts_per_step), static_cast<long long>(preset.group_size),
+      static_cast<long long>(prompt_len), static_cast<long long>(new_tokens), peak.threads,
+      static_cast<long long>(o.steps), static_cast<long long>(o.warmup));
+  std::fflush(stdout);
+  try {
+    const Json t = run_tool_json(cmd);
+    const double tg = t.at("rollout_seconds").as_number(),
+                 tt = t.at("training_seconds").as_number(),
+                 tc = t.at("step_cpu_seconds").as_number();
+    std::printf(
+        "\npytorch %s (%s, FP32, eager, %lld threads), the same model, %lld sequences of %lld + "
+        "%lld tokens:\n",
+        t.at("torch").as_string().c_str(), py.c_str(),
+        static_cast<long long>(t.at("threads").as_int()),
+        static_cast<long long>(preset.prompts_per_step * preset.group_size),
+        static_cast<long long>(prompt_len), static_cast<long long>(new_tokens));
+    std::printf("%-22s %10s %10s %10s %10s %9s %9s\n", "", "rollout s", "train s", "step s",
+                "cpu s", "vs wall", "vs cpu");
+    std::printf("%-22s %10.3f %10.3f %10.3f %10.3f\n", "pytorch fp32", tg, tt, tg + tt, tc);
+    for (size_t mi = 0; mi < 2; ++mi) {
+      const ModeTimes& s = m.modes[mi];
+      const double mine = (s.phases.generation + s.phases.training) / n,
+                   cpu_s = median(s.cpu_steps);
+      std::printf("%-22s %10.3f %10.3f %10.3f %10.3f %8.2fx %8.2fx\n", kStepModes[mi].name,
+                  s.phases.generation / n, s.phases.training / n, mine, cpu_s, (tg + tt) / mine,
+                  tc / cpu_s);
+    }
+    std::printf(
+        "pytorch: median of the timed steps; rollout = prefill + sampling with a KV cache, train "
+        "= forward,\nGRPO loss, backward, gradient clipping, AdamW (torch_grpo_step.py); vs = "
+        "PyTorch's time / fp8rl's\n(rollout + train; cpu: CPU time of the whole step, all "
+        "threads). Both pad: fp8rl each training micro-batch to\nits longest sequence, PyTorch "
+        "every prompt to the longest prompt and every response to the task's\nlongest (a "
+        "batched loop runs until its last sequence ends).\n\n");
+    Json pt = t;
+    pt["python"] = py;
+    for (size_t mi = 0; mi < 2; ++mi) {
+      const ModeTimes& s = m.modes[mi];
+      const std::string p = mi == 0 ? "bf16" : "fp8";
+      pt["train_speedup_" + p] = number(tt / (s.phases.training / n));
+      pt["rollout_speedup_" + p] = number(tg / (s.phases.generation / n));
+      pt["step_speedup_" + p] = number((tg + tt) / ((s.phases.generation + s.phases.training) / n));
+      pt["step_cpu_time_speedup_" + p] = number(tc / median(s.cpu_steps));
+    }
+    run["pytorch"] = pt;
+  } catch (const Error& e) {
+    std::printf("\npytorch: %s\n\n", e.what());
+  }
+}
+
+}  // namespace
+
+Json bench_step(Backend& be, const StepOptions& o) {
+  check(o.steps > 0, "--steps must be positive");
+  check(o.warmup >= 1,
+        "--warmup must be at least 1: the first GRPO step of a run also measures the initial "
+        "validation accuracy");
+  // Settings common to the modes: the model shape (--model), the user's --set, then what the
+  // measurement needs: no supervised warm-up, validation only at the start (inside the warm-up
+  // step) and at the end (never reached: the run has more steps than are timed).
+  std::vector<std::string> sets;
+  if (!o.model.empty()) {
+    const ModelConfig mc = model_shape(o.model);
+    sets.push_back("model.hidden_size=" + std::to_string(mc.hidden_size));
+    sets.push_back("model.num_hidden_layers=" + std::to_string(mc.num_hidden_layers));
+    sets.push_back("model.num_attention_heads=" + std::to_string(mc.num_attention_heads));
+    sets.push_back("model.num_key_value_heads=" + std::to_string(mc.num_key_value_heads));
+    sets.push_back("model.head_dim=" + std::to_string(mc.head_dim));
+    sets.push_back("model.intermediate_size=" + std::to_string(mc.intermediate_size));
+  }
+  sets.insert(sets.end(), o.sets.begin(), o.sets.end());
+  const RunConfig preset = RunConfig::load(o.preset, "", sets);  // validates the user's settings
+  sets.push_back("sft.steps=0");
+  sets.push_back("validation.every=0");
+  sets.push_back("grpo.steps=" + std::to_string(std::max(preset.steps, o.warmup + o.steps + 1)));
+
+  const bool cpu = be.name() == "cpu";
+  std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
+  std::printf(
+      "preset %s: per mode %lld warm-up + %lld timed GRPO steps (%lld prompts x %lld "
+      "responses; no SFT steps, no validation in timed steps)%s\n",
+      o.preset.c_str(), static_cast<long long>(o.warmup), static_cast<long long>(o.steps),
+      static_cast<long long>(preset.prompts_per_step), static_cast<long long>(preset.group_size),
+      cpu ? "; the modes take turns step by step" : "");
+  std::fflush(stdout);
+  const StepMeasurement m = measure_step_modes(be, o, sets);
+
+  Json run = backend_json(be);
+  run["preset"] = o.preset;
+  run["model_shape"] = m.shape_text;
+  run["prompts_per_step"] = preset.prompts_per_step;
+  run["group_size"] = preset.group_size;
+  run["warmup"] = o.warmup;
+  run["steps"] = o.steps;
+  run["interleaved"] = m.interleaved;
+  Json::Array set_list;
+  for (const auto& s : o.sets) set_list.push_back(Json(s));
+  run["sets"] = Json(set_list);
+  run["rows"] = step_table(m, o);
+  if (o.op_times) {
+    if (m.interleaved) {
+      std::printf("\nop times: the %s backend has no op timing (use a profiler such as perf)\n",
+                  be.name().c_str());
+    } else {
+      for (size_t mi = 0; mi < kModes; ++mi)
+        print_op_times(kStepModes[mi].name, m.modes[mi].ops, static_cast<double>(o.steps),
+                       m.modes[mi].step / static_cast<double>(o.steps));
+    }
+  }
+  run["phases"] = phase_table(m, o);
+  run["targets"] = step_targets(m, run);
+  if (!cpu) {
+    std::printf("\n");
+    return run;
+  }
+  const CpuPeak peak = cpu_gemm_efficiency(m, o, run);
+  pytorch_baseline(m, o, preset, peak, run);
+  return run;
+}
+
+}  // namespace fp8rl::cli::bench
