@@ -125,6 +125,7 @@ class CudaBackend final : public Backend {
   // One pass of 16-byte loads where both pointers allow it (bytes otherwise) that raises a
   // device flag on the first difference; synchronises to read it.
   bool equal_bytes(const void* a, const void* b, size_t bytes) override;
+  std::vector<bool> equal_bytes(const std::vector<BytesPair>& pairs) override;
 
   // quantize.cu. Shapes and semantics: Backend. The outputs' formats must equal opt.format.
   // Asynchronous, except that requesting statistics synchronises the stream.

@@ -188,6 +188,7 @@ void CudaBackend::add(const Matrix& a, const Matrix& b, const Matrix& out) {
 
 double CudaBackend::sum_squares(const float* x, int64_t n) {
   const OpScope scope(*this, "sum_squares");
+  count_host_sync();
   check_vector("sum_squares", x, n);
   if (n == 0) return 0.0;
   make_current();

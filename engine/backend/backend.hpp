@@ -140,6 +140,14 @@ class Backend {
   // compared where they live (the layer audit's check of the rollout weights, without copying
   // them to the host). Synchronises.
   virtual bool equal_bytes(const void* a, const void* b, size_t bytes) = 0;
+  struct BytesPair {
+    const void* a;
+    const void* b;
+    size_t bytes;
+  };
+  // equal_bytes for each pair, all compared in one synchronisation (the layer audit's check
+  // of a layer's weights at once).
+  virtual std::vector<bool> equal_bytes(const std::vector<BytesPair>& pairs) = 0;
 
   // --- FP8 numerics
   // Quantizes x (f32 or bf16, [rows, cols]) into out (same shape; out.block chooses 1x128
@@ -326,10 +334,23 @@ class Backend {
     return nullptr;
   }
 
+  // --- Synchronisation
+  // How often the host has waited for this backend since it was made: every call that returns
+  // what the host reads at once — download, synchronize, equal_bytes, amax, sum_squares, a
+  // quantization with statistics, op_timings. The CPU backend counts the same calls, so a CPU
+  // run states what a step costs a device in synchronisations (test_audit compares modes).
+  int64_t host_syncs() const { return host_syncs_; }
+
  protected:
+  // Backends call this in each of the calls above.
+  void count_host_sync() { ++host_syncs_; }
+
   friend class Buffer;
   virtual void* raw_alloc(size_t bytes) = 0;
   virtual void raw_free(void* p) noexcept = 0;
+
+ private:
+  int64_t host_syncs_ = 0;
 };
 
 // Checks that the operands of Backend::gemm / gemm_fp8 agree in shape and dtype; throws an

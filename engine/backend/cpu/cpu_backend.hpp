@@ -21,10 +21,11 @@ class CpuBackend final : public Backend {
 
   void upload(void* dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* src, size_t bytes) override;
-  void synchronize() override {}
+  void synchronize() override { count_host_sync(); }
   void copy(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
   bool equal_bytes(const void* a, const void* b, size_t bytes) override;
+  std::vector<bool> equal_bytes(const std::vector<BytesPair>& pairs) override;
 
   void quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
                 QuantStats* stats) override;

@@ -93,6 +93,7 @@ void CpuBackend::add(const Matrix& a, const Matrix& b, const Matrix& out) {
 }
 
 double CpuBackend::sum_squares(const float* x, int64_t n) {
+  count_host_sync();
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   return s;
