@@ -1,5 +1,6 @@
-// The fp8rl command as a user runs it: version, doctor (honest without a GPU), errors, and the
-// binaries' link lines (no CUDA library, no Qt in the CLI).
+// The fp8rl command as a user runs it: version, doctor (honest without a GPU), errors, the
+// studio's help without a display, and the binaries' link lines (no CUDA library, no Qt in the
+// CLI).
 #include <QtTest>
 
 #include <sys/types.h>
@@ -16,6 +17,8 @@
 #include <cmath>
 #include <csignal>
 #include <random>
+#include <tuple>
+#include <utility>
 
 namespace {
 
@@ -621,6 +624,36 @@ class TestCli : public QObject {
     const auto m = dispatches.match(r.out);
     QVERIFY2(m.hasMatch() && m.captured(1).toLongLong() > 0, qPrintable(r.out));
     QVERIFY2(r.out.contains("ticks that fired latest"), qPrintable(r.out));
+  }
+
+  // The studio's --help and --version on a machine without a display (a server, an SSH
+  // session): the text, exit 0, no complaint about a platform plugin.
+  void studioHelpWithoutDisplay() {
+    if (QStringLiteral(FP8RL_STUDIO).isEmpty()) QSKIP("built without the studio (FP8RL_GUI=OFF)");
+    auto env = QProcessEnvironment::systemEnvironment();
+    for (const char* name : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) env.remove(name);
+    const auto stdout_of = [&](const QStringList& args) {
+      QProcess p;
+      p.setProcessEnvironment(env);
+      p.start(FP8RL_STUDIO, args);
+      const bool done = p.waitForFinished(60000);
+      const QString err = QString::fromUtf8(p.readAllStandardError());
+      return std::pair{done && p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+                       QString::fromUtf8(p.readAllStandardOutput()) + err};
+    };
+    auto [code, out] = stdout_of({"--help"});
+    QVERIFY2(code == 0, qPrintable(out));
+    QVERIFY2(out.startsWith("Usage: ") && out.contains("fp8rl-studio [options]") &&
+                 out.contains("Launch, watch, steer and compare FP8 RL runs.") &&
+                 out.contains("--screenshots <DIR>") && out.contains("--version"),
+             qPrintable(out));
+    QVERIFY2(!out.contains("platform plugin") && !out.contains("could not connect"),
+             qPrintable(out));
+    std::tie(code, out) = stdout_of({"--version"});
+    QVERIFY2(code == 0 && out.startsWith("FP8 RL Studio 0."), qPrintable(out));
+    std::tie(code, out) = stdout_of({"--help-all"});
+    QVERIFY2(code == 0 && out.contains("--db <PATH>") && out.contains("-platform"),
+             qPrintable(out));
   }
 
   void binariesLinkNoCudaLibrary() {
