@@ -574,7 +574,7 @@ Json bench_step(Backend& be, const StepOptions& o) {
     }
     run["pytorch"] = pt;
   } catch (const Error& e) {
-    std::printf("\npytorch: %s\n\n", e.what());
+    std::printf("\npytorch: %s\n\n", error_text(e).c_str());
   }
   return run;
 }

@@ -43,18 +43,20 @@ double last_value(RunStore& db, int64_t run, const std::string& key) {
 int cmd_runs(const std::vector<std::string>& args) {
   const Args a(args, {"db"}, {"help", "csv"});
   const auto& pos = a.positional();
-  const bool ok =
-      !pos.empty() &&
-      (((pos[0] == "list" || pos[0] == "check") && pos.size() == 1) ||
-       ((pos[0] == "show" || pos[0] == "export" || pos[0] == "attach") && pos.size() == 2));
-  if (a.flag("help") || !ok)
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         "usage: fp8rl runs list [--db PATH]\n"
         "       fp8rl runs show ID [--db PATH]\n"
         "       fp8rl runs check [--db PATH]            (SQLite integrity check; prints ok)\n"
         "       fp8rl runs attach ID [--db PATH]        (follow a live run)\n"
         "       fp8rl runs export ID --csv [--db PATH]   (one row per step, one column per "
         "scalar)\n");
+  need(!pos.empty(), "needs an action: list, show ID, check, attach ID or export ID --csv");
+  const bool by_id = pos[0] == "show" || pos[0] == "export" || pos[0] == "attach";
+  need(by_id || pos[0] == "list" || pos[0] == "check",
+       "unknown action '" + pos[0] + "' (list, show, check, attach or export)");
+  need(!by_id || pos.size() >= 2, pos[0] + " needs a run id (as `fp8rl runs list` shows)");
+  a.max_positional(by_id ? 2 : 1);
   const std::string path = a.get("db", default_db_path());
   if (!std::filesystem::exists(path)) {
     check(pos[0] == "list", "no run database at " + path + " (no runs recorded yet)");

@@ -283,7 +283,7 @@ std::string RunSession::run() {
     {
       std::lock_guard lock(m.mu);
       m.st.state = run_status::kFailed;
-      m.st.error = e.what();
+      m.st.error = error_text(e);  // what users read: no source location (logs keep it)
     }
     // A lost rank: the run did not fail on its own account, its job broke (as when its
     // process dies).
@@ -291,7 +291,7 @@ std::string RunSession::run() {
     try {
       if (m.rec && m.id() >= 0)
         m.rec->set_status(m.id(), crashed ? run_status::kCrashed : run_status::kFailed);
-      m.event(step, {event::kError, e.what(), Json()});
+      m.event(step, {event::kError, error_text(e), Json()});
     } catch (...) {
       // The recorder failing too must not hide the first error.
     }
