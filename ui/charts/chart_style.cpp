@@ -5,6 +5,7 @@
 #include <QFontMetrics>
 #include <QLabel>
 #include <QSaveFile>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <iterator>
@@ -27,6 +28,68 @@ QLabel* makeTitleLabel(const QString& title, QWidget* parent) {
   bold.setBold(true);
   label->setFont(bold);
   return label;
+}
+
+namespace {
+
+constexpr QMargins kLegendMargins(6, 2, 6, 0);
+
+// The legend's columns: as many of the widest entry as the plot's width holds.
+void wrapLegend(QCustomPlot* plot) {
+  QCPLegend* legend = plot->legend;
+  if (!legend->visible()) return;
+  // Cells of the legend's grid may be empty (the last row of a wrapped legend): no item there.
+  int n = 0, widest = 1;
+  for (int i = 0; i < legend->itemCount(); ++i)
+    if (const QCPAbstractLegendItem* item = legend->item(i)) {
+      ++n;
+      widest = std::max(widest, item->minimumOuterSizeHint().width());
+    }
+  if (n == 0) return;
+  const QMargins m = legend->margins();
+  const int room = plot->viewport().width() - m.left() - m.right() + legend->columnSpacing();
+  const int columns = std::clamp(room / (widest + legend->columnSpacing()), 1, n);
+  if (columns == legend->wrap() && legend->columnCount() == columns) return;
+  legend->setWrap(columns);
+  legend->setFillOrder(QCPLegend::foColumnsFirst, /*rearrange=*/true);
+}
+
+}  // namespace
+
+void placeLegendBelow(QCustomPlot* plot) {
+  QCPLegend* legend = plot->legend;
+  QCPLayoutGrid* grid = plot->plotLayout();
+  if (legend->layout() == grid) return;  // placed already
+  plot->axisRect()->insetLayout()->take(legend);
+  // The row under the axis rect, spanning it; no stretch: it is as high as its entries.
+  int row = 0;
+  for (int r = 0; r < grid->rowCount(); ++r)
+    for (int c = 0; c < grid->columnCount(); ++c)
+      if (grid->element(r, c) == plot->axisRect()) row = r;
+  grid->insertRow(row + 1);
+  grid->addElement(row + 1, 0, legend);
+  grid->setRowStretchFactor(row + 1, 0.001);
+  grid->setRowSpacing(0);  // the legend's top margin keeps it off the axis labels
+  legend->setBorderPen(Qt::NoPen);
+  legend->setBrush(Qt::NoBrush);
+  legend->setMargins(kLegendMargins);
+  legend->setRowSpacing(0);
+  legend->setColumnSpacing(14);
+  legend->setFillOrder(QCPLegend::foColumnsFirst, false);
+  // A layout column is no wider than its narrowest maximum, and an empty legend's is 0: an
+  // explicit maximum below QWIDGETSIZE_MAX counts instead, so the axis rect above keeps the
+  // plot's width whether the legend is shown or not.
+  legend->setMaximumSize(QWIDGETSIZE_MAX - 1, QWIDGETSIZE_MAX);
+  plot->setAutoAddPlottableToLegend(false);  // entries are added where the legend is shown
+  QObject::connect(plot, &QCustomPlot::beforeReplot, legend, [plot] { wrapLegend(plot); });
+  showLegend(plot, false);
+}
+
+void showLegend(QCustomPlot* plot, bool on) {
+  QCPLegend* legend = plot->legend;
+  legend->setVisible(on);
+  legend->setMargins(on ? kLegendMargins : QMargins());
+  if (!on) legend->clearItems();
 }
 
 void setLogScale(QCPAxis* axis, bool log) {
