@@ -90,6 +90,9 @@ GroupView::GroupView(QWidget* parent)
   QFont bold = title_->font();
   bold.setBold(true);
   title_->setFont(bold);
+  // Wrapped: unwrapped, its text set the studio's narrowest central area (over 1,000 px at
+  // 1440 × 900), leaving the runs panel too little room.
+  title_->setWordWrap(true);
   title_->setText(tr("No sweep chosen: pick one in the runs panel's Sweeps tab."));
   for (QComboBox* box : {a_, b_}) {
     box->setMinimumContentsLength(10);
