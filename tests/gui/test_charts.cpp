@@ -403,6 +403,28 @@ void TestCharts::markersAndThresholds() {
   chart->replotNow();
   const QString r = chart->readoutAt(chart->plot()->xAxis->coordToPixel(20));
   QVERIFY2(r.contains(QStringLiteral("L1 → fp8")), qPrintable(r));
+  // A label that fits neither side of its line is elided to the wider, never cut by the edge
+  // (the read-out has it whole).
+  const QString text = QStringLiteral("L0.down bf16, L0.gate bf16, L0.up bf16, L1.q bf16");
+  chart->setMarkers({{45, text}});
+  chart->resize(320, 300);
+  QCoreApplication::processEvents();
+  chart->replotNow();
+  QCPItemText* label = nullptr;
+  for (int i = 0; i < chart->plot()->itemCount(); ++i)
+    if (auto* t = qobject_cast<QCPItemText*>(chart->plot()->item(i)); t && t->visible())
+      if (t->text().startsWith(QStringLiteral("L0.down"))) label = t;
+  QVERIFY(label);
+  QVERIFY2(label->text() != text && label->text().endsWith(QChar(0x2026)),
+           qPrintable(label->text()));
+  const QRect rect = chart->plot()->axisRect()->rect();
+  const double x = label->position->pixelPosition().x();
+  const int width = QFontMetrics(label->font()).horizontalAdvance(label->text());
+  if (label->positionAlignment() & Qt::AlignLeft)
+    QVERIFY(x + width <= rect.right());
+  else
+    QVERIFY(x - width >= rect.left());
+  QVERIFY(chart->readoutAt(x).contains(text));
   chart->setMarkers({});
   QCOMPARE(chart->markerCount(), 0);
   QCOMPARE(chart->plot()->itemCount(), items_before + 2);

@@ -33,6 +33,8 @@ QLabel* makeTitleLabel(const QString& title, QWidget* parent) {
 namespace {
 
 constexpr QMargins kLegendMargins(6, 2, 6, 0);
+// A rule line label's whole text (its shown text may be elided).
+constexpr const char* kFullText = "fp8rl_full_text";
 
 // The legend's columns: as many of the widest entry as the plot's width holds.
 void wrapLegend(QCustomPlot* plot) {
@@ -110,6 +112,7 @@ RuleLine addRuleLine(QCustomPlot* plot, Qt::Orientation orientation, double at, 
   r.line->setPen(QPen(color, 1, Qt::DashLine));
   r.label = new QCPItemText(plot);
   r.label->setText(text);
+  r.label->setProperty(kFullText, text);
   r.label->setColor(color);
   // Along the line, positions are fractions of the axis rect: it spans the rect at any zoom.
   QCPItemPosition* positions[] = {r.line->point1, r.line->point2, r.label->position};
@@ -123,14 +126,20 @@ RuleLine addRuleLine(QCustomPlot* plot, Qt::Orientation orientation, double at, 
     r.label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
     r.label->setPadding(QMargins(3, 1, 2, 1));
     // The label reads to the right of its line, or to the left where it would run past the
-    // plot's right edge (a bound near the end of the range).
+    // plot's right edge (a bound near the end of the range); where it fits neither side, it is
+    // elided to the wider one (never cut by the plot's edge).
     QCPItemText* label = r.label;
     QObject::connect(plot, &QCustomPlot::beforeReplot, label, [label] {
       const QRect rect = label->clipAxisRect()->rect();
       const double x = label->position->pixelPosition().x();
-      const int width = QFontMetrics(label->font()).horizontalAdvance(label->text()) + 6;
-      label->setPositionAlignment((x + width > rect.right() ? Qt::AlignRight : Qt::AlignLeft) |
-                                  Qt::AlignTop);
+      const QString full = label->property(kFullText).toString();
+      const QFontMetrics fm(label->font());
+      const int padding = 6;
+      const int right = static_cast<int>(rect.right() - x), left = static_cast<int>(x - rect.left());
+      const bool on_right = fm.horizontalAdvance(full) + padding <= right || right >= left;
+      label->setPositionAlignment((on_right ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignTop);
+      label->setText(
+          fm.elidedText(full, Qt::ElideRight, std::max(0, (on_right ? right : left) - padding)));
     });
   } else {
     r.label->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
