@@ -505,7 +505,7 @@ void pytorch_baseline(const StepMeasurement& m, const StepOptions& o, const RunC
     }
     run["pytorch"] = pt;
   } catch (const Error& e) {
-    std::printf("\npytorch: %s\n\n", e.what());
+    std::printf("\npytorch: %s\n\n", error_text(e).c_str());
   }
 }
 
