@@ -310,6 +310,26 @@ class Backend {
   // p −= lr · (m̂ / (sqrt(v̂) + eps) + wd · p) with m̂ = m/(1−β1^t), v̂ = v/(1−β2^t).
   virtual void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                      float beta2, float eps, float weight_decay, int64_t t) = 0;
+  // The same over many vectors at once (a model's parameters), one launch and, for the sum, one
+  // synchronisation on a device instead of one per vector. Each vector's result is the
+  // single-vector op's; the CPU adds the vectors' sums of squares in order, so its global sum is
+  // the one a loop of sum_squares gives.
+  struct FloatSpan {
+    float* data;
+    int64_t n;
+  };
+  virtual double sum_squares(const std::vector<FloatSpan>& xs) = 0;
+  virtual void scale(const std::vector<FloatSpan>& xs, float s) = 0;
+  struct AdamWParam {
+    float* p;
+    const float* g;
+    float* m;
+    float* v;
+    int64_t n;
+    float weight_decay;  // per vector: norm weights decay not
+  };
+  virtual void adamw(const std::vector<AdamWParam>& params, float lr, float beta1, float beta2,
+                     float eps, int64_t t) = 0;
 
   // --- Op timing (where the time of a step goes: `fp8rl bench step --op-times`)
   // Turns op timing on or off; returns false when this backend cannot time its ops (the CPU

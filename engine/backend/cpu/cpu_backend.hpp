@@ -78,6 +78,10 @@ class CpuBackend final : public Backend {
                         const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o) override;
   double sum_squares(const float* x, int64_t n) override;
   void scale(float* x, int64_t n, float s) override;
+  double sum_squares(const std::vector<FloatSpan>& xs) override;
+  void scale(const std::vector<FloatSpan>& xs, float s) override;
+  void adamw(const std::vector<AdamWParam>& params, float lr, float beta1, float beta2, float eps,
+             int64_t t) override;
   void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
              float beta2, float eps, float weight_decay, int64_t t) override;
 
