@@ -154,6 +154,24 @@ class Summary:
             self.target(label, worst and worst["vs_copy"], "≥", TARGETS["quant"], fmt_pct,
                         "bench-quant")
 
+    def kernels(self):
+        """bench decode: its own targets (a layer's FP8 weight stream, the FP8 KV cache read, each
+        against the copy bandwidth) and a decode layer's BF16 / FP8 + FP8 KV ratio per shape."""
+        run = first_run(load(self.folder, "bench-decode"))
+        if not run:
+            if "bench-decode" in self.status:
+                self.info.append(("decode kernels", self.why_missing("bench-decode")))
+            return
+        for t in run.get("targets", []):
+            relation = "≥" if t["relation"] == ">=" else "≤"
+            self.target(t["name"], t.get("value"), relation, t["target"], fmt_pct, "bench-decode")
+        for r in run.get("layer_step", []):
+            self.info.append((f"decode layer (linears + attention) BF16 / FP8 + FP8 KV, "
+                              f"{r['rows']} rows x {r['context']}", fmt_ratio(r.get("bf16_over_fp8"))))
+        for r in run.get("layers", []):
+            self.info.append((f"decode layer's linears BF16 / FP8, {r['rows']} rows",
+                              fmt_ratio(r.get("linears_bf16_over_fp8"))))
+
     def decode(self):
         for tag in ("0.6b", "1.7b"):
             run = first_run(load(self.folder, f"bench-rollout-{tag}"))
@@ -265,7 +283,7 @@ class Summary:
     # --- output
 
     def device(self):
-        for name in ("bench-gemm", "bench-rollout-0.6b", "bench-step-gpu", "bench-train-0.6b"):
+        for name in ("bench-gemm", "bench-decode", "bench-rollout-0.6b", "bench-step-gpu", "bench-train-0.6b"):
             run = first_run(load(self.folder, name))
             if run and run.get("device"):
                 return f"{run.get('backend')}: {run['device']}"
@@ -328,7 +346,7 @@ def main(argv):
     except (OSError, KeyError) as e:
         print(f"summarize.py: cannot read {args[0]}/status.tsv: {e!r}", file=sys.stderr)
         return 1
-    for part in (s.ops, s.recipe, s.gemm, s.quant, s.decode, s.step, s.train, s.ranks):
+    for part in (s.ops, s.recipe, s.kernels, s.gemm, s.quant, s.decode, s.step, s.train, s.ranks):
         try:
             part()
         except (KeyError, TypeError, ValueError, AttributeError) as e:
