@@ -136,6 +136,7 @@ class CudaBackend final : public Backend {
                                QuantStats* stats_transposed) override;
   void dequantize(const Fp8Matrix& q, const Matrix& out) override;
   void transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) override;
+  void scale_log2_histogram(const Fp8Matrix& q, int lo, int hi, int64_t* counts) override;
 
   // gemm.cu. Shapes and semantics: Backend. gemm_fp8 pads shapes cuBLASLt rejects (K % 16,
   // M % 8, N % 8) through the scratch buffer.

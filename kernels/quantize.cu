@@ -17,6 +17,7 @@
 #include "cuda_check.hpp"
 #include "fp8/format.hpp"
 #include "grid_stride.cuh"
+#include "ops_common.cuh"
 
 namespace fp8rl {
 namespace {
@@ -692,6 +693,29 @@ QuantLaunch quant_launch(const Matrix& x, const Fp8Matrix& out, const QuantOptio
   return p;
 }
 
+// The log2 bins of a scale grid's valid entries (scale_log2_bin): counted in shared memory per
+// block, then one 64-bit atomic per non-empty bin per block. nbins = hi − lo + 2 ≤ 258.
+constexpr int kMaxHistogramBins = 258;
+__global__ void __launch_bounds__(kThreads)
+    scale_log2_histogram_kernel(const float* __restrict__ s, int64_t rows, int64_t cols,
+                                ScaleBlock block, int lo, int hi,
+                                unsigned long long* __restrict__ counts) {
+  __shared__ unsigned int bins[kMaxHistogramBins];
+  const int nbins = hi - lo + 2;
+  for (int i = static_cast<int>(threadIdx.x); i < nbins; i += kThreads) bins[i] = 0;
+  __syncthreads();
+  const int64_t cbs = blocks_of(cols);
+  const int64_t rbs = block == ScaleBlock::row1x128 ? rows : blocks_of(rows);
+  const int64_t rstep = block == ScaleBlock::row1x128 ? 1 : kBlock;
+  cuda::for_each_index<kThreads>(rbs * cbs, [&](int64_t i) {
+    const int64_t r = (i / cbs) * rstep, c = (i % cbs) * kBlock;
+    atomicAdd(&bins[scale_log2_bin(s[scale_index(block, rows, cols, r, c)], lo, hi)], 1u);
+  });
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < nbins; i += kThreads)
+    if (bins[i] != 0) atomicAdd(counts + i, static_cast<unsigned long long>(bins[i]));
+}
+
 template <Fp8Format F, typename OutT>
 void launch_dequantize(const Fp8Matrix& q, void* out, dim3 grid, cudaStream_t stream) {
   dequantize_kernel<F, OutT><<<grid, kThreads, 0, stream>>>(q.codes, q.scale_inv, q.rows, q.cols,
@@ -798,6 +822,24 @@ void CudaBackend::transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) {
   transpose_tile_scales_kernel<<<sgrid, kThreads, 0, stream_>>>(w.scale_inv, w.rows, w.cols,
                                                                 wt.scale_inv);
   cuda::check_launch("transpose_tile_scales_kernel");
+}
+
+void CudaBackend::scale_log2_histogram(const Fp8Matrix& q, int lo, int hi, int64_t* counts) {
+  const OpScope scope(*this, "scale_log2_histogram");
+  check(lo < hi && hi - lo <= kMaxHistogramBins - 2,
+        "scale_log2_histogram: bins from 2^" + std::to_string(lo) + " to 2^" + std::to_string(hi) +
+            " (lo < hi, at most 256 bins)");
+  if (q.rows == 0 || q.cols == 0) return;
+  check(q.scale_inv && counts, "scale_log2_histogram: null data pointer");
+  make_current();
+  const int64_t n =
+      (q.block == ScaleBlock::row1x128 ? q.rows : blocks_of(q.rows)) * blocks_of(q.cols);
+  // Few blocks: each adds its bins to the global counts once.
+  const unsigned grid = cuda::grid_for(n, int64_t{kThreads} * 16, int64_t{2} * sm_count_);
+  static_assert(sizeof(unsigned long long) == sizeof(int64_t));
+  scale_log2_histogram_kernel<<<grid, kThreads, 0, stream_>>>(
+      q.scale_inv, q.rows, q.cols, q.block, lo, hi, reinterpret_cast<unsigned long long*>(counts));
+  cuda::check_launch("scale_log2_histogram_kernel");
 }
 
 std::string CudaBackend::kernel_image_problem() {

@@ -171,6 +171,13 @@ class Backend {
   // (a tile survives a transpose, so this is exact; dgrad uses it).
   virtual void transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) = 0;
 
+  // Adds to counts (hi − lo + 2 counters in this backend's memory: underflow, one per power of
+  // two from 2^lo to 2^hi, overflow) one count per block of q — each 1x128 block or 128x128
+  // tile, not the padding entries of a tile grid — in the bin scale_log2_bin(1/s, lo, hi)
+  // (fp8/format.hpp) of its 1/s. Asynchronous, no synchronisation: the FP8 telemetry sums its
+  // scale histograms where the scales live and reads them once per step. lo < hi, hi − lo ≤ 256.
+  virtual void scale_log2_histogram(const Fp8Matrix& q, int lo, int hi, int64_t* counts) = 0;
+
   // c [M, N] = a [M, K] · b [N, K]ᵀ + beta · c. a, b: f32 or bf16 (same dtype); c: f32 or
   // bf16 (beta must be 0 for bf16). FP32 accumulation.
   virtual void gemm(const Matrix& a, const Matrix& b, const Matrix& c, float beta) = 0;

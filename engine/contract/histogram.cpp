@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace fp8rl {
 
@@ -39,19 +38,6 @@ Histogram linear_histogram(const std::vector<double>& values, double lo, double 
     }
   }
   return h;
-}
-
-size_t log2_bin(float v, int lo, int hi) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  const uint32_t exp = (bits >> 23) & 0xff;
-  const size_t over = static_cast<size_t>(hi - lo) + 1;
-  if (bits >> 31 || exp == 0) return 0;  // ≤ 0, NaN with the sign set, below 2^-126
-  if (exp == 0xff) return (bits & 0x7fffff) ? 0 : over;  // NaN under, +inf over
-  const int e = static_cast<int>(exp) - 127;             // floor(log2 v)
-  if (e < lo) return 0;
-  if (e >= hi) return over;
-  return static_cast<size_t>(e - lo + 1);
 }
 
 }  // namespace fp8rl

@@ -22,10 +22,4 @@ Histogram log_histogram(const std::vector<double>& values, double lo_exp10, doub
 // Linear bins over [lo, hi] with underflow/overflow (e.g. log2 of FP8 scales).
 Histogram linear_histogram(const std::vector<double>& values, double lo, double hi, int bins);
 
-// The index in linear_histogram(values, lo, hi, hi − lo)'s counts (one bin per power of two;
-// 0 underflow, hi − lo + 1 overflow) of log2(v), read off the float's exponent bits: exact
-// for every float (v ≤ 0 and NaN fall under, +inf over), and cheap enough for the millions of
-// activation scales a step observes. lo < hi.
-size_t log2_bin(float v, int lo, int hi);
-
 }  // namespace fp8rl

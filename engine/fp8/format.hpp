@@ -87,4 +87,21 @@ FP8RL_HD int64_t scale_index(ScaleBlock b, int64_t rows, int64_t cols, int64_t r
                                    : (r / kBlock) * tile_scale_stride(cols) + c / kBlock;
 }
 
+// The bin of a scale's log2 in a histogram with one bin per power of two from 2^lo to 2^hi:
+// 0 underflow, 1 + floor(log2 v) − lo, hi − lo + 1 overflow; read off the float's exponent bits,
+// so exact for every float (v ≤ 0, NaN and subnormals fall under, +inf over) and the same on
+// host and device. The FP8 telemetry's scale histograms count 1/s this way. lo < hi.
+FP8RL_HD int64_t scale_log2_bin(float v, int lo, int hi) {
+  uint32_t bits;
+  memcpy(&bits, &v, 4);
+  const uint32_t exp = (bits >> 23) & 0xffu;
+  const int64_t over = static_cast<int64_t>(hi - lo) + 1;
+  if ((bits >> 31) != 0u || exp == 0u) return 0;
+  if (exp == 0xffu) return (bits & 0x7fffffu) != 0u ? 0 : over;
+  const int e = static_cast<int>(exp) - 127;  // floor(log2 v)
+  if (e < lo) return 0;
+  if (e >= hi) return over;
+  return static_cast<int64_t>(e - lo) + 1;
+}
+
 }  // namespace fp8rl

@@ -35,33 +35,53 @@ double resident_memory_mb() {
 }
 
 // Collects FP8 quantization telemetry of one step: the histogram of log2 of the dequantization
-// scales (counted as they come: a step observes millions of activation scales) and the
-// statistics, per layer and tensor kind.
+// scales, counted where the scales live (Backend::scale_log2_histogram: no synchronisation; a
+// step observes millions of activation scales) and read in one download when the step is
+// recorded, and the statistics, per layer and tensor kind.
 struct GrpoRun::Observer : QuantObserver {
   // The scale histogram's range: log2 in [-32, 8), one bin per power of two.
   static constexpr int kLog2Lo = -32, kLog2Hi = 8, kBins = kLog2Hi - kLog2Lo;
+  static constexpr size_t kCounts = kBins + 2;  // + under/overflow
   explicit Observer(Backend& backend) : be(backend) {}
   Backend& be;
   bool enabled = false;
   struct Acc {
-    std::vector<int64_t> counts = std::vector<int64_t>(kBins + 2, 0);  // + under/overflow
+    size_t slot = 0;  // its counts in `counts`, kCounts from slot · kCounts
     QuantStats stats;
   };
   std::map<std::pair<int64_t, std::string>, Acc> acc;
+  Buffer counts;  // int64 counts of every slot, in the backend's memory
+  size_t capacity = 0;
 
   bool active() const override { return enabled; }
   void observe(int64_t layer, Module, const char* kind, const Fp8Matrix& q,
                const QuantStats& s) override {
     if (!enabled) return;
-    std::vector<float> sc(static_cast<size_t>(scale_count(q.block, q.rows, q.cols)));
-    be.download(sc.data(), q.scale_inv, sc.size() * 4);
-    Acc& a = acc[{layer, kind}];
-    const int64_t rstep = q.block == ScaleBlock::row1x128 ? 1 : kBlock;
-    for (int64_t r = 0; r < q.rows; r += rstep)
-      for (int64_t c = 0; c < q.cols; c += kBlock)
-        ++a.counts[log2_bin(sc[static_cast<size_t>(scale_index(q.block, q.rows, q.cols, r, c))],
-                            kLog2Lo, kLog2Hi)];
+    auto [it, added] = acc.try_emplace({layer, kind});
+    Acc& a = it->second;
+    if (added) {
+      a.slot = acc.size() - 1;
+      reserve(acc.size());
+      be.zero(slot_counts(a.slot), kCounts * sizeof(int64_t));
+    }
+    be.scale_log2_histogram(q, kLog2Lo, kLog2Hi, slot_counts(a.slot));
     a.stats += s;
+  }
+  int64_t* slot_counts(size_t slot) const { return counts.as<int64_t>() + slot * kCounts; }
+  // Room for n slots; the counts so far move along (a copy in the backend's memory).
+  void reserve(size_t n) {
+    if (n <= capacity) return;
+    const size_t grown = std::max<size_t>({n, 2 * capacity, 64});
+    Buffer bigger = be.alloc(grown * kCounts * sizeof(int64_t));
+    if (capacity > 0) be.copy(bigger.data(), counts.data(), capacity * kCounts * sizeof(int64_t));
+    counts = std::move(bigger);
+    capacity = grown;
+  }
+  // Every slot's counts, slot after slot, in one download.
+  std::vector<int64_t> read_counts() const {
+    std::vector<int64_t> h(acc.size() * kCounts);
+    if (!h.empty()) be.download(h.data(), counts.data(), h.size() * sizeof(int64_t));
+    return h;
   }
 };
 
@@ -621,10 +641,12 @@ void GrpoRun::add_routing_telemetry(StepRecord& r) {
 }
 
 void GrpoRun::add_fp8_telemetry(StepRecord& r) {
+  const std::vector<int64_t> counts = observer_->read_counts();
   for (auto& [key, a] : observer_->acc) {
     const auto [layer, kind] = key;
     Histogram h = linear_histogram({}, Observer::kLog2Lo, Observer::kLog2Hi, Observer::kBins);
-    h.counts = a.counts;
+    const auto first = counts.begin() + static_cast<std::ptrdiff_t>(a.slot * Observer::kCounts);
+    h.counts.assign(first, first + static_cast<std::ptrdiff_t>(Observer::kCounts));
     r.histograms.push_back({histogram::fp8_scale_log2(layer, kind), std::move(h)});
     const double n = static_cast<double>(std::max<int64_t>(a.stats.elements, 1));
     r.scalars[metric::fp8(layer, kind, "saturated_frac")] =

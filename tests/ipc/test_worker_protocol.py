@@ -734,10 +734,11 @@ def sweep_steer(db):
     any run. The runner leaves a run a client stopped and finishes the others."""
     sweep = os.path.join(os.path.dirname(db), "steer.yaml")
     with open(sweep, "w") as f:
-        # Point 0 runs long enough to be steered on a loaded machine, point 1 finishes soon.
+        # Point 0 runs far longer than the steering takes on any machine (a demo step with 2
+        # prompts takes milliseconds; the client stops it), point 1 finishes soon.
         f.write("name: steer\npreset: demo\nset:\n  - sft.steps=0\n"
                 "  - grpo.prompts_per_step=2\n  - validation.every=0\n  - checkpoint.every=5\n"
-                "concurrency: 2\naxes:\n  grpo.steps: [400, 10]\n")
+                "concurrency: 2\naxes:\n  grpo.steps: [20000, 10]\n")
     runner = subprocess.Popen([FP8RL, "sweep", sweep, "--db", db], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     WORKERS.append(runner)

@@ -340,6 +340,40 @@ void add_transpose_fp8_case(Registry& reg, int64_t rows, int64_t cols) {
        }});
 }
 
+// scale_log2_histogram over the scales a quantization made (specials: degenerate and tiny
+// blocks too), into counts that already hold values, twice (it adds): against the bins of the
+// valid scale entries counted on the host.
+void add_scale_histogram_case(Registry& reg, int64_t rows, int64_t cols, ScaleBlock block, int lo,
+                              int hi) {
+  reg.push_back({fmt("scale_log2_histogram %s %s bins 2^%d..2^%d", scale_block_name(block),
+                     shape_str(rows, cols).c_str(), lo, hi),
+                 [=](Backend& ref, Backend& test, Rng& rng) {
+                   const QuantOptions opt;
+                   const Host in = make_input(special_values(rng, rows, cols), DType::f32);
+                   const Quantized q = run_quantize(ref, in, DType::f32, rows, cols, block, opt);
+                   const size_t nbins = static_cast<size_t>(hi - lo) + 2;
+                   std::vector<int64_t> want(nbins);
+                   for (size_t i = 0; i < nbins; ++i) want[i] = static_cast<int64_t>(i) * 1000 + 7;
+                   Guarded scales(test, q.scales.size() * 4), counts(test, nbins * 8);
+                   scales.upload(q.scales.data());
+                   counts.upload(want.data());
+                   for (float v : valid_scales(q.scales, block, rows, cols))
+                     want[static_cast<size_t>(scale_log2_bin(v, lo, hi))] += 2;
+                   const Fp8Matrix m{
+                       nullptr, static_cast<float*>(scales.data()), rows, cols, block, opt.format};
+                   for (int i = 0; i < 2; ++i)
+                     test.scale_log2_histogram(m, lo, hi, static_cast<int64_t*>(counts.data()));
+                   std::vector<int64_t> got(nbins);
+                   if (!counts.download(got.data()))
+                     return fail("wrote outside its counts (guard bytes changed)");
+                   for (size_t i = 0; i < nbins; ++i)
+                     if (got[i] != want[i])
+                       return fail(fmt("bin %zu: got %lld want %lld", i, (long long)got[i],
+                                       (long long)want[i]));
+                   return pass("every bin exact");
+                 }});
+}
+
 // equal_bytes (the layer audit's comparison of FP8 tiles and BF16 copies where they live) on
 // `bytes` random bytes at byte offsets oa/ob into their buffers (unaligned starts take the byte
 // path): equal copies, then one byte changed at the first, a middle and the last position.
@@ -441,6 +475,12 @@ void add_quantize_cases(Registry& reg) {
   add_quantize_case(reg, 257, 515, DType::f32, ScaleBlock::row1x128, {Fp8Format::e5m2, false},
                     true);
   add_transpose_quantize_case(reg, 300, 257, DType::f32);
+  for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {257, 515}, {130, 1000}}) {
+    add_scale_histogram_case(reg, r, c, ScaleBlock::row1x128, -32, 8);
+    add_scale_histogram_case(reg, r, c, ScaleBlock::tile128x128, -32, 8);
+  }
+  add_scale_histogram_case(reg, 4099, 385, ScaleBlock::row1x128, -12, -7);  // under and overflow
+  add_scale_histogram_case(reg, 0, 7, ScaleBlock::row1x128, -32, 8);
   for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {257, 259}, {130, 1000}}) {
     add_dequantize_case(reg, r, c, ScaleBlock::row1x128, DType::f32);
     add_dequantize_case(reg, r, c, ScaleBlock::tile128x128, DType::bf16);

@@ -34,6 +34,7 @@ class CpuBackend final : public Backend {
                                QuantStats* stats_transposed) override;
   void dequantize(const Fp8Matrix& q, const Matrix& out) override;
   void transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) override;
+  void scale_log2_histogram(const Fp8Matrix& q, int lo, int hi, int64_t* counts) override;
   void gemm(const Matrix& a, const Matrix& b, const Matrix& c, float beta) override;
   void gemm_fp8(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix& c, float beta) override;
   std::optional<std::string> gemm_fp8_unsupported(const Fp8Matrix&, const Fp8Matrix&,

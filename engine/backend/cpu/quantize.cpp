@@ -488,4 +488,16 @@ void CpuBackend::transpose_fp8(const Fp8Matrix& w, const Fp8Matrix& wt) {
   fill_tile_scale_padding(wt.scale_inv, wt.rows, wt.cols);
 }
 
+void CpuBackend::scale_log2_histogram(const Fp8Matrix& q, int lo, int hi, int64_t* counts) {
+  check(lo < hi && hi - lo <= 256, "scale_log2_histogram: bins from 2^" + std::to_string(lo) +
+                                       " to 2^" + std::to_string(hi) +
+                                       " (lo < hi, at most 256 bins)");
+  if (q.rows == 0 || q.cols == 0) return;
+  check(q.scale_inv && counts, "scale_log2_histogram: null data pointer");
+  const int64_t rstep = q.block == ScaleBlock::row1x128 ? 1 : kBlock;
+  for (int64_t r = 0; r < q.rows; r += rstep)
+    for (int64_t c = 0; c < q.cols; c += kBlock)
+      ++counts[scale_log2_bin(q.scale_inv[scale_index(q.block, q.rows, q.cols, r, c)], lo, hi)];
+}
+
 }  // namespace fp8rl
