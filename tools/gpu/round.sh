@@ -32,7 +32,9 @@
 #   torch     5  a PyTorch eager decode loop at the rollout's shape (the BF16 decode baseline)
 # Extra parts (--extras; tools/gpu/run.sh asks for them): train 20 (training steps, Qwen3-0.6B
 #   and 1.7B shapes), decode-1.7b 15 (Qwen3-1.7B decode at batch 64 and 256, and PyTorch's),
-#   ranks 10 (GRPO steps on 1 and 2 ranks, when mpirun and an MPI build are there).
+#   ranks 10 (GRPO steps on 1 and 2 ranks, when mpirun and an MPI build are there), learn 30
+#   (the demo and llama-demo presets trained to the end, FP8 and BF16, seeds 1-3: each must reach
+#   validation 0.9 as on the CPU; final accuracy and wall time per run).
 #
 # Time caps: the parts share 95 % of the budget in proportion to their shares (the rest is for
 # setting up and summarising). Each part must end by a deadline, the round's start plus the caps
@@ -55,8 +57,8 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-names=(ops recipe decode gemm quant rollout step torch train decode-1.7b ranks)
-shares=(9 53 6 8 4 9 6 5 20 15 10)
+names=(ops recipe decode gemm quant rollout step torch train decode-1.7b ranks learn)
+shares=(9 53 6 8 4 9 6 5 20 15 10 30)
 whats=("op registry vs the CPU reference"
   "GRPO step at the recipe's workload, by phase"
   "decode kernels vs copy bandwidth, Qwen3-8B"
@@ -67,7 +69,8 @@ whats=("op registry vs the CPU reference"
   "PyTorch eager decode baseline"
   "training steps, 0.6B and 1.7B"
   "Qwen3-1.7B decode vs PyTorch"
-  "GRPO steps on 1 and 2 ranks")
+  "GRPO steps on 1 and 2 ranks"
+  "demo presets learn on the GPU, seeds 1-3")
 core_parts=8
 
 budget=420 smoke=0 plan_only=0 extras=0 only="" bin="" work="" out="${OUT:-}"
@@ -492,6 +495,20 @@ part_ranks() {
     cmd bench-ranks "$fp8rl" bench ranks --backend cuda --preset gpu --ranks 1,2 --steps 3 \
       --json "$j/bench-ranks.json"
   fi
+}
+# The GPU learns what the CPU learns: whole demo runs, FP8 and BF16 (bench train --seeds).
+part_learn() {
+  local p
+  for p in demo llama-demo; do
+    if [ $smoke -eq 1 ]; then
+      cmd "bench-seeds-$p" "$fp8rl" bench train --backend cpu --seeds 1 --preset "$p" \
+        --set grpo.steps=2 --set sft.steps=2 --set validation.every=1 \
+        --set task.validation_size=8 --json "$j/bench-seeds-$p.json"
+    else
+      cmd "bench-seeds-$p" "$fp8rl" bench train --backend cuda --seeds 3 --preset "$p" \
+        --json "$j/bench-seeds-$p.json"
+    fi
+  done
 }
 
 n=0

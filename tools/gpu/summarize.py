@@ -255,6 +255,13 @@ class Summary:
                          f"{fmt_ratio(v.get('bf16_over_this'))}" for m, v in modes.items()
                          if v.get("seconds") is not None and v.get("share") is not None]
                 self.info.append((f"{preset} {phase}: s, share, bf16/this", "; ".join(cells)))
+            cells = [f"{r['mode']}: {r['token_mult_prob_error']:.5f} / "
+                     f"{r['gen_kl_error']:.2e}" for r in run.get("rows", [])
+                     if r.get("token_mult_prob_error") is not None
+                     and r.get("gen_kl_error") is not None]
+            if cells:
+                self.info.append((f"{preset} generator vs trainer: token_mult_prob_error / "
+                                  "gen_kl_error", "; ".join(cells)))
 
     def train(self):
         for tag in ("0.6b", "1.7b"):
@@ -273,6 +280,27 @@ class Summary:
                                   f"({fmt_ratio(fp8.get('vs_bf16'))})"))
             self.info.append((f"train step FP8 re-quantization share, {where}",
                               fmt_pct(fp8.get("requantization_share"))))
+
+    def learn(self):
+        """bench train --seeds on the demo presets: every run must reach validation 0.9."""
+        for preset in ("demo", "llama-demo"):
+            command = f"bench-seeds-{preset}"
+            run = first_run(load(self.folder, command))
+            if not run:
+                if command in self.status:
+                    self.info.append((f"{preset} trained on the GPU", self.why_missing(command)))
+                continue
+            finals = []
+            for r in run.get("rows", []):
+                for p in ("fp8", "bf16"):
+                    final, secs = r.get(f"{p}_final"), r.get(f"{p}_seconds")
+                    if final is not None:
+                        finals.append(final)
+                        self.info.append((f"{preset} seed {r['seed']} {p}: final validation, "
+                                          "wall s", f"{final:.3f}, {secs or 0:.1f}"))
+            self.target(f"{preset}: every run's final validation (worst of {len(finals)})",
+                        min(finals) if finals else None, "≥", 0.9, lambda v: f"{v:.3f}",
+                        command)
 
     def ranks(self):
         run = first_run(load(self.folder, "bench-ranks"))
@@ -346,7 +374,8 @@ def main(argv):
     except (OSError, KeyError) as e:
         print(f"summarize.py: cannot read {args[0]}/status.tsv: {e!r}", file=sys.stderr)
         return 1
-    for part in (s.ops, s.recipe, s.kernels, s.gemm, s.quant, s.decode, s.step, s.train, s.ranks):
+    for part in (s.ops, s.recipe, s.kernels, s.gemm, s.quant, s.decode, s.step, s.train, s.ranks,
+                 s.learn):
         try:
             part()
         except (KeyError, TypeError, ValueError, AttributeError) as e:
