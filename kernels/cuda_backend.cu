@@ -74,6 +74,8 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     FP8RL_CUDA_CHECK(cudaMallocHost(&reduce_host_, sizeof(double)));
     FP8RL_CUDA_CHECK(cudaMalloc(&differ_dev_, sizeof(unsigned)));
     FP8RL_CUDA_CHECK(cudaMallocHost(&differ_host_, sizeof(unsigned)));
+    FP8RL_CUDA_CHECK(cudaMalloc(&split_counters_, kSplitCounters * sizeof(unsigned)));
+    FP8RL_CUDA_CHECK(cudaMemset(split_counters_, 0, kSplitCounters * sizeof(unsigned)));
   } catch (...) {
     release();
     throw;
@@ -99,6 +101,8 @@ void CudaBackend::release() noexcept {
   for (cudaEvent_t e : op_event_pool_) (void)cudaEventDestroy(e);
   op_pending_.clear();
   op_event_pool_.clear();
+  if (split_counters_) (void)cudaFree(split_counters_);
+  split_counters_ = nullptr;
   if (differ_host_) (void)cudaFreeHost(differ_host_);
   if (differ_dev_) (void)cudaFree(differ_dev_);
   differ_host_ = nullptr;
@@ -353,6 +357,44 @@ std::vector<OpTiming> CudaBackend::op_timings() {
     return a.device_seconds != b.device_seconds ? a.device_seconds > b.device_seconds
                                                 : a.host_seconds > b.host_seconds;
   });
+  return out;
+}
+
+// --- kernel options
+
+namespace {
+using OptionMember = int64_t CudaBackend::KernelOptions::*;
+struct OptionField {
+  const char* name;
+  OptionMember field;
+  int64_t min, max;  // the values allowed besides 0 (the default)
+};
+constexpr OptionField kOptionFields[] = {
+    {"linear_fp8_kernel", &CudaBackend::KernelOptions::linear_fp8_kernel, 1, 2},
+    {"linear_fp8_max_rows", &CudaBackend::KernelOptions::linear_fp8_max_rows, 1, INT32_MAX},
+    {"linear_fp8_splits", &CudaBackend::KernelOptions::linear_fp8_splits, 1, 4096},
+    {"linear_fp8_ctas_per_sm", &CudaBackend::KernelOptions::linear_fp8_ctas_per_sm, 1, 64},
+    {"attention_kernel", &CudaBackend::KernelOptions::attention_kernel, 1, 2},
+    {"attention_splits", &CudaBackend::KernelOptions::attention_splits, 1, 256},
+    {"attention_ctas_per_sm", &CudaBackend::KernelOptions::attention_ctas_per_sm, 1, 64},
+};
+}  // namespace
+
+bool CudaBackend::set_kernel_option(const std::string& name, int64_t value) {
+  for (const OptionField& f : kOptionFields) {
+    if (name != f.name) continue;
+    check(value == 0 || (value >= f.min && value <= f.max),
+          "kernel option " + name + ": " + std::to_string(value) + " outside " +
+              std::to_string(f.min) + ".." + std::to_string(f.max) + " (0: the default)");
+    options_.*f.field = value == 0 ? KernelOptions{}.*f.field : value;
+    return true;
+  }
+  return false;
+}
+
+std::vector<std::pair<std::string, int64_t>> CudaBackend::kernel_options() const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const OptionField& f : kOptionFields) out.emplace_back(f.name, options_.*f.field);
   return out;
 }
 

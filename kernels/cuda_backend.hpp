@@ -145,6 +145,34 @@ class CudaBackend final : public Backend {
   std::optional<std::string> gemm_fp8_unsupported(const Fp8Matrix& a, const Fp8Matrix& b,
                                                   const Matrix& c) const override;
 
+  // linear_fp8.cu: the decode GEMM. Up to linear_fp8_max_rows rows (option
+  // "linear_fp8_max_rows", default 256), for E4M3, K % 16 == 0 and 16-byte aligned weight codes,
+  // one kernel quantizes x's 1x128 blocks into shared memory (the codes and scales of quantize())
+  // and multiplies them with the weight tiles on the tensor cores (mma.sync m16n8k32 E4M3, FP32
+  // sums per 128-block, scaled and added in FP32: cuBLASLt's bound), streaming each weight byte
+  // once per 128 rows; K is split over CTAs to fill the device, the last CTA of a tile adding the
+  // splits in order (deterministic). Otherwise Backend::linear_fp8 (quantize + cuBLASLt).
+  void linear_fp8(const Matrix& x, const Fp8Matrix& w, const Matrix& y,
+                  const QuantOptions& opt) override;
+  int64_t linear_fp8_max_rows() const override {
+    return options_.linear_fp8_kernel == 1 ? options_.linear_fp8_max_rows : 0;
+  }
+
+  // Kernel options (Backend::set_kernel_option; 0 restores an option's default):
+  //   linear_fp8_kernel      1: the decode GEMM up to linear_fp8_max_rows rows (default);
+  //                          2: never (quantize once per input, cuBLASLt: the earlier path)
+  //   linear_fp8_max_rows    rows up to which linear_fp8 runs the decode GEMM (default 256)
+  //   linear_fp8_splits      K splits of the decode GEMM (default: enough CTAs for
+  //                          linear_fp8_ctas_per_sm per SM)
+  //   linear_fp8_ctas_per_sm the decode GEMM's CTA target per SM (default 2)
+  //   attention_kernel       1: attention_cached's decode kernel where it applies (default);
+  //                          2: its first kernel (warps over key tiles, no splits) everywhere
+  //   attention_splits       sequence splits of the decode kernel (flash-decoding; 1: none;
+  //                          default: enough CTAs for attention_ctas_per_sm per SM)
+  //   attention_ctas_per_sm  the decode kernel's CTA target per SM (default 4)
+  bool set_kernel_option(const std::string& name, int64_t value) override;
+  std::vector<std::pair<std::string, int64_t>> kernel_options() const override;
+
   // --- Model ops. Shapes and semantics: Backend. All asynchronous except sum_squares and amax.
 
   // elementwise.cu. convert with equal dtypes is a device copy; transpose needs distinct
@@ -259,6 +287,19 @@ class CudaBackend final : public Backend {
   // this backend recorded).
   void launch_graph(cudaGraphExec_t exec);
 
+  // The kernel options' values (0 in an option means its default; see set_kernel_option).
+  struct KernelOptions {
+    int64_t linear_fp8_kernel = 1;
+    int64_t linear_fp8_max_rows = 256;
+    int64_t linear_fp8_splits = 0;
+    int64_t linear_fp8_ctas_per_sm = 2;
+    int64_t attention_splits = 0;
+    int64_t attention_ctas_per_sm = 4;
+    int64_t attention_kernel = 1;
+  };
+  // Tiles the decode GEMM's split-K counters cover (one unsigned each, zero between launches).
+  static constexpr int64_t kSplitCounters = int64_t{1} << 16;
+
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
   // Blocks of the first sum_squares pass (one FP64 partial sum each).
   static constexpr int kReduceBlocks = 1024;
@@ -306,6 +347,13 @@ class CudaBackend final : public Backend {
   // Copies the records back (synchronises) into the non-null outputs.
   void finish_stats(QuantStats* first, QuantStats* second);
 
+  // attention_decode.cu: attention_cached through the decode kernel (sequence splits, staged
+  // K/V; see there) when it applies — f32, bf16 or fp8 cache, D ≤ 256 and a multiple of 8, rows
+  // of 16-byte multiples, 16-byte aligned cache — returning false otherwise (attention_cached
+  // then runs its first kernel). Operands checked by attention_cached.
+  bool attention_decode(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
+                        const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o);
+
   // gemm.cu: the cached plan for key (built on first use; never rebuilt).
   const cuda::GemmPlan& plan(const cuda::GemmKey& key) const;
   // Runs a planned matmul D = A·op + beta·C with C = D; scale pointers only for FP8 plans.
@@ -339,6 +387,9 @@ class CudaBackend final : public Backend {
   double* reduce_host_ = nullptr;    // 1 value, pinned (also amax's result bits)
   unsigned* differ_dev_ = nullptr;   // equal_bytes' flag
   unsigned* differ_host_ = nullptr;  // pinned
+  KernelOptions options_;
+  unsigned* split_counters_ = nullptr;  // kSplitCounters, zeroed once; each split-K launch's
+                                        // last CTA per tile resets its counter
   bool op_timing_ = false;
   int op_depth_ = 0;                           // nesting of OpScopes
   std::vector<PendingOp> op_pending_;          // events not read yet

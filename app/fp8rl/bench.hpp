@@ -27,12 +27,18 @@ double process_cpu_seconds();
 // Median wall time in seconds of fn() (followed by a synchronize), after one warm-up call.
 double time_op(Backend& be, const std::function<void()>& fn, double min_seconds, int min_reps);
 
+// Device memory holding n random standard-normal BF16 values (a fixed table of draws, picked by
+// rng: fast enough for 10^9 elements).
+Buffer upload_random_bf16(Backend& be, int64_t n, Rng& rng);
+
 // The backends named by --backend: all (the CPU, then CUDA when usable), cpu, cuda or auto.
 std::vector<std::unique_ptr<Backend>> backends_for(const std::string& choice);
 
 // The model shapes the benchmarks run, by --model name: "small" (a random model small enough
 // for a 2-core CPU), "qwen3-0.6b" and "qwen3-1.7b" (the Hugging Face configs' shapes, tied
-// embeddings as there). Unknown names are errors naming --model and the allowed names.
+// embeddings as there), "qwen3-8b" (its 36 layers, untied: for kernel shapes; a whole model of
+// it needs ~100 GB with training state). Unknown names are errors naming --model and the allowed
+// names.
 const std::vector<std::string>& model_names();
 ModelConfig model_shape(const std::string& name);
 // "hidden 1024, 28 layers, 16/8 heads of 128, intermediate 3072, vocab 151936"
@@ -81,6 +87,23 @@ struct RolloutOptions {
   int64_t prompt_len = 0, new_tokens = 0;
 };
 Json bench_rollout(Backend& be, const RolloutOptions& o);
+
+// bench decode: one decode step's kernels at a model's shapes, each batch of `batches` rows,
+// against a device copy measured in the same run. The FP8 linears (linear_fp8, quantization
+// fused) beside quantize + GEMM and BF16, per linear and summed over a layer's seven; attention
+// over BF16 and FP8 KV caches of each of `contexts` positions per row (the decode kernel, no
+// sequence split, the first kernel); the layer's linears + attention FP8 + FP8 KV against BF16.
+// Operands rotate through copies of at least 512 MiB on a device, so each call streams from
+// device memory rather than L2. On a backend with kernel options, sweeps at `sweep_batch` rows
+// (0: none): the GEMM's K splits, the rows up to which the fused GEMM pays, the attention's
+// sequence splits. Each timing takes at least `seconds`.
+struct DecodeOptions {
+  std::string model;
+  std::vector<int64_t> batches, contexts;
+  int64_t sweep_batch = 0;
+  double seconds = 0.05;
+};
+Json bench_decode(Backend& be, const DecodeOptions& o);
 
 struct TrainOptions {
   std::string model;

@@ -1,5 +1,6 @@
 // What the bench families share: timing, backends, model shapes, option parsing, --json.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -8,6 +9,7 @@
 #include "args.hpp"
 #include "backend/backend_registry.hpp"
 #include "bench.hpp"
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
 
@@ -41,6 +43,22 @@ double time_op(Backend& be, const std::function<void()>& fn, double min_seconds,
   return times[times.size() / 2];
 }
 
+Buffer upload_random_bf16(Backend& be, int64_t n, Rng& rng) {
+  // Each element picks one of 4096 normal draws with 12 of the generator's bits (five per draw):
+  // the GPU shapes reach 10^9 elements, where a Box-Muller draw per element took tens of seconds
+  // of host time, this about one.
+  std::array<bf16, 4096> table;
+  for (auto& v : table) v = float_to_bf16(static_cast<float>(rng.normal()));
+  std::vector<bf16> h(static_cast<size_t>(n));
+  for (size_t i = 0; i < h.size();) {
+    uint64_t bits = rng.next();
+    for (int k = 0; k < 5 && i < h.size(); ++k, bits >>= 12) h[i++] = table[bits & 4095];
+  }
+  Buffer b = be.alloc(h.size() * 2);
+  be.upload(b.data(), h.data(), h.size() * 2);
+  return b;
+}
+
 std::vector<std::unique_ptr<Backend>> backends_for(const std::string& choice) {
   check(choice == "all" || choice == "cpu" || choice == "cuda" || choice == "auto",
         "--backend '" + choice + "' is not one of: all, cpu, cuda, auto");
@@ -62,7 +80,7 @@ std::vector<std::unique_ptr<Backend>> backends_for(const std::string& choice) {
 }
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"small", "qwen3-0.6b", "qwen3-1.7b"};
+  static const std::vector<std::string> names = {"small", "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b"};
   return names;
 }
 
@@ -88,6 +106,16 @@ ModelConfig model_shape(const std::string& name) {
     cfg.vocab_size = 151936;
     cfg.max_position_embeddings = 40960;
     cfg.tie_word_embeddings = true;
+  } else if (name == "qwen3-8b") {  // 36 layers: for kernel shapes (bench rollout's table)
+    cfg.hidden_size = 4096;
+    cfg.num_hidden_layers = 36;
+    cfg.num_attention_heads = 32;
+    cfg.num_key_value_heads = 8;
+    cfg.head_dim = 128;
+    cfg.intermediate_size = 12288;
+    cfg.vocab_size = 151936;
+    cfg.max_position_embeddings = 40960;
+    cfg.tie_word_embeddings = false;
   } else {
     std::string allowed;
     for (const auto& n : model_names()) allowed += (allowed.empty() ? "" : ", ") + n;

@@ -11,22 +11,6 @@
 namespace fp8rl::cli::bench {
 namespace {
 
-// Device memory filled with random standard-normal BF16 values: each element picks one of 4096
-// normal draws with 12 of the generator's bits (five per draw). The GPU shapes reach 10^9
-// elements; a Box-Muller draw per element took tens of seconds of host time, this about one.
-Buffer upload_random_bf16(Backend& be, int64_t n, Rng& rng) {
-  std::array<bf16, 4096> table;
-  for (auto& v : table) v = float_to_bf16(static_cast<float>(rng.normal()));
-  std::vector<bf16> h(static_cast<size_t>(n));
-  for (size_t i = 0; i < h.size();) {
-    uint64_t bits = rng.next();
-    for (int k = 0; k < 5 && i < h.size(); ++k, bits >>= 12) h[i++] = table[bits & 4095];
-  }
-  Buffer b = be.alloc(h.size() * 2);
-  be.upload(b.data(), h.data(), h.size() * 2);
-  return b;
-}
-
 struct Fp8Buffers {
   Buffer codes, scales;
   Fp8Matrix m;

@@ -129,6 +129,8 @@ struct Phases {
 struct ModeTimes {
   double step = 0, cpu = 0, response_tokens = 0, train_tokens = 0, response_length = 0,
          gemm_flops = 0, gemm_seconds = 0;
+  // The generator against the trainer (their kernels may differ): sums over the timed steps.
+  double mult_prob_error = 0, gen_kl_error = 0;
   Phases phases;
   std::vector<double> steps, cpu_steps;
   double tokens_before = 0;
@@ -203,6 +205,8 @@ StepMeasurement measure_step_modes(Backend& be, const StepOptions& o,
       sum.response_tokens += tokens_total - sum.tokens_before;
       sum.train_tokens += scalar(metric::kTrainTps) * scalar(metric::kTimeTraining);
       sum.response_length += scalar(metric::kResponseLength);
+      sum.mult_prob_error += scalar(metric::kTokenMultProbError);
+      sum.gen_kl_error += scalar(metric::kGenKlError);
       sum.gemm_flops += g1.flops - g0.flops;
       sum.gemm_seconds += g1.seconds - g0.seconds;
     }
@@ -265,8 +269,15 @@ Json step_table(const StepMeasurement& m, const StepOptions& o) {
     row["training_tokens_per_s"] = number(train_tps);
     row["response_length"] = number(s.response_length / n);
     row["vs_bf16"] = number(speedup);
+    row["token_mult_prob_error"] = number(s.mult_prob_error / n);
+    row["gen_kl_error"] = number(s.gen_kl_error / n);
     rows.push_back(row);
   }
+  std::printf("generator vs trainer (mean per step):");
+  for (size_t mi = 0; mi < kModes; ++mi)
+    std::printf("%s %s: token_mult_prob_error %.5f, gen_kl_error %.2e", mi ? ";" : "",
+                kStepModes[mi].name, m.modes[mi].mult_prob_error / n, m.modes[mi].gen_kl_error / n);
+  std::printf("\n");
   std::printf(
       "per step (mean; median s: the median step; cpu s: the median step's CPU time, all "
       "threads):\ngen = time/generation (prefill, decode, KV calibration), logp = time/logprob, "

@@ -1,6 +1,7 @@
-// fp8rl bench gemm|quant|rollout|train|step|telemetry: the command line of the benchmarks
+// fp8rl bench gemm|quant|rollout|decode|train|step|telemetry: the command line of the benchmarks
 // (bench_*.cpp). Each prints a table per backend, ratios against the baseline measured in the
 // same run; --json FILE also writes the measured rows as one JSON document.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -17,7 +18,7 @@ namespace fp8rl::cli {
 namespace {
 
 constexpr const char* kUsage =
-    R"(usage: fp8rl bench gemm|quant|rollout|train|step|telemetry|tokenize|ranks [options]
+    R"(usage: fp8rl bench gemm|quant|rollout|decode|train|step|telemetry|tokenize|ranks [options]
 
 common options:
   --backend all|cpu|cuda|auto   where to measure (default: all; train and step: auto)
@@ -34,6 +35,17 @@ rollout [--model M] [--batch B[,B...]] [--prompt-len P] [--new-tokens N]
     decode tokens/s of a random Qwen3-shaped model with BF16, FP8 linears, FP8 linears + FP8
     KV cache; a comma list of batch sizes measures each. Defaults: small, batch 16, prompt 32,
     32 new tokens on the CPU; qwen3-0.6b, batch 64, prompt 128, 128 new tokens on GPUs.
+decode [--model M] [--batch B[,B...]] [--contexts C[,C...]] [--seconds S]
+    one decode step's kernels at the model's shapes, for each batch of B rows, against a device
+    copy measured in the same run: the FP8 linear with its activation quantization fused
+    (GB/s, share of the copy's) beside quantize + GEMM and BF16, for each linear and a layer's
+    seven; attention over BF16 and FP8 KV caches of C positions per row (also without sequence
+    splits and with the first kernel); a layer's linears + attention BF16 over FP8 + FP8 KV.
+    Targets: a layer's FP8 weights streamed at >= 80% of the copy bandwidth up to 256 rows;
+    the FP8 cache read at >= 70% of it at 4096 positions (8 rows or more). On GPUs also sweeps
+    of the kernels' split counts and of the rows up to which the fused GEMM pays, at the
+    largest batch up to 256. Each timing at least S seconds. Defaults: small, batch 4, context
+    48, S 0 on the CPU; qwen3-8b, batches 1,8,64,256,512, contexts 1280,4096, S 0.05 on GPUs.
 train [--model M] [--batch B] [--seq-len T] [--steps N] [--warmup W]
     tokens/s of a full training step (forward + backward, AdamW step, re-quantization of the
     FP8 weights) of a random Qwen3-shaped model on random tokens (next-token cross-entropy),
@@ -90,7 +102,9 @@ tokenize --tokenizer DIR [--megabytes M]
     MB of mixed text (default 4), one core; the first pass (word cache cold) against the
     target of 1 MB/s.
 
---model: small | qwen3-0.6b | qwen3-1.7b (random initialisation, the real models' shapes).
+--model: small | qwen3-0.6b | qwen3-1.7b | qwen3-8b (random initialisation, the real models'
+  shapes; qwen3-8b for bench decode's kernel shapes: its whole model does not fit with training
+  state).
 )";
 
 // The options each bench accepts besides --backend and --json.
@@ -99,6 +113,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
       {"gemm", {"shapes", "seconds"}},
       {"quant", {"seconds"}},
       {"rollout", {"model", "batch", "prompt-len", "new-tokens"}},
+      {"decode", {"model", "batch", "contexts", "seconds"}},
       {"train",
        {"model", "batch", "seq-len", "steps", "warmup", "seeds", "preset", "set", "target"}},
       {"step", {"preset", "set", "model", "steps", "warmup"}},
@@ -118,10 +133,9 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   const std::vector<std::string> sets = take_repeated(rest, "set");
   const std::set<std::string> valued = {
-      "backend",    "json",       "shapes",    "seconds", "batch",  "model",
-      "prompt-len", "new-tokens", "seq-len",   "steps",   "warmup", "preset",
-      "seeds",      "tokenizer",  "megabytes", "ranks",   "target", "runs",
-      "scalars",    "dir"};
+      "backend",    "json",    "shapes", "seconds", "batch",   "model", "prompt-len",
+      "new-tokens", "seq-len", "steps",  "warmup",  "preset",  "seeds", "tokenizer",
+      "megabytes",  "ranks",   "target", "runs",    "scalars", "dir",   "contexts"};
   const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -199,7 +213,9 @@ int cmd_bench(const std::vector<std::string>& args) {
   for (const char* name : {"prompt-len", "new-tokens", "seq-len", "steps", "seeds"})
     if (given(name)) int_option(name, 0);
   if (given("warmup")) count_option("warmup", 0);
-  if (given("batch") && what == "rollout") bench::parse_positive_list(a.get("batch", ""), "batch");
+  if (given("batch") && (what == "rollout" || what == "decode"))
+    bench::parse_positive_list(a.get("batch", ""), "batch");
+  if (given("contexts")) bench::parse_positive_list(a.get("contexts", ""), "contexts");
   if (given("batch") && what == "train") int_option("batch", 0);
   if (given("model")) bench::model_shape(a.get("model", ""));
   if (given("shapes")) bench::parse_gemm_shapes(a.get("shapes", ""));
@@ -238,6 +254,16 @@ int cmd_bench(const std::vector<std::string>& args) {
       o.prompt_len = int_option("prompt-len", cpu ? 32 : 128);
       o.new_tokens = int_option("new-tokens", cpu ? 32 : 128);
       runs.push_back(bench::bench_rollout(*be, o));
+    } else if (what == "decode") {
+      bench::DecodeOptions o;
+      o.model = a.get("model", cpu ? "small" : "qwen3-8b");
+      o.batches = bench::parse_positive_list(a.get("batch", cpu ? "4" : "1,8,64,256,512"), "batch");
+      o.contexts =
+          bench::parse_positive_list(a.get("contexts", cpu ? "48" : "1280,4096"), "contexts");
+      for (int64_t b : o.batches)
+        if (b <= 256) o.sweep_batch = std::max(o.sweep_batch, b);
+      o.seconds = given("seconds") ? min_s : cpu ? 0.0 : 0.05;
+      runs.push_back(bench::bench_decode(*be, o));
     } else if (what == "train" && given("seeds")) {
       bench::SeedsOptions o;
       o.preset = a.get("preset", "demo");

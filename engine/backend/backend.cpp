@@ -31,6 +31,21 @@ std::unique_ptr<BackendGraph> Backend::capture(const std::function<void()>&, std
   return nullptr;
 }
 
+void Backend::linear_fp8(const Matrix& x, const Fp8Matrix& w, const Matrix& y,
+                         const QuantOptions& opt) {
+  check(x.dtype == DType::f32 || x.dtype == DType::bf16,
+        std::string("linear_fp8: input x must be f32 or bf16, got ") + dtype_name(x.dtype));
+  check(w.block == ScaleBlock::tile128x128, "linear_fp8: the weight must be 128x128 tiles");
+  check(w.format == opt.format, "linear_fp8: the weight's FP8 format differs from the options'");
+  const Buffer codes = alloc(static_cast<size_t>(x.rows * x.cols));
+  const Buffer scales =
+      alloc(static_cast<size_t>(scale_count(ScaleBlock::row1x128, x.rows, x.cols)) * sizeof(float));
+  const Fp8Matrix xq{codes.as<uint8_t>(),  scales.as<float>(), x.rows, x.cols,
+                     ScaleBlock::row1x128, opt.format};
+  quantize(x, xq, opt, nullptr);
+  gemm_fp8(xq, w, y, 0.0f);
+}
+
 double QuantStats::relative_error() const {
   return ref_sq > 0 ? std::sqrt(err_sq / ref_sq) : 0.0;
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/rope_rules.hpp"
@@ -190,6 +191,18 @@ class Backend {
   virtual std::optional<std::string> gemm_fp8_unsupported(const Fp8Matrix& a, const Fp8Matrix& b,
                                                           const Matrix& c) const = 0;
 
+  // A forward-only FP8 linear in one call: y [M, N] = dequant(q(x)) · dequant(w)ᵀ, where q(x) is
+  // x [M, K] (f32 or bf16) quantized 1x128 along K with opt — the codes and scales quantize()
+  // makes — and w [N, K] holds 128x128 tiles in opt.format; y f32 or bf16, written. This
+  // default (the CPU's: the reference) quantizes into a temporary and calls gemm_fp8; a device
+  // fuses the quantization into a GEMM for few rows (decode: one launch, x read once, no FP8 copy
+  // of it) and may sum in another order (within gemm_fp8's bound).
+  virtual void linear_fp8(const Matrix& x, const Fp8Matrix& w, const Matrix& y,
+                          const QuantOptions& opt);
+  // The most rows M for which one linear_fp8 per linear beats quantizing a shared input once and
+  // calling gemm_fp8 per linear (q, k and v read one input); 0: never.
+  virtual int64_t linear_fp8_max_rows() const { return 0; }
+
   // --- Model ops (forward beside backward). Tensors are f32 or bf16 ("activation dtype");
   // arithmetic is FP32 and each output is rounded once to its dtype (nearest even), so the CPU
   // and CUDA round at the same points. Parameter gradients are f32 and ACCUMULATED (+=);
@@ -350,6 +363,18 @@ class Backend {
   // What was recorded since op timing was turned on, one row per op name, most device time
   // first; synchronises. Empty when op timing is off or unsupported.
   virtual std::vector<OpTiming> op_timings() { return {}; }
+
+  // --- Kernel options: launch parameters only a measurement on the device can choose (split
+  // counts, row thresholds), swept by the benchmarks. set_kernel_option sets one (0: its default
+  // again) and returns true, or returns false when this backend has no option of that name (the
+  // CPU has none). Options change speed only: every choice computes within the op's bound.
+  virtual bool set_kernel_option(const std::string& name, int64_t value) {
+    (void)name;
+    (void)value;
+    return false;
+  }
+  // Each option's current value, by name (empty when the backend has none).
+  virtual std::vector<std::pair<std::string, int64_t>> kernel_options() const { return {}; }
 
   // --- Data parallelism
   // A communicator over this backend's memory joining the same ranks as `host` (NCCL on the

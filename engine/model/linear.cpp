@@ -127,6 +127,10 @@ void Linear::forward(LinearInput& x, const Matrix& y) {
       break;
     case Precision::fp8:
       if (QuantObserver* o = observing()) x.observe(be_, qopt_, *o, layer_, module_);
+      if (x.fuses_quantization(be_)) {  // decode: one pass per linear (see LinearInput)
+        be_.linear_fp8(x.x(), fp8_w_->q, y, qopt_);
+        break;
+      }
       be_.gemm_fp8(x.along(be_, qopt_).q, fp8_w_->q, y, 0.0f);
       break;
   }

@@ -35,6 +35,12 @@ class LinearInput {
   // The FP8 operands of x, quantized on first use. transposed() needs for_backward.
   const Fp8Tensor& along(Backend& be, const QuantOptions& opt);
   const Fp8Tensor& transposed(Backend& be, const QuantOptions& opt);
+  // Whether a linear should run on this input through Backend::linear_fp8 (quantization fused
+  // into its GEMM): a forward-only input not quantized yet, of at most the backend's
+  // linear_fp8_max_rows rows (decode steps).
+  bool fuses_quantization(const Backend& be) const {
+    return !for_backward_ && !along_ && x_.rows <= be.linear_fp8_max_rows();
+  }
   // Quantizes with statistics (first call only) and reports them once to the observer.
   void observe(Backend& be, const QuantOptions& opt, QuantObserver& o, int64_t layer, Module m);
 

@@ -264,6 +264,115 @@ void add_gemm_fp8_case(Registry& reg, Shape s, Form form, DType out, Fp8Format f
        }});
 }
 
+// Sets kernel options on a backend for the life of the guard, then back to their defaults.
+class KernelOptions {
+ public:
+  explicit KernelOptions(Backend& be) : be_(be) {}
+  ~KernelOptions() {
+    for (const auto& n : set_) be_.set_kernel_option(n, 0);
+  }
+  KernelOptions(const KernelOptions&) = delete;
+  KernelOptions& operator=(const KernelOptions&) = delete;
+  // False when the backend has no such option (the CPU has none).
+  bool set(const std::string& name, int64_t value) {
+    if (!be_.set_kernel_option(name, value)) return false;
+    set_.push_back(name);
+    return true;
+  }
+
+ private:
+  Backend& be_;
+  std::vector<std::string> set_;
+};
+
+// linear_fp8: y [M, N] = q(x) · w(128x128 tiles)ᵀ with x's 1x128 quantization inside the op. On
+// the CPU against FP64 of the dequantized operands (q(x) from quantize(): the op must quantize
+// exactly so); on a device against the CPU, under its kernel options: the defaults, one K split,
+// three K splits (the split-K reduction), and the unfused path.
+void add_linear_fp8_case(Registry& reg, Shape s, DType xdt, DType out, bool pow2) {
+  reg.push_back(
+      {fmt("linear_fp8 %s->%s M%lld N%lld K%lld%s", dtype_name(xdt), dtype_name(out),
+           (long long)s.M, (long long)s.N, (long long)s.K, pow2 ? " pow2" : ""),
+       [=](Backend& ref, Backend& test, Rng& rng) {
+         const QuantOptions opt{Fp8Format::e4m3, pow2};
+         const auto xb = to_bytes(random_matrix(rng, s.M, s.K), xdt);
+         // The weight's tiles, quantized on the reference.
+         const auto wf = random_matrix(rng, s.N, s.K);
+         std::vector<uint8_t> wc(static_cast<size_t>(s.N * s.K));
+         std::vector<float> ws(scale_count(ScaleBlock::tile128x128, s.N, s.K), 1.0f);
+         ref.quantize(
+             Matrix{const_cast<float*>(wf.data()), s.N, s.K, DType::f32},
+             Fp8Matrix{wc.data(), ws.data(), s.N, s.K, ScaleBlock::tile128x128, Fp8Format::e4m3},
+             opt, nullptr);
+         const std::vector<uint8_t> y0(static_cast<size_t>(s.M * s.N) * dtype_size(out), 0xee);
+         auto run = [&](Backend& be, std::vector<uint8_t>& y) {
+           Guarded X(be, xb.size()), W(be, wc.size()), WS(be, ws.size() * 4), Y(be, y0.size());
+           X.upload(xb.data());
+           W.upload(wc.data());
+           WS.upload(ws.data());
+           Y.upload(y0.data());  // not zeros: every element must be written
+           be.linear_fp8(Matrix{X.data(), s.M, s.K, xdt},
+                         Fp8Matrix{static_cast<uint8_t*>(W.data()), static_cast<float*>(WS.data()),
+                                   s.N, s.K, ScaleBlock::tile128x128, Fp8Format::e4m3},
+                         Matrix{Y.data(), s.M, s.N, out}, opt);
+           y.resize(y0.size());
+           return Y.download(y.data());
+         };
+         // The operands as the GEMM sees them: q(x) from quantize() on the reference, w's tiles.
+         std::vector<uint8_t> xc(static_cast<size_t>(s.M * s.K));
+         std::vector<float> xs(scale_count(ScaleBlock::row1x128, s.M, s.K), 1.0f);
+         ref.quantize(
+             Matrix{const_cast<uint8_t*>(xb.data()), s.M, s.K, xdt},
+             Fp8Matrix{xc.data(), xs.data(), s.M, s.K, ScaleBlock::row1x128, Fp8Format::e4m3}, opt,
+             nullptr);
+         auto deq = [](const std::vector<uint8_t>& c, const std::vector<float>& sc, int64_t rows,
+                       int64_t cols, ScaleBlock blk) {
+           std::vector<double> v(c.size());
+           for (int64_t r = 0; r < rows; ++r)
+             for (int64_t k = 0; k < cols; ++k)
+               v[r * cols + k] = static_cast<double>(e4m3_to_float(c[r * cols + k])) *
+                                 sc[scale_index(blk, rows, cols, r, k)];
+           return v;
+         };
+         const auto da = deq(xc, xs, s.M, s.K, ScaleBlock::row1x128);
+         const auto db = deq(wc, ws, s.N, s.K, ScaleBlock::tile128x128);
+         const std::vector<double> none(static_cast<size_t>(s.M * s.N), 0.0);
+         std::vector<uint8_t> got;
+         if (&ref == &test) {
+           if (!run(test, got)) return fail("wrote outside its output (guard bytes changed)");
+           const auto g = to_double(got, out);
+           if (!all_finite(g)) return fail("non-finite output from finite inputs");
+           const auto want = reference_nt(da, db, s.M, s.N, s.K, 0.0, none);
+           const double err = error_vs_terms(g, want, da, db, s.M, s.N, s.K, 0.0, none);
+           const double tol = tolerance(out, true, s.K);
+           if (!(err <= tol)) return fail(fmt("vs FP64 of q(x)·w: %.3g > %.3g", err, tol));
+           return pass(fmt("rel. err vs FP64 %.2g (bound %.2g)", err, tol));
+         }
+         std::vector<uint8_t> w;
+         run(ref, w);
+         const auto want = to_double(w, out);
+         const double tol = fp8_tolerance(out, s.K);
+         std::string detail;
+         const std::vector<std::pair<const char*, std::pair<const char*, int64_t>>> variants = {
+             {"defaults", {nullptr, 0}},
+             {"1 split", {"linear_fp8_splits", 1}},
+             {"3 splits", {"linear_fp8_splits", 3}},
+             {"unfused", {"linear_fp8_kernel", 2}}};
+         for (const auto& [label, option] : variants) {
+           KernelOptions guard(test);
+           if (option.first && !guard.set(option.first, option.second)) continue;
+           if (!run(test, got)) return fail(std::string(label) + ": wrote outside its output");
+           const auto g = to_double(got, out);
+           if (!all_finite(g)) return fail(std::string(label) + ": non-finite output");
+           const double err = error_vs_terms(g, want, da, db, s.M, s.N, s.K, 0.0, none);
+           if (!(err <= tol))
+             return fail(fmt("%s: vs CPU: relative error %.3g > %.3g", label, err, tol));
+           detail += fmt("%s%s %.2g", detail.empty() ? "" : ", ", label, err);
+         }
+         return pass("rel. err vs CPU " + detail + fmt(" (bound %.2g)", tol));
+       }});
+}
+
 }  // namespace
 
 void add_gemm_cases(Registry& reg) {
@@ -278,6 +387,17 @@ void add_gemm_cases(Registry& reg) {
   }
   add_gemm_fp8_case(reg, {64, 64, 256}, Form::fprop, DType::f32, Fp8Format::e5m2);
   add_gemm_fp8_case(reg, {64, 64, 256}, Form::wgrad, DType::f32, Fp8Format::e5m2);
+  // The decode GEMM: M = 1, 3, 255 (two m tiles), 256, beyond the fused rows (300); K a multiple
+  // of 128, of 16 only (a partial last block), and of neither (1000: the unfused path); N not a
+  // multiple of the 128-row tile; K long enough for many splits (4096).
+  const Shape linear_shapes[] = {{1, 136, 384},   {3, 257, 1008},  {8, 128, 128},
+                                 {33, 200, 4096}, {255, 259, 512}, {256, 384, 1024},
+                                 {300, 128, 256}, {17, 136, 1000}};
+  for (const auto& s : linear_shapes) {
+    add_linear_fp8_case(reg, s, DType::bf16, DType::bf16, false);
+    add_linear_fp8_case(reg, s, DType::bf16, DType::f32, false);
+  }
+  add_linear_fp8_case(reg, {5, 130, 640}, DType::f32, DType::f32, true);
 }
 
 }  // namespace fp8rl::optest

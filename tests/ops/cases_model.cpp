@@ -779,6 +779,133 @@ void add_kv_case(Registry& reg, DType dt, bool fp8, int64_t T, int64_t Hq, int64
             }});
 }
 
+// attention_cached at decode: n rows, each a sequence of its own length in a slot of its own
+// (ragged lengths in one batch), over a cache whose contents are written directly (bf16 or f32
+// values, or E4M3 codes with per-layer scales), with the device's kernel variants: the defaults
+// (the split count picked for the device), no split, 5 splits, and the first kernel. On the CPU
+// against FP64 attention over the dequantized cache.
+void add_decode_attention_case(Registry& reg, std::vector<int32_t> lengths, int64_t Hq, int64_t Hkv,
+                               int64_t D, DType cache_dt, DType qdt) {
+  std::string lens;
+  for (int32_t l : lengths) lens += (lens.empty() ? "" : ",") + std::to_string(l);
+  const int64_t n = static_cast<int64_t>(lengths.size()), slots = n + 1, width = Hkv * D;
+  int64_t longest = 0;
+  for (int32_t l : lengths) longest = std::max<int64_t>(longest, l);
+  const int64_t max_len = longest + 3;
+  const double tol = qdt == DType::f32 ? 2e-5 : 8e-3;
+  reg.push_back(
+      {fmt("attention_cached decode %s cache, %s q, lengths %s, Hq%lld Hkv%lld D%lld",
+           dtype_name(cache_dt), dtype_name(qdt), lens.c_str(), (long long)Hq, (long long)Hkv,
+           (long long)D),
+       [=](Backend& ref, Backend& test, Rng& rng) {
+         const float ks = 0.011f, vs = 0.013f;  // fp8 dequantization scales
+         const HostTensor q = make(rng, n, Hq * D, qdt);
+         // Row i reads slot n − i (slot 0 unused), its own length.
+         std::vector<int32_t> slot_of(static_cast<size_t>(n));
+         for (int64_t i = 0; i < n; ++i) slot_of[i] = static_cast<int32_t>(n - i);
+         // Cache bytes and the values they stand for: NaN everywhere (a read past a row's length
+         // poisons its output), random values at the positions rows attend to.
+         const size_t cells = static_cast<size_t>(slots * max_len * width);
+         const size_t es = dtype_size(cache_dt);
+         std::vector<uint8_t> kbytes(cells * es), vbytes(kbytes.size());
+         std::vector<float> kval(cells, NAN), vval(cells, NAN);
+         const float nan = NAN;
+         const bf16 nan16 = float_to_bf16(nan);
+         for (size_t c = 0; c < cells; ++c)
+           for (auto* bytes : {&kbytes, &vbytes}) {
+             if (cache_dt == DType::fp8)
+               (*bytes)[c] = 0x7f;  // E4M3 NaN
+             else if (cache_dt == DType::bf16)
+               std::memcpy(&(*bytes)[c * 2], &nan16, 2);
+             else
+               std::memcpy(&(*bytes)[c * 4], &nan, 4);
+           }
+         for (int64_t i = 0; i < n; ++i)
+           for (int64_t j = 0; j < lengths[i]; ++j)
+             for (int64_t e = 0; e < width; ++e) {
+               const size_t c = static_cast<size_t>((slot_of[i] * max_len + j) * width + e);
+               for (int which = 0; which < 2; ++which) {
+                 auto& bytes = which ? vbytes : kbytes;
+                 auto& val = which ? vval : kval;
+                 const float sc = which ? vs : ks;
+                 const float x = static_cast<float>(rng.normal());
+                 if (cache_dt == DType::fp8) {
+                   bytes[c] = float_to_e4m3(x / sc);
+                   val[c] = e4m3_to_float(bytes[c]) * sc;
+                 } else if (cache_dt == DType::bf16) {
+                   const bf16 b = float_to_bf16(x);
+                   std::memcpy(&bytes[c * 2], &b, 2);
+                   val[c] = bf16_to_float(b);
+                 } else {
+                   std::memcpy(&bytes[c * 4], &x, 4);
+                   val[c] = x;
+                 }
+               }
+             }
+         auto run = [&](Backend& be) {
+           Guarded kc(be, kbytes.size()), vc(be, vbytes.size());
+           kc.upload(kbytes.data());
+           vc.upload(vbytes.data());
+           Dev S(be, HostTensor{{ks, vs}, 1, 2, DType::f32});
+           Dev Q(be, q), O(be, n, Hq * D, qdt, 1e30f);  // every element must be written
+           DevIds SL(be, slot_of), L(be, lengths);
+           const KvCacheView view{kc.data(), vc.data(), slots,   max_len,
+                                  width,     cache_dt,  S.f32(), S.f32() + 1};
+           be.attention_cached(Q.m(), view, SL.ptr(), L.ptr(), Hq, Hkv, O.m());
+           return O.get();
+         };
+         if (&ref == &test) {
+           // FP64 attention over the values the cache holds, FP32 scale as the op's.
+           const double scale = 1.0f / std::sqrt(static_cast<float>(D));
+           std::vector<double> want(static_cast<size_t>(n * Hq * D));
+           const int64_t group = Hq / Hkv;
+           for (int64_t i = 0; i < n; ++i)
+             for (int64_t h = 0; h < Hq; ++h) {
+               const int64_t base = slot_of[i] * max_len, col = (h / group) * D;
+               std::vector<double> sc(static_cast<size_t>(lengths[i]));
+               double mx = -INFINITY, sum = 0;
+               for (int64_t j = 0; j < lengths[i]; ++j) {
+                 double dot = 0;
+                 for (int64_t e = 0; e < D; ++e)
+                   dot += double(q.v[i * Hq * D + h * D + e]) * kval[(base + j) * width + col + e];
+                 sc[j] = dot * scale;
+                 mx = std::max(mx, sc[j]);
+               }
+               for (double& x : sc) sum += (x = std::exp(x - mx));
+               for (int64_t e = 0; e < D; ++e) {
+                 double o = 0;
+                 for (int64_t j = 0; j < lengths[i]; ++j)
+                   o += sc[j] * vval[(base + j) * width + col + e];
+                 want[i * Hq * D + h * D + e] = o / sum;
+               }
+             }
+           return compare_outputs({{"o", run(test)}}, {{"o", want}}, tol);
+         }
+         const auto want = run(ref);
+         const std::vector<std::pair<const char*, std::pair<const char*, int64_t>>> variants = {
+             {"defaults", {nullptr, 0}},
+             {"no split", {"attention_splits", 1}},
+             {"5 splits", {"attention_splits", 5}},
+             {"first kernel", {"attention_kernel", 2}}};
+         std::string detail;
+         for (const auto& [label, option] : variants) {
+           if (option.first && !test.set_kernel_option(option.first, option.second)) continue;
+           std::vector<double> got;
+           try {
+             got = run(test);
+           } catch (...) {
+             if (option.first) test.set_kernel_option(option.first, 0);
+             throw;
+           }
+           if (option.first) test.set_kernel_option(option.first, 0);
+           const Result r = compare_outputs({{label, got}}, {{label, want}}, tol);
+           if (r.outcome != Outcome::pass) return r;
+           detail += (detail.empty() ? "" : "; ") + r.detail;
+         }
+         return pass(detail);
+       }});
+}
+
 }  // namespace
 
 void add_kv_cases(Registry& reg) {
@@ -787,6 +914,21 @@ void add_kv_cases(Registry& reg) {
   add_kv_case(reg, DType::f32, true, 12, 4, 1, 64);
   add_kv_case(reg, DType::bf16, true, 33, 4, 2, 128);
   add_kv_case(reg, DType::f32, false, 1, 2, 2, 8);
+  // Decode over the cache: contexts 1, 127, 129 (around the 32-key stages and 128-key tiles),
+  // 4096 + 7 (many splits), ragged lengths in one batch; Qwen3's 4 query heads per kv head at
+  // D 128, 8 per kv head, a group of 5 (a CTA with idle head slots), one; D 64, 256 and 40 (fp8:
+  // rows of 40 bytes, not a multiple of 16: the first kernel).
+  for (DType c : {DType::bf16, DType::fp8}) {
+    add_decode_attention_case(reg, {1}, 8, 2, 128, c, DType::bf16);
+    add_decode_attention_case(reg, {127, 129}, 8, 2, 128, c, DType::bf16);
+    add_decode_attention_case(reg, {4103, 33, 4096}, 8, 2, 128, c, DType::bf16);
+    add_decode_attention_case(reg, {1, 31, 32, 33, 64, 200, 257, 5}, 16, 2, 64, c, DType::bf16);
+  }
+  add_decode_attention_case(reg, {300, 2, 129}, 10, 2, 64, DType::bf16, DType::bf16);
+  add_decode_attention_case(reg, {65, 190}, 4, 4, 256, DType::fp8, DType::bf16);
+  add_decode_attention_case(reg, {65, 3}, 4, 2, 256, DType::bf16, DType::bf16);
+  add_decode_attention_case(reg, {70, 9}, 4, 1, 40, DType::fp8, DType::bf16);
+  add_decode_attention_case(reg, {129, 1000}, 4, 2, 128, DType::f32, DType::f32);
 }
 
 }  // namespace fp8rl::optest

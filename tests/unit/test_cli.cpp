@@ -96,8 +96,8 @@ class TestCli : public QObject {
         {{"train", "--preset"}, "fp8rl train: option --preset needs a value"},
         {{"train", "--preset", "demo", "--set"}, "fp8rl train: option --set needs a value"},
         {{"audit"}, "fp8rl audit: needs --run ID"},
-        {{"bench"}, "fp8rl bench: needs a benchmark: one of gemm,"},
-        {{"bench", "gemmm"}, "fp8rl bench: unknown benchmark 'gemmm' (one of gemm,"},
+        {{"bench"}, "fp8rl bench: needs a benchmark: one of decode, gemm,"},
+        {{"bench", "gemmm"}, "fp8rl bench: unknown benchmark 'gemmm' (one of decode, gemm,"},
         {{"compare", "--json"}, "fp8rl compare: needs the groups to compare"},
         {{"report", "--sweep", "1"}, "fp8rl report: needs --out FILE.html"},
         {{"convert", "--checkpoint", dir.path()}, "fp8rl convert: needs --to fp8 or --to bf16"},
@@ -432,6 +432,32 @@ class TestCli : public QObject {
     QCOMPARE(rows[5].toObject()["decode_tokens"].toInt(), 9);
   }
 
+  // A decode step's kernels: every linear of a layer and attention over both caches at each
+  // batch and context, the layer's sums and targets (the CPU emulates FP8: no verdict here).
+  void benchDecodeTables() {
+    QTemporaryDir tmp;
+    const QString json = tmp.filePath("decode.json");
+    const auto r = run(kCli, {"bench", "decode", "--backend", "cpu", "--batch", "1,3",
+                              "--contexts", "33", "--json", json});
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("a layer's linears + attention") && r.out.contains("no sweeps"),
+             qPrintable(r.out));
+    const auto runObj = benchJson(json, "decode");
+    QVERIFY(runObj["copy_gb_per_s"].toDouble() > 0);
+    const auto table = runObj["table"].toArray();
+    QCOMPARE(table.size(), 5 * 2 + 2 * 2);  // 5 linear shapes, 2 caches; 2 batches each
+    for (const auto& v : table) {
+      const auto row = v.toObject();
+      QVERIFY2(row["us"].toDouble() > 0 && row["vs_copy"].toDouble() > 0, qPrintable(r.out));
+    }
+    QCOMPARE(table[0].toObject()["linear"].toString(), QStringLiteral("q"));
+    QCOMPARE(table[13].toObject()["kv_cache"].toString(), QStringLiteral("fp8"));
+    QCOMPARE(table[13].toObject()["rows"].toInt(), 3);
+    QCOMPARE(runObj["layer_step"].toArray().size(), 2);
+    // Both batches are at most 256 rows: one weight-stream target each (4096 positions: none).
+    QCOMPARE(runObj["targets"].toArray().size(), 2);
+  }
+
   // Whole GRPO steps in three modes with the phase split and the verdict on the targets; the
   // targets themselves are measurements (docs/benchmarks.md), not asserted here. On the CPU the
   // verdict is the FP8/BF16 step ratio, and the GEMMs are set against the measured FP32 peak.
@@ -514,9 +540,18 @@ class TestCli : public QObject {
     r = run(kCli, {"bench", "train", "--backend", "cpu", "--seeds", "0"});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.out.contains("--seeds"), qPrintable(r.out));
-    r = run(kCli, {"bench", "train", "--backend", "cpu", "--model", "qwen3-8b"});
+    r = run(kCli, {"bench", "train", "--backend", "cpu", "--model", "qwen3-14b"});
     QCOMPARE(r.code, 1);
-    QVERIFY2(r.out.contains("--model 'qwen3-8b' is not one of: small, qwen3-0.6b, qwen3-1.7b"),
+    QVERIFY2(r.out.contains(
+                 "--model 'qwen3-14b' is not one of: small, qwen3-0.6b, qwen3-1.7b, qwen3-8b"),
+             qPrintable(r.out));
+    r = run(kCli, {"bench", "decode", "--backend", "cpu", "--contexts", "64,0"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("--contexts: '0' in '64,0' is not a positive integer"),
+             qPrintable(r.out));
+    r = run(kCli, {"bench", "decode", "--backend", "cpu", "--new-tokens", "8"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.out.contains("option --new-tokens does not apply to bench decode"),
              qPrintable(r.out));
     r = run(kCli, {"bench", "step", "--backend", "cpu", "--set", "grpo.nope=1"});
     QCOMPARE(r.code, 1);

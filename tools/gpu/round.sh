@@ -18,18 +18,23 @@
 #
 # Parts, in order, with their share of the budget:
 #   ops       9  the op registry on the GPU against the CPU reference (every case: error, bound)
-#   recipe   58  whole GRPO steps at the recipe's workload, BF16 / FP8 / FP8 + FP8 KV in one run
+#   recipe   53  whole GRPO steps at the recipe's workload, BF16 / FP8 / FP8 + FP8 KV in one run
 #                each, split by phase: recipe-8b (Qwen3-8B width, 512 x 256 + 1,024 tokens, with
 #                op times), recipe-0.6b (the gpu preset's shape, the same workload) and
 #                recipe-8b-long (64 x 256 + 4,096 tokens)
+#   decode    6  a decode step's kernels at Qwen3-8B's shapes, 1 to 512 rows, contexts 1,280 and
+#                4,096: the fused FP8 linear and attention over FP8 / BF16 KV caches against the
+#                copy bandwidth, BF16 / FP8 ratios, the kernel options swept
 #   gemm      8  FP8 vs BF16 GEMMs (fprop, dgrad, wgrad) at 8192^3 and at Qwen3-8B linear shapes
 #   quant     4  the quantization kernels against the device's copy bandwidth
 #   rollout   9  decode tokens/s, Qwen3-0.6B shape, batch 64: BF16, FP8, FP8 + FP8 KV cache
-#   step      7  whole GRPO steps of the gpu preset (short responses): BF16, FP8, FP8 + FP8 KV
+#   step      6  whole GRPO steps of the gpu preset (short responses): BF16, FP8, FP8 + FP8 KV
 #   torch     5  a PyTorch eager decode loop at the rollout's shape (the BF16 decode baseline)
 # Extra parts (--extras; tools/gpu/run.sh asks for them): train 20 (training steps, Qwen3-0.6B
 #   and 1.7B shapes), decode-1.7b 15 (Qwen3-1.7B decode at batch 64 and 256, and PyTorch's),
-#   ranks 10 (GRPO steps on 1 and 2 ranks, when mpirun and an MPI build are there).
+#   ranks 10 (GRPO steps on 1 and 2 ranks, when mpirun and an MPI build are there), learn 30
+#   (the demo and llama-demo presets trained to the end, FP8 and BF16, seeds 1-3: each must reach
+#   validation 0.9 as on the CPU; final accuracy and wall time per run).
 #
 # Time caps: the parts share 95 % of the budget in proportion to their shares (the rest is for
 # setting up and summarising). Each part must end by a deadline, the round's start plus the caps
@@ -52,10 +57,11 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-names=(ops recipe gemm quant rollout step torch train decode-1.7b ranks)
-shares=(9 58 8 4 9 7 5 20 15 10)
+names=(ops recipe decode gemm quant rollout step torch train decode-1.7b ranks learn)
+shares=(9 53 6 8 4 9 6 5 20 15 10 30)
 whats=("op registry vs the CPU reference"
   "GRPO step at the recipe's workload, by phase"
+  "decode kernels vs copy bandwidth, Qwen3-8B"
   "FP8 vs BF16 GEMM, 8192^3 and Qwen3-8B linears"
   "quantization vs copy bandwidth"
   "decode BF16 / FP8 / FP8 + FP8 KV"
@@ -63,8 +69,9 @@ whats=("op registry vs the CPU reference"
   "PyTorch eager decode baseline"
   "training steps, 0.6B and 1.7B"
   "Qwen3-1.7B decode vs PyTorch"
-  "GRPO steps on 1 and 2 ranks")
-core_parts=7
+  "GRPO steps on 1 and 2 ranks"
+  "demo presets learn on the GPU, seeds 1-3")
+core_parts=8
 
 budget=420 smoke=0 plan_only=0 extras=0 only="" bin="" work="" out="${OUT:-}"
 usage_error() {
@@ -408,6 +415,16 @@ part_rollout() {
       --prompt-len 128 --new-tokens 128 --json "$j/bench-rollout-0.6b.json"
   fi
 }
+# One decode step's kernels (bench decode): what the generation phase is made of.
+part_decode() {
+  if [ $smoke -eq 1 ]; then
+    cmd bench-decode "$fp8rl" bench decode --backend cpu --model small --batch 1,3 --contexts 40 \
+      --seconds 0 --json "$j/bench-decode.json"
+  else
+    cmd bench-decode "$fp8rl" bench decode --backend cuda --model qwen3-8b \
+      --batch 1,8,64,256,512 --contexts 1280,4096 --seconds 0.03 --json "$j/bench-decode.json"
+  fi
+}
 part_step() {
   if [ $smoke -eq 1 ]; then
     cmd bench-step-gpu "$fp8rl" bench step --backend cpu --preset gpu --steps 1 "${tiny_step[@]}" \
@@ -478,6 +495,20 @@ part_ranks() {
     cmd bench-ranks "$fp8rl" bench ranks --backend cuda --preset gpu --ranks 1,2 --steps 3 \
       --json "$j/bench-ranks.json"
   fi
+}
+# The GPU learns what the CPU learns: whole demo runs, FP8 and BF16 (bench train --seeds).
+part_learn() {
+  local p
+  for p in demo llama-demo; do
+    if [ $smoke -eq 1 ]; then
+      cmd "bench-seeds-$p" "$fp8rl" bench train --backend cpu --seeds 1 --preset "$p" \
+        --set grpo.steps=2 --set sft.steps=2 --set validation.every=1 \
+        --set task.validation_size=8 --json "$j/bench-seeds-$p.json"
+    else
+      cmd "bench-seeds-$p" "$fp8rl" bench train --backend cuda --seeds 3 --preset "$p" \
+        --json "$j/bench-seeds-$p.json"
+    fi
+  done
 }
 
 n=0

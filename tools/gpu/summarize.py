@@ -154,6 +154,24 @@ class Summary:
             self.target(label, worst and worst["vs_copy"], "≥", TARGETS["quant"], fmt_pct,
                         "bench-quant")
 
+    def kernels(self):
+        """bench decode: its own targets (a layer's FP8 weight stream, the FP8 KV cache read, each
+        against the copy bandwidth) and a decode layer's BF16 / FP8 + FP8 KV ratio per shape."""
+        run = first_run(load(self.folder, "bench-decode"))
+        if not run:
+            if "bench-decode" in self.status:
+                self.info.append(("decode kernels", self.why_missing("bench-decode")))
+            return
+        for t in run.get("targets", []):
+            relation = "≥" if t["relation"] == ">=" else "≤"
+            self.target(t["name"], t.get("value"), relation, t["target"], fmt_pct, "bench-decode")
+        for r in run.get("layer_step", []):
+            self.info.append((f"decode layer (linears + attention) BF16 / FP8 + FP8 KV, "
+                              f"{r['rows']} rows x {r['context']}", fmt_ratio(r.get("bf16_over_fp8"))))
+        for r in run.get("layers", []):
+            self.info.append((f"decode layer's linears BF16 / FP8, {r['rows']} rows",
+                              fmt_ratio(r.get("linears_bf16_over_fp8"))))
+
     def decode(self):
         for tag in ("0.6b", "1.7b"):
             run = first_run(load(self.folder, f"bench-rollout-{tag}"))
@@ -237,6 +255,13 @@ class Summary:
                          f"{fmt_ratio(v.get('bf16_over_this'))}" for m, v in modes.items()
                          if v.get("seconds") is not None and v.get("share") is not None]
                 self.info.append((f"{preset} {phase}: s, share, bf16/this", "; ".join(cells)))
+            cells = [f"{r['mode']}: {r['token_mult_prob_error']:.5f} / "
+                     f"{r['gen_kl_error']:.2e}" for r in run.get("rows", [])
+                     if r.get("token_mult_prob_error") is not None
+                     and r.get("gen_kl_error") is not None]
+            if cells:
+                self.info.append((f"{preset} generator vs trainer: token_mult_prob_error / "
+                                  "gen_kl_error", "; ".join(cells)))
 
     def train(self):
         for tag in ("0.6b", "1.7b"):
@@ -256,6 +281,27 @@ class Summary:
             self.info.append((f"train step FP8 re-quantization share, {where}",
                               fmt_pct(fp8.get("requantization_share"))))
 
+    def learn(self):
+        """bench train --seeds on the demo presets: every run must reach validation 0.9."""
+        for preset in ("demo", "llama-demo"):
+            command = f"bench-seeds-{preset}"
+            run = first_run(load(self.folder, command))
+            if not run:
+                if command in self.status:
+                    self.info.append((f"{preset} trained on the GPU", self.why_missing(command)))
+                continue
+            finals = []
+            for r in run.get("rows", []):
+                for p in ("fp8", "bf16"):
+                    final, secs = r.get(f"{p}_final"), r.get(f"{p}_seconds")
+                    if final is not None:
+                        finals.append(final)
+                        self.info.append((f"{preset} seed {r['seed']} {p}: final validation, "
+                                          "wall s", f"{final:.3f}, {secs or 0:.1f}"))
+            self.target(f"{preset}: every run's final validation (worst of {len(finals)})",
+                        min(finals) if finals else None, "≥", 0.9, lambda v: f"{v:.3f}",
+                        command)
+
     def ranks(self):
         run = first_run(load(self.folder, "bench-ranks"))
         for r in (run or {}).get("rows", []):
@@ -265,7 +311,7 @@ class Summary:
     # --- output
 
     def device(self):
-        for name in ("bench-gemm", "bench-rollout-0.6b", "bench-step-gpu", "bench-train-0.6b"):
+        for name in ("bench-gemm", "bench-decode", "bench-rollout-0.6b", "bench-step-gpu", "bench-train-0.6b"):
             run = first_run(load(self.folder, name))
             if run and run.get("device"):
                 return f"{run.get('backend')}: {run['device']}"
@@ -328,7 +374,8 @@ def main(argv):
     except (OSError, KeyError) as e:
         print(f"summarize.py: cannot read {args[0]}/status.tsv: {e!r}", file=sys.stderr)
         return 1
-    for part in (s.ops, s.recipe, s.gemm, s.quant, s.decode, s.step, s.train, s.ranks):
+    for part in (s.ops, s.recipe, s.kernels, s.gemm, s.quant, s.decode, s.step, s.train, s.ranks,
+                 s.learn):
         try:
             part()
         except (KeyError, TypeError, ValueError, AttributeError) as e:
