@@ -285,6 +285,7 @@ std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const CheckpointInfo&
   // After refresh(): the file's own FP8 tiles replace the re-quantized masters.
   for (auto& [lin, tiles] : given)
     lin->set_fp8_weight(tiles.codes, tiles.scale_inv, tiles.format, tiles.scale_dtype);
+  if (!given.empty()) model->refresh_decode_weights();
   return model;
 }
 

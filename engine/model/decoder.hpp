@@ -141,6 +141,9 @@ class DecoderModel {
   void set_quant_observer(QuantObserver* o);
 
   void zero_grad();
+  // Re-makes latent attention's absorbed decode weights from the weights kv_b computes with
+  // (refresh() and set_precision() do it; call it after giving a linear checkpoint tiles).
+  void refresh_decode_weights();
   // Re-makes every compute copy from the master weights (after an optimizer step; FP8 tiles
   // given by a checkpoint are dropped); returns the weight quantization records of fp8 linears.
   std::vector<LayerQuantRecord> refresh();
