@@ -199,6 +199,13 @@ void LatentAttention::forward_cached(LinearInput& h, const int32_t* positions,
   be_.copy_columns(ckv.m(), 0, c.m(), 0, R);
   be_.copy_columns(ckv.m(), R, k_rope.m(), 0, dr);
   be_.rmsnorm_forward(c.m(), w.kv_a, eps, c_n.m(), rstd.f32());
+  if (kv_b_->precision() == Precision::fp8) {
+    // The latent as the trainer's FP8 kv_b reads it: quantized in 1x128 blocks along the latent
+    // (each token's own blocks, so a decode step quantizes it exactly as the training forward
+    // does) and dequantized.
+    LinearInput in_c(c_n.m(), false);
+    be_.dequantize(in_c.along(be_, kv_b_->quant_options()).q, c_n.m());
+  }
   be_.rope_columns(q.m(), Hq, dims_.qk(), dims_.nope, dr, positions, rope_, false);
   be_.rope_columns(k_rope.m(), 1, dr, 0, dr, positions, rope_, false);
   be_.mla_cache_write(c_n.m(), k_rope.m(), slot_ids, positions, dims_, cache);
@@ -211,6 +218,8 @@ void LatentAttention::forward_cached(LinearInput& h, const int32_t* positions,
 void LatentAttention::refresh_decode_weight(DType dtype) {
   const Linear& kvb = *kv_b_;
   const int64_t N = kvb.out_features(), K = kvb.in_features();
+  // FP8 tiles dequantize exactly into FP32 (code · scale has more bits than BF16 holds).
+  if (kvb.precision() == Precision::fp8) dtype = DType::f32;
   if (decode_w_.empty() || decode_w_.dtype != dtype) decode_w_ = Tensor::make(be_, N, K, dtype);
   if (kvb.precision() == Precision::fp8 && kvb.fp8_weight())
     be_.dequantize(kvb.fp8_weight()->q, decode_w_.m());

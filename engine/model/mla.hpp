@@ -61,9 +61,12 @@ class LatentAttention {
   void forward_cached(LinearInput& h, const int32_t* positions, const int32_t* slot_ids,
                       const int32_t* lengths, const NormWeights& w, const KvCacheView& cache,
                       const Matrix& out);
-  // Makes the absorbed form's copy of kv_b's weight (in dtype: f32 or bf16) from the weight
-  // kv_b computes with (its FP8 tiles dequantized, its BF16 copy, or the FP32 masters). Called
-  // whenever those change (precision, refresh, a checkpoint's tiles).
+  // Makes the absorbed form's copy of kv_b's weight (in dtype, f32 or bf16; FP32 for FP8 tiles,
+  // whose dequantized values BF16 cannot hold) from the weight kv_b computes with (its FP8 tiles
+  // dequantized, its BF16 copy, or the FP32 masters). Called whenever those change (precision,
+  // refresh, a checkpoint's tiles). With an FP8 kv_b the cached latent is the one its FP8 GEMM
+  // reads in training (quantized in 1x128 blocks, dequantized), so the two sides attend over the
+  // same values.
   void refresh_decode_weight(DType dtype);
 
  private:
