@@ -118,10 +118,9 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   const std::vector<std::string> sets = take_repeated(rest, "set");
   const std::set<std::string> valued = {
-      "backend",    "json",       "shapes",    "seconds", "batch",  "model",
-      "prompt-len", "new-tokens", "seq-len",   "steps",   "warmup", "preset",
-      "seeds",      "tokenizer",  "megabytes", "ranks",   "target", "runs",
-      "scalars",    "dir"};
+      "backend",    "json",    "shapes", "seconds", "batch",   "model", "prompt-len",
+      "new-tokens", "seq-len", "steps",  "warmup",  "preset",  "seeds", "tokenizer",
+      "megabytes",  "ranks",   "target", "runs",    "scalars", "dir"};
   const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();

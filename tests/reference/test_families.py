@@ -117,6 +117,79 @@ def randomise_score_biases(folder):
         os.remove(os.path.join(folder, "checksums.json"))
 
 
+def read_header(path):
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        return json.loads(f.read(n)), 8 + n
+
+
+def write_safetensors(path, tensors):
+    """tensors: name -> (dtype, shape, raw bytes)."""
+    header, offset, blobs = {}, 0, []
+    for name in sorted(tensors):
+        dtype, shape, raw = tensors[name]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        blobs.append(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def check_deepseek_fp8(d):
+    """DeepSeek-V3's published layout: every linear block-FP8 (kv_a_proj_with_mqa's 20 rows a
+    partial tile), routers BF16, score-correction biases F32, a multi-token-prediction layer the
+    loader skips with a note and convert passes through; FP8 -> FP8 gives the same bytes."""
+    src = os.path.join(d, "deepseek_v3_yarn")
+    ids = ",".join(map(str, IDS))
+    before = run([FP8RL, "score", "--checkpoint", src, "--token-ids", ids, "--precision", "fp32",
+                  "--backend", "cpu"])
+    # A multi-token-prediction layer (layer 4 of a 4-layer decoder), as DeepSeek-V3 ships layer 61.
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    cfg["num_nextn_predict_layers"] = 1
+    json.dump(cfg, open(os.path.join(src, "config.json"), "w"))
+    path = os.path.join(src, "model.safetensors")
+    header, start = read_header(path)
+    data = open(path, "rb").read()
+    tensors = {n: (t["dtype"], t["shape"], data[start + t["data_offsets"][0]:start + t["data_offsets"][1]])
+               for n, t in header.items() if n != "__metadata__"}
+    H = cfg["hidden_size"]
+    tensors["model.layers.4.eh_proj.weight"] = ("F32", [H, 2 * H], struct.pack("<f", 0.5) * (2 * H * H))
+    tensors["model.layers.4.enorm.weight"] = ("F32", [H], struct.pack("<f", 1.0) * H)
+    write_safetensors(path, tensors)
+    after = run([FP8RL, "score", "--checkpoint", src, "--token-ids", ids, "--precision", "fp32",
+                 "--backend", "cpu"])
+    ok = (before.returncode == 0 and after.returncode == 0
+          and json.loads(after.stdout)["logprobs"] == json.loads(before.stdout)["logprobs"]
+          and "multi-token-prediction layer" in after.stderr)
+    a, b, c = (os.path.join(d, n) for n in ("ds-fp8", "ds-fp8-again", "ds-bf16"))
+    r1 = run([FP8RL, "convert", "--checkpoint", src, "--to", "fp8", "--output", a])
+    r2 = run([FP8RL, "convert", "--checkpoint", a, "--to", "fp8", "--output", b])
+    r3 = run([FP8RL, "convert", "--checkpoint", a, "--to", "bf16", "--output", c])
+    ok = ok and r1.returncode == 0 and r2.returncode == 0 and r3.returncode == 0
+    if ok:
+        h, _ = read_header(os.path.join(a, "model.safetensors"))
+        hb, _ = read_header(os.path.join(c, "model.safetensors"))
+        p = "model.layers.1."
+        ok = (h[p + "self_attn.kv_a_proj_with_mqa.weight"]["dtype"] == "F8_E4M3"
+              and h[p + "self_attn.kv_a_proj_with_mqa.weight_scale_inv"]["shape"] == [1, 1]
+              and h[p + "self_attn.q_a_proj.weight"]["dtype"] == "F8_E4M3"
+              and h[p + "mlp.shared_experts.up_proj.weight"]["dtype"] == "F8_E4M3"
+              and h[p + "mlp.gate.weight"]["dtype"] == "BF16"
+              and h[p + "mlp.gate.e_score_correction_bias"]["dtype"] == "F32"
+              and h["model.layers.4.eh_proj.weight"]["dtype"] == "F32"
+              and hb["model.layers.4.eh_proj.weight"]["dtype"] == "BF16"
+              and hb[p + "mlp.gate.e_score_correction_bias"]["dtype"] == "F32"
+              and open(os.path.join(a, "model.safetensors"), "rb").read()
+              == open(os.path.join(b, "model.safetensors"), "rb").read())
+    print("%s deepseek_v3 FP8 export: latent attention and experts FP8 (partial tiles), routers "
+          "BF16, biases F32, the MTP layer skipped with a note and passed through, re-export "
+          "identical %s" % ("ok  " if ok else "FAIL",
+                            (after.stderr if not ok else "") + r1.stderr.strip()[:0]))
+    return not ok
+
+
 def main():
     failed = 0
     with tempfile.TemporaryDirectory() as d:
@@ -169,6 +242,7 @@ def main():
         print("%s qwen3_moe FP8 export: experts FP8 with their scales, routers BF16, re-export "
               "identical %s" % ("ok  " if ok else "FAIL", (r1.stderr + r2.stderr).strip()))
         failed += not ok
+        failed += check_deepseek_fp8(d)
         for what, cfg, says in BAD:
             path = os.path.join(d, "bad.json")
             json.dump(cfg, open(path, "w"))
