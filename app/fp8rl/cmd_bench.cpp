@@ -90,7 +90,9 @@ tokenize --tokenizer DIR [--megabytes M]
     MB of mixed text (default 4), one core; the first pass (word cache cold) against the
     target of 1 MB/s.
 
---model: small | qwen3-0.6b | qwen3-1.7b (random initialisation, the real models' shapes).
+--model: small | qwen3-0.6b | qwen3-1.7b | small-mla | moonlight-mla (random initialisation,
+the real models' shapes; the -mla ones: DeepSeek-V3's latent attention with dense MLPs,
+moonlight-mla Moonlight-16B-A3B's attention in 27 layers).
 )";
 
 // The options each bench accepts besides --backend and --json.

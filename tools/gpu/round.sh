@@ -25,7 +25,9 @@
 #   torch     9  a PyTorch eager decode loop at the rollout's shape (the BF16 decode baseline)
 # Extra parts (--extras; tools/gpu/run.sh asks for them): train 20 (training steps, Qwen3-0.6B
 #   and 1.7B shapes), decode-1.7b 15 (Qwen3-1.7B decode at batch 64 and 256, and PyTorch's),
-#   ranks 10 (GRPO steps on 1 and 2 ranks, when mpirun and an MPI build are there).
+#   ranks 10 (GRPO steps on 1 and 2 ranks, when mpirun and an MPI build are there), decode-mla 10
+#   (decode tokens/s of latent attention at Moonlight-16B-A3B's attention shape, batch 64: BF16,
+#   FP8, FP8 + the FP8 latent cache).
 #
 # Time caps: the parts share 95 % of the budget in proportion to their shares (the rest is for
 # setting up and summarising). Each part must end by a deadline, the round's start plus the caps
@@ -48,8 +50,8 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-names=(ops gemm quant rollout step torch train decode-1.7b ranks)
-shares=(10 14 8 20 34 9 20 15 10)
+names=(ops gemm quant rollout step torch train decode-1.7b ranks decode-mla)
+shares=(10 14 8 20 34 9 20 15 10 10)
 whats=("op registry vs the CPU reference"
   "FP8 vs BF16 GEMM, 8192^3 and Qwen3-8B linears"
   "quantization vs copy bandwidth"
@@ -58,7 +60,8 @@ whats=("op registry vs the CPU reference"
   "PyTorch eager decode baseline"
   "training steps, 0.6B and 1.7B"
   "Qwen3-1.7B decode vs PyTorch"
-  "GRPO steps on 1 and 2 ranks")
+  "GRPO steps on 1 and 2 ranks"
+  "latent-attention decode, Moonlight shape")
 core_parts=6
 
 budget=420 smoke=0 plan_only=0 extras=0 only="" bin="" work="" out="${OUT:-}"
@@ -424,6 +427,15 @@ part_train() {
       --json "$j/bench-train-0.6b.json"
     cmd bench-train-1.7b "$fp8rl" bench train --backend cuda --model qwen3-1.7b \
       --json "$j/bench-train-1.7b.json"
+  fi
+}
+part_decode_mla() {
+  if [ $smoke -eq 1 ]; then
+    cmd bench-rollout-mla "$fp8rl" bench rollout --backend cpu --model small-mla --batch 2 \
+      --prompt-len 8 --new-tokens 8 --json "$j/bench-rollout-mla.json"
+  else
+    cmd bench-rollout-mla "$fp8rl" bench rollout --backend cuda --model moonlight-mla --batch 64 \
+      --prompt-len 128 --new-tokens 128 --json "$j/bench-rollout-mla.json"
   fi
 }
 part_decode_1_7b() {
