@@ -39,15 +39,14 @@ struct Setup {
 
 Setup read_setup(RunStore& store, const Args& a, const std::vector<std::string>& group_specs) {
   Setup s;
-  check(!group_specs.empty() || a.has("sweep"),
-        "name the groups: --group A --group B, or --sweep ID");
+  check(!group_specs.empty() || a.has("sweep"), "name the groups: --group A --group B, or --sweep ID");
   check(group_specs.empty() || !a.has("sweep"), "give --group or --sweep, not both");
   if (a.has("sweep")) {
     const int64_t sweep = parse_run_id(a.get("sweep", ""), "--sweep");
     for (auto& g : sweep_groups(store, sweep))
       if (!g.runs.empty()) s.groups.push_back(std::move(g));
-    check(s.groups.size() >= 2,
-          "sweep " + std::to_string(sweep) + " has fewer than two groups with runs to compare");
+    check(s.groups.size() >= 2, "sweep " + std::to_string(sweep) +
+                                    " has fewer than two groups with runs to compare");
     if (a.has("base")) {
       const std::string want = a.get("base", "");
       bool found = false;
@@ -67,12 +66,10 @@ Setup read_setup(RunStore& store, const Args& a, const std::vector<std::string>&
   o.target = a.get_number("target", o.target);
   o.detect_accuracy = a.get_number("detect", o.detect_accuracy);
   o.detect_relative = a.get_number("detect-relative", o.detect_relative);
-  check(o.detect_accuracy > 0 && o.detect_relative > 0,
-        "--detect and --detect-relative must be > 0");
+  check(o.detect_accuracy > 0 && o.detect_relative > 0, "--detect and --detect-relative must be > 0");
   o.bootstrap.resamples = a.get_int("resamples", o.bootstrap.resamples);
   check(o.bootstrap.resamples >= 100, "--resamples must be at least 100");
-  o.bootstrap.seed =
-      static_cast<uint64_t>(a.get_number("seed", static_cast<double>(o.bootstrap.seed)));
+  o.bootstrap.seed = static_cast<uint64_t>(a.get_number("seed", static_cast<double>(o.bootstrap.seed)));
   o.paired = !a.flag("unpaired");
   for (const auto& g : s.groups) s.outcomes.push_back(read_outcomes(store, g, o.target));
   return s;
@@ -107,9 +104,9 @@ void print_table(const Verdict& v) {
               pad("95% CI (bootstrap)", 22).c_str(), "95% CI (t)");
   for (const auto& m : v.metrics) {
     const auto ms = [](double mean, double sd) {
-      return std::isfinite(mean)
-                 ? format_number(mean, 3) + (std::isfinite(sd) ? " ± " + format_number(sd, 3) : "")
-                 : std::string("—");
+      return std::isfinite(mean) ? format_number(mean, 3) +
+                                       (std::isfinite(sd) ? " ± " + format_number(sd, 3) : "")
+                                 : std::string("—");
     };
     const bool has = m.bootstrap.resamples > 0;
     const auto ci = [&](const stats::Estimate& e) {
@@ -148,17 +145,19 @@ int cmd_compare(const std::vector<std::string>& args) {
   const Args a(rest,
                {"db", "sweep", "base", "target", "detect", "detect-relative", "resamples", "seed"},
                {"help", "json", "unpaired"});
-  if (a.flag("help") || (specs.empty() && !a.has("sweep")))
-    return a.usage((std::string("usage: fp8rl compare --group A --group B [--json] [options]\n"
-                                "       fp8rl compare --sweep ID [--base VALUE] [--json]\n\n"
-                                "Is group A as good as group B? For final and best validation "
-                                "accuracy, reward, time to\na validation target and step time: "
-                                "the difference (or ratio) of the means with a 95%\nbootstrap "
-                                "interval (paired by seed where the groups share seeds), a t "
-                                "interval for\ncomparison, the finding in words and the seeds "
-                                "needed to detect a given difference.\n") +
-                    kGroupOptions)
-                       .c_str());
+  if (a.flag("help"))
+    return print_help((std::string("usage: fp8rl compare --group A --group B [--json] [options]\n"
+                                   "       fp8rl compare --sweep ID [--base VALUE] [--json]\n\n"
+                                   "Is group A as good as group B? For final and best validation "
+                                   "accuracy, reward, time to\na validation target and step time: "
+                                   "the difference (or ratio) of the means with a 95%\nbootstrap "
+                                   "interval (paired by seed where the groups share seeds), a t "
+                                   "interval for\ncomparison, the finding in words and the seeds "
+                                   "needed to detect a given difference.\n") +
+                       kGroupOptions)
+                          .c_str());
+  need(!specs.empty() || a.has("sweep"),
+       "needs the groups to compare: --group A --group B, or --sweep ID");
   const std::string db = a.get("db", default_db_path());
   check(std::filesystem::exists(db), "no run database at " + db);
   RunStore store(db, /*read_only=*/true);
@@ -220,8 +219,8 @@ int cmd_report(const std::vector<std::string>& args) {
                {"db", "sweep", "base", "target", "detect", "detect-relative", "resamples", "seed",
                 "out", "title"},
                {"help", "unpaired"});
-  if (a.flag("help") || (specs.empty() && !a.has("sweep")) || !a.has("out"))
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         (std::string("usage: fp8rl report (--group A --group B … | --sweep ID [--base "
                      "VALUE]) --out FILE.html [--title TEXT]\n\n"
                      "Writes a self-contained HTML report: the verdicts of `fp8rl "
@@ -231,6 +230,9 @@ int cmd_report(const std::vector<std::string>& args) {
                      "SVG;\nno script, nothing fetched), to read without the studio.\n") +
          kGroupOptions)
             .c_str());
+  need(!specs.empty() || a.has("sweep"),
+       "needs the groups to compare: --group A --group B, or --sweep ID");
+  need(a.has("out"), "needs --out FILE.html, the report to write");
   const std::string db = a.get("db", default_db_path());
   check(std::filesystem::exists(db), "no run database at " + db);
   RunStore store(db, /*read_only=*/true);
@@ -242,14 +244,13 @@ int cmd_report(const std::vector<std::string>& args) {
   std::string title = a.get("title", "");
   if (title.empty()) {
     if (s.groups.front().sweep_id)
-      title = "Sweep " + std::to_string(*s.groups.front().sweep_id) + " " +
-              s.groups.front().sweep_name + ": ";
+      title = "Sweep " + std::to_string(*s.groups.front().sweep_id) + " " + s.groups.front().sweep_name + ": ";
     for (size_t i = 0; i < s.groups.size(); ++i) title += (i ? " vs " : "") + s.groups[i].label;
   }
   in.title = title;
   in.source = std::filesystem::absolute(db).string();
-  in.generated =
-      "Generated " + now_text() + " by fp8rl " + FP8RL_VERSION + " (" + FP8RL_GIT_DESCRIBE + ")";
+  in.generated = "Generated " + now_text() + " by fp8rl " + FP8RL_VERSION + " (" +
+                 FP8RL_GIT_DESCRIBE + ")";
   stats::BootstrapOptions band;
   band.resamples = 1000;
   band.seed = s.options.bootstrap.seed;

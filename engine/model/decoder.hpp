@@ -27,14 +27,6 @@ struct ForwardResult {
   std::vector<float> entropy;  // [B·T] when requested
 };
 
-// Statistics of one quantization, for telemetry (scale histograms, saturation, error).
-struct LayerQuantRecord {
-  int64_t layer;
-  Module module;
-  const char* kind;  // "weight", "activation", "gradient"
-  QuantStats stats;
-};
-
 class DecoderModel {
  public:
   // Random initialisation (normal(0, init_std) matrices, unit norms), seeded.
@@ -145,8 +137,8 @@ class DecoderModel {
   // (refresh() and set_precision() do it; call it after giving a linear checkpoint tiles).
   void refresh_decode_weights();
   // Re-makes every compute copy from the master weights (after an optimizer step; FP8 tiles
-  // given by a checkpoint are dropped); returns the weight quantization records of fp8 linears.
-  std::vector<LayerQuantRecord> refresh();
+  // given by a checkpoint are dropped). FP8 weights are reported to the quant observer.
+  void refresh();
 
   Linear& linear(int64_t layer, Module m);
   // Any decoder linear: a dense module, a router or an expert's module.

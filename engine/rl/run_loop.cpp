@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <optional>
 
 #include "contract/rank_launch.hpp"
@@ -653,6 +654,9 @@ double GrpoRun::validate(std::vector<SampleRecord>* samples) {
   sp.temperature = 0;  // greedy
   sp.max_new_tokens = task_->max_response_tokens();
   stop_at_eos(sp, task_->tokenizer());
+  std::vector<int64_t> indices(val.size());  // each prompt's index in the whole validation set
+  std::iota(indices.begin(), indices.end(), first);
+  sp.response_lengths = task_->forced_response_lengths(indices, 0x7a11dull);
   std::vector<Sequence> seqs;
   if (!prompts.empty()) seqs = gen_->generate(prompts, sp);
   double right = 0;

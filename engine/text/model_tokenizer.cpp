@@ -8,6 +8,7 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "text/char_tokenizer.hpp"
+#include "text/synthetic_tokenizer.hpp"
 
 namespace fp8rl {
 
@@ -91,8 +92,17 @@ void ModelTokenizer::save(const std::string& dir) const {
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir, const ChatOptions& chat) {
   if (std::filesystem::exists(dir + "/tokenizer.json") || tiktoken_folder(dir))
     return std::make_unique<ModelTokenizer>(dir, chat);
-  if (auto c = CharTokenizer::load(dir)) return std::make_unique<CharTokenizer>(std::move(*c));
-  return nullptr;
+  // This project's own: a character tokenizer, or the synthetic task's.
+  const std::string own = dir + "/fp8rl_tokenizer.json";
+  if (!std::filesystem::exists(own)) return nullptr;
+  const Json j = read_json_file(own);
+  try {
+    if (j.contains("type") && j.at("type").is_string() && j.at("type").as_string() == "synthetic")
+      return std::make_unique<SyntheticTokenizer>(SyntheticTokenizer::from_json(j));
+    return std::make_unique<CharTokenizer>(CharTokenizer::from_json(j));
+  } catch (const Error& e) {
+    throw Error(own + ": " + e.message());
+  }
 }
 
 }  // namespace fp8rl

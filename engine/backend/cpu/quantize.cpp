@@ -429,6 +429,7 @@ void CpuBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOpti
                           QuantStats* stats) {
   check_quantize_operands(x, out);
   check(out.format == opt.format, "quantize: output format differs from the options' format");
+  if (stats) count_host_sync();  // a device waits to hand the statistics over
   if (out.block == ScaleBlock::row1x128) {
     quantize_rows(x, out, opt, stats);
     return;
@@ -448,6 +449,7 @@ void CpuBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& along
         "quantize_with_transpose: both outputs must use 1x128 blocks");
   check(along.format == opt.format && transposed.format == opt.format,
         "quantize_with_transpose: output formats differ from the options' format");
+  if (stats_along || stats_transposed) count_host_sync();
   quantize_rows(x, along, opt, stats_along);
   quantize_columns(x, transposed, opt, stats_transposed);
 }
