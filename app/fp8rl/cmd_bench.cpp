@@ -66,11 +66,12 @@ telemetry [--steps N] [--warmup W]
     W warm-up steps (default 2), then N timed (default 20). Target: below 1% of the step time.
 
 moe [--preset NAME] [--set key=value ...] [--steps N] [--warmup W]
-    whole GRPO steps of a mixture-of-experts preset (default moe-demo) against a dense model
-    with the same active parameters (a dense MLP as wide as the experts a token uses), and with
-    routing replay off and on: step time, the ratio to the dense model, the cost of the replay,
-    and the mismatch each leaves (routing mismatch, tokens rerouted, gen_kl_error, median
-    token_mult_prob_error). W warm-up steps (default 1), then N timed (default 5).
+    whole GRPO steps of a mixture-of-experts preset (default moe-demo; moonlight-demo) against a
+    dense model with the same active parameters (a dense MLP as wide as the experts a token
+    uses, shared ones included; with latent attention the same model with every layer dense),
+    and with routing replay off and on: step time, the ratio to the dense model, the cost of
+    the replay, and the mismatch each leaves (routing mismatch, tokens rerouted, gen_kl_error,
+    median token_mult_prob_error). W warm-up steps (default 1), then N timed (default 5).
 
 ranks [--ranks 1,2] [--preset NAME] [--set key=value ...] [--steps N] [--warmup W]
     whole GRPO steps of a preset (default demo) on each number of data-parallel ranks, each

@@ -208,6 +208,14 @@ class TestRunsViews : public QObject {
       QVERIFY(grid.table()->isColumnHidden(static_cast<int>(m)));
     for (Module m : {Module::q, Module::kv_a, Module::kv_b, Module::o, Module::down})
       QVERIFY(!grid.table()->isColumnHidden(static_cast<int>(m)));
+    // Drawn in the order of the computation: q, kv_a, kv_b, o, then the MLP.
+    const QHeaderView* header = grid.table()->horizontalHeader();
+    auto visual = [&](Module m) { return header->visualIndex(static_cast<int>(m)); };
+    QVERIFY(visual(Module::q) < visual(Module::kv_a) &&
+            visual(Module::kv_a) < visual(Module::kv_b) &&
+            visual(Module::kv_b) < visual(Module::o) && visual(Module::o) < visual(Module::gate));
+    // The latent projections of a layer with experts are its own, not its experts'.
+    QCOMPARE(grid.cell(1, static_cast<int>(Module::kv_a)), QString("fp8"));
     grid.toggle(0, static_cast<int>(Module::kv_b));
     grid.toggle(1, static_cast<int>(Module::k));  // no such linear: nothing happens
     QCOMPARE(grid.edits(), QStringList({"0.kv_b=bf16"}));

@@ -96,6 +96,16 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
   table_->setColumnCount(kModules + 1);
   table_->setHorizontalHeaderLabels(modules() + QStringList{QStringLiteral("router")});
   table_->setColumnHidden(kModules, true);
+  // Shown in the order of a layer's computation: attention (standard or latent), then the MLP
+  // and the router (columns keep Module's order; only where they are drawn moves).
+  {
+    const Module order[] = {Module::q,    Module::k,    Module::v,    Module::q_a,
+                            Module::q_b,  Module::kv_a, Module::kv_b, Module::o,
+                            Module::gate, Module::up,   Module::down};
+    QHeaderView* header = table_->horizontalHeader();
+    for (int visual = 0; visual < kModules; ++visual)
+      header->moveSection(header->visualIndex(static_cast<int>(order[visual])), visual);
+  }
   table_->setItemDelegate(new EditedCellDelegate(table_));
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -256,7 +266,7 @@ std::optional<Precision> PrecisionGrid::layerCell(const PrecisionMap& pm, int la
     return pm.experts(layer) > 0 ? std::optional(pm.router(layer)) : std::nullopt;
   const Module m = Module(column);
   if (pm.experts(layer) > 0 && column >= static_cast<int>(Module::gate) &&
-      !pm.experts_uniform(layer, m))
+      column <= static_cast<int>(Module::down) && !pm.experts_uniform(layer, m))
     return std::nullopt;
   return pm.at(layer, m);
 }
