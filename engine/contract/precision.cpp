@@ -440,9 +440,9 @@ PrecisionMap PrecisionMap::from_json(const Json& j) {
 namespace {
 
 const char* kGrammar =
-    "LAYER.MODULE=PRECISION, LAYER.experts.EXPERT.MODULE=PRECISION, LAYER.shared.MODULE=PRECISION "
-    "or LAYER.router=PRECISION (e.g. 0.gate=bf16, *.down=bf16, 3.experts.*.up=bf16, "
-    "*.router=fp8, *.kv_b=bf16)";
+    "LAYER.MODULE=PRECISION, LAYER.experts.EXPERT.MODULE=PRECISION, LAYER.shared.MODULE=PRECISION, "
+    "LAYER.router=PRECISION or LAYER.low_rank=PRECISION (e.g. 0.gate=bf16, *.down=bf16, "
+    "3.experts.*.up=bf16, *.router=fp8, *.kv_b=bf16, *.low_rank=bf16)";
 
 // "3", "L3" or "*": nullopt for *.
 std::optional<int64_t> parse_index(const std::string& text, const std::string& what,
@@ -471,6 +471,10 @@ PrecisionOverride PrecisionOverride::parse(const std::string& o, int64_t layers)
   std::string target = o.substr(dot + 1, eq - dot - 1);
   if (target == "router" || target == "mlp.gate") {
     out.target = Target::router;
+    return out;
+  }
+  if (target == "low_rank") {
+    out.target = Target::low_rank;
     return out;
   }
   if (target.rfind("mlp.", 0) == 0) target = target.substr(4);
@@ -511,6 +515,8 @@ std::string PrecisionOverride::to_string() const {
       return l + ".experts." + (expert ? std::to_string(*expert) : std::string("*")) + "." + m + p;
     case Target::shared:
       return l + ".shared." + m + p;
+    case Target::low_rank:
+      return l + ".low_rank" + p;
     case Target::module:
       break;
   }
@@ -522,7 +528,7 @@ void PrecisionOverride::apply(PrecisionMap& pm) const {
     throw Error("precision override " + to_string() + ": the model has " +
                 std::to_string(pm.layers()) + " layers (0…" + std::to_string(pm.layers() - 1) +
                 ")");
-  if (target != Target::module && layer && pm.experts(*layer) == 0)
+  if (target != Target::module && target != Target::low_rank && layer && pm.experts(*layer) == 0)
     throw Error("precision override " + to_string() + ": layer " + std::to_string(*layer) +
                 " has no experts (a dense MLP: use gate, up, down)");
   if (target == Target::shared && layer && !pm.shape(*layer).shared_experts)
@@ -534,6 +540,11 @@ void PrecisionOverride::apply(PrecisionMap& pm) const {
     const int64_t E = pm.experts(l);
     if (target == Target::router) {
       if (E > 0) pm.set_router(l, precision), reached = true;
+      continue;
+    }
+    if (target == Target::low_rank) {
+      for (Module m : {Module::q_a, Module::q_b, Module::kv_a, Module::kv_b})
+        if (pm.has(l, m)) pm.set(l, m, precision), reached = true;
       continue;
     }
     if (target == Target::shared) {
@@ -568,8 +579,12 @@ void PrecisionOverride::apply(PrecisionMap& pm) const {
                 (layer ? "it has " : "layer 0 has ") + present + ")");
   }
   check(reached || target == Target::module,
-        "precision override " + to_string() + ": the model has no " +
-            (target == Target::shared ? "shared experts" : "experts"));
+        "precision override " + to_string() + ": " +
+            (target == Target::low_rank
+                 ? (layer ? "layer " + std::to_string(*layer) : std::string("the model")) +
+                       " has no latent attention (low_rank: its q_a, q_b, kv_a, kv_b)"
+                 : std::string("the model has no ") +
+                       (target == Target::shared ? "shared experts" : "experts")));
 }
 
 void apply_precision_override(PrecisionMap& pm, const std::string& override_text) {

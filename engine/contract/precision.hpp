@@ -161,10 +161,12 @@ class PrecisionMap {
 // experts gate/up/down/* reach every expert's, the shared one's too), "experts.EXPERT.MODULE"
 // (EXPERT an index or *, MODULE gate, up, down or *), "shared.MODULE" (the shared expert's;
 // also "shared_experts.MODULE"), or "router" ("mlp.gate" as in the checkpoints' names;
-// "mlp.experts…", "mlp.shared_experts…" likewise). The router is reached only by name. A
-// module no layer of the map has is an error ("0.k=bf16" on latent attention).
+// "mlp.experts…", "mlp.shared_experts…" likewise), or "low_rank" (latent attention's low-rank
+// projections q_a, q_b, kv_a, kv_b, which NeMo RL keeps in BF16 for DeepSeek-V3 and Moonlight:
+// "*.low_rank=bf16"). The router is reached only by name. A module no layer of the map has is
+// an error ("0.k=bf16" on latent attention), and so is low_rank without latent attention.
 struct PrecisionOverride {
-  enum class Target { module, experts, router, shared };
+  enum class Target { module, experts, router, shared, low_rank };
   std::optional<int64_t> layer;
   std::optional<Module> module;
   Precision precision = Precision::fp8;
@@ -179,7 +181,8 @@ struct PrecisionOverride {
   // Parses the grammar; `layers` (when ≥ 0) bounds the index. Throws naming the bad part and
   // the grammar.
   static PrecisionOverride parse(const std::string& text, int64_t layers = -1);
-  // "0.gate=bf16", "*.down=bf16", "3.experts.*.up=bf16", "*.router=fp8", "3.shared.up=bf16"
+  // "0.gate=bf16", "*.down=bf16", "3.experts.*.up=bf16", "*.router=fp8", "3.shared.up=bf16",
+  // "*.low_rank=bf16"
   std::string to_string() const;
   // Throws when the layer or expert is beyond the map, names experts / a router / a shared
   // expert of a layer without them, or a module the model does not have.

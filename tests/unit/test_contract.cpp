@@ -294,6 +294,22 @@ class TestContract : public QObject {
     QVERIFY(refusal([&] {
               apply_precision_override(plain, "0.q_a=bf16");
             }).contains("has no q_a linear"));
+    // NeMo RL's exclusion as one override: the low-rank projections the layer has, nothing else.
+    PrecisionMap one(shapes, Precision::fp8);
+    apply_precision_override(one, "*.low_rank=bf16");
+    PrecisionMap four(shapes, Precision::fp8);
+    for (const char* o : {"*.q_a=bf16", "*.q_b=bf16", "*.kv_a=bf16", "*.kv_b=bf16"})
+      apply_precision_override(four, o);
+    QCOMPARE(one, four);
+    QCOMPARE(PrecisionOverride::parse("L1.low_rank=bf16").to_string(),
+             std::string("1.low_rank=bf16"));
+    apply_precision_override(plain, "0.low_rank=bf16");
+    QCOMPARE(plain.at(0, Module::kv_a), Precision::bf16);
+    QCOMPARE(plain.at(0, Module::q), Precision::fp8);
+    PrecisionMap standard(std::vector<LayerShape>(1), Precision::fp8);
+    QVERIFY(refusal([&] {
+              apply_precision_override(standard, "*.low_rank=bf16");
+            }).contains("the model has no latent attention"));
   }
 };
 
