@@ -12,11 +12,11 @@
 // quantize_with_transpose, dequantize, transpose_fp8), gemm.cu (gemm, gemm_fp8,
 // gemm_fp8_unsupported), and the model ops with the CPU reference's stems: elementwise.cu
 // (convert, transpose, add, scale, sum_squares, adamw), embedding.cu, rmsnorm.cu, rope.cu,
-// attention.cu, swiglu.cu, logprobs.cu, sampling.cu (sample_tokens), kv_cache.cu (amax, kv_write,
-// attention_cached); shared device helpers in ops_common.cuh. The model ops compute in FP32 and
-// round each output once to its dtype, like the CPU; they agree with it up to FP32 summation order
-// and the device's exp/log/pow/sin/cos (a few ulp), except AdamW, scale, convert, transpose and
-// add, which are bit-exact.
+// attention.cu, swiglu.cu, logprobs.cu, sampling.cu (sample_tokens), mla.cu (latent attention),
+// kv_cache.cu (amax, kv_write, attention_cached); shared device helpers in ops_common.cuh. The
+// model ops compute in FP32 and round each output once to its dtype, like the CPU; they agree with
+// it up to FP32 summation order and the device's exp/log/pow/sin/cos (a few ulp), except AdamW,
+// scale, convert, transpose and add, which are bit-exact.
 //
 // Device-side index checks: ids and targets are in device memory, so they are not checked
 // before launch (that would cost a synchronisation). An id outside the table gives a NaN
@@ -254,6 +254,30 @@ class CudaBackend final : public Backend {
                 const KvCacheView& cache) override;
   void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                         const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o) override;
+
+  // mla.cu: multi-head latent attention (DeepSeek-V3). copy_columns and mla_cache_write are
+  // bit-exact with the CPU; rope_columns as rope; the attention kernels compute every dot product
+  // in the reference's order in FP32 and differ from it by the order of their block reductions
+  // and expf (deterministic: one CTA per query row, per key row for dk/dv, heads summed in order
+  // for the shared RoPE key; no atomics). mla_attention_cached: one CTA per (query row, head),
+  // absorbed form; rows whose slot or length lies outside the cache get zeros.
+  void copy_columns(const Matrix& x, int64_t x_col, const Matrix& out, int64_t out_col,
+                    int64_t cols) override;
+  void rope_columns(const Matrix& x, int64_t heads, int64_t head_width, int64_t first, int64_t dims,
+                    const int32_t* positions, const Rope& rope, bool inverse) override;
+  void mla_attention_forward(const Matrix& q, const Matrix& kv, const Matrix& k_rope, int64_t B,
+                             int64_t T, const MlaDims& d, float scale, const Matrix& o,
+                             float* lse) override;
+  void mla_attention_backward(const Matrix& dout, const Matrix& q, const Matrix& kv,
+                              const Matrix& k_rope, const Matrix& o, const float* lse, int64_t B,
+                              int64_t T, const MlaDims& d, float scale, const Matrix& dq,
+                              const Matrix& dkv, const Matrix& dk_rope) override;
+  void mla_cache_write(const Matrix& latent, const Matrix& k_rope, const int32_t* slot_ids,
+                       const int32_t* positions, const MlaDims& d,
+                       const KvCacheView& cache) override;
+  void mla_attention_cached(const Matrix& q, const Matrix& w_kv_b, const KvCacheView& cache,
+                            const int32_t* slot_ids, const int32_t* lengths, const MlaDims& d,
+                            float scale, const Matrix& o) override;
 
   // cuda_backend.cu: CUDA graphs by stream capture (relaxed mode). While recording, alloc()
   // takes graph memory (cudaMallocAsync captured as an allocation node; the frees inside work

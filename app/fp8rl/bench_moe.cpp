@@ -16,7 +16,8 @@ Json bench_moe(Backend& be, const StepOptions& o) {
   check(o.warmup >= 1, "--warmup must be at least 1 (the first step also validates)");
   const RunConfig base = RunConfig::load(o.preset, "", o.sets);
   check(base.model.moe.enabled(),
-        "bench moe: preset " + o.preset + " has no experts (model.model_type qwen3_moe)");
+        "bench moe: preset " + o.preset +
+            " has no experts (model.model_type qwen3_moe or deepseek_v3)");
   const int64_t total = o.warmup + o.steps;
   std::vector<std::string> common = o.sets;
   common.insert(common.end(), {"sft.steps=0", "validation.every=0",
@@ -26,21 +27,31 @@ Json bench_moe(Backend& be, const StepOptions& o) {
     std::string name;
     std::vector<std::string> sets;
   };
+  // The dense model's MLP is as wide as what a token passes through: its k routed experts and
+  // the shared ones. With latent attention it stays in its family, every layer dense, so the
+  // attention is the same; otherwise it is a Qwen3 decoder.
+  const std::string active_width =
+      "model.intermediate_size=" +
+      std::to_string((moe.experts_per_token + moe.shared_experts) * moe.intermediate_size);
+  const std::vector<std::string> dense =
+      base.model.mla.enabled()
+          ? std::vector<std::string>{"model.first_k_dense_replace=" +
+                                         std::to_string(base.model.num_hidden_layers),
+                                     active_width}
+          : std::vector<std::string>{"model.model_type=qwen3", active_width};
   const std::vector<Mode> modes = {
-      {"dense, same active params",
-       {"model.model_type=qwen3",
-        "model.intermediate_size=" +
-            std::to_string(moe.experts_per_token * moe.intermediate_size)}},
+      {"dense, same active params", dense},
       {"moe, replay off", {"moe.routing_replay=off"}},
       {"moe, replay rollout", {"moe.routing_replay=rollout"}},
   };
   std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
   std::printf(
-      "preset %s: %lld experts of %lld, top %lld; per mode %lld warm-up + %lld timed GRPO "
-      "steps\n",
+      "preset %s: %lld experts of %lld, top %lld, %lld shared; per mode %lld warm-up + %lld timed "
+      "GRPO steps\n",
       o.preset.c_str(), static_cast<long long>(moe.num_experts),
       static_cast<long long>(moe.intermediate_size), static_cast<long long>(moe.experts_per_token),
-      static_cast<long long>(o.warmup), static_cast<long long>(o.steps));
+      static_cast<long long>(moe.shared_experts), static_cast<long long>(o.warmup),
+      static_cast<long long>(o.steps));
   std::printf("%-26s %9s %9s %9s %8s %8s %10s %10s %10s %9s\n", "mode", "params M", "active M",
               "step s", "train s", "gen s", "vs dense", "mismatch", "rerouted", "gen KL");
   std::fflush(stdout);

@@ -78,11 +78,12 @@ telemetry [--steps N] [--warmup W]
     W warm-up steps (default 2), then N timed (default 20). Target: below 1% of the step time.
 
 moe [--preset NAME] [--set key=value ...] [--steps N] [--warmup W]
-    whole GRPO steps of a mixture-of-experts preset (default moe-demo) against a dense model
-    with the same active parameters (a dense MLP as wide as the experts a token uses), and with
-    routing replay off and on: step time, the ratio to the dense model, the cost of the replay,
-    and the mismatch each leaves (routing mismatch, tokens rerouted, gen_kl_error, median
-    token_mult_prob_error). W warm-up steps (default 1), then N timed (default 5).
+    whole GRPO steps of a mixture-of-experts preset (default moe-demo; moonlight-demo) against a
+    dense model with the same active parameters (a dense MLP as wide as the experts a token
+    uses, shared ones included; with latent attention the same model with every layer dense),
+    and with routing replay off and on: step time, the ratio to the dense model, the cost of
+    the replay, and the mismatch each leaves (routing mismatch, tokens rerouted, gen_kl_error,
+    median token_mult_prob_error). W warm-up steps (default 1), then N timed (default 5).
 
 ranks [--ranks 1,2] [--preset NAME] [--set key=value ...] [--steps N] [--warmup W]
     whole GRPO steps of a preset (default demo) on each number of data-parallel ranks, each
@@ -102,9 +103,10 @@ tokenize --tokenizer DIR [--megabytes M]
     MB of mixed text (default 4), one core; the first pass (word cache cold) against the
     target of 1 MB/s.
 
---model: small | qwen3-0.6b | qwen3-1.7b | qwen3-8b (random initialisation, the real models'
-  shapes; qwen3-8b for bench decode's kernel shapes: its whole model does not fit with training
-  state).
+--model: small | qwen3-0.6b | qwen3-1.7b | qwen3-8b | small-mla | moonlight-mla (random
+  initialisation, the real models' shapes; qwen3-8b for bench decode's kernel shapes: its whole
+  model does not fit with training state; the -mla ones: DeepSeek-V3's latent attention with
+  dense MLPs, moonlight-mla Moonlight-16B-A3B's attention in 27 layers).
 )";
 
 // The options each bench accepts besides --backend and --json.

@@ -165,6 +165,8 @@ int cmd_convert(const std::vector<std::string>& args) {
 
   const Json source_config = read_json_file(in + "/config.json");
   const ModelConfig cfg = read_checkpoint_config(in);
+  for (const auto& note : checkpoint_notes(cfg))
+    std::fprintf(stderr, "fp8rl convert: note: %s\n", note.c_str());
   // Quantization is bit-identical on every backend; the CPU needs no device.
   auto cpu = make_cpu_backend();
   ExportSummary s;
@@ -193,10 +195,12 @@ int cmd_convert(const std::vector<std::string>& args) {
     eo.keep_bf16 = keep;
     eo.max_shard_bytes = max_shard;
     eo.base_config = source_config;
+    eo.pass_through = read_mtp_tensors(checkpoint_dir_to_read(in), cfg, false);
     s = save_fp8_checkpoint(out, *model, eo);
   } else {
     auto model = load_checkpoint(*cpu, in, uniform_precision(cfg, Precision::bf16));
-    s = save_bf16_checkpoint(out, *model, max_shard, source_config);
+    s = save_bf16_checkpoint(out, *model, max_shard, source_config,
+                             read_mtp_tensors(checkpoint_dir_to_read(in), cfg, true));
   }
   const int64_t copied = copy_side_files(in, out);
   for (const auto& w : s.split_fused)

@@ -40,6 +40,8 @@ int cmd_generate(const std::vector<std::string>& args) {
   need(has_input, "needs a prompt: --prompt TEXT or --token-ids 1,2,...");
   a.max_positional(0);
   const CheckpointInfo ckpt = read_checkpoint_info(dir);  // config.json, read once
+  for (const auto& note : ckpt.notes)
+    std::fprintf(stderr, "fp8rl generate: note: %s\n", note.c_str());
   ChatOptions chat;  // the family's template (Llama 3.1's or Qwen3's)
   chat.template_name = model_family(ckpt.model.family).chat_template;
   const auto tokenizer = load_tokenizer(dir, chat);

@@ -49,6 +49,8 @@ int cmd_score(const std::vector<std::string>& args) {
   const Precision p =
       parse_precision(a.get("precision", sel.backend->name() == "cpu" ? "fp32" : "bf16"));
   const ModelConfig cfg = read_checkpoint_config(dir);
+  for (const auto& note : checkpoint_notes(cfg))
+    std::fprintf(stderr, "fp8rl score: note: %s\n", note.c_str());
   auto model = load_checkpoint(*sel.backend, dir, uniform_precision(cfg, p));
   const int64_t T = static_cast<int64_t>(ids.size()) - 1;
   std::vector<int32_t> in(ids.begin(), ids.end() - 1), targets(ids.begin() + 1, ids.end());
@@ -87,7 +89,7 @@ int cmd_init(const std::vector<std::string>& args) {
   }
   auto cpu = make_cpu_backend();
   DecoderModel model(*cpu, cfg, uniform_precision(cfg, Precision::fp32),
-                   static_cast<uint64_t>(a.get_int("seed", 0)), a.get_number("init-std", 0.02));
+                     static_cast<uint64_t>(a.get_int("seed", 0)), a.get_number("init-std", 0.02));
   save_checkpoint(a.get("output", ""), model);
   std::printf("wrote %s (%lld parameters)\n", a.get("output", "").c_str(),
               static_cast<long long>(cfg.parameter_count()));

@@ -2,6 +2,7 @@
 // reference (all-BF16) model (rl/sensitivity.hpp does the measuring; this parses and prints).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -110,12 +111,17 @@ void print_table(const SensitivityResult& r) {
               r.reference.grad_norm);
   std::printf("all FP8 (lm_head BF16)        %s\n", measure_line(r.all_fp8).c_str());
   std::printf("all FP8 and the lm_head FP8   %s\n\n", measure_line(r.all_fp8_lm_head_fp8).c_str());
-  std::printf("%4s  %-9s %12s %11s %10s %11s %11s %16s\n", "rank", "module", "KL only-FP8",
+  // As wide as the longest name ("L12.shared.gate", "L3.e17.down").
+  int width = 9;
+  for (const ModuleSensitivity& ms : r.ranking)
+    width = std::max(width, static_cast<int>(ms.linear.name().size()));
+  std::printf("%4s  %-*s %12s %11s %10s %11s %11s %16s\n", "rank", width, "module", "KL only-FP8",
               "|dlogp|", "mult_err", "dloss", "dgrad_norm", "KL all-FP8-but-M");
   for (size_t i = 0; i < r.ranking.size(); ++i) {
     const ModuleSensitivity& ms = r.ranking[i];
-    std::printf("%4zu  %-9s %12s %11s %10s %11s %11s %16s\n", i + 1, ms.linear.name().c_str(),
-                num(ms.only_fp8.kl).c_str(), num(ms.only_fp8.abs_dlogp).c_str(),
+    std::printf("%4zu  %-*s %12s %11s %10s %11s %11s %16s\n", i + 1, width,
+                ms.linear.name().c_str(), num(ms.only_fp8.kl).c_str(),
+                num(ms.only_fp8.abs_dlogp).c_str(),
                 num(ms.only_fp8.token_mult_prob_error, "%.5f").c_str(),
                 num(ms.only_fp8.delta_loss, "%+.2e").c_str(),
                 num(ms.only_fp8.delta_grad_norm, "%+.2e").c_str(), num(ms.all_fp8_but_kl).c_str());

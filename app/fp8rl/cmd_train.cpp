@@ -14,6 +14,7 @@
 #include "contract/settings.hpp"
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
+#include "model/checkpoint.hpp"
 #include "rl/run_loop.hpp"
 #include "run_db.hpp"
 #include "session/run_session.hpp"
@@ -176,6 +177,9 @@ int cmd_train(const std::vector<std::string>& args) {
   RunConfig cfg = RunConfig::load(a.get("preset", ""), a.get("config", ""), sets);
 #endif
   for (const auto& note : cfg.notes) std::fprintf(stderr, "fp8rl train: note: %s\n", note.c_str());
+  if (!cfg.init_checkpoint.empty())  // what of the model folder is not used
+    for (const auto& note : checkpoint_notes(read_checkpoint_config(cfg.init_checkpoint)))
+      std::fprintf(stderr, "fp8rl train: note: %s\n", note.c_str());
   if (a.flag("print-config")) {
     std::printf("%s\n", cfg.doc.dump(2).c_str());
     return 0;

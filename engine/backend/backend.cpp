@@ -46,6 +46,38 @@ void Backend::linear_fp8(const Matrix& x, const Fp8Matrix& w, const Matrix& y,
   gemm_fp8(xq, w, y, 0.0f);
 }
 
+namespace {
+[[noreturn]] void missing_op(const Backend& be, const char* op) {
+  throw Error("the " + be.name() + " backend has no " + op +
+              " (multi-head latent attention runs on the backends that implement it)");
+}
+}  // namespace
+
+void Backend::copy_columns(const Matrix&, int64_t, const Matrix&, int64_t, int64_t) {
+  missing_op(*this, "copy_columns");
+}
+void Backend::rope_columns(const Matrix&, int64_t, int64_t, int64_t, int64_t, const int32_t*,
+                           const Rope&, bool) {
+  missing_op(*this, "rope_columns");
+}
+void Backend::mla_attention_forward(const Matrix&, const Matrix&, const Matrix&, int64_t, int64_t,
+                                    const MlaDims&, float, const Matrix&, float*) {
+  missing_op(*this, "mla_attention_forward");
+}
+void Backend::mla_attention_backward(const Matrix&, const Matrix&, const Matrix&, const Matrix&,
+                                     const Matrix&, const float*, int64_t, int64_t, const MlaDims&,
+                                     float, const Matrix&, const Matrix&, const Matrix&) {
+  missing_op(*this, "mla_attention_backward");
+}
+void Backend::mla_cache_write(const Matrix&, const Matrix&, const int32_t*, const int32_t*,
+                              const MlaDims&, const KvCacheView&) {
+  missing_op(*this, "mla_cache_write");
+}
+void Backend::mla_attention_cached(const Matrix&, const Matrix&, const KvCacheView&, const int32_t*,
+                                   const int32_t*, const MlaDims&, float, const Matrix&) {
+  missing_op(*this, "mla_attention_cached");
+}
+
 double QuantStats::relative_error() const {
   return ref_sq > 0 ? std::sqrt(err_sq / ref_sq) : 0.0;
 }

@@ -31,7 +31,19 @@ inline const char* dtype_name(DType t) {
 
 class Backend;
 
-// One layer's KV cache in a backend's memory (see Backend::kv_write).
+// The head sizes of multi-head latent attention (DeepSeek-V3; model/config.hpp: MlaConfig):
+// `heads` query heads, each with a no-RoPE part of `nope` and a RoPE part of `rope` features
+// (query and key) and a value of `v`; keys and values come from a per-token latent of
+// `latent` features.
+struct MlaDims {
+  int64_t heads = 0, nope = 0, rope = 0, v = 0, latent = 0;
+  int64_t qk() const { return nope + rope; }
+};
+
+// One layer's KV cache in a backend's memory (see Backend::kv_write). Latent attention's cache
+// (Backend::mla_cache_write) keeps one row per token in k, [latent | rope key] (width = their
+// sum), no v, and with fp8 one scale for the latent part (k_scale_inv) and one for the rope
+// part (v_scale_inv).
 struct KvCacheView {
   void* k = nullptr;  // [num_slots·max_len, width] values (f32/bf16) or E4M3 codes (fp8)
   void* v = nullptr;
@@ -308,6 +320,50 @@ class Backend {
   virtual void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                                 const int32_t* lengths, int64_t Hq, int64_t Hkv,
                                 const Matrix& o) = 0;
+
+  // --- Multi-head latent attention (DeepSeek-V3). Not every backend has these: the defaults
+  // throw naming the op and the backend. Shapes: q [M, heads·(nope + rope)], each head's no-RoPE
+  // part then its RoPE part; kv [M, heads·(nope + v)] (kv_b's output), each head's no-RoPE key
+  // then its value; k_rope [M, rope], the RoPE key every head shares; o [M, heads·v].
+
+  // out[:, out_col + c] = x[:, x_col + c] for c < cols, every row (x, out: same rows, f32 or
+  // bf16, converted). Splits kv_a's output into the latent and the RoPE key, joins their
+  // gradients.
+  virtual void copy_columns(const Matrix& x, int64_t x_col, const Matrix& out, int64_t out_col,
+                            int64_t cols);
+  // Rotary embedding in place on columns [first, first + dims) of each of `heads` groups of
+  // head_width columns of x [M, heads·head_width]: pairs (i, i + dims/2), or (2i, 2i + 1) with
+  // rope.interleaved, rotate by positions[m]·rope_inv_freq(rope, i, dims), cos and sin ×
+  // rope.attention_factor. inverse: the adjoint (−angle, the same factor: backward).
+  virtual void rope_columns(const Matrix& x, int64_t heads, int64_t head_width, int64_t first,
+                            int64_t dims, const int32_t* positions, const Rope& rope, bool inverse);
+  // Causal attention over B sequences of T tokens: head h's query [q_nope | q_rope] attends to
+  // keys [kv_nope_h | k_rope] with softmax(scale·q·k) (scale: MlaConfig's, not 1/sqrt(D)),
+  // summing the values kv_v_h. lse [B, heads, T] (f32) saved for backward. FP32 arithmetic, the
+  // score a dot product over the nope then the rope features in order.
+  virtual void mla_attention_forward(const Matrix& q, const Matrix& kv, const Matrix& k_rope,
+                                     int64_t B, int64_t T, const MlaDims& d, float scale,
+                                     const Matrix& o, float* lse);
+  // Its gradients dq, dkv, dk_rope (written; dk_rope sums the heads, in head order).
+  virtual void mla_attention_backward(const Matrix& dout, const Matrix& q, const Matrix& kv,
+                                      const Matrix& k_rope, const Matrix& o, const float* lse,
+                                      int64_t B, int64_t T, const MlaDims& d, float scale,
+                                      const Matrix& dq, const Matrix& dkv, const Matrix& dk_rope);
+  // The latent cache (generation): writes row i of latent [n, d.latent] and k_rope [n, d.rope]
+  // to cache row (slot_ids[i], positions[i]) = [latent | k_rope] (fp8: each part quantized with
+  // its scale: code = e4m3(x / scale_inv), saturating).
+  virtual void mla_cache_write(const Matrix& latent, const Matrix& k_rope, const int32_t* slot_ids,
+                               const int32_t* positions, const MlaDims& d,
+                               const KvCacheView& cache);
+  // Attention of query row i (q [n, heads·(nope + rope)]) over cache rows (slot_ids[i],
+  // 0 … lengths[i] − 1) in the absorbed form: kv_b's weight w_kv_b [heads·(nope + v), latent]
+  // (f32 or bf16) folded into the query and the output. Per head: q_lat = W_UKᵀ·q_nope (W_UK
+  // the head's nope rows), score_j = scale·(q_lat·c_j + q_rope·r_j) with c_j, r_j the cached
+  // latent and rope key (dequantized), p = softmax, o = W_UV·Σ_j p_j c_j (W_UV the head's v
+  // rows). FP32 arithmetic; o [n, heads·v] rounded once.
+  virtual void mla_attention_cached(const Matrix& q, const Matrix& w_kv_b, const KvCacheView& cache,
+                                    const int32_t* slot_ids, const int32_t* lengths,
+                                    const MlaDims& d, float scale, const Matrix& o);
 
   // --- Graphs
   // Records the ops `work` issues on this backend into a graph instead of running them: nothing

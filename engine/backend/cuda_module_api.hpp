@@ -10,7 +10,7 @@ namespace fp8rl {
 class Backend;
 }
 
-inline constexpr int kFp8rlCudaAbi = 12;
+inline constexpr int kFp8rlCudaAbi = 13;
 
 extern "C" {
 

@@ -165,7 +165,25 @@ CheckpointInfo read_checkpoint_info(const std::string& folder) {
     throw Error(path + ": " + e.message());
   }
   info.block_fp8 = parse_block_fp8_config(j, path);
+  info.notes = checkpoint_notes(info.model);
   return info;
+}
+
+std::vector<std::string> checkpoint_notes(const ModelConfig& cfg) {
+  if (cfg.mtp_layers <= 0) return {};
+  const int64_t L = cfg.num_hidden_layers;
+  return {"config.json declares " + std::to_string(cfg.mtp_layers) +
+          " multi-token-prediction layer" + (cfg.mtp_layers > 1 ? "s" : "") +
+          " (num_nextn_predict_layers): not run; its tensors (model.layers." + std::to_string(L) +
+          (cfg.mtp_layers > 1 ? "…" + std::to_string(L + cfg.mtp_layers - 1) : std::string()) +
+          ".*) are skipped when loading and passed through by fp8rl convert"};
+}
+
+bool is_mtp_tensor(const ModelConfig& cfg, const std::string& name) {
+  for (int64_t i = 0; i < cfg.mtp_layers; ++i)
+    if (name.starts_with("model.layers." + std::to_string(cfg.num_hidden_layers + i) + "."))
+      return true;
+  return false;
 }
 
 ModelConfig read_checkpoint_config(const std::string& dir) {
@@ -266,6 +284,8 @@ std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const CheckpointInfo&
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     throw Error(dir + ": missing tensors: " + list);
   }
+  // Multi-token-prediction layers are not run (checkpoint_notes says so).
+  std::erase_if(f.tensors, [&](const auto& t) { return is_mtp_tensor(cfg, t.first); });
   if (!f.tensors.empty()) {
     std::string list;
     for (const auto& [name, t] : f.tensors) {
@@ -285,6 +305,7 @@ std::unique_ptr<DecoderModel> load_checkpoint(Backend& be, const CheckpointInfo&
   // After refresh(): the file's own FP8 tiles replace the re-quantized masters.
   for (auto& [lin, tiles] : given)
     lin->set_fp8_weight(tiles.codes, tiles.scale_inv, tiles.format, tiles.scale_dtype);
+  if (!given.empty()) model->refresh_decode_weights();
   return model;
 }
 

@@ -48,8 +48,17 @@ struct CheckpointInfo {
   std::string dir;
   ModelConfig model;
   std::optional<BlockFp8Config> block_fp8;
+  // What a reader should be told (checkpoint_notes).
+  std::vector<std::string> notes;
 };
 CheckpointInfo read_checkpoint_info(const std::string& dir);
+
+// Notes about what of a checkpoint is not used: DeepSeek-V3's multi-token-prediction layers
+// (num_nextn_predict_layers), whose tensors loading skips.
+std::vector<std::string> checkpoint_notes(const ModelConfig& cfg);
+// Whether tensor `name` belongs to a multi-token-prediction layer of cfg's checkpoints
+// ("model.layers.{L + i}.…" for i < mtp_layers, L the decoder's layers).
+bool is_mtp_tensor(const ModelConfig& cfg, const std::string& name);
 
 // Reads config.json of a checkpoint directory.
 ModelConfig read_checkpoint_config(const std::string& dir);

@@ -1,6 +1,7 @@
 #include "model/config.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.hpp"
 #include "model/family.hpp"
@@ -9,7 +10,9 @@ namespace fp8rl {
 
 bool MoeConfig::layer_has_experts(int64_t layer) const {
   return enabled() && (layer + 1) % decoder_sparse_step == 0 &&
-         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end();
+         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) ==
+             mlp_only_layers.end() &&
+         layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
 }
 
 std::string model_config_key(const std::string& key) {
@@ -37,6 +40,26 @@ void ModelConfig::validate(ConfigKeyName name) const {
         name("head_dim") + " must be even (rotary pairs), got " + std::to_string(head_dim));
   check(rope_theta > 0, name("rope_theta") + " must be positive");
   check(rms_norm_eps > 0, name("rms_norm_eps") + " must be positive");
+  if (rope_scaling == RopeScalingType::yarn) {
+    check(mla.enabled(), name("rope_scaling") +
+                             ": rope_scaling.rope_type \"yarn\" is not supported (supported: "
+                             "default, llama3; yarn with multi-head latent attention)");
+    check(rope_factor > 0, name("rope_scaling.factor") + " must be positive");
+    check(rope_original_max_position_embeddings > 0,
+          name("rope_scaling.original_max_position_embeddings") + " must be positive");
+    check(rope_beta_fast > 0 && rope_beta_slow > 0,
+          name("rope_scaling") + " needs positive beta_fast and beta_slow");
+  }
+  if (mla.enabled()) {
+    check(!qk_norm, name("kv_lora_rank") + ": latent attention has no per-head q/k norms");
+    check(mla.q_lora_rank >= 0, name("q_lora_rank") + " must be positive or null");
+    positive(mla.qk_nope_head_dim, "qk_nope_head_dim");
+    positive(mla.qk_rope_head_dim, "qk_rope_head_dim");
+    positive(mla.v_head_dim, "v_head_dim");
+    check(mla.qk_rope_head_dim % 2 == 0, name("qk_rope_head_dim") +
+                                             " must be even (rotary pairs), got " +
+                                             std::to_string(mla.qk_rope_head_dim));
+  }
   if (rope_scaling == RopeScalingType::llama3) {
     check(rope_factor > 0, name("rope_scaling.factor") + " must be positive");
     check(rope_low_freq_factor > 0 && rope_high_freq_factor > rope_low_freq_factor,
@@ -55,6 +78,26 @@ void ModelConfig::validate(ConfigKeyName name) const {
       check(l >= 0 && l < num_hidden_layers, name("mlp_only_layers") + " lists layer " +
                                                  std::to_string(l) + " of " +
                                                  std::to_string(num_hidden_layers));
+    check(moe.first_k_dense_replace >= 0, name("first_k_dense_replace") + " must be ≥ 0");
+    positive(moe.moe_layer_freq, "moe_layer_freq");
+    positive(moe.n_group, "n_group");
+    positive(moe.topk_group, "topk_group");
+    check(moe.shared_experts >= 0, name("n_shared_experts") + " must be ≥ 0");
+    check(moe.routed_scaling_factor > 0, name("routed_scaling_factor") + " must be positive");
+    check(moe.num_experts % moe.n_group == 0, name("n_group") + " (" + std::to_string(moe.n_group) +
+                                                  ") must divide the routed experts (" +
+                                                  std::to_string(moe.num_experts) + ")");
+    check(moe.topk_group <= moe.n_group,
+          name("topk_group") + " (" + std::to_string(moe.topk_group) +
+              ") is larger than n_group (" + std::to_string(moe.n_group) + ")");
+    check(moe.n_group == 1 || moe.num_experts / moe.n_group >= 2,
+          name("n_group") +
+              ": a group needs at least two experts (its score is the sum of its "
+              "two best)");
+    check(moe.experts_per_token <= moe.topk_group * (moe.num_experts / moe.n_group),
+          name("num_experts_per_tok") + " (" + std::to_string(moe.experts_per_token) +
+              ") is larger than the experts of topk_group groups (" +
+              std::to_string(moe.topk_group * (moe.num_experts / moe.n_group)) + ")");
   }
 }
 
@@ -66,7 +109,29 @@ Rope ModelConfig::rope() const {
   r.low_freq_factor = static_cast<float>(rope_low_freq_factor);
   r.high_freq_factor = static_cast<float>(rope_high_freq_factor);
   r.original_max_positions = static_cast<float>(rope_original_max_position_embeddings);
+  r.interleaved = mla.enabled() && mla.rope_interleave;
+  if (rope_scaling == RopeScalingType::yarn) {
+    const int64_t D = mla.enabled() ? mla.qk_rope_head_dim : head_dim;
+    yarn_correction_range(rope_theta, D, rope_beta_fast, rope_beta_slow,
+                          static_cast<double>(rope_original_max_position_embeddings), &r.yarn_low,
+                          &r.yarn_high);
+    // Hugging Face's _compute_yarn_parameters: mscale / mscale_all_dim when both are given.
+    r.attention_factor = static_cast<float>(rope_mscale != 0 && rope_mscale_all_dim != 0
+                                                ? yarn_mscale(rope_factor, rope_mscale) /
+                                                      yarn_mscale(rope_factor, rope_mscale_all_dim)
+                                                : yarn_mscale(rope_factor, 1.0));
+  }
   return r;
+}
+
+double ModelConfig::attention_scale() const {
+  if (!mla.enabled()) return 1.0 / std::sqrt(static_cast<double>(head_dim));
+  double s = 1.0 / std::sqrt(static_cast<double>(mla.qk_head_dim()));
+  if (rope_scaling == RopeScalingType::yarn && rope_mscale_all_dim != 0) {
+    const double m = yarn_mscale(rope_factor, rope_mscale_all_dim);
+    s *= m * m;
+  }
+  return s;
 }
 
 Json ModelConfig::to_json() const {
@@ -145,13 +210,22 @@ ModelConfig ModelConfig::from_json(const Json& j, ConfigKeyName name) {
 }
 
 int64_t ModelConfig::parameter_count() const {
-  const int64_t H = hidden_size, D = head_dim;
-  const int64_t attn =
+  const int64_t H = hidden_size, D = head_dim, Hq = num_attention_heads;
+  int64_t attn =
       H * num_attention_heads * D * 2 + H * num_key_value_heads * D * 2 + (qk_norm ? 2 * D : 0);
+  if (mla.enabled()) {
+    const int64_t dqk = mla.qk_head_dim(), rq = mla.q_lora_rank, rkv = mla.kv_lora_rank;
+    attn = (rq > 0 ? H * rq + rq + rq * Hq * dqk : H * Hq * dqk) +
+           H * (rkv + mla.qk_rope_head_dim) + rkv +
+           rkv * Hq * (mla.qk_nope_head_dim + mla.v_head_dim) + Hq * mla.v_head_dim * H;
+  }
   int64_t total = vocab_size * H * (tie_word_embeddings ? 1 : 2) + H;
   for (int64_t l = 0; l < num_hidden_layers; ++l) {
     const int64_t mlp = moe.layer_has_experts(l)
-                            ? moe.num_experts * 3 * H * moe.intermediate_size + moe.num_experts * H
+                            ? moe.num_experts * 3 * H * moe.intermediate_size +
+                                  moe.num_experts * H +
+                                  (moe.score_correction_bias ? moe.num_experts : 0) +
+                                  moe.shared_experts * 3 * H * moe.intermediate_size
                             : 3 * H * intermediate_size;
     total += attn + mlp + 2 * H;
   }
@@ -173,8 +247,22 @@ std::vector<int64_t> ModelConfig::experts_per_layer() const {
   return e;
 }
 
+std::vector<LayerShape> ModelConfig::layer_shapes() const {
+  std::vector<LayerShape> s(static_cast<size_t>(num_hidden_layers));
+  for (int64_t l = 0; l < num_hidden_layers; ++l) {
+    LayerShape& x = s[static_cast<size_t>(l)];
+    if (moe.layer_has_experts(l)) {
+      x.experts = moe.num_experts;
+      x.shared_experts = moe.shared_experts > 0;
+    }
+    x.latent = mla.enabled();
+    x.q_lora = mla.enabled() && mla.q_lora_rank > 0;
+  }
+  return s;
+}
+
 PrecisionMap uniform_precision(const ModelConfig& cfg, Precision p) {
-  return PrecisionMap(cfg.experts_per_layer(), p);
+  return PrecisionMap(cfg.layer_shapes(), p);
 }
 
 }  // namespace fp8rl

@@ -5,25 +5,33 @@
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/rng.hpp"
+#include "model/mla.hpp"
 #include "model/moe.hpp"
 
 namespace fp8rl {
 
 struct DecoderModel::Layer {
   Param in_norm, post_norm, q_norm, k_norm;
-  std::unique_ptr<Linear> lin[kModules];  // a layer with experts has no gate, up, down here
-  std::unique_ptr<MoeBlock> moe;          // the experts and router of a mixture-of-experts layer
-  // Its linears (dense ones, or q/k/v/o then the router and each expert's), with the module
-  // each reports as and the precision the map gives it.
+  // A layer with experts has no gate, up, down here; one with latent attention no q … o.
+  std::unique_ptr<Linear> lin[kModules];
+  std::unique_ptr<LatentAttention> mla;  // multi-head latent attention (DeepSeek-V3)
+  std::unique_ptr<MoeBlock> moe;         // the experts and router of a mixture-of-experts layer
+  // Its linears (dense ones or latent attention's, then the router, each expert's and the
+  // shared expert's), with the module each reports as and the precision the map gives it.
   template <class F>
   void for_each_linear(int64_t l, const PrecisionMap* pm, F f) {
-    for (int mi = 0; mi < kModules; ++mi)
-      if (lin[mi]) f(*lin[mi], Module(mi), pm ? pm->at(l, Module(mi)) : Precision::fp32);
+    for (int mi = 0; mi < kModules; ++mi) {
+      Linear* x = lin[mi] ? lin[mi].get() : mla ? mla->linear(Module(mi)) : nullptr;
+      if (x) f(*x, Module(mi), pm ? pm->at(l, Module(mi)) : Precision::fp32);
+    }
     if (!moe) return;
     f(moe->router(), Module::gate, pm ? pm->router(l) : Precision::fp32);
     for (int64_t e = 0; e < moe->num_experts(); ++e)
       for (Module m : {Module::gate, Module::up, Module::down})
         f(moe->expert(e, m), m, pm ? pm->expert(l, e, m) : Precision::fp32);
+    if (moe->has_shared())
+      for (Module m : {Module::gate, Module::up, Module::down})
+        f(moe->shared(m), m, pm ? pm->shared(l, m) : Precision::fp32);
   }
 };
 
@@ -44,6 +52,17 @@ struct LayerActs {
 // [rows·heads, D] view of a [rows, heads·D] tensor (per-head norms).
 Matrix heads_view(const Tensor& t, int64_t heads) {
   return Matrix{t.buf.data(), t.rows * heads, t.cols / heads, t.dtype};
+}
+
+// Latent attention's norm weights as the ops read them (norm_weight: the decoder's BF16 copy or
+// the master).
+template <class NormWeight>
+LatentAttention::NormWeights mla_norm_weights(LatentAttention& a, NormWeight norm_weight) {
+  const std::vector<Param*> ns = a.norms();
+  LatentAttention::NormWeights w;
+  w.kv_a = norm_weight(*ns.back());
+  if (ns.size() == 2) w.q_a = norm_weight(*ns.front());
+  return w;
 }
 
 Tensor upload_ids(Backend& be, const std::vector<int32_t>& v) {
@@ -95,11 +114,14 @@ DecoderModel::DecoderModel(Backend& be, const ModelConfig& cfg, const PrecisionM
       layer->q_norm = Param::make(be, p + "self_attn.q_norm.weight", 1, D, false);
       layer->k_norm = Param::make(be, p + "self_attn.k_norm.weight", 1, D, false);
     }
-    const int64_t shapes[kModules][2] = {{Hq * D, H}, {Hkv * D, H}, {Hkv * D, H}, {H, Hq * D},
-                                         {I, H},      {I, H},       {H, I}};
+    const int64_t shapes[7][2] = {{Hq * D, H}, {Hkv * D, H}, {Hkv * D, H}, {H, Hq * D},
+                                  {I, H},      {I, H},       {H, I}};
     const bool experts = cfg_.moe.layer_has_experts(l);
-    for (int mi = 0; mi < kModules; ++mi) {
-      if (experts && mi >= 4) break;  // the MLP is the experts'
+    if (cfg_.mla.enabled())
+      layer->mla = std::make_unique<LatentAttention>(be, p + "self_attn.", cfg_);
+    for (int mi = 0; mi < 7; ++mi) {
+      if (experts && mi >= 4) break;       // the MLP is the experts'
+      if (layer->mla && mi < 4) continue;  // the attention is latent attention's
       std::string name = linear_weight_name(l, Module(mi));
       name.resize(name.size() - 7);  // the Linear adds ".weight"
       layer->lin[mi] = std::make_unique<Linear>(be, name, shapes[mi][0], shapes[mi][1]);
@@ -130,6 +152,12 @@ DecoderModel::DecoderModel(Backend& be, const ModelConfig& cfg, const PrecisionM
     }
     upload_floats(be, prm->master, v);
   }
+  // The score-correction biases start at zero (transformers' DeepseekV3TopkRouter buffer).
+  for (auto& layer : layers_)
+    if (layer->moe && layer->moe->score_bias()) {
+      Param& b = *layer->moe->score_bias();
+      be.zero(b.master.buf.data(), b.master.buf.bytes());
+    }
   zero_grad();
   set_precision(precision_);
 }
@@ -156,11 +184,15 @@ void DecoderModel::set_precision(const PrecisionMap& p) {
         "cannot switch between fp32 and bf16/fp8 with saved activations");
   precision_ = p;
   act_dtype_ = ad;
+  const std::vector<LayerShape> shapes = cfg_.layer_shapes();
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     check(p.experts(l) == (layers_[l]->moe ? layers_[l]->moe->num_experts() : 0),
           "precision map: layer " + std::to_string(l) + " has " + std::to_string(p.experts(l)) +
               " experts, the model's " +
               std::to_string(layers_[l]->moe ? layers_[l]->moe->num_experts() : 0));
+    check(p.shape(l) == shapes[static_cast<size_t>(l)],
+          "precision map: layer " + std::to_string(l) +
+              " lists other linears than the model has (latent attention or shared experts)");
     layers_[l]->for_each_linear(
         l, &precision_, [&](Linear& lin, Module, Precision pr) { lin.set_precision(pr, qopt_); });
   }
@@ -176,6 +208,8 @@ void DecoderModel::set_precision(const PrecisionMap& p) {
         ps.push_back(&layer->q_norm);
         ps.push_back(&layer->k_norm);
       }
+      if (layer->mla)
+        for (Param* n : layer->mla->norms()) ps.push_back(n);
     }
     for (Param* q : ps)
       bf16_copies_.emplace_back(q, Tensor::make(be_, q->master.rows, q->master.cols, DType::bf16));
@@ -183,19 +217,27 @@ void DecoderModel::set_precision(const PrecisionMap& p) {
   // The linears made their compute copies in set_precision; not refresh(), which would drop
   // FP8 tiles given by a checkpoint although the masters did not change.
   for (auto& [q, copy] : bf16_copies_) be_.convert(q->master.m(), copy.m());
+  refresh_decode_weights();
+}
+
+void DecoderModel::refresh_decode_weights() {
+  for (auto& layer : layers_)
+    if (layer->mla) layer->mla->refresh_decode_weight(act_dtype_);
 }
 
 std::string DecoderModel::linear_weight_name(int64_t layer, Module m) {
-  const int mi = static_cast<int>(m);
-  return "model.layers." + std::to_string(layer) + (mi < 4 ? ".self_attn." : ".mlp.") +
-         module_name(m) + ".weight";
+  return "model.layers." + std::to_string(layer) +
+         (is_attention_module(m) ? ".self_attn." : ".mlp.") + module_name(m) + ".weight";
 }
 
 std::vector<Param*> DecoderModel::parameters() {
   std::vector<Param*> out = {&embed_};
   for (auto& layer : layers_) {
     out.push_back(&layer->in_norm);
-    for (int mi = 0; mi < 4; ++mi) out.push_back(&layer->lin[mi]->weight());
+    if (layer->mla)
+      layer->mla->parameters(out);
+    else
+      for (int mi = 0; mi < 4; ++mi) out.push_back(&layer->lin[mi]->weight());
     if (cfg_.qk_norm) {
       out.push_back(&layer->q_norm);
       out.push_back(&layer->k_norm);
@@ -204,7 +246,7 @@ std::vector<Param*> DecoderModel::parameters() {
     if (layer->moe)
       layer->moe->parameters(out);
     else
-      for (int mi = 4; mi < kModules; ++mi) out.push_back(&layer->lin[mi]->weight());
+      for (int mi = 4; mi < 7; ++mi) out.push_back(&layer->lin[mi]->weight());
   }
   out.push_back(&final_norm_);
   if (!cfg_.tie_word_embeddings) out.push_back(&lm_head_->weight());
@@ -225,24 +267,29 @@ void DecoderModel::set_quant_observer(QuantObserver* o) {
 
 Linear& DecoderModel::linear(int64_t layer, Module m) {
   check(layer >= 0 && layer < cfg_.num_hidden_layers, "layer index out of range");
-  Linear* lin = layers_[layer]->lin[static_cast<int>(m)].get();
-  check(lin != nullptr, "layer " + std::to_string(layer) + " has experts, not a dense " +
-                            module_short(m) + " (ask expert_linear)");
+  Layer& L = *layers_[layer];
+  Linear* lin = L.lin[static_cast<int>(m)].get();
+  if (!lin && L.mla) lin = L.mla->linear(m);
+  check(lin != nullptr, "layer " + std::to_string(layer) + " has no " + module_short(m) +
+                            " linear" +
+                            (L.moe && !is_attention_module(m) ? " (its MLP is experts)" : ""));
   return *lin;
 }
 
 Linear& DecoderModel::linear(const LinearSlot& s) {
-  if (!s.router && s.expert < 0) return linear(s.layer, s.module);
+  if (!s.router && !s.shared && s.expert < 0) return linear(s.layer, s.module);
   MoeBlock* block = moe(s.layer);
   check(block != nullptr,
         "layer " + std::to_string(s.layer) + " has no experts (" + s.name() + ")");
+  if (s.shared) return block->shared(s.module);
   return s.router ? block->router() : block->expert(s.expert, s.module);
 }
 
 std::string DecoderModel::weight_name(const LinearSlot& s) {
-  if (!s.router && s.expert < 0) return linear_weight_name(s.layer, s.module);
+  if (!s.router && !s.shared && s.expert < 0) return linear_weight_name(s.layer, s.module);
   const std::string p = "model.layers." + std::to_string(s.layer) + ".mlp.";
   if (s.router) return p + "gate.weight";
+  if (s.shared) return p + "shared_experts." + module_name(s.module) + ".weight";
   return p + "experts." + std::to_string(s.expert) + "." + module_name(s.module) + ".weight";
 }
 
@@ -255,6 +302,7 @@ void DecoderModel::refresh() {
     layers_[l]->for_each_linear(l, nullptr, [&](Linear& lin, Module, Precision) { lin.refresh(); });
   lm_head_->refresh();
   for (auto& [p, copy] : bf16_copies_) be_.convert(p->master.m(), copy.m());
+  refresh_decode_weights();
 }
 
 Matrix DecoderModel::norm_weight(Param& p) {
@@ -265,8 +313,10 @@ Matrix DecoderModel::norm_weight(Param& p) {
 
 void DecoderModel::clear_activations() {
   saved_.reset();
-  for (auto& layer : layers_)
+  for (auto& layer : layers_) {
     if (layer->moe) layer->moe->clear();
+    if (layer->mla) layer->mla->clear();
+  }
 }
 
 bool DecoderModel::has_experts() const {
@@ -360,34 +410,42 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
     a.h1 = Tensor::make(be_, M, H, ad);
     be_.rmsnorm_forward(a.x_in.m(), norm_weight(L.in_norm), eps, a.h1.m(), a.rstd1.f32());
     a.in1 = LinearInput(a.h1.m(), training);
-    a.q_raw = Tensor::make(be_, M, Hq * D, ad);
-    a.k_raw = Tensor::make(be_, M, Hkv * D, ad);
-    a.v = Tensor::make(be_, M, Hkv * D, ad);
-    L.lin[0]->forward(a.in1, a.q_raw.m());
-    L.lin[1]->forward(a.in1, a.k_raw.m());
-    L.lin[2]->forward(a.in1, a.v.m());
-    if (cfg_.qk_norm) {
-      a.rstd_q = Tensor::make(be_, M * Hq, 1, DType::f32);
-      a.rstd_k = Tensor::make(be_, M * Hkv, 1, DType::f32);
-      a.q = Tensor::make(be_, M, Hq * D, ad);
-      a.k = Tensor::make(be_, M, Hkv * D, ad);
-      be_.rmsnorm_forward(heads_view(a.q_raw, Hq), norm_weight(L.q_norm), eps, heads_view(a.q, Hq),
-                          a.rstd_q.f32());
-      be_.rmsnorm_forward(heads_view(a.k_raw, Hkv), norm_weight(L.k_norm), eps,
-                          heads_view(a.k, Hkv), a.rstd_k.f32());
-    } else {  // RoPE rotates q and k in place: the projections' outputs are not needed again
-      a.q = std::move(a.q_raw);
-      a.k = std::move(a.k_raw);
-    }
-    be_.rope(a.q.m(), Hq, ids(S->positions), rope, false);
-    be_.rope(a.k.m(), Hkv, ids(S->positions), rope, false);
-    if (calibrator_) amax.push_back({be_.amax(a.q.m()), be_.amax(a.k.m()), be_.amax(a.v.m())});
-    a.o = Tensor::make(be_, M, Hq * D, ad);
-    a.lse = Tensor::make(be_, B * Hq, T, DType::f32);
-    be_.attention_forward(a.q.m(), a.k.m(), a.v.m(), B, T, Hq, Hkv, a.o.m(), a.lse.f32());
-    a.in_o = LinearInput(a.o.m(), training);
     Tensor attn_out = Tensor::make(be_, M, H, ad);
-    L.lin[3]->forward(a.in_o, attn_out.m());
+    if (L.mla) {
+      std::array<float, 3> am{};
+      L.mla->forward(a.in1, ids(S->positions), B, T,
+                     mla_norm_weights(*L.mla, [&](Param& p) { return norm_weight(p); }),
+                     attn_out.m(), training, calibrator_ ? &am : nullptr);
+      if (calibrator_) amax.push_back(am);
+    } else {
+      a.q_raw = Tensor::make(be_, M, Hq * D, ad);
+      a.k_raw = Tensor::make(be_, M, Hkv * D, ad);
+      a.v = Tensor::make(be_, M, Hkv * D, ad);
+      L.lin[0]->forward(a.in1, a.q_raw.m());
+      L.lin[1]->forward(a.in1, a.k_raw.m());
+      L.lin[2]->forward(a.in1, a.v.m());
+      if (cfg_.qk_norm) {
+        a.rstd_q = Tensor::make(be_, M * Hq, 1, DType::f32);
+        a.rstd_k = Tensor::make(be_, M * Hkv, 1, DType::f32);
+        a.q = Tensor::make(be_, M, Hq * D, ad);
+        a.k = Tensor::make(be_, M, Hkv * D, ad);
+        be_.rmsnorm_forward(heads_view(a.q_raw, Hq), norm_weight(L.q_norm), eps,
+                            heads_view(a.q, Hq), a.rstd_q.f32());
+        be_.rmsnorm_forward(heads_view(a.k_raw, Hkv), norm_weight(L.k_norm), eps,
+                            heads_view(a.k, Hkv), a.rstd_k.f32());
+      } else {  // RoPE rotates q and k in place: the projections' outputs are not needed again
+        a.q = std::move(a.q_raw);
+        a.k = std::move(a.k_raw);
+      }
+      be_.rope(a.q.m(), Hq, ids(S->positions), rope, false);
+      be_.rope(a.k.m(), Hkv, ids(S->positions), rope, false);
+      if (calibrator_) amax.push_back({be_.amax(a.q.m()), be_.amax(a.k.m()), be_.amax(a.v.m())});
+      a.o = Tensor::make(be_, M, Hq * D, ad);
+      a.lse = Tensor::make(be_, B * Hq, T, DType::f32);
+      be_.attention_forward(a.q.m(), a.k.m(), a.v.m(), B, T, Hq, Hkv, a.o.m(), a.lse.f32());
+      a.in_o = LinearInput(a.o.m(), training);
+      L.lin[3]->forward(a.in_o, attn_out.m());
+    }
     a.x_mid = Tensor::make(be_, M, H, ad);
     be_.add(a.x_in.m(), attn_out.m(), a.x_mid.m());
     a.rstd2 = Tensor::make(be_, M, 1, DType::f32);
@@ -507,33 +565,38 @@ void DecoderModel::backward(const std::vector<float>& dlogp) {
     Tensor dx_mid = Tensor::make(be_, M, H, ad);
     be_.add(dx.m(), tmp_h.m(), dx_mid.m());
     // Attention
-    Tensor dattn = Tensor::make(be_, M, Hq * D, ad);
-    L.lin[3]->backward(a.in_o, dx_mid.m(), dattn.m());
-    Tensor dq = Tensor::make(be_, M, Hq * D, ad), dk = Tensor::make(be_, M, Hkv * D, ad),
-           dv = Tensor::make(be_, M, Hkv * D, ad);
-    be_.attention_backward(dattn.m(), a.q.m(), a.k.m(), a.v.m(), a.o.m(), a.lse.f32(), B, T, Hq,
-                           Hkv, dq.m(), dk.m(), dv.m());
-    // A rotation's adjoint is the opposite rotation.
-    be_.rope(dq.m(), Hq, ids(S.positions), rope, true);
-    be_.rope(dk.m(), Hkv, ids(S.positions), rope, true);
-    Tensor dq_raw, dk_raw;
-    if (cfg_.qk_norm) {
-      dq_raw = Tensor::make(be_, M, Hq * D, ad);
-      dk_raw = Tensor::make(be_, M, Hkv * D, ad);
-      be_.rmsnorm_backward(heads_view(dq, Hq), heads_view(a.q_raw, Hq), norm_weight(L.q_norm),
-                           a.rstd_q.f32(), heads_view(dq_raw, Hq), L.q_norm.grad.m());
-      be_.rmsnorm_backward(heads_view(dk, Hkv), heads_view(a.k_raw, Hkv), norm_weight(L.k_norm),
-                           a.rstd_k.f32(), heads_view(dk_raw, Hkv), L.k_norm.grad.m());
-    } else {
-      dq_raw = std::move(dq);
-      dk_raw = std::move(dk);
-    }
     Tensor dh1 = Tensor::make(be_, M, H, ad);
-    L.lin[0]->backward(a.in1, dq_raw.m(), dh1.m());
-    L.lin[1]->backward(a.in1, dk_raw.m(), tmp_h.m());
-    be_.add(dh1.m(), tmp_h.m(), dh1.m());
-    L.lin[2]->backward(a.in1, dv.m(), tmp_h.m());
-    be_.add(dh1.m(), tmp_h.m(), dh1.m());
+    if (L.mla) {
+      L.mla->backward(a.in1, dx_mid.m(),
+                      mla_norm_weights(*L.mla, [&](Param& p) { return norm_weight(p); }), dh1.m());
+    } else {
+      Tensor dattn = Tensor::make(be_, M, Hq * D, ad);
+      L.lin[3]->backward(a.in_o, dx_mid.m(), dattn.m());
+      Tensor dq = Tensor::make(be_, M, Hq * D, ad), dk = Tensor::make(be_, M, Hkv * D, ad),
+             dv = Tensor::make(be_, M, Hkv * D, ad);
+      be_.attention_backward(dattn.m(), a.q.m(), a.k.m(), a.v.m(), a.o.m(), a.lse.f32(), B, T, Hq,
+                             Hkv, dq.m(), dk.m(), dv.m());
+      // A rotation's adjoint is the opposite rotation.
+      be_.rope(dq.m(), Hq, ids(S.positions), rope, true);
+      be_.rope(dk.m(), Hkv, ids(S.positions), rope, true);
+      Tensor dq_raw, dk_raw;
+      if (cfg_.qk_norm) {
+        dq_raw = Tensor::make(be_, M, Hq * D, ad);
+        dk_raw = Tensor::make(be_, M, Hkv * D, ad);
+        be_.rmsnorm_backward(heads_view(dq, Hq), heads_view(a.q_raw, Hq), norm_weight(L.q_norm),
+                             a.rstd_q.f32(), heads_view(dq_raw, Hq), L.q_norm.grad.m());
+        be_.rmsnorm_backward(heads_view(dk, Hkv), heads_view(a.k_raw, Hkv), norm_weight(L.k_norm),
+                             a.rstd_k.f32(), heads_view(dk_raw, Hkv), L.k_norm.grad.m());
+      } else {
+        dq_raw = std::move(dq);
+        dk_raw = std::move(dk);
+      }
+      L.lin[0]->backward(a.in1, dq_raw.m(), dh1.m());
+      L.lin[1]->backward(a.in1, dk_raw.m(), tmp_h.m());
+      be_.add(dh1.m(), tmp_h.m(), dh1.m());
+      L.lin[2]->backward(a.in1, dv.m(), tmp_h.m());
+      be_.add(dh1.m(), tmp_h.m(), dh1.m());
+    }
     be_.rmsnorm_backward(dh1.m(), a.x_in.m(), norm_weight(L.in_norm), a.rstd1.f32(), tmp_h.m(),
                          L.in_norm.grad.m());
     be_.add(dx_mid.m(), tmp_h.m(), dx.m());
@@ -608,23 +671,29 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
     Layer& L = *layers_[l];
     be_.rmsnorm_forward(x.m(), norm_weight(L.in_norm), eps, h.m(), rstd.f32());
     LinearInput in1(h.m(), false);
-    // Without QK-norm the projections write q and k directly.
-    L.lin[0]->forward(in1, cfg_.qk_norm ? q_raw.m() : q.m());
-    L.lin[1]->forward(in1, cfg_.qk_norm ? k_raw.m() : k.m());
-    L.lin[2]->forward(in1, v.m());
-    if (cfg_.qk_norm) {
-      be_.rmsnorm_forward(heads_view(q_raw, Hq), norm_weight(L.q_norm), eps, heads_view(q, Hq),
-                          rstd.f32());
-      be_.rmsnorm_forward(heads_view(k_raw, Hkv), norm_weight(L.k_norm), eps, heads_view(k, Hkv),
-                          rstd.f32());
+    if (L.mla) {
+      L.mla->forward_cached(in1, in.positions, in.slot_ids, in.lengths,
+                            mla_norm_weights(*L.mla, [&](Param& p) { return norm_weight(p); }),
+                            cache.layer(l), out.m());
+    } else {
+      // Without QK-norm the projections write q and k directly.
+      L.lin[0]->forward(in1, cfg_.qk_norm ? q_raw.m() : q.m());
+      L.lin[1]->forward(in1, cfg_.qk_norm ? k_raw.m() : k.m());
+      L.lin[2]->forward(in1, v.m());
+      if (cfg_.qk_norm) {
+        be_.rmsnorm_forward(heads_view(q_raw, Hq), norm_weight(L.q_norm), eps, heads_view(q, Hq),
+                            rstd.f32());
+        be_.rmsnorm_forward(heads_view(k_raw, Hkv), norm_weight(L.k_norm), eps, heads_view(k, Hkv),
+                            rstd.f32());
+      }
+      be_.rope(q.m(), Hq, in.positions, rope, false);
+      be_.rope(k.m(), Hkv, in.positions, rope, false);
+      const KvCacheView view = cache.layer(l);
+      be_.kv_write(k.m(), v.m(), in.slot_ids, in.positions, view);
+      be_.attention_cached(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m());
+      LinearInput in_o(o.m(), false);
+      L.lin[3]->forward(in_o, out.m());
     }
-    be_.rope(q.m(), Hq, in.positions, rope, false);
-    be_.rope(k.m(), Hkv, in.positions, rope, false);
-    const KvCacheView view = cache.layer(l);
-    be_.kv_write(k.m(), v.m(), in.slot_ids, in.positions, view);
-    be_.attention_cached(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m());
-    LinearInput in_o(o.m(), false);
-    L.lin[3]->forward(in_o, out.m());
     be_.add(x.m(), out.m(), x.m());
     be_.rmsnorm_forward(x.m(), norm_weight(L.post_norm), eps, h.m(), rstd.f32());
     LinearInput in2(h.m(), false);

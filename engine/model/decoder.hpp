@@ -133,6 +133,9 @@ class DecoderModel {
   void set_quant_observer(QuantObserver* o);
 
   void zero_grad();
+  // Re-makes latent attention's absorbed decode weights from the weights kv_b computes with
+  // (refresh() and set_precision() do it; call it after giving a linear checkpoint tiles).
+  void refresh_decode_weights();
   // Re-makes every compute copy from the master weights (after an optimizer step; FP8 tiles
   // given by a checkpoint are dropped). FP8 weights are reported to the quant observer.
   void refresh();

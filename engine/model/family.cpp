@@ -9,10 +9,11 @@ namespace fp8rl {
 extern const ModelFamily kQwen3Family;
 extern const ModelFamily kLlamaFamily;
 extern const ModelFamily kQwen3MoeFamily;
+extern const ModelFamily kDeepseekV3Family;
 
 const std::vector<const ModelFamily*>& model_families() {
   static const std::vector<const ModelFamily*> all = {&kQwen3Family, &kLlamaFamily,
-                                                      &kQwen3MoeFamily};
+                                                      &kQwen3MoeFamily, &kDeepseekV3Family};
   return all;
 }
 
@@ -78,8 +79,33 @@ void read_rope_scaling(const Json& config, ModelConfig& c) {
   check(s.contains(type_key), "rope_scaling has no rope_type");
   const std::string type = s.at(type_key).as_string("rope_scaling.rope_type");
   if (type == "default") return;
-  check(type == "llama3",
-        "rope_scaling.rope_type \"" + type + "\" is not supported (supported: default, llama3)");
+  if (type == "yarn") {
+    // Hugging Face's _compute_yarn_parameters: factor required; the original context defaults
+    // to max_position_embeddings, beta_fast/beta_slow to 32/1; mscale and mscale_all_dim
+    // optional (absent reads as 0, as Python's falsy test treats them).
+    check(s.contains("factor"), "rope_scaling (yarn) has no factor");
+    auto number = [&](const char* key, double fallback) {
+      return s.contains(key) && !s.at(key).is_null()
+                 ? s.at(key).as_number(std::string("rope_scaling.") + key)
+                 : fallback;
+    };
+    c.rope_scaling = RopeScalingType::yarn;
+    c.rope_factor = number("factor", 1.0);
+    c.rope_original_max_position_embeddings = static_cast<int64_t>(
+        number("original_max_position_embeddings",
+               config.contains("max_position_embeddings")
+                   ? config.at("max_position_embeddings").as_number("max_position_embeddings")
+                   : static_cast<double>(c.max_position_embeddings)));
+    c.rope_beta_fast = number("beta_fast", 32.0);
+    c.rope_beta_slow = number("beta_slow", 1.0);
+    if (c.rope_beta_fast == 0) c.rope_beta_fast = 32.0;  // Python's `or 32`
+    if (c.rope_beta_slow == 0) c.rope_beta_slow = 1.0;
+    c.rope_mscale = number("mscale", 0.0);
+    c.rope_mscale_all_dim = number("mscale_all_dim", 0.0);
+    return;
+  }
+  check(type == "llama3", "rope_scaling.rope_type \"" + type +
+                              "\" is not supported (supported: default, llama3, yarn)");
   auto field = [&](const char* key) {
     check(s.contains(key), std::string("rope_scaling (llama3) has no ") + key);
     return s.at(key).as_number(std::string("rope_scaling.") + key);
@@ -93,6 +119,18 @@ void read_rope_scaling(const Json& config, ModelConfig& c) {
 }
 
 void write_rope_scaling(const ModelConfig& c, Json& config) {
+  if (c.rope_scaling == RopeScalingType::yarn) {
+    Json s;
+    s["type"] = "yarn";  // DeepSeek-V3's config.json spells it so
+    s["factor"] = c.rope_factor;
+    s["original_max_position_embeddings"] = c.rope_original_max_position_embeddings;
+    s["beta_fast"] = c.rope_beta_fast;
+    s["beta_slow"] = c.rope_beta_slow;
+    if (c.rope_mscale != 0) s["mscale"] = c.rope_mscale;
+    if (c.rope_mscale_all_dim != 0) s["mscale_all_dim"] = c.rope_mscale_all_dim;
+    config["rope_scaling"] = std::move(s);
+    return;
+  }
   if (c.rope_scaling != RopeScalingType::llama3) {
     config["rope_scaling"] = Json();
     return;

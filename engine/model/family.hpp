@@ -36,7 +36,7 @@ struct ModelFamily {
 
 // Every family, in registration order.
 const std::vector<const ModelFamily*>& model_families();
-// "qwen3, llama, qwen3_moe".
+// "qwen3, llama, qwen3_moe, deepseek_v3".
 std::string model_family_names();
 // The family called name; throws naming the known ones.
 const ModelFamily& model_family(const std::string& name);

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "fp8/codec.hpp"
+#include "model/checkpoint.hpp"
 
 namespace fp8rl {
 namespace {
@@ -31,6 +32,12 @@ std::string shape_str(const std::vector<int64_t>& s) {
 std::vector<int64_t> param_shape(const Param& p) {
   return p.master.rows == 1 ? std::vector<int64_t>{p.master.cols}
                             : std::vector<int64_t>{p.master.rows, p.master.cols};
+}
+
+// A non-linear tensor as an export writes it: BF16, but the router's score-correction bias F32.
+SafeTensor export_tensor(Backend& be, const Param& p) {
+  const bool f32 = p.name.ends_with(".e_score_correction_bias");
+  return make_safetensor(download_floats(be, p.master), param_shape(p), f32 ? "F32" : "BF16");
 }
 
 std::string module_of(const std::string& weight_name) {
@@ -278,7 +285,7 @@ ExportSummary save_fp8_checkpoint(const std::string& dir, DecoderModel& model,
                         model.precision().get(it->second.slot) == Precision::fp8 &&
                         !kept.count(module_of(p->name));
     if (!is_fp8) {
-      f.tensors[p->name] = make_safetensor(download_floats(be, p->master), param_shape(*p), "BF16");
+      f.tensors[p->name] = export_tensor(be, *p);
       if (it != linears.end()) {
         qc.modules_to_not_convert.push_back(module_of(p->name));
         ++s.bf16_linears;
@@ -302,18 +309,25 @@ ExportSummary save_fp8_checkpoint(const std::string& dir, DecoderModel& model,
   }
   qc.modules_to_not_convert.push_back("lm_head");  // never quantized; listed for readers
   for (const LinearSlot& sl : model.linear_slots()) {
-    // Each fused group once: at its q (attention) or its gate (a dense MLP, an expert).
-    if (sl.router || !(sl.module == Module::q || sl.module == Module::gate)) continue;
+    // Each fused group once: at its q (standard attention) or q_a (latent attention, whose
+    // q_a_proj and kv_a_proj_with_mqa vLLM fuses) or its gate (a dense MLP, an expert, the
+    // shared expert).
+    const bool q = sl.module == Module::q && model.precision().has(sl.layer, Module::k);
+    if (sl.router || !(q || sl.module == Module::q_a || sl.module == Module::gate)) continue;
     const std::string name = DecoderModel::weight_name(sl);
     const std::string group = name.substr(0, name.rfind('.', name.size() - 8));
     const auto r = fp8.count(group) ? fp8[group] : std::array<bool, kModules>{};
-    if (sl.module == Module::q && !(r[0] == r[1] && r[1] == r[2]))
+    auto at = [&](Module m) { return r[static_cast<size_t>(m)]; };
+    if (q && !(at(Module::q) == at(Module::k) && at(Module::k) == at(Module::v)))
       s.split_fused.push_back(group.substr(0, group.rfind('.')) + ": q/k/v_proj");
+    if (sl.module == Module::q_a && at(Module::q_a) != at(Module::kv_a))
+      s.split_fused.push_back(group.substr(0, group.rfind('.')) + ": q_a_proj/kv_a_proj_with_mqa");
     if (sl.module == Module::gate && r[4] != r[5])
       s.split_fused.push_back(
           (group.ends_with(".mlp") ? group.substr(0, group.size() - 4) : group) + ": gate/up_proj");
   }
   cfg["quantization_config"] = qc.to_json();
+  for (const auto& [name, t] : opt.pass_through) f.tensors[name] = t;
   s.tensors = static_cast<int64_t>(f.tensors.size());
   s.bytes = f.data_bytes();
   s.files = f.write_dir(dir, opt.max_shard_bytes);
@@ -321,8 +335,34 @@ ExportSummary save_fp8_checkpoint(const std::string& dir, DecoderModel& model,
   return s;
 }
 
+std::map<std::string, SafeTensor> read_mtp_tensors(const std::string& dir, const ModelConfig& cfg,
+                                                   bool to_bf16) {
+  std::map<std::string, SafeTensor> out;
+  if (cfg.mtp_layers <= 0) return out;
+  SafeTensorsFile f = SafeTensorsFile::read_dir(dir);
+  for (auto& [name, t] : f.tensors)
+    if (is_mtp_tensor(cfg, name)) out[name] = std::move(t);
+  if (!to_bf16) return out;
+  std::map<std::string, SafeTensor> bf16;
+  for (const auto& [name, t] : out) {
+    if (name.ends_with("_scale_inv")) continue;
+    if (t.dtype == "F8_E4M3" || t.dtype == "F8_E5M2") {
+      check(t.shape.size() == 2, dir + ": tensor " + name + " is FP8 but not a matrix");
+      const std::string scale = name + "_scale_inv";
+      check(out.count(scale), dir + ": tensor " + name + " is FP8 without its " + scale);
+      const int64_t rows = t.shape[0], cols = t.shape[1];
+      const Fp8WeightTiles tiles = read_fp8_weight(t, out.at(scale), name, scale, rows, cols, dir);
+      bf16[name] = make_safetensor(dequantize_tiles(tiles, rows, cols), t.shape, "BF16");
+    } else {
+      bf16[name] = make_safetensor(safetensor_floats(t, dir + ": tensor " + name), t.shape, "BF16");
+    }
+  }
+  return bf16;
+}
+
 ExportSummary save_bf16_checkpoint(const std::string& dir, DecoderModel& model,
-                                   uint64_t max_shard_bytes, const Json& base_config) {
+                                   uint64_t max_shard_bytes, const Json& base_config,
+                                   const std::map<std::string, SafeTensor>& pass_through) {
   Json cfg = export_config(model, base_config, dir);
   if (cfg.contains("quantization_config")) cfg.as_object().erase("quantization_config");
   const auto linears = decoder_linears(model);
@@ -330,10 +370,10 @@ ExportSummary save_bf16_checkpoint(const std::string& dir, DecoderModel& model,
   f.metadata["format"] = "pt";
   ExportSummary s;
   for (Param* p : model.parameters()) {
-    f.tensors[p->name] =
-        make_safetensor(download_floats(model.backend(), p->master), param_shape(*p), "BF16");
+    f.tensors[p->name] = export_tensor(model.backend(), *p);
     if (linears.count(p->name)) ++s.bf16_linears;
   }
+  for (const auto& [name, t] : pass_through) f.tensors[name] = t;
   s.tensors = static_cast<int64_t>(f.tensors.size());
   s.bytes = f.data_bytes();
   s.files = f.write_dir(dir, max_shard_bytes);

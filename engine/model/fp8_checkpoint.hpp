@@ -14,6 +14,7 @@
 // pieces and the two exporters.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,6 +81,9 @@ struct Fp8ExportOptions {
   // The config.json to extend (the source checkpoint's, so fields we do not model survive);
   // null: the model's own. Its sizes must be the model's.
   Json base_config;
+  // Tensors written as they are beside the model's (a source checkpoint's multi-token-prediction
+  // layers: read_mtp_tensors).
+  std::map<std::string, SafeTensor> pass_through;
 };
 
 struct ExportSummary {
@@ -93,13 +97,20 @@ struct ExportSummary {
   std::vector<std::string> split_fused;
 };
 
+// The multi-token-prediction layers' tensors of checkpoint folder dir (is_mtp_tensor), as the
+// file holds them, or (to_bf16) as BF16: FP8 weights dequantized with their scales, the scales
+// dropped, everything else rounded to BF16.
+std::map<std::string, SafeTensor> read_mtp_tensors(const std::string& dir, const ModelConfig& cfg,
+                                                   bool to_bf16);
+
 // Writes dir/config.json (with quantization_config) and the weights in the block-FP8 format.
 // A decoder linear goes to FP8 when the model runs it in fp8 and no keep_bf16 pattern names it;
 // its codes and scales are the tiles a checkpoint gave it, scales in the file's dtype
 // (Linear::given_fp8_weight, so FP8 → load → export reproduces the file's bytes), or else our
 // quantizer's tiles of its masters with F32 scales (exactly what the model computes with). The
-// model's quantizer must use E4M3. Every other tensor is the BF16 rounding of its master; BF16
-// linears and lm_head are listed in modules_to_not_convert.
+// model's quantizer must use E4M3. Every other tensor is the BF16 rounding of its master (the
+// score-correction biases of DeepSeek-V3's routers F32, as DeepSeek publishes them: they decide
+// between close scores); BF16 linears, routers and lm_head are listed in modules_to_not_convert.
 ExportSummary save_fp8_checkpoint(const std::string& dir, DecoderModel& model,
                                   const Fp8ExportOptions& opt = {});
 
@@ -108,6 +119,7 @@ ExportSummary save_fp8_checkpoint(const std::string& dir, DecoderModel& model,
 // the scales are powers of two).
 ExportSummary save_bf16_checkpoint(const std::string& dir, DecoderModel& model,
                                    uint64_t max_shard_bytes = kDefaultMaxShardBytes,
-                                   const Json& base_config = Json());
+                                   const Json& base_config = Json(),
+                                   const std::map<std::string, SafeTensor>& pass_through = {});
 
 }  // namespace fp8rl

@@ -33,6 +33,10 @@ size_t elem_size(KvDType d) {
 
 int64_t KvCache::bytes_needed(const ModelConfig& cfg, int64_t num_slots, int64_t max_len,
                               KvDType d) {
+  // Latent attention keeps one row per token: the latent and the RoPE key.
+  if (cfg.mla.enabled())
+    return cfg.num_hidden_layers * num_slots * max_len *
+           (cfg.mla.kv_lora_rank + cfg.mla.qk_rope_head_dim) * static_cast<int64_t>(elem_size(d));
   return cfg.num_hidden_layers * 2 * num_slots * max_len * cfg.num_key_value_heads * cfg.head_dim *
          static_cast<int64_t>(elem_size(d));
 }
@@ -42,12 +46,13 @@ KvCache::KvCache(Backend& be, const ModelConfig& cfg, int64_t num_slots, int64_t
       dtype_(d),
       num_slots_(num_slots),
       max_len_(max_len),
-      width_(cfg.num_key_value_heads * cfg.head_dim) {
+      width_(cfg.mla.enabled() ? cfg.mla.kv_lora_rank + cfg.mla.qk_rope_head_dim
+                               : cfg.num_key_value_heads * cfg.head_dim) {
   check(num_slots > 0 && max_len > 0, "KV cache: needs at least one slot and one position");
   const size_t bytes = static_cast<size_t>(num_slots * max_len * width_) * elem_size(d);
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     k_.push_back(be.alloc(bytes));
-    v_.push_back(be.alloc(bytes));
+    v_.push_back(cfg.mla.enabled() ? Buffer() : be.alloc(bytes));  // latent rows: no v
   }
   scale_buf_ = be.alloc(static_cast<size_t>(cfg.num_hidden_layers) * 2 * sizeof(float));
 }

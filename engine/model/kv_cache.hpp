@@ -1,6 +1,9 @@
 // The KV cache of generation: per layer, K and V of up to num_slots sequences × max_len
 // positions, in bf16 (or f32 for the fp32 reference) or FP8 E4M3 with one scale for K and one
-// for V per layer (the recipe's FP8 KV cache). Memory is planned up front.
+// for V per layer (the recipe's FP8 KV cache). Memory is planned up front. Latent attention
+// (DeepSeek-V3) keeps one row per token instead: its normalised latent and RoPE key
+// (kv_lora_rank + qk_rope_head_dim features, in the K buffer; FP8: the "K" scale for the latent,
+// the "V" scale for the RoPE key).
 #pragma once
 
 #include <array>

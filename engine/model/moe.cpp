@@ -49,14 +49,16 @@ void RoutingStats::add(const RoutingStats& o) {
 
 struct MoeBlock::Saved {
   int64_t M = 0;
-  std::vector<float> probs;       // [M, E] router softmax (FP32)
-  std::vector<int32_t> chosen;    // [M·k] expert ids
-  std::vector<float> weights;     // [M·k]
-  std::vector<int64_t> first, count;  // each expert's rows of X
-  Tensor pos, w;                  // device [M·k]: row of (token, choice); its weight
-  Tensor x, g, u, a, y;           // [M·k, H], [M·k, I] ×3, [M·k, H]
+  std::vector<float> probs;             // [M, E] router softmax (FP32)
+  std::vector<int32_t> chosen;          // [M·k] expert ids
+  std::vector<float> weights;           // [M·k]
+  std::vector<int64_t> first, count;    // each expert's rows of X
+  Tensor pos, w;                        // device [M·k]: row of (token, choice); its weight
+  Tensor x, g, u, a, y;                 // [M·k, H], [M·k, I] ×3, [M·k, H]
   std::vector<LinearInput> in_x, in_a;  // per expert: views of x and a
-  std::vector<float> aux_grad;    // [E]: d(aux loss)/dP_e · (1/M), added to each token's dp
+  std::vector<float> aux_grad;          // [E]: d(aux loss)/dP_e · (1/M), added to each token's dp
+  Tensor sg, su, sa;                    // the shared expert's gate, up, SwiGLU output [M, Is]
+  LinearInput in_sa;
 };
 
 MoeBlock::MoeBlock(Backend& be, const std::string& prefix, int64_t hidden, const MoeConfig& cfg)
@@ -64,8 +66,14 @@ MoeBlock::MoeBlock(Backend& be, const std::string& prefix, int64_t hidden, const
       hidden_(hidden),
       inter_(cfg.intermediate_size),
       k_(cfg.experts_per_token),
-      norm_topk_(cfg.norm_topk_prob) {
+      norm_topk_(cfg.norm_topk_prob),
+      scoring_(cfg.scoring),
+      n_group_(cfg.n_group),
+      topk_group_(cfg.topk_group),
+      scaling_(static_cast<float>(cfg.routed_scaling_factor)) {
   router_ = std::make_unique<Linear>(be, prefix + "gate", cfg.num_experts, hidden);
+  if (cfg.score_correction_bias)
+    bias_ = Param::make(be, prefix + "gate.e_score_correction_bias", 1, cfg.num_experts, false);
   experts_.resize(static_cast<size_t>(cfg.num_experts));
   for (int64_t e = 0; e < cfg.num_experts; ++e) {
     const std::string p = prefix + "experts." + std::to_string(e) + ".";
@@ -74,13 +82,85 @@ MoeBlock::MoeBlock(Backend& be, const std::string& prefix, int64_t hidden, const
     ex[1] = std::make_unique<Linear>(be, p + "up_proj", inter_, hidden);
     ex[2] = std::make_unique<Linear>(be, p + "down_proj", hidden, inter_);
   }
+  if (cfg.shared_experts > 0) {
+    const int64_t I = cfg.intermediate_size * cfg.shared_experts;
+    shared_[0] = std::make_unique<Linear>(be, prefix + "shared_experts.gate_proj", I, hidden);
+    shared_[1] = std::make_unique<Linear>(be, prefix + "shared_experts.up_proj", I, hidden);
+    shared_[2] = std::make_unique<Linear>(be, prefix + "shared_experts.down_proj", hidden, I);
+  }
+}
+
+void MoeBlock::set_aux_loss_coef(double c) {
+  check(c == 0 || scoring_ == RouterScoring::softmax,
+        "moe.router_aux_loss_coef: the load-balancing loss is for softmax routers (Qwen3-MoE); "
+        "sigmoid routers (DeepSeek-V3) balance with their score-correction bias");
+  aux_coef_ = c;
+}
+
+Linear& MoeBlock::shared(Module m) {
+  check(has_shared(), "this mixture of experts has no shared expert");
+  for (int i = 0; i < 3; ++i)
+    if (kExpertModules[i] == m) return *shared_[static_cast<size_t>(i)];
+  throw Error(std::string("the shared expert has gate, up and down, not ") + module_short(m));
+}
+
+void MoeBlock::choose(const float* p, const float* bias, int32_t* live) const {
+  const int64_t E = num_experts(), k = k_;
+  std::vector<int32_t> order(static_cast<size_t>(E));
+  std::iota(order.begin(), order.end(), 0);
+  if (scoring_ == RouterScoring::softmax) {
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    std::copy(order.begin(), order.begin() + k, live);
+    return;
+  }
+  // Sigmoid scores: the choice reads score + bias; groups keep their topk_group best by the sum
+  // of their two best; experts of the other groups are never chosen (DeepSeek's -inf mask).
+  std::vector<float> c(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) c[static_cast<size_t>(e)] = p[e] + (bias ? bias[e] : 0.0f);
+  std::vector<char> allowed(static_cast<size_t>(E), 1);
+  if (n_group_ > 1) {
+    const int64_t per = E / n_group_;
+    std::vector<float> gs(static_cast<size_t>(n_group_));
+    for (int64_t g = 0; g < n_group_; ++g) {
+      float a = -INFINITY, b = -INFINITY;  // the group's best two
+      for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+        const float v = c[static_cast<size_t>(e)];
+        if (v > a) {
+          b = a;
+          a = v;
+        } else if (v > b) {
+          b = v;
+        }
+      }
+      gs[static_cast<size_t>(g)] = a + b;
+    }
+    std::vector<int32_t> groups(static_cast<size_t>(n_group_));
+    std::iota(groups.begin(), groups.end(), 0);
+    std::partial_sort(groups.begin(), groups.begin() + topk_group_, groups.end(),
+                      [&](int32_t a, int32_t b) {
+                        return gs[static_cast<size_t>(a)] > gs[static_cast<size_t>(b)] ||
+                               (gs[static_cast<size_t>(a)] == gs[static_cast<size_t>(b)] && a < b);
+                      });
+    std::fill(allowed.begin(), allowed.end(), 0);
+    for (int64_t i = 0; i < topk_group_; ++i)
+      for (int64_t e = groups[static_cast<size_t>(i)] * per;
+           e < (groups[static_cast<size_t>(i)] + 1) * per; ++e)
+        allowed[static_cast<size_t>(e)] = 1;
+  }
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+    const size_t ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    if (allowed[ua] != allowed[ub]) return allowed[ua] > allowed[ub];
+    return c[ua] > c[ub] || (c[ua] == c[ub] && a < b);
+  });
+  std::copy(order.begin(), order.begin() + k, live);
 }
 
 MoeBlock::~MoeBlock() = default;
 
 Linear& MoeBlock::expert(int64_t e, Module m) {
-  check(e >= 0 && e < num_experts(), "expert " + std::to_string(e) + " of " +
-                                         std::to_string(num_experts()));
+  check(e >= 0 && e < num_experts(),
+        "expert " + std::to_string(e) + " of " + std::to_string(num_experts()));
   for (int i = 0; i < 3; ++i)
     if (kExpertModules[i] == m) return *experts_[static_cast<size_t>(e)][static_cast<size_t>(i)];
   throw Error(std::string("an expert has gate, up and down, not ") + module_short(m));
@@ -88,8 +168,11 @@ Linear& MoeBlock::expert(int64_t e, Module m) {
 
 void MoeBlock::parameters(std::vector<Param*>& out) {
   out.push_back(&router_->weight());
+  if (bias_) out.push_back(&*bias_);
   for (auto& ex : experts_)
     for (auto& lin : ex) out.push_back(&lin->weight());
+  if (has_shared())
+    for (auto& lin : shared_) out.push_back(&lin->weight());
 }
 
 void MoeBlock::clear() {
@@ -117,27 +200,31 @@ void MoeBlock::forward(LinearInput& h, const Matrix& out, bool training, const i
     be_.download(z.data(), l32.buf.data(), z.size() * 4);
   }
   S->probs.resize(z.size());
-  for (int64_t m = 0; m < M; ++m) {
-    float sum = 0;
-    float* p = S->probs.data() + m * E;
-    softmax_exps(z.data() + m * E, E, 1.0f, p, &sum);
-    for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+  if (scoring_ == RouterScoring::sigmoid) {
+    for (size_t i = 0; i < z.size(); ++i) S->probs[i] = 1.0f / (1.0f + std::exp(-z[i]));
+  } else {
+    for (int64_t m = 0; m < M; ++m) {
+      float sum = 0;
+      float* p = S->probs.data() + m * E;
+      softmax_exps(z.data() + m * E, E, 1.0f, p, &sum);
+      for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+    }
   }
+  std::vector<float> bias;
+  if (bias_) bias = download_floats(be_, bias_->master);
 
-  // 2. Each token's experts: the top k of the softmax (ties to the lower index), or the
-  // replayed ones; weights from the full softmax, divided by their sum when norm_topk_prob.
+  // 2. Each token's experts: the router's choice (ties to the lower index), or the replayed
+  // ones; weights from the full scores, divided by their sum when norm_topk_prob, scaled.
   S->chosen.resize(static_cast<size_t>(M * k));
   S->weights.resize(static_cast<size_t>(M * k));
   RoutingStats st;
   st.load.assign(static_cast<size_t>(E), 0);
   st.tokens = M;
-  std::vector<int32_t> order(static_cast<size_t>(E)), live(static_cast<size_t>(k));
+  std::vector<int32_t> live(static_cast<size_t>(k));
+  const bool sigmoid = scoring_ == RouterScoring::sigmoid;
   for (int64_t m = 0; m < M; ++m) {
     const float* p = S->probs.data() + m * E;
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    std::copy(order.begin(), order.begin() + k, live.begin());
+    choose(p, bias.empty() ? nullptr : bias.data(), live.data());
     int32_t* c = S->chosen.data() + m * k;
     const bool known = reference && reference[m * k] >= 0;
     const bool replayed = known && replay;
@@ -158,11 +245,23 @@ void MoeBlock::forward(LinearInput& h, const Matrix& out, bool training, const i
     }
     float total = 0;
     for (int64_t j = 0; j < k; ++j) total += p[c[j]];
-    for (int64_t j = 0; j < k; ++j)
-      S->weights[static_cast<size_t>(m * k + j)] = norm_topk_ ? p[c[j]] / total : p[c[j]];
-    double ent = 0;
+    if (sigmoid) total += 1e-20f;  // DeepseekV3TopkRouter's denominator
+    for (int64_t j = 0; j < k; ++j) {
+      float w = norm_topk_ ? p[c[j]] / total : p[c[j]];
+      if (sigmoid) w *= scaling_;
+      S->weights[static_cast<size_t>(m * k + j)] = w;
+    }
+    // The entropy of the scores as a distribution (sigmoid scores normalised to sum 1).
+    double ent = 0, norm = 1;
+    if (sigmoid) {
+      norm = 0;
+      for (int64_t e = 0; e < E; ++e) norm += p[e];
+    }
     for (int64_t e = 0; e < E; ++e)
-      if (p[e] > 0) ent -= static_cast<double>(p[e]) * std::log(static_cast<double>(p[e]));
+      if (p[e] > 0) {
+        const double q = static_cast<double>(p[e]) / norm;
+        ent -= q * std::log(q);
+      }
     st.entropy += ent;
     for (int64_t j = 0; j < k; ++j) ++st.load[static_cast<size_t>(c[j])];
   }
@@ -172,7 +271,8 @@ void MoeBlock::forward(LinearInput& h, const Matrix& out, bool training, const i
     S->aux_grad.assign(static_cast<size_t>(E), 0.0f);
     double loss = 0;
     for (int64_t e = 0; e < E; ++e) {
-      const double f = static_cast<double>(st.load[static_cast<size_t>(e)]) / static_cast<double>(M * k);
+      const double f =
+          static_cast<double>(st.load[static_cast<size_t>(e)]) / static_cast<double>(M * k);
       double P = 0;
       for (int64_t m = 0; m < M; ++m) P += S->probs[static_cast<size_t>(m * E + e)];
       P /= static_cast<double>(M);
@@ -191,7 +291,8 @@ void MoeBlock::forward(LinearInput& h, const Matrix& out, bool training, const i
   S->count.assign(static_cast<size_t>(E), 0);
   for (int32_t c : S->chosen) ++S->count[static_cast<size_t>(c)];
   for (int64_t e = 1; e < E; ++e)
-    S->first[static_cast<size_t>(e)] = S->first[static_cast<size_t>(e - 1)] + S->count[static_cast<size_t>(e - 1)];
+    S->first[static_cast<size_t>(e)] =
+        S->first[static_cast<size_t>(e - 1)] + S->count[static_cast<size_t>(e - 1)];
   std::vector<int64_t> next(S->first);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t j = 0; j < k; ++j) {
@@ -216,16 +317,32 @@ void MoeBlock::forward(LinearInput& h, const Matrix& out, bool training, const i
     const int64_t f = S->first[static_cast<size_t>(e)], n = S->count[static_cast<size_t>(e)];
     if (n == 0) continue;
     auto& ex = experts_[static_cast<size_t>(e)];
-    LinearInput& in_x = S->in_x[static_cast<size_t>(e)] = LinearInput(rows_of(S->x, f, n), training);
+    LinearInput& in_x = S->in_x[static_cast<size_t>(e)] =
+        LinearInput(rows_of(S->x, f, n), training);
     ex[0]->forward(in_x, rows_of(S->g, f, n));
     ex[1]->forward(in_x, rows_of(S->u, f, n));
     be_.swiglu_forward(rows_of(S->g, f, n), rows_of(S->u, f, n), rows_of(S->a, f, n));
-    LinearInput& in_a = S->in_a[static_cast<size_t>(e)] = LinearInput(rows_of(S->a, f, n), training);
+    LinearInput& in_a = S->in_a[static_cast<size_t>(e)] =
+        LinearInput(rows_of(S->a, f, n), training);
     ex[2]->forward(in_a, rows_of(S->y, f, n));
   }
 
   // 5. Back to the tokens, weighted.
   if (M > 0) be_.moe_combine(S->y.m(), S->pos.buf.as<const int32_t>(), S->w.f32(), k, out);
+  // 6. The shared expert, on every token, added.
+  if (has_shared() && M > 0) {
+    const int64_t Is = shared_[0]->out_features();
+    S->sg = Tensor::make(be_, M, Is, ad);
+    S->su = Tensor::make(be_, M, Is, ad);
+    S->sa = Tensor::make(be_, M, Is, ad);
+    shared_[0]->forward(h, S->sg.m());
+    shared_[1]->forward(h, S->su.m());
+    be_.swiglu_forward(S->sg.m(), S->su.m(), S->sa.m());
+    S->in_sa = LinearInput(S->sa.m(), training);
+    Tensor ys = Tensor::make(be_, M, H, ad);
+    shared_[2]->forward(S->in_sa, ys.m());
+    be_.add(out, ys.m(), out);
+  }
   if (training)
     saved_ = std::move(S);
   else
@@ -271,12 +388,32 @@ void MoeBlock::backward(LinearInput& h, const Matrix& dout, const Matrix& dh) {
   std::vector<float> dwh(static_cast<size_t>(M * k));
   be_.download(dwh.data(), dw.buf.data(), dwh.size() * 4);
   std::vector<float> dz(static_cast<size_t>(M * E), 0.0f), dp(static_cast<size_t>(E));
+  const bool sigmoid = scoring_ == RouterScoring::sigmoid;
   for (int64_t m = 0; m < M; ++m) {
     const float* p = S.probs.data() + m * E;
     const int32_t* c = S.chosen.data() + m * k;
     const float* w = S.weights.data() + m * k;
     const float* g = dwh.data() + m * k;
     std::fill(dp.begin(), dp.end(), 0.0f);
+    if (sigmoid) {
+      // w_j = f·s_j / (Σ s + 1e-20) (or f·s_j): ds_i = (f·g_i − Σ_j g_j·w_j) / total (or f·g_i);
+      // then through the sigmoid, dz = ds·s·(1 − s).
+      if (norm_topk_) {
+        float total = 0, gw = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          total += p[c[j]];
+          gw += g[j] * w[j];
+        }
+        total += 1e-20f;
+        for (int64_t j = 0; j < k; ++j)
+          dp[static_cast<size_t>(c[j])] += (scaling_ * g[j] - gw) / total;
+      } else {
+        for (int64_t j = 0; j < k; ++j) dp[static_cast<size_t>(c[j])] += scaling_ * g[j];
+      }
+      for (int64_t e = 0; e < E; ++e)
+        dz[static_cast<size_t>(m * E + e)] = dp[static_cast<size_t>(e)] * p[e] * (1.0f - p[e]);
+      continue;
+    }
     if (norm_topk_) {
       float total = 0, gw = 0;
       for (int64_t j = 0; j < k; ++j) {
@@ -288,10 +425,12 @@ void MoeBlock::backward(LinearInput& h, const Matrix& dout, const Matrix& dh) {
       for (int64_t j = 0; j < k; ++j) dp[static_cast<size_t>(c[j])] += g[j];
     }
     if (!S.aux_grad.empty())
-      for (int64_t e = 0; e < E; ++e) dp[static_cast<size_t>(e)] += S.aux_grad[static_cast<size_t>(e)];
+      for (int64_t e = 0; e < E; ++e)
+        dp[static_cast<size_t>(e)] += S.aux_grad[static_cast<size_t>(e)];
     float dot = 0;
     for (int64_t e = 0; e < E; ++e) dot += dp[static_cast<size_t>(e)] * p[e];
-    for (int64_t e = 0; e < E; ++e) dz[static_cast<size_t>(m * E + e)] = p[e] * (dp[static_cast<size_t>(e)] - dot);
+    for (int64_t e = 0; e < E; ++e)
+      dz[static_cast<size_t>(m * E + e)] = p[e] * (dp[static_cast<size_t>(e)] - dot);
   }
   Tensor dlogits = Tensor::make(be_, M, E, ad);
   if (ad == DType::f32) {
@@ -302,6 +441,18 @@ void MoeBlock::backward(LinearInput& h, const Matrix& dout, const Matrix& dh) {
   }
   router_->backward(h, dlogits.m(), rows_of(tmp, 0, M));
   be_.add(dh, rows_of(tmp, 0, M), dh);
+  // 5. The shared expert: its input gradient added to dh.
+  if (has_shared()) {
+    const int64_t Is = shared_[0]->out_features();
+    Tensor dsa = Tensor::make(be_, M, Is, ad), dsg = Tensor::make(be_, M, Is, ad),
+           dsu = Tensor::make(be_, M, Is, ad);
+    shared_[2]->backward(S.in_sa, dout, dsa.m());
+    be_.swiglu_backward(dsa.m(), S.sg.m(), S.su.m(), dsg.m(), dsu.m());
+    shared_[0]->backward(h, dsg.m(), rows_of(tmp, 0, M));
+    be_.add(dh, rows_of(tmp, 0, M), dh);
+    shared_[1]->backward(h, dsu.m(), rows_of(tmp, 0, M));
+    be_.add(dh, rows_of(tmp, 0, M), dh);
+  }
   saved_.reset();
 }
 

@@ -1,8 +1,15 @@
-// The mixture-of-experts MLP of Qwen3-MoE (Hugging Face Qwen3MoeSparseMoeBlock), forward and
-// backward: a bias-free router linear (mlp.gate, [E, H]) → an FP32 softmax over all E experts
-// → each token's top k → their probabilities divided by their sum (norm_topk_prob) → the
-// weighted sum of those experts' SwiGLU outputs (mlp.experts.{e}.{gate,up,down}_proj). Every
-// token reaches its experts (no capacity limit).
+// The mixture-of-experts MLP, forward and backward: a bias-free router linear (mlp.gate,
+// [E, H]) scoring every expert in FP32, each token's k experts, and the weighted sum of their
+// SwiGLU outputs (mlp.experts.{e}.{gate,up,down}_proj). Every token reaches its experts (no
+// capacity limit). Two routing rules (model/config.hpp: MoeConfig):
+//   Qwen3-MoE (Qwen3MoeSparseMoeBlock): softmax over all E experts → top k → their
+//   probabilities divided by their sum (norm_topk_prob).
+//   DeepSeekMoE (DeepseekV3MoE): sigmoid scores; the choice adds the score-correction bias
+//   (mlp.gate.e_score_correction_bias, not trained: it has no gradient) and keeps the
+//   topk_group of n_group groups with the largest sums of their two best scores, then the top
+//   k of those (experts of other groups never chosen); weights the chosen sigmoid scores,
+//   divided by their sum + 1e-20 (norm_topk_prob), × routed_scaling_factor. Beside the
+//   experts a shared SwiGLU MLP (mlp.shared_experts.*) of every token, added.
 //
 // Dispatch: the (token, choice) pairs are sorted by expert, so each expert runs one GEMM per
 // linear on its contiguous rows (each expert's linears in their own precision: FP8 with
@@ -19,6 +26,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,13 +58,20 @@ class MoeBlock {
   Linear& router() { return *router_; }
   // An expert's gate, up or down.
   Linear& expert(int64_t e, Module m);
-  // Parameters in Hugging Face order: the router, then each expert's gate, up, down.
+  // The shared expert's gate, up or down (has_shared() only).
+  bool has_shared() const { return shared_[0] != nullptr; }
+  Linear& shared(Module m);
+  // The score-correction bias [1, E] (DeepSeekMoE), or null.
+  Param* score_bias() { return bias_ ? &*bias_ : nullptr; }
+  // Parameters in Hugging Face order: the router, its score-correction bias, each expert's
+  // gate, up, down, then the shared expert's.
   void parameters(std::vector<Param*>& out);
 
   // The load-balancing loss's weight (0: none): coef·E·Σ_e f_e·P_e over a forward's tokens, f_e
   // the share of choices that went to e, P_e the mean router probability of e (Switch
-  // Transformer); its gradient reaches the router through P.
-  void set_aux_loss_coef(double c) { aux_coef_ = c; }
+  // Transformer); its gradient reaches the router through P. Softmax routers only (throws for
+  // sigmoid scores, which DeepSeek balances with the score-correction bias instead).
+  void set_aux_loss_coef(double c);
 
   // out [M, H] (written) = the block of h [M, H]. reference: [M·k] expert ids another forward
   // chose (the generator's; −1 for a token it did not route) or null; with replay the block
@@ -75,12 +90,21 @@ class MoeBlock {
 
  private:
   struct Saved;
+  // Each token's experts (chosen[m·k + j]) from the scores (probs [M, E]) and, for sigmoid
+  // scores, the score-correction bias; the live choice of token m.
+  void choose(const float* p, const float* bias, int32_t* live) const;
+
   Backend& be_;
   int64_t hidden_, inter_, k_;
   bool norm_topk_;
+  RouterScoring scoring_;
+  int64_t n_group_, topk_group_;
+  float scaling_;
   double aux_coef_ = 0;
   std::unique_ptr<Linear> router_;
+  std::optional<Param> bias_;
   std::vector<std::array<std::unique_ptr<Linear>, 3>> experts_;  // gate, up, down
+  std::array<std::unique_ptr<Linear>, 3> shared_;                // the shared expert's
   std::unique_ptr<Saved> saved_;
 };
 

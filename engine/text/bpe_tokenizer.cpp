@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -22,6 +24,16 @@ namespace {
 // The pre-tokenizer pattern of GPT-2 (a ByteLevel pre-tokenizer with use_regex).
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// The split pattern of Moonshot's tiktoken tokenizers (Moonlight, Kimi: the pat_str of their
+// tokenization code): Han runs on their own, letter runs without Han, digits in threes.
+constexpr const char* kMoonshotPattern =
+    R"([\p{Han}]+)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Moonshot's tiktoken tokenizers reserve this many ids after the ranks for special tokens.
+constexpr int32_t kMoonshotReservedSpecial = 256;
 
 // GPT-2's bytes_to_unicode: every byte gets a printable character (the printable Latin-1 ones
 // themselves, the rest U+0100 onwards), so that BPE works on text without control bytes.
@@ -75,6 +87,9 @@ struct BpeTokenizer::Impl {
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;
   bool ignore_merges = false;
   bool nfc = false;
+  // tiktoken's ranks: ids are ranks, and two adjacent parts merge when their concatenation is a
+  // token (the lowest rank first) instead of by a list of merges.
+  bool ranks = false;
 
   struct Added {
     std::string content;
@@ -87,7 +102,8 @@ struct BpeTokenizer::Impl {
   std::optional<int32_t> eos, pad;
 
 #if defined(FP8RL_HAVE_ICU)
-  std::unique_ptr<icu::RegexPattern> pattern;
+  // The pre-tokenizer's splits, applied in turn (each to the pieces of the one before).
+  std::vector<std::unique_ptr<icu::RegexPattern>> patterns;
   const icu::Normalizer2* normalizer = nullptr;
 #endif
 
@@ -119,6 +135,16 @@ struct BpeTokenizer::Impl {
         int32_t best_rank = INT32_MAX, merged = -1;
         size_t at = 0;
         for (size_t i = 0; i + 1 < sym.size(); ++i) {
+          if (ranks) {  // the rank of the concatenation, which is its id
+            const auto m = vocab.find(token[static_cast<size_t>(sym[i])] +
+                                      token[static_cast<size_t>(sym[i + 1])]);
+            if (m != vocab.end() && m->second < best_rank &&
+                !is_added[static_cast<size_t>(m->second)]) {
+              best_rank = merged = m->second;
+              at = i;
+            }
+            continue;
+          }
           const auto m = merges.find(pair_key(sym[i], sym[i + 1]));
           if (m != merges.end() && m->second.first < best_rank) {
             best_rank = m->second.first;
@@ -146,16 +172,30 @@ struct BpeTokenizer::Impl {
         icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
     if (nfc && !normalizer->isNormalized(u, st)) u = normalizer->normalize(u, st);
     check(U_SUCCESS(st), std::string("tokenizer: NFC normalisation failed: ") + u_errorName(st));
-    std::unique_ptr<icu::RegexMatcher> m(pattern->matcher(u, st));
-    check(U_SUCCESS(st), std::string("tokenizer: regex matcher: ") + u_errorName(st));
-    // Isolated: each match is a piece, and so is the text between matches.
-    int32_t last = 0;
-    std::string piece;
-    auto emit = [&](int32_t from, int32_t to) {
-      if (to <= from) return;
-      piece.clear();
-      u.tempSubStringBetween(from, to).toUTF8String(piece);
+    split(u, 0, out);
+#else
+    (void)out;
+    throw Error("this build has no ICU: Hugging Face tokenizers are not available");
+#endif
+  }
+
+#if defined(FP8RL_HAVE_ICU)
+  // Split `u` by pattern `level` (Isolated: each match is a piece, and so is the text between
+  // matches), each piece by the next pattern, and the last patterns' pieces through BPE. A
+  // piece is matched on its own, as Hugging Face's Split sees it (lookaheads end at its end).
+  void split(const icu::UnicodeString& u, size_t level, std::vector<int32_t>& out) const {
+    if (level == patterns.size()) {
+      std::string piece;
+      u.toUTF8String(piece);
       encode_piece(piece, out);
+      return;
+    }
+    UErrorCode st = U_ZERO_ERROR;
+    std::unique_ptr<icu::RegexMatcher> m(patterns[level]->matcher(u, st));
+    check(U_SUCCESS(st), std::string("tokenizer: regex matcher: ") + u_errorName(st));
+    int32_t last = 0;
+    auto emit = [&](int32_t from, int32_t to) {
+      if (to > from) split(icu::UnicodeString(u, from, to - from), level + 1, out);
     };
     while (m->find(st)) {
       const int32_t s = m->start(st), e = m->end(st);
@@ -165,10 +205,61 @@ struct BpeTokenizer::Impl {
     }
     check(U_SUCCESS(st), std::string("tokenizer: regex: ") + u_errorName(st));
     emit(last, u.length());
-#else
-    (void)out;
-    throw Error("this build has no ICU: Hugging Face tokenizers are not available");
+  }
 #endif
+
+  // Compiles the pre-tokenizer's split patterns (Hugging Face / tiktoken syntax); throws through
+  // fail naming the pattern that does not compile.
+  template <class Fail>
+  void compile(const std::vector<std::string>& sources, Fail fail) {
+#if defined(FP8RL_HAVE_ICU)
+    for (size_t k = 0; k < sources.size(); ++k) {
+      const std::string& pattern = sources[k];
+      // ICU's \s lacks U+000B and U+0085, which the Hugging Face pattern's \s (White_Space)
+      // has.
+      std::string icu_pattern;
+      for (size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] == '\\' && i + 1 < pattern.size()) {
+          const char c = pattern[i + 1];
+          icu_pattern += c == 's'   ? "\\p{White_Space}"
+                         : c == 'S' ? "\\P{White_Space}"
+                                    : pattern.substr(i, 2);
+          ++i;
+        } else {
+          icu_pattern += pattern[i];
+        }
+      }
+      UErrorCode st = U_ZERO_ERROR;
+      UParseError pe;
+      patterns.emplace_back(
+          icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(icu_pattern), 0, pe, st));
+      if (U_FAILURE(st))
+        fail("the pre-tokenizer's regex " + std::to_string(k + 1) + " does not compile (" +
+             std::string(u_errorName(st)) + " at offset " + std::to_string(pe.offset) + ")");
+    }
+    UErrorCode st = U_ZERO_ERROR;
+    normalizer = icu::Normalizer2::getNFCInstance(st);
+    check(U_SUCCESS(st), std::string("ICU NFC: ") + u_errorName(st));
+#else
+    (void)sources;
+    (void)fail;
+#endif
+  }
+
+  // Added tokens' lookup tables, after `added` is filled.
+  void index_added() {
+    std::stable_sort(added.begin(), added.end(), [](const Added& x, const Added& y) {
+      return x.content.size() > y.content.size();
+    });
+    special.assign(token.size(), false);
+    is_added.assign(token.size(), false);
+    by_first.assign(256, {});
+    for (size_t k = 0; k < added.size(); ++k) {
+      const auto& a = added[k];
+      special[static_cast<size_t>(a.id)] = a.special;
+      is_added[static_cast<size_t>(a.id)] = true;
+      if (!a.content.empty()) by_first[static_cast<unsigned char>(a.content[0])].push_back(k);
+    }
   }
 };
 
@@ -187,6 +278,8 @@ bool BpeTokenizer::available() {
 
 BpeTokenizer BpeTokenizer::load(const std::string& dir) {
   const std::string path = dir + "/tokenizer.json";
+  if (!std::filesystem::exists(path) && std::filesystem::exists(dir + "/tiktoken.model"))
+    return load_tiktoken(dir);
   check(std::filesystem::exists(path),
         path + " does not exist (a model folder needs its tokenizer.json)");
   const Json tok = read_json_file(path);
@@ -266,35 +359,29 @@ BpeTokenizer BpeTokenizer::from_json(const Json& t, const Json& config, const st
       m.vocab[content] = static_cast<int32_t>(id);
       m.added.push_back({content, static_cast<int32_t>(id), special});
     }
-  std::stable_sort(m.added.begin(), m.added.end(), [](const Impl::Added& x, const Impl::Added& y) {
-    return x.content.size() > y.content.size();
-  });
-  m.special.assign(m.token.size(), false);
-  m.is_added.assign(m.token.size(), false);
-  m.by_first.assign(256, {});
-  for (size_t k = 0; k < m.added.size(); ++k) {
-    const auto& a = m.added[k];
-    m.special[static_cast<size_t>(a.id)] = a.special;
-    m.is_added[static_cast<size_t>(a.id)] = true;
-    if (!a.content.empty()) m.by_first[static_cast<unsigned char>(a.content[0])].push_back(k);
-  }
+  m.index_added();
 
-  // Normalizer and pre-tokenizer.
+  // Normalizer (none, NFC, or a Sequence of them: DeepSeek-V3's is empty) and pre-tokenizer.
   const Json& norm = t.contains("normalizer") ? t.at("normalizer") : Json();
   if (!norm.is_null()) {
     const std::string nt = norm.at("type").as_string("normalizer.type");
-    if (nt != "NFC") fail("normalizer \"" + nt + "\" is not supported (none or NFC)");
-    m.nfc = true;
+    std::vector<Json> parts = {norm};
+    if (nt == "Sequence") parts = norm.at("normalizers").as_array("normalizer.normalizers");
+    for (const Json& p : parts) {
+      const std::string pnt = p.at("type").as_string("normalizer.type");
+      if (pnt != "NFC") fail("normalizer \"" + pnt + "\" is not supported (none or NFC)");
+      m.nfc = true;
+    }
   }
-  std::string pattern;
+  std::vector<std::string> patterns;
   const Json& pre = t.contains("pre_tokenizer") ? t.at("pre_tokenizer") : Json();
   auto byte_level = [&](const Json& p, bool with_regex_allowed) {
     if (p.contains("add_prefix_space") && p.at("add_prefix_space").as_bool("add_prefix_space"))
       fail("pre_tokenizer ByteLevel add_prefix_space is not supported");
     const bool use_regex = !p.contains("use_regex") || p.at("use_regex").as_bool("use_regex");
     if (use_regex) {
-      if (!with_regex_allowed) fail("pre_tokenizer: two regexes");
-      pattern = kGpt2Pattern;
+      if (!with_regex_allowed) fail("pre_tokenizer: Split regexes and ByteLevel's own regex");
+      patterns.push_back(kGpt2Pattern);
     }
   };
   if (pre.is_null()) fail("no pre_tokenizer (a byte-level BPE needs ByteLevel)");
@@ -302,46 +389,28 @@ BpeTokenizer BpeTokenizer::from_json(const Json& t, const Json& config, const st
   if (pt == "ByteLevel") {
     byte_level(pre, true);
   } else if (pt == "Sequence") {
+    // Splits (Qwen's one, DeepSeek-V3's three: digits, CJK, the rest), then ByteLevel.
     const auto& seq = pre.at("pretokenizers").as_array("pre_tokenizer.pretokenizers");
-    if (seq.size() != 2 || seq[0].at("type").as_string() != "Split" ||
-        seq[1].at("type").as_string() != "ByteLevel")
-      fail("pre_tokenizer: only Sequence[Split, ByteLevel] is supported");
-    const Json& split = seq[0];
-    if (split.at("behavior").as_string("Split.behavior") != "Isolated" ||
-        (split.contains("invert") && split.at("invert").as_bool("Split.invert")))
-      fail("pre_tokenizer Split: only behavior Isolated without invert is supported");
-    pattern = split.at("pattern").at("Regex").as_string("Split.pattern.Regex");
-    byte_level(seq[1], false);
+    if (seq.size() < 2 || seq.back().at("type").as_string() != "ByteLevel")
+      fail("pre_tokenizer: only Sequence[Split…, ByteLevel] is supported");
+    for (size_t i = 0; i + 1 < seq.size(); ++i) {
+      const Json& split = seq[i];
+      if (split.at("type").as_string("pre_tokenizer type") != "Split")
+        fail("pre_tokenizer: only Sequence[Split…, ByteLevel] is supported");
+      if (split.at("behavior").as_string("Split.behavior") != "Isolated" ||
+          (split.contains("invert") && split.at("invert").as_bool("Split.invert")))
+        fail("pre_tokenizer Split: only behavior Isolated without invert is supported");
+      patterns.push_back(split.at("pattern").at("Regex").as_string("Split.pattern.Regex"));
+    }
+    byte_level(seq.back(), false);
   } else {
-    fail("pre_tokenizer \"" + pt + "\" is not supported (ByteLevel, or Split then ByteLevel)");
+    fail("pre_tokenizer \"" + pt + "\" is not supported (ByteLevel, or Splits then ByteLevel)");
   }
   if (t.contains("decoder") && !t.at("decoder").is_null() &&
       t.at("decoder").at("type").as_string("decoder.type") != "ByteLevel")
     fail("decoder \"" + t.at("decoder").at("type").as_string() + "\" is not supported");
 
-#if defined(FP8RL_HAVE_ICU)
-  // ICU's \s lacks U+000B and U+0085, which the Hugging Face pattern's \s (White_Space) has.
-  std::string icu_pattern;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '\\' && i + 1 < pattern.size()) {
-      const char c = pattern[i + 1];
-      icu_pattern += c == 's'   ? "\\p{White_Space}"
-                     : c == 'S' ? "\\P{White_Space}"
-                                : pattern.substr(i, 2);
-      ++i;
-    } else {
-      icu_pattern += pattern[i];
-    }
-  }
-  UErrorCode st = U_ZERO_ERROR;
-  UParseError pe;
-  m.pattern.reset(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(icu_pattern), 0, pe, st));
-  if (U_FAILURE(st))
-    fail("the pre-tokenizer's regex does not compile (" + std::string(u_errorName(st)) +
-         " at offset " + std::to_string(pe.offset) + ")");
-  m.normalizer = icu::Normalizer2::getNFCInstance(st);
-  check(U_SUCCESS(st), std::string("ICU NFC: ") + u_errorName(st));
-#endif
+  m.compile(patterns, fail);
 
   // eos and pad from tokenizer_config.json.
   auto id_of = [&](const char* key) -> std::optional<int32_t> {
@@ -357,6 +426,142 @@ BpeTokenizer BpeTokenizer::from_json(const Json& t, const Json& config, const st
   m.eos = id_of("eos_token");
   m.pad = id_of("pad_token");
   return BpeTokenizer(std::move(impl));
+}
+
+namespace {
+
+// Standard base64 (RFC 4648, '=' padding) to bytes; nullopt when s is not base64.
+std::optional<std::string> from_base64(std::string_view s) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+  };
+  if (s.empty() || s.size() % 4 != 0) return std::nullopt;
+  std::string out;
+  for (size_t i = 0; i < s.size(); i += 4) {
+    uint32_t v = 0;
+    int pad = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      const char c = s[i + k];
+      if (c == '=' && i + 4 == s.size() && k >= 2) {
+        ++pad;
+        v <<= 6;
+        continue;
+      }
+      const int d = value(c);
+      if (d < 0 || pad > 0) return std::nullopt;
+      v = (v << 6) | static_cast<uint32_t>(d);
+    }
+    out += static_cast<char>((v >> 16) & 0xff);
+    if (pad < 2) out += static_cast<char>((v >> 8) & 0xff);
+    if (pad < 1) out += static_cast<char>(v & 0xff);
+  }
+  return out;
+}
+
+}  // namespace
+
+BpeTokenizer BpeTokenizer::from_tiktoken(
+    const std::string& ranks_path, const std::string& pattern,
+    const std::vector<std::pair<std::string, int32_t>>& special, const Json& config) {
+  check(available(),
+        "this build has no ICU: Hugging Face tokenizers are not available (" + ranks_path + ")");
+  auto fail = [&](const std::string& what) { throw Error(ranks_path + ": " + what); };
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.ranks = true;
+  m.ignore_merges = true;  // tiktoken emits a piece that is a token as it is
+  const std::string text = read_text_file(ranks_path);
+  size_t line_no = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + at, end - at);
+    at = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    const size_t sp = line.find(' ');
+    const auto bytes =
+        sp == std::string_view::npos ? std::nullopt : from_base64(line.substr(0, sp));
+    char* rest = nullptr;
+    const std::string rank_text(sp == std::string_view::npos ? "" : line.substr(sp + 1));
+    const long long rank = std::strtoll(rank_text.c_str(), &rest, 10);
+    if (!bytes || bytes->empty() || rank_text.empty() || *rest != '\0' || rank < 0 ||
+        rank > 10'000'000)
+      fail("line " + std::to_string(line_no) +
+           " is not \"<base64 token> <rank>\" (a tiktoken ranks file)");
+    std::string tok;
+    for (unsigned char b : *bytes) tok += alphabet().of_byte[b];
+    if (m.token.size() <= static_cast<size_t>(rank)) m.token.resize(static_cast<size_t>(rank) + 1);
+    if (!m.token[static_cast<size_t>(rank)].empty() || m.vocab.count(tok))
+      fail("line " + std::to_string(line_no) + ": rank " + std::to_string(rank) +
+           " or its token appears twice");
+    m.token[static_cast<size_t>(rank)] = tok;
+    m.vocab[tok] = static_cast<int32_t>(rank);
+  }
+  for (int b = 0; b < 256; ++b)
+    if (!m.vocab.count(alphabet().of_byte[b]))
+      fail("no token for byte " + std::to_string(b) + " (not a byte-level ranks file)");
+  for (const auto& [content, id] : special) {
+    if (id < 0 || id > 10'000'000) fail("special token \"" + content + "\": id out of range");
+    if (m.token.size() <= static_cast<size_t>(id)) m.token.resize(static_cast<size_t>(id) + 1);
+    if (!m.token[static_cast<size_t>(id)].empty())
+      fail("special token \"" + content + "\" takes id " + std::to_string(id) +
+           ", which a rank has");
+    m.token[static_cast<size_t>(id)] = content;
+    m.vocab[content] = id;
+    m.added.push_back({content, id, true});
+  }
+  m.index_added();
+  m.compile({pattern}, fail);
+  auto id_of = [&](const char* key) -> std::optional<int32_t> {
+    if (!config.is_object() || !config.contains(key) || config.at(key).is_null())
+      return std::nullopt;
+    const std::string name = token_content(config.at(key), std::string("tokenizer_config ") + key);
+    const auto it = m.vocab.find(name);
+    if (it == m.vocab.end())
+      fail("tokenizer_config.json " + std::string(key) + " \"" + name +
+           "\" is not a token of the tokenizer");
+    return it->second;
+  };
+  m.eos = id_of("eos_token");
+  m.pad = id_of("pad_token");
+  return BpeTokenizer(std::move(impl));
+}
+
+BpeTokenizer BpeTokenizer::load_tiktoken(const std::string& dir) {
+  const std::string ranks = dir + "/tiktoken.model";
+  const std::string config_path = dir + "/tokenizer_config.json";
+  check(std::filesystem::exists(config_path),
+        config_path + " does not exist (a tiktoken folder names its special tokens there)");
+  const Json config = read_json_file(config_path);
+  // Moonshot's layout: kMoonshotReservedSpecial ids after the ranks, named by the config's
+  // added_tokens_decoder, the others <|reserved_token_{id}|>.
+  int32_t base = 0;
+  {
+    const std::string text = read_text_file(ranks);
+    for (char c : text) base += c == '\n';
+    if (!text.empty() && text.back() != '\n') ++base;
+  }
+  std::map<int32_t, std::string> named;
+  if (config.contains("added_tokens_decoder"))
+    for (const auto& [id, t] : config.at("added_tokens_decoder").as_object("added_tokens_decoder"))
+      named[static_cast<int32_t>(std::stol(id))] = token_content(t, "added_tokens_decoder " + id);
+  std::vector<std::pair<std::string, int32_t>> special;
+  for (int32_t id = base; id < base + kMoonshotReservedSpecial; ++id) {
+    const auto it = named.find(id);
+    special.emplace_back(
+        it != named.end() ? it->second : "<|reserved_token_" + std::to_string(id) + "|>", id);
+  }
+  for (const auto& [id, content] : named)
+    if (id < base || id >= base + kMoonshotReservedSpecial)
+      throw Error(config_path + ": added token \"" + content + "\" has id " + std::to_string(id) +
+                  ", outside the " + std::to_string(kMoonshotReservedSpecial) +
+                  " special ids after the " + std::to_string(base) + " ranks");
+  return from_tiktoken(ranks, kMoonshotPattern, special, config);
 }
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool special) const {

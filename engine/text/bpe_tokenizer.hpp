@@ -12,7 +12,14 @@
 //   4. decoding concatenates the tokens and maps the alphabet back to bytes.
 // decode(encode(s)) == s for every valid UTF-8 s that NFC leaves unchanged. Unicode (NFC, the
 // regex's \p{L} and \p{N}) comes from ICU; a build without ICU reports it when a tokenizer is
-// loaded.
+// loaded. A pre-tokenizer of several Splits (DeepSeek-V3's: digits in threes, CJK runs, then the
+// rest) applies them in turn, each to the pieces of the one before.
+//
+// The same class reads tiktoken's ranks files (OpenAI's cl100k_base / o200k_base, Moonshot's
+// tiktoken.model for Moonlight and Kimi): one "<base64 token bytes> <rank>" per line, the rank
+// the token's id and its merge priority; a piece is split by the encoding's pattern, emitted as
+// one token when it is one, else its bytes merge pairwise, the adjacent pair whose concatenation
+// has the lowest rank first (the leftmost among equals), as tiktoken does.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +28,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/json.hpp"
@@ -29,7 +37,8 @@ namespace fp8rl {
 
 class BpeTokenizer {
  public:
-  // Reads dir/tokenizer.json and, when present, dir/tokenizer_config.json (eos and pad tokens).
+  // Reads dir/tokenizer.json and, when present, dir/tokenizer_config.json (eos and pad tokens);
+  // a folder with tiktoken.model instead: load_tiktoken.
   // An unsupported or malformed file is an Error naming the file and the field.
   static BpeTokenizer load(const std::string& dir);
   // The same from parsed files; `where` names them in errors. config may be null.
@@ -37,6 +46,15 @@ class BpeTokenizer {
                                 const std::string& where);
   // Whether this build can load tokenizers (it has ICU).
   static bool available();
+  // A tiktoken ranks file with its split pattern and special tokens (content, id; matched as
+  // added special tokens); config (may be null): a tokenizer_config.json naming eos and pad.
+  static BpeTokenizer from_tiktoken(const std::string& ranks_path, const std::string& pattern,
+                                    const std::vector<std::pair<std::string, int32_t>>& special,
+                                    const Json& config = Json());
+  // dir/tiktoken.model with Moonshot's pattern (Moonlight, Kimi) and dir/tokenizer_config.json:
+  // the 256 ids after the ranks are special tokens, named by its added_tokens_decoder (the rest
+  // <|reserved_token_{id}|>); eos and pad as it names them.
+  static BpeTokenizer load_tiktoken(const std::string& dir);
 
   BpeTokenizer(BpeTokenizer&&) noexcept;
   BpeTokenizer& operator=(BpeTokenizer&&) noexcept;

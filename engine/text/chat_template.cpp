@@ -35,10 +35,30 @@ std::string llama3_chat_prompt(std::string_view user, const ChatOptions& options
   return s;
 }
 
+std::string deepseek_v3_chat_prompt(std::string_view user, const ChatOptions& options) {
+  std::string s = "<｜begin▁of▁sentence｜>" + options.system + "<｜User｜>";
+  s += user;
+  s += "<｜Assistant｜>";
+  return s;
+}
+
+std::string moonlight_chat_prompt(std::string_view user, const ChatOptions& options) {
+  std::string s = "<|im_system|>system<|im_middle|>";
+  s += options.system.empty() ? "You are a helpful assistant provided by Moonshot-AI."
+                              : options.system;
+  s += "<|im_end|><|im_user|>user<|im_middle|>";
+  s += user;
+  s += "<|im_end|><|im_assistant|>assistant<|im_middle|>";
+  return s;
+}
+
 std::string chat_prompt(std::string_view user, const ChatOptions& options) {
   if (options.template_name == "qwen3") return qwen3_chat_prompt(user, options);
   if (options.template_name == "llama3") return llama3_chat_prompt(user, options);
-  throw Error("unknown chat template \"" + options.template_name + "\" (known: qwen3, llama3)");
+  if (options.template_name == "deepseek_v3") return deepseek_v3_chat_prompt(user, options);
+  if (options.template_name == "moonlight") return moonlight_chat_prompt(user, options);
+  throw Error("unknown chat template \"" + options.template_name +
+              "\" (known: qwen3, llama3, deepseek_v3, moonlight)");
 }
 
 }  // namespace fp8rl

@@ -12,8 +12,21 @@
 
 namespace fp8rl {
 
+namespace {
+
+bool tiktoken_folder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  return !fs::exists(dir + "/tokenizer.json") && fs::exists(dir + "/tiktoken.model");
+}
+
+}  // namespace
+
 ModelTokenizer::ModelTokenizer(const std::string& dir, ChatOptions chat)
     : dir_(dir), bpe_(BpeTokenizer::load(dir)), chat_(std::move(chat)) {
+  // Moonshot's tiktoken tokenizer (Moonlight) brings its own template: a DeepSeek-V3-family
+  // model with it is Moonlight.
+  if (tiktoken_folder(dir) && chat_.template_name == "deepseek_v3")
+    chat_.template_name = "moonlight";
   check(bpe_.eos_id().has_value(),
         dir + "/tokenizer_config.json: no eos_token (a response must have a token that ends it)");
   eos_ = *bpe_.eos_id();
@@ -68,7 +81,8 @@ std::string ModelTokenizer::token_text(int32_t id) const {
 
 void ModelTokenizer::save(const std::string& dir) const {
   namespace fs = std::filesystem;
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+  for (const char* f :
+       {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "tiktoken.model"}) {
     const fs::path from = fs::path(dir_) / f;
     if (fs::exists(from))
       fs::copy_file(from, fs::path(dir) / f, fs::copy_options::overwrite_existing);
@@ -76,7 +90,7 @@ void ModelTokenizer::save(const std::string& dir) const {
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir, const ChatOptions& chat) {
-  if (std::filesystem::exists(dir + "/tokenizer.json"))
+  if (std::filesystem::exists(dir + "/tokenizer.json") || tiktoken_folder(dir))
     return std::make_unique<ModelTokenizer>(dir, chat);
   // This project's own: a character tokenizer, or the synthetic task's.
   const std::string own = dir + "/fp8rl_tokenizer.json";

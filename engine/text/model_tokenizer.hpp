@@ -14,7 +14,9 @@ namespace fp8rl {
 
 class ModelTokenizer : public Tokenizer {
  public:
-  // dir holds tokenizer.json (and tokenizer_config.json, which must name an eos_token).
+  // dir holds tokenizer.json (and tokenizer_config.json, which must name an eos_token), or a
+  // Moonshot tiktoken tokenizer (tiktoken.model and tokenizer_config.json: Moonlight), whose
+  // prompts take Moonlight's template where the family's would be DeepSeek-V3's.
   explicit ModelTokenizer(const std::string& dir, ChatOptions chat = {});
 
   // Responses end at tokenizer_config.json's eos_token; batches pad with its pad_token (else
@@ -28,7 +30,8 @@ class ModelTokenizer : public Tokenizer {
   // Ids the tokenizer does not have (the embedding's padding rows) decode to nothing.
   std::string decode(const std::vector<int32_t>& ids) const override;
   std::string token_text(int32_t id) const override;
-  // Copies tokenizer.json, tokenizer_config.json and generation_config.json (when there) into dir.
+  // Copies tokenizer.json (or tiktoken.model), tokenizer_config.json and generation_config.json
+  // (when there) into dir.
   void save(const std::string& dir) const override;
 
   const BpeTokenizer& bpe() const { return bpe_; }

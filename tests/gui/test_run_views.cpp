@@ -54,7 +54,7 @@ Json precisionMap(const QStringList& bf16 = {}) {
   Json::Array layers;
   for (int l = 0; l < kLayers; ++l) {
     Json::Object row;
-    for (const QString& m : PrecisionGrid::modules())
+    for (const QString& m : PrecisionGrid::modules().mid(0, kDenseModules))
       row[m.toStdString()] = bf16.contains(QStringLiteral("%1.%2").arg(l).arg(m)) ? "bf16" : "fp8";
     layers.push_back(Json(row));
   }

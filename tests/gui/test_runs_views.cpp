@@ -132,8 +132,12 @@ class TestRunsViews : public QObject {
     grid.setMap(map);
     QCOMPARE(grid.layers(), 2);
     QCOMPARE(grid.table()->rowCount(), 2);
-    QCOMPARE(grid.table()->columnCount(), 8);  // the router column, hidden without experts
-    QVERIFY(grid.table()->isColumnHidden(7));
+    // The modules' columns, then the router's, hidden without experts; latent attention's
+    // columns (q_a … kv_b) hidden for a standard model.
+    QCOMPARE(grid.table()->columnCount(), fp8rl::kModules + 1);
+    QVERIFY(grid.table()->isColumnHidden(fp8rl::kModules));
+    for (int m = 0; m < fp8rl::kModules; ++m)
+      QCOMPARE(grid.table()->isColumnHidden(m), m >= fp8rl::kDenseModules);
     QCOMPARE(grid.cell(0, 4), QString("bf16"));
     QCOMPARE(grid.cell(1, 6), QString("bf16"));
     QCOMPARE(grid.table()->item(0, 4)->text(), QString("BF16"));
@@ -154,8 +158,9 @@ class TestRunsViews : public QObject {
     fp8rl::PrecisionMap pm({0, 4}, fp8rl::Precision::fp8);  // layer 0 dense, layer 1: 4 experts
     grid.setMap(pm);
     QCOMPARE(grid.table()->rowCount(), 2);
-    QVERIFY(!grid.table()->isColumnHidden(7));
-    QCOMPARE(grid.cell(1, 7), QString("bf16"));  // routers stay BF16
+    const int router = fp8rl::kModules;
+    QVERIFY(!grid.table()->isColumnHidden(router));
+    QCOMPARE(grid.cell(1, router), QString("bf16"));  // routers stay BF16
     QVERIFY(grid.table()->verticalHeaderItem(1)->text().contains("4 experts"));
     grid.toggleExpert(1, 2, fp8rl::Module::up);
     QCOMPARE(grid.cell(1, 5), QString("mixed"));
@@ -170,9 +175,9 @@ class TestRunsViews : public QObject {
     QCOMPARE(grid.table()->item(r2, 5)->text(), QString("BF16"));
     QVERIFY(grid.table()->item(r2, 0)->text().isEmpty());
     grid.table()->cellClicked(r2, 6);  // expert 2's down
-    grid.toggle(1, 7);                 // the router to FP8
-    QCOMPARE(grid.edits(), QStringList({"1.router=fp8", "1.experts.2.up=bf16",
-                                        "1.experts.2.down=bf16"}));
+    grid.toggle(1, router);            // the router to FP8
+    QCOMPARE(grid.edits(),
+             QStringList({"1.router=fp8", "1.experts.2.up=bf16", "1.experts.2.down=bf16"}));
     grid.toggle(1, 5);  // mixed: every expert's up to BF16
     QCOMPARE(grid.cell(1, 5), QString("bf16"));
     grid.table()->verticalHeader()->sectionClicked(1);
@@ -185,8 +190,44 @@ class TestRunsViews : public QObject {
     grid.setExpanded(47, true);
     QCOMPARE(grid.table()->rowCount(), 48 + 128);
     QCOMPARE(grid.rowOf(47, 127), 48 + 127);
-    grid.toggle(47, 6);  // every expert's down in layer 47
+    grid.toggle(47, 6);                                     // every expert's down in layer 47
     QCOMPARE(grid.edits(), QStringList({"47.down=bf16"}));  // one override for all 128
+  }
+
+  // DeepSeek-V3's layers: latent attention's columns instead of k and v, and a layer with experts
+  // opens with its shared expert's row after the routed ones.
+  void gridWithLatentAttentionAndSharedExperts() {
+    using fp8rl::Module;
+    PrecisionGrid grid;
+    std::vector<fp8rl::LayerShape> shapes(2);
+    for (auto& s : shapes) s.latent = true;
+    shapes[1].experts = 2;
+    shapes[1].shared_experts = true;
+    grid.setMap(fp8rl::PrecisionMap(shapes, fp8rl::Precision::fp8));
+    for (Module m : {Module::k, Module::v, Module::q_a, Module::q_b})
+      QVERIFY(grid.table()->isColumnHidden(static_cast<int>(m)));
+    for (Module m : {Module::q, Module::kv_a, Module::kv_b, Module::o, Module::down})
+      QVERIFY(!grid.table()->isColumnHidden(static_cast<int>(m)));
+    // Drawn in the order of the computation: q, kv_a, kv_b, o, then the MLP.
+    const QHeaderView* header = grid.table()->horizontalHeader();
+    auto visual = [&](Module m) { return header->visualIndex(static_cast<int>(m)); };
+    QVERIFY(visual(Module::q) < visual(Module::kv_a) &&
+            visual(Module::kv_a) < visual(Module::kv_b) &&
+            visual(Module::kv_b) < visual(Module::o) && visual(Module::o) < visual(Module::gate));
+    // The latent projections of a layer with experts are its own, not its experts'.
+    QCOMPARE(grid.cell(1, static_cast<int>(Module::kv_a)), QString("fp8"));
+    grid.toggle(0, static_cast<int>(Module::kv_b));
+    grid.toggle(1, static_cast<int>(Module::k));  // no such linear: nothing happens
+    QCOMPARE(grid.edits(), QStringList({"0.kv_b=bf16"}));
+    grid.setExpanded(1, true);
+    QCOMPARE(grid.table()->rowCount(), 2 + 2 + 1);
+    const int shared = grid.rowOf(1, PrecisionGrid::kSharedRow);
+    QCOMPARE(shared, 4);
+    QVERIFY(grid.table()->verticalHeaderItem(shared)->text().contains("shared"));
+    grid.table()->cellClicked(shared, static_cast<int>(Module::up));
+    QCOMPARE(grid.cell(1, static_cast<int>(Module::up)), QString("mixed"));
+    QCOMPARE(grid.edits(), QStringList({"0.kv_b=bf16", "1.shared.up=bf16"}));
+    QVERIFY(fp8rl::PrecisionMap::from_json(grid.map()) == grid.shown());
   }
 
   void gridToggleAndEdits() {

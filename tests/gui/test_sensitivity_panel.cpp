@@ -47,7 +47,7 @@ double onlyKl(int layer, int module) {
   if (layer == 1 && module == static_cast<int>(Module::down)) return 5e-3;
   if (layer == 0 && module == static_cast<int>(Module::up)) return 2e-3;
   if (layer == 0 && module == 0) return 0;
-  return 1e-6 * (1 + layer * kModules + module);
+  return 1e-6 * (1 + layer * kDenseModules + module);
 }
 
 // A report as `fp8rl sensitivity --json` prints it, for kLayers layers.
@@ -60,7 +60,7 @@ Json reportJson() {
   doc["all_fp8_lm_head_fp8"] = measure(9e-3);
   Json::Array ranking;
   for (int l = 0; l < kLayers; ++l)
-    for (int m = 0; m < kModules; ++m) {
+    for (int m = 0; m < kDenseModules; ++m) {
       Json e;
       e["module"] = "L" + std::to_string(l) + "." + module_short(static_cast<Module>(m));
       e["layer"] = l;
@@ -152,7 +152,7 @@ class TestSensitivityPanel : public QObject {
   void parsesReport() {
     const SensitivityReport r = SensitivityReport::parse(reportJson().dump(2));
     QCOMPARE(r.layers, int64_t{kLayers});
-    QCOMPARE(r.ranking.size(), size_t{kLayers * kModules + 1});
+    QCOMPARE(r.ranking.size(), size_t{kLayers * kDenseModules + 1});
     QCOMPARE(r.batch.sequences, int64_t{64});
     QCOMPARE(r.ranking.front().module, std::string("L1.down"));
     QCOMPARE(r.ranking.front().rank, int64_t{1});
@@ -215,14 +215,14 @@ class TestSensitivityPanel : public QObject {
     const SensitivityReport r = SensitivityReport::parse(reportJson().dump());
     const SensitivityGrid g = sensitivityGrid(r, SensitivityValue::only_fp8_kl);
     QCOMPARE(g.rows, kLayers + 1);
-    QCOMPARE(g.cols, kModules);
+    QCOMPARE(g.cols, kDenseModules);
     auto at = [&](int c, int row) { return static_cast<size_t>(c * g.rows + row); };
     const int down = static_cast<int>(Module::down), up = static_cast<int>(Module::up);
     QCOMPARE(g.values[at(down, 1)], std::log10(5e-3));
     QCOMPARE(g.values[at(1, 0)], std::log10(onlyKl(0, 1)));
     // KL 0 reads as the least sensitive measured: the lowest positive KL's colour.
     QCOMPARE(g.values[at(0, 0)], std::log10(onlyKl(0, 1)));
-    for (int c = 0; c < kModules; ++c) {  // the lm_head row
+    for (int c = 0; c < kDenseModules; ++c) {  // the lm_head row
       QCOMPARE(g.values[at(c, kLayers)], std::log10(1e-3));
       QVERIFY(g.recommended[at(c, kLayers)]);
     }
@@ -334,7 +334,7 @@ class TestSensitivityPanel : public QObject {
     QCOMPARE(d.values[down * d.rows + 1], std::log10(5e-3));
     QVERIFY(d.cell_tips[down * d.rows + 1].contains("L1.down (rank 1"));
     QVERIFY(d.cell_tips[down * d.rows + 1].contains("keep in BF16"));
-    QCOMPARE(std::count(d.marked.begin(), d.marked.end(), 1), 2 + kModules);
+    QCOMPARE(std::count(d.marked.begin(), d.marked.end(), 1), 2 + kDenseModules);
     QCOMPARE(d.values[static_cast<int>(Module::up) * d.rows + 2], std::log10(2e-3));  // L0.up
     // One outline per recommended linear and one for the whole lm_head row.
     QCOMPARE(p->heatmap()->plot()->itemCount(), 3);

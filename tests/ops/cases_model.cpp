@@ -932,3 +932,291 @@ void add_kv_cases(Registry& reg) {
 }
 
 }  // namespace fp8rl::optest
+
+namespace fp8rl::optest {
+namespace {
+
+// ---------------------------------------------------------------- multi-head latent attention
+// DeepSeek-V3's ops: column copies, rotary on a column range (interleaved pairs, YaRN), causal
+// attention over per-head no-RoPE keys and a shared RoPE key (forward against FP64, backward
+// against finite differences), and the latent cache with the absorbed-form attention (against
+// the expanded attention it stands for).
+
+void add_copy_columns(Registry& reg, int64_t M, DType dt) {
+  auto run = [=](Backend& be, Rng& rng) {
+    const auto x = make(rng, M, 37, dt);
+    Dev X(be, x), A(be, M, 29, dt, 0.5f), B(be, M, 11, DType::f32, 0.5f);
+    be.copy_columns(X.m(), 0, A.m(), 0, 29);  // a split, as of kv_a's output
+    be.copy_columns(X.m(), 29, B.m(), 2, 8);  // into the middle of another, converted
+    return std::make_tuple(x, A.get(), B.get());
+  };
+  add(reg, {fmt("copy_columns %s [%lld, 37]", dtype_name(dt), (long long)M), 0,
+            [=](Backend& be, Rng& rng) {
+              auto [x, a, b] = run(be, rng);
+              return Outputs{{"a", a}, {"b", b}};
+            },
+            [=](Backend& be, Rng& rng) {
+              auto [x, a, b] = run(be, rng);
+              for (int64_t r = 0; r < M; ++r) {
+                for (int64_t c = 0; c < 29; ++c)
+                  if (a[r * 29 + c] != x.v[r * 37 + c]) return fail("split columns differ");
+                for (int64_t c = 0; c < 11; ++c)
+                  if (b[r * 11 + c] != (c >= 2 && c < 10 ? x.v[r * 37 + 27 + c] : 0.5))
+                    return fail("copied columns or the untouched ones differ");
+              }
+              return pass("exact");
+            }});
+}
+
+// Columns [first, first + dims) of each head of head_width rotate; the rest stay.
+void add_rope_columns(Registry& reg, int64_t M, int64_t heads, int64_t head_width, int64_t first,
+                      int64_t dims, DType dt, Rope rope) {
+  auto run_rope = [=](Backend& be, const HostTensor& x, const std::vector<int32_t>& pos, bool inv) {
+    Dev X(be, x);
+    DevIds P(be, pos);
+    be.rope_columns(X.m(), heads, head_width, first, dims, P.ptr(), rope, inv);
+    return X.get();
+  };
+  auto positions = [=](Rng& rng) {
+    std::vector<int32_t> p(static_cast<size_t>(M));
+    for (auto& v : p) v = static_cast<int32_t>(rng.next() % 4096);
+    return p;
+  };
+  add(reg, {fmt("rope_columns%s%s %s [%lld, %lldx%lld] cols %lld+%lld",
+                rope.interleaved ? " interleaved" : "",
+                rope.scaling == RopeScalingType::yarn ? " yarn" : "", dtype_name(dt), (long long)M,
+                (long long)heads, (long long)head_width, (long long)first, (long long)dims),
+            dt == DType::f32 ? 2e-4 : 2e-2,
+            [=](Backend& be, Rng& rng) {
+              const auto x = make(rng, M, heads * head_width, dt);
+              const auto p = positions(rng);
+              return Outputs{{"forward", run_rope(be, x, p, false)},
+                             {"inverse", run_rope(be, x, p, true)}};
+            },
+            [=](Backend& be, Rng& rng) {
+              const auto x = make(rng, M, heads * head_width, DType::f32);
+              const auto p = positions(rng);
+              const auto y = run_rope(be, x, p, false);
+              std::vector<double> want(x.v.begin(), x.v.end());
+              const int64_t half = dims / 2;
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t h = 0; h < heads; ++h)
+                  for (int64_t i = 0; i < half; ++i) {
+                    // YaRN's blend written out in FP64 from the range the Rope carries.
+                    const double f = std::pow(double(rope.theta), -2.0 * i / dims);
+                    double inv = f;
+                    if (rope.scaling == RopeScalingType::yarn) {
+                      const double hi =
+                          rope.yarn_high == rope.yarn_low ? rope.yarn_high + 0.001 : rope.yarn_high;
+                      const double ramp =
+                          std::clamp((i - rope.yarn_low) / (hi - rope.yarn_low), 0.0, 1.0);
+                      inv = f / rope.factor * ramp + f * (1 - ramp);
+                    }
+                    const double a = p[m] * inv, af = rope.attention_factor;
+                    const int64_t base = m * heads * head_width + h * head_width + first;
+                    const int64_t j = base + (rope.interleaved ? 2 * i : i);
+                    const int64_t k = base + (rope.interleaved ? 2 * i + 1 : i + half);
+                    want[j] = af * (x.v[j] * std::cos(a) - x.v[k] * std::sin(a));
+                    want[k] = af * (x.v[k] * std::cos(a) + x.v[j] * std::sin(a));
+                  }
+              const double err = relative_error(y, want);
+              if (err > 1e-3) return fail(fmt("forward vs FP64: %.3g", err));
+              // The adjoint of a rotation scaled by a is the opposite rotation scaled by a:
+              // applying both scales by a².
+              const auto back = run_rope(be,
+                                         HostTensor{std::vector<float>(y.begin(), y.end()), M,
+                                                    heads * head_width, DType::f32},
+                                         p, true);
+              std::vector<double> scaled(x.v.begin(), x.v.end());
+              const double a2 = double(rope.attention_factor) * rope.attention_factor;
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t h = 0; h < heads; ++h)
+                  for (int64_t c = first; c < first + dims; ++c)
+                    scaled[m * heads * head_width + h * head_width + c] *= a2;
+              const double err2 = relative_error(back, scaled);
+              if (err2 > 1e-5) return fail(fmt("inverse is not the adjoint: %.3g", err2));
+              return pass(fmt("fwd err %.1e (bound 1e-3), adjoint %.1e (bound 1e-5)", err, err2));
+            }});
+}
+
+void add_mla_attention(Registry& reg, int64_t B, int64_t T, MlaDims d, DType dt) {
+  const int64_t M = B * T, H = d.heads, dqk = d.qk(), kvw = d.nope + d.v;
+  const float scale = 0.7f / std::sqrt(float(dqk));
+  auto fwd = [=](Backend& be, const HostTensor& q, const HostTensor& kv, const HostTensor& kr) {
+    Dev Q(be, q), KV(be, kv), KR(be, kr), O(be, M, H * d.v, q.dtype), L(be, B * H, T, DType::f32);
+    be.mla_attention_forward(Q.m(), KV.m(), KR.m(), B, T, d, scale, O.m(), L.f32());
+    return std::make_pair(O.get(), L.get());
+  };
+  auto bwd = [=](Backend& be, const HostTensor& q, const HostTensor& kv, const HostTensor& kr,
+                 const HostTensor& dout) {
+    auto [o, l] = fwd(be, q, kv, kr);
+    Dev Q(be, q), KV(be, kv), KR(be, kr), DO(be, dout),
+        O(be, HostTensor{std::vector<float>(o.begin(), o.end()), M, H * d.v, q.dtype}),
+        L(be, HostTensor{std::vector<float>(l.begin(), l.end()), B * H, T, DType::f32}),
+        DQ(be, M, H * dqk, q.dtype), DKV(be, M, H * kvw, q.dtype), DKR(be, M, d.rope, q.dtype);
+    be.mla_attention_backward(DO.m(), Q.m(), KV.m(), KR.m(), O.m(), L.f32(), B, T, d, scale, DQ.m(),
+                              DKV.m(), DKR.m());
+    return Outputs{
+        {"o", o}, {"lse", l}, {"dq", DQ.get()}, {"dkv", DKV.get()}, {"dk_rope", DKR.get()}};
+  };
+  add(reg, {fmt("mla_attention %s B%lld T%lld H%lld nope%lld rope%lld v%lld", dtype_name(dt),
+                (long long)B, (long long)T, (long long)H, (long long)d.nope, (long long)d.rope,
+                (long long)d.v),
+            dt == DType::f32 ? 2e-4 : 3e-2,
+            [=](Backend& be, Rng& rng) {
+              const auto q = make(rng, M, H * dqk, dt), kv = make(rng, M, H * kvw, dt),
+                         kr = make(rng, M, d.rope, dt), dout = make(rng, M, H * d.v, dt);
+              return bwd(be, q, kv, kr, dout);
+            },
+            [=](Backend& be, Rng& rng) {
+              const auto q = make(rng, M, H * dqk, DType::f32),
+                         kv = make(rng, M, H * kvw, DType::f32),
+                         kr = make(rng, M, d.rope, DType::f32);
+              const auto rr = randv(rng, M * H * d.v);
+              const auto out = bwd(be, q, kv, kr, HostTensor{rr, M, H * d.v, DType::f32});
+              std::vector<double> want(out[0].second.size());
+              for (int64_t b = 0; b < B; ++b)
+                for (int64_t h = 0; h < H; ++h)
+                  for (int64_t t = 0; t < T; ++t) {
+                    std::vector<double> s(t + 1);
+                    double mx = -1e300, sum = 0;
+                    for (int64_t j = 0; j <= t; ++j) {
+                      double dd = 0;
+                      for (int64_t e = 0; e < dqk; ++e) {
+                        const double key = e < d.nope ? kv.v[(b * T + j) * H * kvw + h * kvw + e]
+                                                      : kr.v[(b * T + j) * d.rope + e - d.nope];
+                        dd += double(q.v[(b * T + t) * H * dqk + h * dqk + e]) * key;
+                      }
+                      s[j] = dd * scale;
+                      mx = std::max(mx, s[j]);
+                    }
+                    for (double x : s) sum += std::exp(x - mx);
+                    for (int64_t e = 0; e < d.v; ++e) {
+                      double acc = 0;
+                      for (int64_t j = 0; j <= t; ++j)
+                        acc += std::exp(s[j] - mx) / sum *
+                               kv.v[(b * T + j) * H * kvw + h * kvw + d.nope + e];
+                      want[(b * T + t) * H * d.v + h * d.v + e] = acc;
+                    }
+                  }
+              const double err = relative_error(out[0].second, want);
+              if (err > 1e-5) return fail(fmt("forward vs FP64: %.3g", err));
+              using Loss = std::function<double(const std::vector<float>&)>;
+              const Loss loss_q = [&](const std::vector<float>& x) {
+                return dot(fwd(be, HostTensor{x, M, H * dqk, DType::f32}, kv, kr).first, rr);
+              };
+              const Loss loss_kv = [&](const std::vector<float>& x) {
+                return dot(fwd(be, q, HostTensor{x, M, H * kvw, DType::f32}, kr).first, rr);
+              };
+              const Loss loss_kr = [&](const std::vector<float>& x) {
+                return dot(fwd(be, q, kv, HostTensor{x, M, d.rope, DType::f32}).first, rr);
+              };
+              for (auto [name, x, g, loss] :
+                   {std::make_tuple("dq", &q.v, &out[2].second, loss_q),
+                    std::make_tuple("dkv", &kv.v, &out[3].second, loss_kv),
+                    std::make_tuple("dk_rope", &kr.v, &out[4].second, loss_kr)}) {
+                Result r = fd_check(name, *x, *g, loss, rng);
+                if (r.outcome != Outcome::pass) return r;
+              }
+              return pass(fmt("fwd err %.1e (bound 1e-5), finite differences within 2e-2", err));
+            }});
+}
+
+// A sequence's latents and RoPE keys written to slot 1 of a latent cache and attended row by
+// row (lengths t + 1) in the absorbed form: against per-head keys and values made from the
+// (dequantized) cache by the weight, through mla_attention_forward.
+void add_latent_cache(Registry& reg, DType dt, bool fp8, int64_t T, MlaDims d) {
+  const int64_t slots = 3, max_len = T + 4, width = d.latent + d.rope, H = d.heads;
+  const int64_t dqk = d.qk(), kvw = d.nope + d.v;
+  const float scale = 1.0f / std::sqrt(float(dqk));
+  struct Data {
+    HostTensor q, c, kr, w;
+    float cs, rs;
+  };
+  auto data = [=](Rng& rng) {
+    return Data{make(rng, T, H * dqk, dt),
+                make(rng, T, d.latent, dt),
+                make(rng, T, d.rope, dt),
+                make(rng, H * kvw, d.latent, dt, 0.2),
+                static_cast<float>(0.01 + 0.01 * rng.uniform()),
+                0.012f};
+  };
+  auto run = [=](Backend& be, const Data& x) {
+    const DType cdt = fp8 ? DType::fp8 : dt;
+    Guarded cache(be, slots * max_len * width * dtype_size(cdt));
+    Dev Q(be, x.q), C(be, x.c), KR(be, x.kr), W(be, x.w), O(be, T, H * d.v, dt),
+        S(be, HostTensor{{x.cs, x.rs}, 1, 2, DType::f32});
+    const KvCacheView view{cache.data(), nullptr, slots, max_len, width, cdt, S.f32(), S.f32() + 1};
+    std::vector<int32_t> sl(T, 1), pos(T), len(T);
+    for (int64_t t = 0; t < T; ++t)
+      pos[t] = static_cast<int32_t>(t), len[t] = static_cast<int32_t>(t + 1);
+    DevIds SL(be, sl), P(be, pos), L(be, len);
+    be.mla_cache_write(C.m(), KR.m(), SL.ptr(), P.ptr(), d, view);
+    be.mla_attention_cached(Q.m(), W.m(), view, SL.ptr(), L.ptr(), d, scale, O.m());
+    std::vector<uint8_t> bytes(cache.bytes());
+    check(cache.download(bytes.data()), "mla_cache_write wrote outside the cache");
+    std::vector<double> cached(bytes.begin() + max_len * width * dtype_size(cdt),
+                               bytes.begin() + (max_len + T) * width * dtype_size(cdt));
+    return std::make_pair(O.get(), cached);
+  };
+  add(reg, {fmt("mla_cache_write+mla_attention_cached %s%s T%lld H%lld latent%lld rope%lld",
+                dtype_name(dt), fp8 ? " fp8-cache" : "", (long long)T, (long long)H,
+                (long long)d.latent, (long long)d.rope),
+            dt == DType::f32 && !fp8 ? 2e-5 : 2e-2,
+            [=](Backend& be, Rng& rng) {
+              auto [o, cached] = run(be, data(rng));
+              return Outputs{{"o", o}, {"cache bytes", cached}};
+            },
+            [=](Backend& be, Rng& rng) {
+              const Data x = data(rng);
+              auto [o, cached] = run(be, x);
+              // What the cache holds, then keys and values per head from it.
+              std::vector<float> c(x.c.v), kr(x.kr.v);
+              if (fp8) {
+                for (auto& v : c) v = e4m3_to_float(float_to_e4m3(v * (1.0f / x.cs))) * x.cs;
+                for (auto& v : kr) v = e4m3_to_float(float_to_e4m3(v * (1.0f / x.rs))) * x.rs;
+              }
+              std::vector<float> kv(static_cast<size_t>(T * H * kvw));
+              for (int64_t t = 0; t < T; ++t)
+                for (int64_t r = 0; r < H * kvw; ++r) {
+                  double acc = 0;
+                  for (int64_t e = 0; e < d.latent; ++e)
+                    acc += double(x.w.v[r * d.latent + e]) * c[t * d.latent + e];
+                  kv[t * H * kvw + r] = static_cast<float>(acc);
+                }
+              Dev Q(be, HostTensor{x.q.v, T, H * dqk, DType::f32}),
+                  KV(be, HostTensor{kv, T, H * kvw, DType::f32}),
+                  KR(be, HostTensor{kr, T, d.rope, DType::f32}), O(be, T, H * d.v, DType::f32),
+                  L(be, H, T, DType::f32);
+              be.mla_attention_forward(Q.m(), KV.m(), KR.m(), 1, T, d, scale, O.m(), L.f32());
+              const double err = relative_error(o, O.get());
+              const double tol = dt == DType::bf16 ? 1e-2 : 1e-5;
+              if (!(err <= tol))
+                return fail(fmt("vs the expanded attention: %.3g > %.3g", err, tol));
+              return pass(fmt("vs the expanded attention %.1e (bound %.1e)", err, tol));
+            }});
+}
+
+}  // namespace
+
+void add_mla_cases(Registry& reg) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    add_copy_columns(reg, 7, dt);
+    // kv_a's RoPE key (one head) and q's RoPE parts behind each head's no-RoPE part.
+    add_rope_columns(reg, 5, 1, 64, 0, 64, dt,
+                     Rope{10000.0f, RopeScalingType::none, 1, 1, 4, 8192, 0, 0, 1.0f, true});
+    add_rope_columns(reg, 9, 3, 24, 16, 8, dt,
+                     Rope{50000.0f, RopeScalingType::none, 1, 1, 4, 8192, 0, 0, 1.0f, false});
+    // DeepSeek-V3's YaRN (factor 40 over 4096, both mscales): every pair kind at 64 RoPE features.
+    add_rope_columns(reg, 6, 4, 192, 128, 64, dt,
+                     Rope{10000.0f, RopeScalingType::yarn, 40.0f, 1, 4, 4096, 10, 23, 1.07f, true});
+    add_mla_attention(reg, 2, 7, MlaDims{4, 16, 8, 12, 0}, dt);
+    add_mla_attention(reg, 1, 33, MlaDims{2, 32, 16, 32, 0}, dt);
+    add_latent_cache(reg, dt, false, 9, MlaDims{4, 16, 8, 16, 48});
+    add_latent_cache(reg, dt, true, 13,
+                     MlaDims{2, 32, 16, 24, 130});  // a latent over two 128-blocks
+  }
+  add_mla_attention(reg, 1, 1, MlaDims{2, 8, 4, 8, 0}, DType::f32);
+}
+
+}  // namespace fp8rl::optest

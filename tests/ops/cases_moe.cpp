@@ -1,5 +1,7 @@
 // Mixture-of-experts cases: a small Qwen3-MoE decoder (8 experts, top 2, experts in every
-// layer) built with the same weights on the backend under test and on the CPU reference, in BF16
+// layer), and a DeepSeek-V3 one (latent attention with query compression and YaRN, 8 routed
+// experts in 2 groups with sigmoid scores and score-correction biases, a shared expert), built
+// with the same weights on the backend under test and on the CPU reference, in BF16
 // and in FP8 (each expert's own 128x128 weight tiles and 1x128 activation blocks): the expert
 // choices of every token, the log-probs of a forward and every parameter's gradient of a
 // backward against the CPU's. What this covers on a GPU: the routing on the host between the
@@ -16,12 +18,32 @@
 namespace fp8rl::optest {
 namespace {
 
-ModelConfig moe_model() {
+ModelConfig moe_model(bool deepseek) {
   ModelConfig c = small_decoder(500, 64);
   c.family = "qwen3_moe";
   c.moe.num_experts = 8;
   c.moe.experts_per_token = 2;
   c.moe.intermediate_size = 128;
+  if (!deepseek) return c;
+  c.family = "deepseek_v3";
+  c.qk_norm = false;
+  c.num_key_value_heads = c.num_attention_heads;
+  c.mla.q_lora_rank = 96;
+  c.mla.kv_lora_rank = 128;
+  c.mla.qk_nope_head_dim = 64;
+  c.mla.qk_rope_head_dim = 32;
+  c.mla.v_head_dim = 64;
+  c.head_dim = 32;
+  c.rope_scaling = RopeScalingType::yarn;
+  c.rope_factor = 4;
+  c.rope_original_max_position_embeddings = 16;
+  c.rope_mscale = c.rope_mscale_all_dim = 1.0;
+  c.moe.scoring = RouterScoring::sigmoid;
+  c.moe.n_group = 2;
+  c.moe.topk_group = 1;
+  c.moe.routed_scaling_factor = 2.5;
+  c.moe.score_correction_bias = true;
+  c.moe.shared_experts = 1;
   return c;
 }
 
@@ -37,9 +59,15 @@ struct Run {
 // whose own top-k set differs, `compared` those compared.
 Run run_moe(Backend& be, uint64_t seed, Precision p, const std::vector<int32_t>& ids,
             const std::vector<int32_t>& targets, const std::vector<float>& dlogp, int64_t B,
-            int64_t T, const DecoderModel::Routing* replay = nullptr) {
-  const ModelConfig cfg = moe_model();
+            int64_t T, bool deepseek, const DecoderModel::Routing* replay = nullptr) {
+  const ModelConfig cfg = moe_model(deepseek);
   DecoderModel m(be, cfg, uniform_precision(cfg, p), seed, 0.05);
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
+    if (Param* b = m.moe(l) ? m.moe(l)->score_bias() : nullptr) {  // biases that move choices
+      std::vector<float> v(static_cast<size_t>(b->master.size()));
+      for (size_t e = 0; e < v.size(); ++e) v[e] = 0.01f * static_cast<float>((e * 7 + l) % 5);
+      upload_floats(be, b->master, v);
+    }
   Run r;
   m.zero_grad();
   if (replay) {
@@ -60,7 +88,7 @@ Run run_moe(Backend& be, uint64_t seed, Precision p, const std::vector<int32_t>&
   return r;
 }
 
-Result moe_vs_cpu(Backend& ref, Backend& test, Rng& rng, Precision p) {
+Result moe_vs_cpu(Backend& ref, Backend& test, Rng& rng, Precision p, bool deepseek) {
   if (&ref == &test)
     return skip(
         "the CPU against itself (test_model: MoE gradients by finite differences; "
@@ -74,7 +102,7 @@ Result moe_vs_cpu(Backend& ref, Backend& test, Rng& rng, Precision p) {
     targets[i] = static_cast<int32_t>(rng.next() % 500);
     dlogp[i] = static_cast<float>(rng.normal());
   }
-  const Run want = run_moe(ref, seed, p, ids, targets, dlogp, B, T);
+  const Run want = run_moe(ref, seed, p, ids, targets, dlogp, B, T, deepseek);
   // The device routes by the CPU's choices (routing replay), so that one choice flipped by a
   // router logit within rounding of another does not send the token down other experts and
   // every later layer elsewhere (measured on an H200, FP8 without replay: 4 and 14 of 252
@@ -82,7 +110,7 @@ Result moe_vs_cpu(Backend& ref, Backend& test, Rng& rng, Precision p) {
   // 0.097; Hopper's FP8 GEMMs accumulate in reduced precision, see cases_gemm.cpp). The
   // routers' own choices must still agree for nearly every token: more than 5% of tokens with
   // another top-k set, layer by layer on the same inputs, is an error.
-  const Run got = run_moe(test, seed, p, ids, targets, dlogp, B, T, &want.routing);
+  const Run got = run_moe(test, seed, p, ids, targets, dlogp, B, T, deepseek, &want.routing);
   if (got.compared == 0) return fail("no routing compared (replay did not run)");
   if (got.differing * 20 > got.compared)
     return fail(fmt("the routers chose other experts than the CPU's for %lld of %lld tokens",
@@ -114,12 +142,17 @@ Result moe_vs_cpu(Backend& ref, Backend& test, Rng& rng, Precision p) {
 }  // namespace
 
 void add_moe_cases(Registry& reg) {
-  for (Precision p : {Precision::bf16, Precision::fp8})
-    reg.push_back(
-        {fmt("qwen3_moe decoder %s [8 experts, top 2, 63 tokens]: routing, log-probs, "
-             "gradients",
-             precision_name(p)),
-         [p](Backend& ref, Backend& test, Rng& rng) { return moe_vs_cpu(ref, test, rng, p); }});
+  for (bool deepseek : {false, true})
+    for (Precision p : {Precision::bf16, Precision::fp8})
+      reg.push_back({fmt("%s decoder %s [8 experts, top 2, 63 tokens]: routing, log-probs, "
+                         "gradients",
+                         deepseek ? "deepseek_v3 (latent attention, grouped sigmoid routing, a "
+                                    "shared expert)"
+                                  : "qwen3_moe",
+                         precision_name(p)),
+                     [p, deepseek](Backend& ref, Backend& test, Rng& rng) {
+                       return moe_vs_cpu(ref, test, rng, p, deepseek);
+                     }});
 }
 
 }  // namespace fp8rl::optest

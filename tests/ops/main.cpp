@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   add_sampling_cases(reg);
   add_generation_cases(reg);
   add_moe_cases(reg);
+  add_mla_cases(reg);
   if (list) {
     for (const auto& c : reg) std::printf("%s\n", c.name.c_str());
     return 0;

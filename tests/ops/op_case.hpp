@@ -41,6 +41,7 @@ void add_kv_cases(Registry& r);
 void add_sampling_cases(Registry& r);
 void add_generation_cases(Registry& r);
 void add_moe_cases(Registry& r);
+void add_mla_cases(Registry& r);
 
 // ---- helpers shared by the case files
 

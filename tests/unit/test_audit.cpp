@@ -90,7 +90,7 @@ class TestAudit : public QObject {
     RunConfig cfg = RunConfig::load("demo", "", {"grpo.steps=3", "sft.steps=0"});
     auto be = make_cpu_backend();
     GrpoRun run(cfg, *be);
-    const int64_t linears = run.model().config().num_hidden_layers * kModules;
+    const int64_t linears = run.model().config().num_hidden_layers * kDenseModules;
     for (int step = 1; step <= 3; ++step) {
       if (step == 2) {
         LiveEdit edit;

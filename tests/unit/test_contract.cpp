@@ -239,6 +239,79 @@ class TestContract : public QObject {
     QCOMPARE(PrecisionOverride::parse("L3.mlp.experts.*.up=bf16").to_string(),
              std::string("3.experts.*.up=bf16"));
   }
+
+  // DeepSeek-V3's layers: latent attention (q or q_a/q_b, kv_a, kv_b, o) and shared experts
+  // beside the routed ones; the grammar reaches them, refuses what the layer lacks, and the JSON
+  // form and overrides round-trip.
+  void mapsWithLatentAttentionAndSharedExperts() {
+    std::vector<LayerShape> shapes(3);
+    for (auto& s : shapes) s.latent = s.q_lora = true;
+    shapes[1].experts = shapes[2].experts = 2;
+    shapes[1].shared_experts = shapes[2].shared_experts = true;
+    PrecisionMap pm(shapes, Precision::fp8);
+    std::vector<std::string> names;
+    for (const LinearSlot& s : pm.linears()) names.push_back(s.name());
+    const std::vector<std::string> layer1 = {
+        "L1.q_a",    "L1.q_b",     "L1.kv_a",        "L1.kv_b",      "L1.o",
+        "L1.router", "L1.e0.gate", "L1.e0.up",       "L1.e0.down",   "L1.e1.gate",
+        "L1.e1.up",  "L1.e1.down", "L1.shared.gate", "L1.shared.up", "L1.shared.down"};
+    QCOMPARE(std::vector<std::string>(names.begin() + 8, names.begin() + 8 + 15), layer1);
+    QCOMPARE(names.size(), size_t(8 + 2 * 15));
+    // NeMo RL's MLA exclusion in one line, a shared expert alone, every expert's up.
+    for (const char* o : {"*.q_a=bf16", "*.q_b=bf16", "*.kv_a=bf16", "*.kv_b=bf16",
+                          "2.shared.down=bf16", "1.up=bf16"})
+      apply_precision_override(pm, o);
+    QCOMPARE(pm.at(0, Module::kv_b), Precision::bf16);
+    QCOMPARE(pm.at(2, Module::o), Precision::fp8);
+    QCOMPARE(pm.shared(2, Module::down), Precision::bf16);
+    QCOMPARE(pm.shared(1, Module::up), Precision::bf16);  // "every expert's" includes the shared
+    QCOMPARE(pm.expert(1, 1, Module::up), Precision::bf16);
+    QVERIFY(!pm.experts_uniform(2, Module::down));
+    QCOMPARE(LinearSlot({2, Module::down, -1, false, true}).override_text(Precision::bf16),
+             std::string("2.shared.down=bf16"));
+    QCOMPARE(PrecisionMap::from_json(Json::parse(pm.to_json().dump())), pm);
+    PrecisionMap again(shapes, Precision::fp8);
+    for (const auto& o : pm.overrides_from(Precision::fp8)) apply_precision_override(again, o);
+    QCOMPARE(again, pm);
+    QCOMPARE(QString::fromStdString(pm.summary()), QString("fp8 (16 of 36 linears bf16)"));
+    QVERIFY(refusal([&] {
+              apply_precision_override(pm, "0.k=bf16");
+            }).contains("layer 0 has no k linear"));
+    QVERIFY(refusal([&] { apply_precision_override(pm, "*.v=bf16"); }).contains("has no v linear"));
+    QVERIFY(refusal([&] {
+              apply_precision_override(pm, "0.shared.up=bf16");
+            }).contains("layer 0 has no experts"));
+    QVERIFY(refusal([&] {
+              PrecisionOverride::parse("1.shared.q=bf16");
+            }).contains("gate, up and down"));
+    QCOMPARE(PrecisionOverride::parse("3.mlp.shared_experts.*=bf16").to_string(),
+             std::string("3.shared.*=bf16"));
+    // Without query compression latent attention has q.
+    PrecisionMap plain(std::vector<LayerShape>{{0, false, true, false}}, Precision::fp8);
+    std::vector<std::string> plain_names;
+    for (const LinearSlot& s : plain.linears()) plain_names.push_back(s.name());
+    QCOMPARE(plain_names, (std::vector<std::string>{"L0.q", "L0.kv_a", "L0.kv_b", "L0.o", "L0.gate",
+                                                    "L0.up", "L0.down"}));
+    QVERIFY(refusal([&] {
+              apply_precision_override(plain, "0.q_a=bf16");
+            }).contains("has no q_a linear"));
+    // NeMo RL's exclusion as one override: the low-rank projections the layer has, nothing else.
+    PrecisionMap one(shapes, Precision::fp8);
+    apply_precision_override(one, "*.low_rank=bf16");
+    PrecisionMap four(shapes, Precision::fp8);
+    for (const char* o : {"*.q_a=bf16", "*.q_b=bf16", "*.kv_a=bf16", "*.kv_b=bf16"})
+      apply_precision_override(four, o);
+    QCOMPARE(one, four);
+    QCOMPARE(PrecisionOverride::parse("L1.low_rank=bf16").to_string(),
+             std::string("1.low_rank=bf16"));
+    apply_precision_override(plain, "0.low_rank=bf16");
+    QCOMPARE(plain.at(0, Module::kv_a), Precision::bf16);
+    QCOMPARE(plain.at(0, Module::q), Precision::fp8);
+    PrecisionMap standard(std::vector<LayerShape>(1), Precision::fp8);
+    QVERIFY(refusal([&] {
+              apply_precision_override(standard, "*.low_rank=bf16");
+            }).contains("the model has no latent attention"));
+  }
 };
 
 QTEST_APPLESS_MAIN(TestContract)

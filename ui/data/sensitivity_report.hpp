@@ -28,11 +28,12 @@ struct SensitivityMeasure {
 // and linear unset).
 struct SensitivityEntry {
   int64_t rank = 0;
-  std::string module;  // "L1.down", "L1.router", "L1.e5.up", "lm_head"
+  std::string module;  // "L1.down", "L1.router", "L1.e5.up", "L1.shared.up", "lm_head"
   std::optional<int64_t> layer;
   std::optional<Module> linear;  // gate/up/down for an expert's, unset for a router
   std::optional<int64_t> expert;
   bool router = false;
+  bool shared = false;          // the shared expert's gate/up/down
   SensitivityMeasure only_fp8;  // only this linear in FP8
   double all_fp8_but_kl = 0;    // KL with every linear in FP8 but this one
 };
@@ -82,12 +83,14 @@ struct SensitivityReport {
 enum class SensitivityValue { only_fp8_kl, all_fp8_but_kl };
 double sensitivityValue(const SensitivityEntry& e, SensitivityValue which);
 
-// A report as a heatmap: columns are the seven linears (Module order), rows the layers (row l
-// is layer l) and, last, the lm_head (its value in every column). Cell (c, r) is at c * rows + r
-// (HeatmapData's layout).
+// A report as a heatmap: columns are the modules its ranking has (Module order: q … down for a
+// standard model; q or q_a, q_b, kv_a, kv_b, o, gate, up, down with latent attention), rows the
+// layers (row l is layer l) and, last, the lm_head (its value in every column). Cell (c, r) is
+// at c * rows + r (HeatmapData's layout).
 struct SensitivityGrid {
   int rows = 0;
-  int cols = kModules;
+  int cols = 0;
+  std::vector<Module> columns;  // the module of each column
   // log10 of the chosen KL; a KL <= 0 (no measurable change) takes the lowest positive KL's
   // value, so it reads as "least sensitive"; NaN where the ranking lacks the cell.
   std::vector<double> values;

@@ -213,7 +213,7 @@ void SensitivityPanel::showReport() {
   for (int l = g.rows - 2; l >= 0; --l) d.row_labels << QStringLiteral("L%1").arg(l);
   for (int c = 0; c < g.cols; ++c) {
     d.steps.push_back(c);
-    d.column_labels << QString::fromUtf8(module_short(static_cast<Module>(c)));
+    d.column_labels << QString::fromUtf8(module_short(g.columns[static_cast<size_t>(c)]));
   }
   const size_t cells = g.values.size();
   d.values.resize(cells);

@@ -96,6 +96,16 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
   table_->setColumnCount(kModules + 1);
   table_->setHorizontalHeaderLabels(modules() + QStringList{QStringLiteral("router")});
   table_->setColumnHidden(kModules, true);
+  // Shown in the order of a layer's computation: attention (standard or latent), then the MLP
+  // and the router (columns keep Module's order; only where they are drawn moves).
+  {
+    const Module order[] = {Module::q,    Module::k,    Module::v,    Module::q_a,
+                            Module::q_b,  Module::kv_a, Module::kv_b, Module::o,
+                            Module::gate, Module::up,   Module::down};
+    QHeaderView* header = table_->horizontalHeader();
+    for (int visual = 0; visual < kModules; ++visual)
+      header->moveSection(header->visualIndex(static_cast<int>(order[visual])), visual);
+  }
   table_->setItemDelegate(new EditedCellDelegate(table_));
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -204,6 +214,8 @@ std::vector<PrecisionOverride> PrecisionGrid::changes() const {
     }
     if (s.router)
       out.push_back({s.layer, std::nullopt, p, PrecisionOverride::Target::router});
+    else if (s.shared)
+      out.push_back({s.layer, s.module, p, PrecisionOverride::Target::shared});
     else if (s.expert >= 0)
       out.push_back({s.layer, s.module, p, PrecisionOverride::Target::experts, s.expert});
     else
@@ -244,7 +256,8 @@ QString PrecisionGrid::layerLabel(int layer) const {
 
 bool PrecisionGrid::inGrid(int layer, int module) const {
   return layer >= 0 && layer < layers() && module >= 0 &&
-         (module < kModules || (module == kModules && shown_.experts(layer) > 0));
+         ((module < kModules && shown_.has(layer, Module(module))) ||
+          (module == kModules && shown_.experts(layer) > 0));
 }
 
 std::optional<Precision> PrecisionGrid::layerCell(const PrecisionMap& pm, int layer,
@@ -253,7 +266,7 @@ std::optional<Precision> PrecisionGrid::layerCell(const PrecisionMap& pm, int la
     return pm.experts(layer) > 0 ? std::optional(pm.router(layer)) : std::nullopt;
   const Module m = Module(column);
   if (pm.experts(layer) > 0 && column >= static_cast<int>(Module::gate) &&
-      !pm.experts_uniform(layer, m))
+      column <= static_cast<int>(Module::down) && !pm.experts_uniform(layer, m))
     return std::nullopt;
   return pm.at(layer, m);
 }
@@ -302,11 +315,17 @@ int PrecisionGrid::rowOf(int layer, int expert) const {
 void PrecisionGrid::clicked(int row, int column) {
   if (row < 0 || static_cast<size_t>(row) >= rows_.size()) return;
   const Row& r = rows_[static_cast<size_t>(row)];
+  if (r.expert == kSharedRow) {
+    if (column >= static_cast<int>(Module::gate) && column <= static_cast<int>(Module::down))
+      edit({r.layer, Module(column), flipped(shown_.shared(r.layer, Module(column))),
+            PrecisionOverride::Target::shared});
+    return;
+  }
   if (r.expert < 0) {
     toggle(r.layer, column);
     return;
   }
-  if (column >= static_cast<int>(Module::gate) && column < kModules)
+  if (column >= static_cast<int>(Module::gate) && column <= static_cast<int>(Module::down))
     toggleExpert(r.layer, r.expert, Module(column));
 }
 
@@ -359,7 +378,7 @@ void PrecisionGrid::toggleModule(int module) {
   if (!inGrid(0, module)) return;
   bool all_bf16 = true;
   for (int l = 0; l < layers(); ++l)
-    all_bf16 = all_bf16 && layerCell(shown_, l, module) == Precision::bf16;
+    if (inGrid(l, module)) all_bf16 = all_bf16 && layerCell(shown_, l, module) == Precision::bf16;
   setModule(module, all_bf16 ? Precision::fp8 : Precision::bf16);
 }
 
@@ -367,7 +386,7 @@ void PrecisionGrid::toggleLayer(int layer) {
   if (!inGrid(layer, 0)) return;
   bool all_bf16 = true;
   for (int m = 0; m < kModules; ++m)
-    all_bf16 = all_bf16 && layerCell(shown_, layer, m) == Precision::bf16;
+    if (inGrid(layer, m)) all_bf16 = all_bf16 && layerCell(shown_, layer, m) == Precision::bf16;
   setLayer(layer, all_bf16 ? Precision::fp8 : Precision::bf16);
 }
 
@@ -377,10 +396,18 @@ void PrecisionGrid::render() {
   for (int l = 0; l < layers(); ++l) {
     rows_.push_back({l, -1});
     experts = experts || shown_.experts(l) > 0;
-    if (expanded(l))
+    if (expanded(l)) {
       for (int e = 0; e < shown_.experts(l); ++e) rows_.push_back({l, e});
+      if (shown_.shape(l).shared_experts) rows_.push_back({l, kSharedRow});
+    }
   }
   table_->setColumnHidden(kModules, !experts);
+  // Only the modules the model has (standard or latent attention).
+  for (int m = 0; m < kModules; ++m) {
+    bool any = false;
+    for (int l = 0; l < layers() && !any; ++l) any = shown_.has(l, Module(m));
+    table_->setColumnHidden(m, layers() > 0 && !any);
+  }
   const int n = static_cast<int>(rows_.size());
   if (table_->rowCount() != n) table_->setRowCount(n);
   QFont normal = table_->font(), bold = normal;
@@ -393,11 +420,15 @@ void PrecisionGrid::render() {
       header = new QTableWidgetItem;
       table_->setVerticalHeaderItem(row, header);
     }
-    QString label = r.expert >= 0 ? QStringLiteral("   e%1").arg(r.expert) : layerLabel(l);
-    if (r.expert < 0 && E > 0)
+    const bool shared_row = r.expert == kSharedRow;
+    QString label = r.expert >= 0 ? QStringLiteral("   e%1").arg(r.expert)
+                    : shared_row  ? tr("   shared")
+                                  : layerLabel(l);
+    if (r.expert == -1 && E > 0)
       label = QString::fromUtf8(expanded(l) ? "▾ " : "▸ ") + label + tr(" (%n experts)", "", E);
     if (header->text() != label) header->setText(label);
     header->setToolTip(r.expert >= 0 ? tr("Expert %1 of layer %2").arg(r.expert).arg(l)
+                       : shared_row  ? tr("The shared expert of layer %1").arg(l)
                        : E > 0       ? tr("Click to show or hide layer %1's experts").arg(l)
                                      : tr("Click to flip the whole layer"));
     for (int m = 0; m <= kModules; ++m) {
@@ -411,14 +442,17 @@ void PrecisionGrid::render() {
       // router); nothing where the row has no such linear.
       std::optional<Precision> p, was;
       bool present = true;
-      if (r.expert >= 0) {
-        present = m >= static_cast<int>(Module::gate) && m < kModules;
-        if (present) {
+      if (r.expert >= 0 || shared_row) {
+        present = m >= static_cast<int>(Module::gate) && m <= static_cast<int>(Module::down);
+        if (present && shared_row) {
+          p = shown_.shared(l, Module(m));
+          was = applied_.shared(l, Module(m));
+        } else if (present) {
           p = shown_.expert(l, r.expert, Module(m));
           was = applied_.expert(l, r.expert, Module(m));
         }
       } else {
-        present = m < kModules || E > 0;
+        present = m < kModules ? shown_.has(l, Module(m)) : E > 0;
         if (present) {
           p = layerCell(shown_, l, m);
           was = layerCell(applied_, l, m);
@@ -426,6 +460,7 @@ void PrecisionGrid::render() {
       }
       item->setFlags(present ? Qt::ItemIsEnabled | Qt::ItemIsSelectable : Qt::NoItemFlags);
       const QString where = r.expert >= 0 ? QStringLiteral("L%1 e%2 %3").arg(l).arg(r.expert)
+                            : shared_row  ? QStringLiteral("L%1 shared %2").arg(l)
                                           : QStringLiteral("L%1 %2").arg(l);
       const QString name = m == kModules ? QStringLiteral("router") : modules()[m];
       if (!present) {
@@ -439,17 +474,17 @@ void PrecisionGrid::render() {
       if (!p) {
         item->setText(tr("MIXED"));
         item->setBackground(QColor(0xe0, 0xe0, 0xe0));
-        item->setToolTip(tr("%1: the experts differ (open the layer to see each)")
-                             .arg(where.arg(name)));
+        item->setToolTip(
+            tr("%1: the experts differ (open the layer to see each)").arg(where.arg(name)));
       } else {
         const bool fp8 = *p == Precision::fp8;
         item->setText(upper(*p));
         item->setBackground(fp8 ? (is_edited ? kFp8Edited : kFp8)
                                 : (is_edited ? kBf16Edited : kBf16));
-        item->setToolTip(is_edited ? tr("%1: %2 (edited, was %3)")
-                                         .arg(where.arg(name), upper(*p),
-                                              was ? upper(*was) : tr("mixed"))
-                                   : tr("%1: %2").arg(where.arg(name), upper(*p)));
+        item->setToolTip(is_edited
+                             ? tr("%1: %2 (edited, was %3)")
+                                   .arg(where.arg(name), upper(*p), was ? upper(*was) : tr("mixed"))
+                             : tr("%1: %2").arg(where.arg(name), upper(*p)));
       }
       item->setForeground(QColor(Qt::black));
       item->setFont(is_edited ? bold : normal);

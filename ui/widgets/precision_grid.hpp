@@ -7,7 +7,10 @@
 // A model with experts (Qwen3-MoE) adds a router column; a layer with experts shows in its
 // gate/up/down cells what its experts share ("MIXED" when they differ; a click sets them all)
 // and expands (a click on its row header) into one row per expert with that expert's gate, up
-// and down — so a 48-layer × 128-expert model stays one screen until a layer is opened.
+// and down — so a 48-layer × 128-expert model stays one screen until a layer is opened. A
+// layer with a shared expert (DeepSeek-V3) opens with one more row, the shared expert's.
+// Columns a model has no linear for (k, v of latent attention; q_a … kv_b of the others) are
+// hidden, and a layer's cell stays empty where it lacks the module.
 #pragma once
 
 #include <QStringList>
@@ -26,7 +29,8 @@ namespace fp8rl::ui {
 class PrecisionGrid : public QWidget {
   Q_OBJECT
  public:
-  // The column titles: the contract's short module names (q, k, v, o, gate, up, down).
+  // The column titles: the contract's short module names (q, k, v, o, gate, up, down, q_a,
+  // q_b, kv_a, kv_b).
   static const QStringList& modules();
 
   explicit PrecisionGrid(QWidget* parent = nullptr);
@@ -62,7 +66,9 @@ class PrecisionGrid : public QWidget {
   void setExpanded(int layer, bool expanded);
   bool expanded(int layer) const;
   void toggleExpert(int layer, int expert, Module m);
-  // The table row of a layer's header row and of one of its experts (−1: not shown).
+  // The table row of a layer's header row, of one of its experts or of its shared expert
+  // (expert kSharedRow); −1: not shown.
+  static constexpr int kSharedRow = -2;
   int rowOf(int layer, int expert = -1) const;
 
   QTableWidget* table() const { return table_; }
@@ -94,10 +100,10 @@ class PrecisionGrid : public QWidget {
   // Applies o to the shown map; renders and emits edited() when a cell changed.
   void edit(const PrecisionOverride& o);
   bool inGrid(int layer, int module) const;
-  // A table row: a layer, or one expert of a layer.
+  // A table row: a layer, one expert of a layer, or its shared expert.
   struct Row {
     int layer;
-    int expert;  // −1: the layer's own row
+    int expert;  // −1: the layer's own row; kSharedRow: its shared expert
   };
   void clicked(int row, int column);
   void headerClicked(int row);

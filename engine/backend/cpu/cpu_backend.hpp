@@ -82,6 +82,23 @@ class CpuBackend final : public Backend {
                 const KvCacheView& cache) override;
   void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                         const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o) override;
+  void copy_columns(const Matrix& x, int64_t x_col, const Matrix& out, int64_t out_col,
+                    int64_t cols) override;
+  void rope_columns(const Matrix& x, int64_t heads, int64_t head_width, int64_t first, int64_t dims,
+                    const int32_t* positions, const Rope& rope, bool inverse) override;
+  void mla_attention_forward(const Matrix& q, const Matrix& kv, const Matrix& k_rope, int64_t B,
+                             int64_t T, const MlaDims& d, float scale, const Matrix& o,
+                             float* lse) override;
+  void mla_attention_backward(const Matrix& dout, const Matrix& q, const Matrix& kv,
+                              const Matrix& k_rope, const Matrix& o, const float* lse, int64_t B,
+                              int64_t T, const MlaDims& d, float scale, const Matrix& dq,
+                              const Matrix& dkv, const Matrix& dk_rope) override;
+  void mla_cache_write(const Matrix& latent, const Matrix& k_rope, const int32_t* slot_ids,
+                       const int32_t* positions, const MlaDims& d,
+                       const KvCacheView& cache) override;
+  void mla_attention_cached(const Matrix& q, const Matrix& w_kv_b, const KvCacheView& cache,
+                            const int32_t* slot_ids, const int32_t* lengths, const MlaDims& d,
+                            float scale, const Matrix& o) override;
   double sum_squares(const float* x, int64_t n) override;
   void scale(float* x, int64_t n, float s) override;
   double sum_squares(const std::vector<FloatSpan>& xs) override;
