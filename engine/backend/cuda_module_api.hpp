@@ -10,7 +10,7 @@ namespace fp8rl {
 class Backend;
 }
 
-inline constexpr int kFp8rlCudaAbi = 8;
+inline constexpr int kFp8rlCudaAbi = 9;
 
 extern "C" {
 

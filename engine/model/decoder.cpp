@@ -74,7 +74,7 @@ struct DecoderModel::Saved {
 DecoderModel::~DecoderModel() = default;
 
 DecoderModel::DecoderModel(Backend& be, const ModelConfig& cfg, const PrecisionMap& precision,
-                       uint64_t seed, double init_std, QuantOptions qopt)
+                           uint64_t seed, double init_std, QuantOptions qopt)
     : be_(be), cfg_(cfg), precision_(precision), qopt_(qopt) {
   cfg_.validate();
   check(precision_.layers() == cfg_.num_hidden_layers,
@@ -161,9 +161,8 @@ void DecoderModel::set_precision(const PrecisionMap& p) {
           "precision map: layer " + std::to_string(l) + " has " + std::to_string(p.experts(l)) +
               " experts, the model's " +
               std::to_string(layers_[l]->moe ? layers_[l]->moe->num_experts() : 0));
-    layers_[l]->for_each_linear(l, &precision_, [&](Linear& lin, Module, Precision pr) {
-      lin.set_precision(pr, qopt_);
-    });
+    layers_[l]->for_each_linear(
+        l, &precision_, [&](Linear& lin, Module, Precision pr) { lin.set_precision(pr, qopt_); });
   }
   lm_head_->set_precision(ad == DType::f32 ? Precision::fp32 : lm_head_wanted_, qopt_);
   // BF16 copies of the embedding and norm weights (the BF16 parts of the recipe).
@@ -220,9 +219,59 @@ Param* DecoderModel::find(const std::string& name) {
 
 void DecoderModel::set_quant_observer(QuantObserver* o) {
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
-    layers_[l]->for_each_linear(l, nullptr, [&](Linear& lin, Module m, Precision) {
-      lin.set_observer(o, l, m);
-    });
+    layers_[l]->for_each_linear(
+        l, nullptr, [&](Linear& lin, Module m, Precision) { lin.set_observer(o, l, m); });
+}
+
+std::vector<Module> DecoderModel::input_sharers(Module m) {
+  switch (m) {
+    case Module::q:
+    case Module::k:
+    case Module::v:
+      return {Module::q, Module::k, Module::v};
+    case Module::gate:
+    case Module::up:
+      return {Module::gate, Module::up};
+    case Module::o:
+    case Module::down:
+      break;
+  }
+  return {m};
+}
+
+std::vector<int64_t> DecoderModel::inject_outlier_channels(int64_t layer, double scale) {
+  check(layer >= 0 && layer < cfg_.num_hidden_layers,
+        "outliers: layer " + std::to_string(layer) + " is beyond the model's " +
+            std::to_string(cfg_.num_hidden_layers) + " layers");
+  check(!layers_[static_cast<size_t>(layer)]->moe,
+        "outliers: layer " + std::to_string(layer) + " has experts (dense MLPs only)");
+  check(std::isfinite(scale) && scale >= 1, "outliers: the scale must be a finite number ≥ 1");
+  Linear& gate = linear(layer, Module::gate);
+  Linear& up = linear(layer, Module::up);
+  Linear& down = linear(layer, Module::down);
+  const int64_t inter = down.in_features(), hidden = down.out_features();
+  std::vector<float> g = download_floats(be_, gate.weight().master),
+                     u = download_floats(be_, up.weight().master),
+                     d = download_floats(be_, down.weight().master);
+  float largest = 0;
+  for (float w : d) largest = std::max(largest, std::fabs(w));
+  std::vector<int64_t> channels;
+  for (int64_t j = 0; j < inter; j += kBlock) {
+    channels.push_back(j);
+    for (int64_t c = 0; c < hidden; ++c) {  // gate and up are [inter, hidden]: row j
+      g[static_cast<size_t>(j * hidden + c)] = 0.0f;
+      u[static_cast<size_t>(j * hidden + c)] = 0.0f;
+    }
+    for (int64_t r = 0; r < hidden; ++r) {  // down is [hidden, inter]: column j
+      float& w = d[static_cast<size_t>(r * inter + j)];
+      w = static_cast<float>((w < 0 ? -scale : scale) * largest);
+    }
+  }
+  upload_floats(be_, gate.weight().master, g);
+  upload_floats(be_, up.weight().master, u);
+  upload_floats(be_, down.weight().master, d);
+  for (Linear* lin : {&gate, &up, &down}) lin->refresh();
+  return channels;
 }
 
 Linear& DecoderModel::linear(int64_t layer, Module m) {
@@ -236,7 +285,8 @@ Linear& DecoderModel::linear(int64_t layer, Module m) {
 Linear& DecoderModel::linear(const LinearSlot& s) {
   if (!s.router && s.expert < 0) return linear(s.layer, s.module);
   MoeBlock* block = moe(s.layer);
-  check(block != nullptr, "layer " + std::to_string(s.layer) + " has no experts (" + s.name() + ")");
+  check(block != nullptr,
+        "layer " + std::to_string(s.layer) + " has no experts (" + s.name() + ")");
   return s.router ? block->router() : block->expert(s.expert, s.module);
 }
 
@@ -439,8 +489,8 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
 }
 
 ForwardResult DecoderModel::forward(const std::vector<int32_t>& tokens,
-                                  const std::vector<int32_t>& targets, int64_t B, int64_t T,
-                                  float inv_temperature, bool training, bool want_entropy) {
+                                    const std::vector<int32_t>& targets, int64_t B, int64_t T,
+                                    float inv_temperature, bool training, bool want_entropy) {
   check(targets.size() == tokens.size(), "forward: targets and tokens differ in length");
   for (int32_t t : targets)
     check(t >= 0 && t < cfg_.vocab_size,
@@ -554,19 +604,20 @@ void DecoderModel::backward(const std::vector<float>& dlogp) {
 namespace fp8rl {
 
 std::vector<float> DecoderModel::forward_cached(const std::vector<int32_t>& tokens,
-                                              const std::vector<int32_t>& slots,
-                                              const std::vector<int32_t>& positions,
-                                              const std::vector<int32_t>& output_rows,
-                                              KvCache& cache) {
+                                                const std::vector<int32_t>& slots,
+                                                const std::vector<int32_t>& positions,
+                                                const std::vector<int32_t>& output_rows,
+                                                KvCache& cache) {
   const Tensor logits = forward_cached_device(tokens, slots, positions, output_rows, cache);
   if (logits.empty()) return {};
   return download_floats(be_, logits);
 }
 
 Tensor DecoderModel::forward_cached_device(const std::vector<int32_t>& tokens,
-                                         const std::vector<int32_t>& slots,
-                                         const std::vector<int32_t>& positions,
-                                         const std::vector<int32_t>& output_rows, KvCache& cache) {
+                                           const std::vector<int32_t>& slots,
+                                           const std::vector<int32_t>& positions,
+                                           const std::vector<int32_t>& output_rows,
+                                           KvCache& cache) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   check(n > 0 && slots.size() == tokens.size() && positions.size() == tokens.size(),
         "forward_cached: tokens, slots and positions must have the same, non-zero length");

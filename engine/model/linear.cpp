@@ -124,10 +124,15 @@ void Linear::forward(LinearInput& x, const Matrix& y) {
     case Precision::bf16:
       be_.gemm(x.x(), bf16_w_->m(), y, 0.0f);
       break;
-    case Precision::fp8:
-      if (QuantObserver* o = observing()) x.observe(be_, qopt_, *o, layer_, module_);
-      be_.gemm_fp8(x.along(be_, qopt_).q, fp8_w_->q, y, 0.0f);
+    case Precision::fp8: {
+      QuantOptions opt = qopt_;  // with the observer's sum, when it keeps one
+      if (QuantObserver* o = observing())
+        x.observe(be_, qopt_, *o, layer_, module_);
+      else if (observer_)
+        opt.stats_sum = observer_->stats_sum(layer_, module_, "activation");
+      be_.gemm_fp8(x.along(be_, opt).q, fp8_w_->q, y, 0.0f);
       break;
+    }
   }
 }
 
@@ -140,7 +145,9 @@ void Linear::backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantS
     QuantStats observed;
     QuantObserver* o = observing();
     if (o && !dy_stats) dy_stats = &observed;
-    be_.quantize_with_transpose(dy, dyq.q, dytq.q, qopt_, dy_stats, nullptr);
+    QuantOptions opt = qopt_;
+    if (!o && observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "gradient");
+    be_.quantize_with_transpose(dy, dyq.q, dytq.q, opt, dy_stats, nullptr);
     if (o) o->observe(layer_, module_, "gradient", dyq.q, *dy_stats);
     if (dx.data) be_.gemm_fp8(dyq.q, fp8_wt_->q, dx, 0.0f);      // dgrad: dY · W
     be_.gemm_fp8(dytq.q, x.transposed(be_, qopt_).q, dw, 1.0f);  // wgrad: dW += dYᵀ · X

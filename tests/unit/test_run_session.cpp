@@ -272,7 +272,7 @@ class TestRunSession : public QObject {
             {"validation_every", 2.5, "whole number"},
             {"validation_every", 1e300, "in [0, 1e9]"},
             {"validation_every", nan, "non-finite"},
-            {"learning_rate", 1e-4, "allowed: lr,"},
+            {"learning_rate", 1e-4, "lr, temperature,"},
             {"", 1, "unknown setting"},
         };
         auto set = [&](const char* key, double value) {

@@ -177,15 +177,28 @@ int64_t RunData::layers() const {
   return 0;
 }
 
-std::optional<double> RunData::liveSetting(const std::string& key) const {
+std::optional<LiveValue> RunData::liveValue(const std::string& key) const {
   for (auto it = events.rbegin(); it != events.rend(); ++it) {
     const EventRecord& e = it->event;
-    if (e.kind == event::kSet && e.data.is_object() && e.data.contains("key") &&
-        e.data.contains("value") && e.data.at("key").is_string() &&
-        e.data.at("key").as_string() == key && e.data.at("value").is_number())
-      return e.data.at("value").as_number();
+    if (e.kind != event::kSet || !e.data.is_object() || !e.data.contains("key") ||
+        !e.data.contains("value") || !e.data.at("key").is_string() ||
+        e.data.at("key").as_string() != key)
+      continue;
+    try {
+      const LiveValue v = live_value_from_json(e.data.at("value"), key);
+      if (!live_setting_error(key, v)) return v;
+    } catch (const Error&) {
+      // A value of another type (a recording of another version): the configuration's counts.
+    }
+    break;
   }
   return live_setting_in_config(row.config, key);
+}
+
+std::optional<double> RunData::liveSetting(const std::string& key) const {
+  const auto v = liveValue(key);
+  if (!v || !std::holds_alternative<double>(*v)) return std::nullopt;
+  return std::get<double>(*v);
 }
 
 void mergeInto(RunData& dst, RunData&& delta) {
