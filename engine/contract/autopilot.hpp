@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "contract/precision.hpp"
+
 namespace fp8rl::autopilot {
 
 // Settings (rows of the settings schema, contract/settings.cpp; all live). The switch is in the
@@ -58,5 +60,23 @@ inline constexpr const char* kActionMove = "move";            // linears to BF16
 inline constexpr const char* kActionReturn = "return";        // a linear back to FP8
 inline constexpr const char* kActionBlocked = "blocked";      // over the threshold, nothing to move
 inline constexpr const char* kActionWithdrawn = "withdrawn";  // a person's edit came first
+
+// Whether a person's precision override pins the autopilot's unit (layer, module): it names the
+// module of that layer (an index or *; "experts.E.M" names M), except the whole-map override
+// `*.*=P`, a new default, which pins nothing; a router override names no unit of its.
+inline bool pins(const PrecisionOverride& o, int64_t layer, Module module) {
+  if (o.target == PrecisionOverride::Target::router) return false;
+  if (o.target == PrecisionOverride::Target::module && !o.layer && !o.module) return false;
+  if (o.layer && *o.layer != layer) return false;
+  if (o.module && *o.module != module) return false;
+  return o.target != PrecisionOverride::Target::experts || module == Module::gate ||
+         module == Module::up || module == Module::down;
+}
+// Whether it reaches the unit at all (the whole-map override too: it takes back what the
+// autopilot held).
+inline bool reaches(const PrecisionOverride& o, int64_t layer, Module module) {
+  if (o.target == PrecisionOverride::Target::module && !o.layer && !o.module) return true;
+  return pins(o, layer, module);
+}
 
 }  // namespace fp8rl::autopilot

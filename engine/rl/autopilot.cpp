@@ -154,15 +154,11 @@ bool PrecisionAutopilot::is_pinned(const AutopilotUnit& u) const {
 }
 
 void PrecisionAutopilot::person_edit(const PrecisionOverride& o) {
-  if (o.target == PrecisionOverride::Target::router) return;  // routers are not the autopilot's
-  const bool whole_map = o.target == PrecisionOverride::Target::module && !o.layer && !o.module;
   for (const auto& l : linears_) {
     const AutopilotUnit& u = l.unit;
-    if (o.layer && *o.layer != u.layer) continue;
-    if (o.module && *o.module != u.module) continue;
-    if (o.target == PrecisionOverride::Target::experts && !is_mlp(u.module)) continue;
+    if (!autopilot::reaches(o, u.layer, u.module)) continue;
     std::erase_if(held_, [&](const Held& h) { return h.unit == u; });
-    if (!whole_map && !is_pinned(u)) pinned_.push_back(u);
+    if (autopilot::pins(o, u.layer, u.module) && !is_pinned(u)) pinned_.push_back(u);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <QGridLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <algorithm>
 
 #include "contract/live_settings.hpp"
 #include "ui/data/run_data.hpp"
@@ -24,18 +25,26 @@ QString LiveSettingsPanel::valueText(const LiveValue& value) {
   return QString::fromStdString(std::get<std::string>(value));
 }
 
-LiveSettingsPanel::LiveSettingsPanel(std::function<bool(const LiveSetting&)> include,
+LiveSettingsPanel::LiveSettingsPanel(std::function<bool(const LiveSetting&)> include, int columns,
                                      QWidget* parent)
     : QWidget(parent) {
   auto* grid = new QGridLayout(this);
   grid->setContentsMargins(0, 0, 0, 0);
-  grid->addWidget(new QLabel(tr("<b>setting</b>")), 0, 0);
-  grid->addWidget(new QLabel(tr("<b>in force</b>")), 0, 1);
-  grid->addWidget(new QLabel(tr("<b>new value</b>")), 0, 2);
-  int r = 1;
-  for (const LiveSetting& s : live_settings()) {
-    if (include && !include(s)) continue;
-    shown_.push_back(&s);
+  columns = std::max(columns, 1);
+  for (const LiveSetting& s : live_settings())
+    if (!include || include(s)) shown_.push_back(&s);
+  const int per_column = (static_cast<int>(shown_.size()) + columns - 1) / columns;
+  for (int c = 0; c < columns; ++c) {
+    grid->addWidget(new QLabel(tr("<b>setting</b>")), 0, 4 * c);
+    grid->addWidget(new QLabel(tr("<b>in force</b>")), 0, 4 * c + 1);
+    grid->addWidget(new QLabel(tr("<b>new value</b>")), 0, 4 * c + 2);
+    if (c > 0) grid->setColumnMinimumWidth(4 * c - 1, 16);  // a gap between the columns
+  }
+  int last_row = 1;
+  for (size_t i = 0; i < shown_.size(); ++i) {
+    const LiveSetting& s = *shown_[i];
+    const int col = 4 * (static_cast<int>(i) / std::max(per_column, 1));
+    const int r = 1 + 2 * (static_cast<int>(i) % std::max(per_column, 1));
     Row row{new QLabel(QStringLiteral("–")), nullptr, nullptr, new QLabel};
     auto* name = new QLabel(QString::fromLatin1(s.key));
     name->setToolTip(QString::fromUtf8(s.meaning));
@@ -67,16 +76,16 @@ LiveSettingsPanel::LiveSettingsPanel(std::function<bool(const LiveSetting&)> inc
     input->setMaximumWidth(isChoice(s) ? 190 : 110);
     row.error->setStyleSheet(QStringLiteral("color: #c0392b"));
     row.error->setWordWrap(true);
-    grid->addWidget(name, r, 0);
-    grid->addWidget(row.current, r, 1);
-    grid->addWidget(input, r, 2);
-    grid->addWidget(row.error, r + 1, 0, 1, 3);
+    grid->addWidget(name, r, col);
+    grid->addWidget(row.current, r, col + 1);
+    grid->addWidget(input, r, col + 2);
+    grid->addWidget(row.error, r + 1, col, 1, 3);
     row.error->hide();
     rows_.emplace(key, row);
-    r += 2;
+    last_row = std::max(last_row, r + 2);
   }
-  grid->setColumnStretch(3, 1);
-  grid->setRowStretch(r, 1);
+  grid->setColumnStretch(4 * columns - 1, 1);
+  grid->setRowStretch(last_row, 1);
 }
 
 void LiveSettingsPanel::setRun(const RunData* run) {

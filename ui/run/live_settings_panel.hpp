@@ -25,8 +25,8 @@ class LiveSettingsPanel : public QWidget {
   Q_OBJECT
  public:
   // Shows the live settings `include` keeps (every one when it is empty), in the contract's
-  // order.
-  explicit LiveSettingsPanel(std::function<bool(const LiveSetting&)> include = {},
+  // order, in `columns` columns side by side (filled top to bottom).
+  explicit LiveSettingsPanel(std::function<bool(const LiveSetting&)> include = {}, int columns = 1,
                              QWidget* parent = nullptr);
 
   // Shows the values in force of this run (nullptr: none); keeps the fields' text.

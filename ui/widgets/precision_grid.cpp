@@ -9,6 +9,7 @@
 #include <QStyledItemDelegate>
 #include <QTableWidget>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -93,9 +94,11 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
   });
   connect(revert_button, &QPushButton::clicked, this, &PrecisionGrid::revert);
 
-  table_->setColumnCount(kModules + 1);
-  table_->setHorizontalHeaderLabels(modules() + QStringList{QStringLiteral("router")});
+  table_->setColumnCount(kHeatColumn + 1);
+  table_->setHorizontalHeaderLabels(modules() +
+                                    QStringList{QStringLiteral("router"), tr("FP8 error")});
   table_->setColumnHidden(kModules, true);
+  table_->setColumnHidden(kHeatColumn, true);
   table_->setItemDelegate(new EditedCellDelegate(table_));
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -228,6 +231,38 @@ void PrecisionGrid::setLayerErrors(const std::vector<double>& rel_error) {
   errors_ = rel_error;
   render();  // the row headers (with the expander of layers with experts)
   table_->verticalHeader()->resizeSections(QHeaderView::ResizeToContents);
+}
+
+void PrecisionGrid::setLinearErrors(const std::vector<double>& errors) {
+  linear_errors_ = errors;
+  render();
+}
+
+void PrecisionGrid::setMarks(const std::vector<std::pair<int64_t, Module>>& autopilot,
+                             const std::vector<std::pair<int64_t, Module>>& pinned) {
+  if (autopilot == auto_marks_ && pinned == pin_marks_) return;
+  auto_marks_ = autopilot;
+  pin_marks_ = pinned;
+  render();
+}
+
+double PrecisionGrid::linearError(int layer, int module) const {
+  const size_t i = static_cast<size_t>(layer) * kModules + static_cast<size_t>(module);
+  if (layer < 0 || module < 0 || module >= kModules || i >= linear_errors_.size()) return NAN;
+  return linear_errors_[i];
+}
+
+QString PrecisionGrid::heatText(int layer) const {
+  if (table_->isColumnHidden(kHeatColumn)) return {};
+  int worst = -1;
+  for (int m = 0; m < kModules; ++m) {
+    const double e = linearError(layer, m);
+    if (std::isfinite(e) && (worst < 0 || e > linearError(layer, worst))) worst = m;
+  }
+  if (worst < 0) return QStringLiteral("–");
+  return QStringLiteral("%1 %2%")
+      .arg(modules()[worst])
+      .arg(100.0 * linearError(layer, worst), 0, 'f', 1);
 }
 
 QString PrecisionGrid::layerLabel(int layer) const {
@@ -381,6 +416,13 @@ void PrecisionGrid::render() {
       for (int e = 0; e < shown_.experts(l); ++e) rows_.push_back({l, e});
   }
   table_->setColumnHidden(kModules, !experts);
+  bool known = false;
+  for (double e : linear_errors_) known = known || std::isfinite(e);
+  table_->setColumnHidden(kHeatColumn, !known);
+  auto marked = [](const std::vector<std::pair<int64_t, Module>>& v, int l, int m) {
+    return m < kModules &&
+           std::find(v.begin(), v.end(), std::pair<int64_t, Module>{l, Module(m)}) != v.end();
+  };
   const int n = static_cast<int>(rows_.size());
   if (table_->rowCount() != n) table_->setRowCount(n);
   QFont normal = table_->font(), bold = normal;
@@ -400,6 +442,40 @@ void PrecisionGrid::render() {
     header->setToolTip(r.expert >= 0 ? tr("Expert %1 of layer %2").arg(r.expert).arg(l)
                        : E > 0       ? tr("Click to show or hide layer %1's experts").arg(l)
                                      : tr("Click to flip the whole layer"));
+    {
+      // The heat column: the layer's worst linear by the per-linear FP8 error signal.
+      auto* heat = table_->item(row, kHeatColumn);
+      if (!heat) {
+        heat = new QTableWidgetItem;
+        heat->setTextAlignment(Qt::AlignCenter);
+        heat->setFlags(Qt::ItemIsEnabled);
+        table_->setItem(row, kHeatColumn, heat);
+      }
+      double worst = NAN;
+      for (int m = 0; m < kModules; ++m)
+        if (std::isfinite(linearError(l, m)) && !(linearError(l, m) <= worst))
+          worst = linearError(l, m);
+      heat->setText(r.expert >= 0 ? QString() : heatText(l));
+      // White at 1 % and below, red at 100 %, on a log scale.
+      const double t = std::isfinite(worst)
+                           ? std::clamp((std::log10(std::max(worst, 1e-6)) + 2.0) / 2.0, 0.0, 1.0)
+                           : 0.0;
+      heat->setBackground(r.expert >= 0 || !std::isfinite(worst)
+                              ? QColor(Qt::transparent)
+                              : QColor(255 - static_cast<int>(41 * t),
+                                       255 - static_cast<int>(216 * t),
+                                       255 - static_cast<int>(215 * t)));
+      heat->setForeground(QColor(t > 0.6 ? Qt::white : Qt::black));
+      QString tip = tr("Per-linear FP8 error of L%1 (relative error + flushed share + saturated "
+                       "share of its worst operand, latest step):")
+                        .arg(l);
+      for (int m = 0; m < kModules; ++m)
+        if (std::isfinite(linearError(l, m)))
+          tip += QStringLiteral("\n  %1  %2%")
+                     .arg(modules()[m])
+                     .arg(100.0 * linearError(l, m), 0, 'f', 2);
+      heat->setToolTip(r.expert >= 0 ? QString() : tip);
+    }
     for (int m = 0; m <= kModules; ++m) {
       auto* item = table_->item(row, m);
       if (!item) {
@@ -439,17 +515,24 @@ void PrecisionGrid::render() {
       if (!p) {
         item->setText(tr("MIXED"));
         item->setBackground(QColor(0xe0, 0xe0, 0xe0));
-        item->setToolTip(tr("%1: the experts differ (open the layer to see each)")
-                             .arg(where.arg(name)));
+        item->setToolTip(
+            tr("%1: the experts differ (open the layer to see each)").arg(where.arg(name)));
       } else {
         const bool fp8 = *p == Precision::fp8;
-        item->setText(upper(*p));
+        const bool by_autopilot = r.expert < 0 && !is_edited && marked(auto_marks_, l, m);
+        const bool pinned = r.expert < 0 && marked(pin_marks_, l, m);
+        item->setText(upper(*p) + (by_autopilot ? tr(" · auto") : pinned ? tr(" · pin") : ""));
         item->setBackground(fp8 ? (is_edited ? kFp8Edited : kFp8)
                                 : (is_edited ? kBf16Edited : kBf16));
-        item->setToolTip(is_edited ? tr("%1: %2 (edited, was %3)")
-                                         .arg(where.arg(name), upper(*p),
-                                              was ? upper(*was) : tr("mixed"))
-                                   : tr("%1: %2").arg(where.arg(name), upper(*p)));
+        QString tip = is_edited
+                          ? tr("%1: %2 (edited, was %3)")
+                                .arg(where.arg(name), upper(*p), was ? upper(*was) : tr("mixed"))
+                          : tr("%1: %2").arg(where.arg(name), upper(*p));
+        if (r.expert < 0 && std::isfinite(linearError(l, m)))
+          tip += tr("\nFP8 error signal %1%").arg(100.0 * linearError(l, m), 0, 'f', 2);
+        if (by_autopilot) tip += tr("\nMoved to BF16 by the precision autopilot");
+        if (pinned) tip += tr("\nPinned: set by a person, the autopilot never moves it");
+        item->setToolTip(tip);
       }
       item->setForeground(QColor(Qt::black));
       item->setFont(is_edited ? bold : normal);

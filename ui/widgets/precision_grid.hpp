@@ -1,6 +1,8 @@
 // The precision grid: layers × modules (the contract's module list), each cell a BF16/FP8
 // toggle (click flips it); edited cells are highlighted until applied. Row headers show the
-// layer's FP8 quantization error when known. Used by the launch dialog (the run's initial
+// layer's FP8 quantization error when known; a heat column shows each layer's worst linear by
+// the per-linear FP8 error signal, and cells say which linears the precision autopilot holds
+// and which a person pinned. Used by the launch dialog (the run's initial
 // map) and the run view's Precision tab (live edits sent to the worker). Maps, overrides and
 // their text come from the run contract (contract/precision.hpp).
 //
@@ -52,6 +54,18 @@ class PrecisionGrid : public QWidget {
   QStringList overridesFrom(Precision base) const;
   // Per-layer FP8 relative error (NaN: unknown) shown in the row headers.
   void setLayerErrors(const std::vector<double>& rel_error);
+  // The per-linear FP8 error signal (metric fp8_error: the precision autopilot's), [layer ·
+  // kModules + module], NaN where unknown: each cell's tooltip says its value, and the heat
+  // column ("FP8 error", hidden while nothing is known) shows each layer's worst linear,
+  // coloured from white (1% and less) to red (100%).
+  void setLinearErrors(const std::vector<double>& errors);
+  // Linears the autopilot holds in BF16 (their cells read "BF16 · auto") and linears a person
+  // pinned (the autopilot never moves them: "· pin").
+  void setMarks(const std::vector<std::pair<int64_t, Module>>& autopilot,
+                const std::vector<std::pair<int64_t, Module>>& pinned);
+  // The heat column's table column, and the text of a layer's heat cell ("" when hidden).
+  static constexpr int kHeatColumn = kModules + 1;
+  QString heatText(int layer) const;
   // Flips one cell between FP8 and BF16 (what a click does). module kModules is the router.
   void toggle(int layer, int module);
   // The precision name of a shown cell ("fp8"; "mixed" for experts that differ; module
@@ -114,6 +128,9 @@ class PrecisionGrid : public QWidget {
   QLabel* message_;
   PrecisionMap applied_, shown_;
   std::vector<double> errors_;
+  std::vector<double> linear_errors_;  // [layer · kModules + module]
+  std::vector<std::pair<int64_t, Module>> auto_marks_, pin_marks_;
+  double linearError(int layer, int module) const;
 };
 
 }  // namespace fp8rl::ui
