@@ -154,6 +154,7 @@ void CudaBackend::upload(void* dst, const void* host_src, size_t bytes) {
 
 void CudaBackend::download(void* host_dst, const void* src, size_t bytes) {
   const OpScope scope(*this, "download");
+  count_host_sync();
   if (bytes == 0) return;
   check(host_dst && src, "download: null pointer");
   make_current();
@@ -214,6 +215,7 @@ double host_now() {
 
 bool CudaBackend::equal_bytes(const void* a, const void* b, size_t bytes) {
   const OpScope scope(*this, "equal_bytes");
+  count_host_sync();
   if (bytes == 0 || a == b) return true;
   check(a && b, "equal_bytes: null pointer");
   make_current();
@@ -232,6 +234,38 @@ bool CudaBackend::equal_bytes(const void* a, const void* b, size_t bytes) {
                                    cudaMemcpyDeviceToHost, stream_));
   FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return *differ_host_ == 0;
+}
+
+std::vector<bool> CudaBackend::equal_bytes(const std::vector<BytesPair>& pairs) {
+  const OpScope scope(*this, "equal_bytes");
+  count_host_sync();
+  std::vector<bool> same(pairs.size(), true);
+  if (pairs.empty()) return same;
+  make_current();
+  // One flag per pair, raised where the pair differs; read back with one synchronisation.
+  Buffer flags = alloc(pairs.size() * sizeof(unsigned));
+  auto* differ = flags.as<unsigned>();
+  FP8RL_CUDA_CHECK(cudaMemsetAsync(differ, 0, pairs.size() * sizeof(unsigned), stream_));
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const BytesPair& p = pairs[i];
+    if (p.bytes == 0 || p.a == p.b) continue;
+    check(p.a && p.b, "equal_bytes: null pointer");
+    size_t body = 0;
+    if (cuda::pointer_alignment(p.a) >= 16 && cuda::pointer_alignment(p.b) >= 16) {
+      body = p.bytes / 16 * 16;
+      launch_differ<uint4>(p.a, p.b, static_cast<int64_t>(body / 16), differ + i, sm_count_,
+                           stream_);
+    }
+    launch_differ<uint8_t>(static_cast<const uint8_t*>(p.a) + body,
+                           static_cast<const uint8_t*>(p.b) + body,
+                           static_cast<int64_t>(p.bytes - body), differ + i, sm_count_, stream_);
+  }
+  std::vector<unsigned> host(pairs.size());
+  FP8RL_CUDA_CHECK(cudaMemcpyAsync(host.data(), differ, host.size() * sizeof(unsigned),
+                                   cudaMemcpyDeviceToHost, stream_));
+  FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  for (size_t i = 0; i < pairs.size(); ++i) same[i] = host[i] == 0;
+  return same;
 }
 
 // --- op timing
@@ -310,6 +344,7 @@ bool CudaBackend::set_op_timing(bool on) {
 }
 
 std::vector<OpTiming> CudaBackend::op_timings() {
+  count_host_sync();
   make_current();
   harvest_op_events();
   std::vector<OpTiming> out;
@@ -329,6 +364,7 @@ void CudaBackend::launch_graph(cudaGraphExec_t exec) {
 
 void CudaBackend::synchronize() {
   const OpScope scope(*this, "synchronize");
+  count_host_sync();
   make_current();
   FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -489,6 +525,7 @@ DeviceQuantStats* CudaBackend::begin_stats() {
 }
 
 void CudaBackend::finish_stats(QuantStats* first, QuantStats* second) {
+  count_host_sync();
   FP8RL_CUDA_CHECK(cudaMemcpyAsync(stats_host_, stats_dev_, 2 * sizeof(DeviceQuantStats),
                                    cudaMemcpyDeviceToHost, stream_));
   FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));

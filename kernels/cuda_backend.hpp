@@ -117,6 +117,7 @@ class CudaBackend final : public Backend {
   // One pass of 16-byte loads where both pointers allow it (bytes otherwise) that raises a
   // device flag on the first difference; synchronises to read it.
   bool equal_bytes(const void* a, const void* b, size_t bytes) override;
+  std::vector<bool> equal_bytes(const std::vector<BytesPair>& pairs) override;
 
   // quantize.cu. Shapes and semantics: Backend. The outputs' formats must equal opt.format.
   // Asynchronous, except that requesting statistics synchronises the stream.
@@ -145,6 +146,10 @@ class CudaBackend final : public Backend {
   // Σ x² with FP64 partial sums in a fixed order (deterministic); synchronises the stream.
   double sum_squares(const float* x, int64_t n) override;
   void scale(float* x, int64_t n, float s) override;
+  double sum_squares(const std::vector<FloatSpan>& xs) override;
+  void scale(const std::vector<FloatSpan>& xs, float s) override;
+  void adamw(const std::vector<AdamWParam>& params, float lr, float beta1, float beta2, float eps,
+             int64_t t) override;
   // Bias corrections are computed on the host in FP64, as on the CPU; the update uses the CPU's
   // expression order with no contraction, so it matches the reference bit for bit wherever the
   // CPU build does not contract into FMAs (the default x86-64 target).

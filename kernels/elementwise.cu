@@ -108,6 +108,75 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
+// --- Multi-tensor ops: one launch over many vectors (a model's parameters). The vectors are a
+// table of spans in device memory; element i of the concatenation belongs to the span whose
+// [start, start + n) holds it, found by binary search over the starts.
+struct DeviceSpan {
+  float* p;  // the vector (the parameter for adamw)
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n, start;
+  float weight_decay;
+};
+
+__device__ __forceinline__ int span_of(const DeviceSpan* __restrict__ spans, int count, int64_t i) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (spans[mid].start <= i)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    multi_sum_squares_partial_kernel(const DeviceSpan* __restrict__ spans, int count, int64_t total,
+                                     double* __restrict__ partial) {
+  __shared__ double warp_sums[kThreads / 32];
+  double acc = 0.0;
+  cuda::for_each_index<kThreads>(total, [&](int64_t i) {
+    const DeviceSpan& s = spans[span_of(spans, count, i)];
+    const double x = s.p[i - s.start];
+    acc += x * x;
+  });
+  acc = cuda::block_sum(acc, warp_sums);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    multi_scale_kernel(const DeviceSpan* __restrict__ spans, int count, int64_t total, float s) {
+  cuda::for_each_index<kThreads>(total, [&](int64_t i) {
+    const DeviceSpan& d = spans[span_of(spans, count, i)];
+    float* x = d.p + (i - d.start);
+    *x = *x * s;
+  });
+}
+
+// adamw_kernel's arithmetic, element by element, with each span's own weight decay.
+__global__ void __launch_bounds__(kThreads)
+    multi_adamw_kernel(const DeviceSpan* __restrict__ spans, int count, int64_t total, float lr,
+                       float beta1, float beta2, float eps, float bc1, float bc2) {
+  const float one_minus_b1 = 1.0f - beta1, one_minus_b2 = 1.0f - beta2;
+  cuda::for_each_index<kThreads>(total, [&](int64_t i) {
+    const DeviceSpan& d = spans[span_of(spans, count, i)];
+    const int64_t k = i - d.start;
+    const float gi = d.g[k];
+    const float mi = __fadd_rn(__fmul_rn(beta1, d.m[k]), __fmul_rn(one_minus_b1, gi));
+    const float vi =
+        __fadd_rn(__fmul_rn(beta2, d.v[k]), __fmul_rn(__fmul_rn(one_minus_b2, gi), gi));
+    d.m[k] = mi;
+    d.v[k] = vi;
+    const float mhat = __fdiv_rn(mi, bc1), vhat = __fdiv_rn(vi, bc2);
+    const float pi = d.p[k];
+    const float update =
+        __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), eps)), __fmul_rn(d.weight_decay, pi));
+    d.p[k] = __fsub_rn(pi, __fmul_rn(lr, update));
+  });
+}
+
 // Blocks for a grid-stride element-wise kernel: at most 32 per SM (several waves of work each).
 unsigned elementwise_grid(int64_t n, int sm_count) {
   return cuda::grid_for(n, kThreads, int64_t{32} * std::max(sm_count, 1));
@@ -188,6 +257,7 @@ void CudaBackend::add(const Matrix& a, const Matrix& b, const Matrix& out) {
 
 double CudaBackend::sum_squares(const float* x, int64_t n) {
   const OpScope scope(*this, "sum_squares");
+  count_host_sync();
   check_vector("sum_squares", x, n);
   if (n == 0) return 0.0;
   make_current();
@@ -230,6 +300,96 @@ void CudaBackend::adamw(float* p, const float* g, float* m, float* v, int64_t n,
   adamw_kernel<<<elementwise_grid(n, sm_count_), kThreads, 0, stream_>>>(
       p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
   cuda::check_launch("adamw_kernel");
+}
+
+namespace {
+
+// The spans' table in device memory (a fresh stream-ordered allocation: freed in order after the
+// kernel that reads it); total: the elements of all spans.
+Buffer upload_spans(CudaBackend& be, std::vector<DeviceSpan>& spans, int64_t* total) {
+  int64_t at = 0;
+  for (DeviceSpan& s : spans) {
+    s.start = at;
+    at += s.n;
+  }
+  *total = at;
+  Buffer table = be.alloc(spans.size() * sizeof(DeviceSpan));
+  be.upload(table.data(), spans.data(), spans.size() * sizeof(DeviceSpan));
+  return table;
+}
+
+}  // namespace
+
+double CudaBackend::sum_squares(const std::vector<FloatSpan>& xs) {
+  const OpScope scope(*this, "sum_squares");
+  count_host_sync();
+  std::vector<DeviceSpan> spans;
+  for (const FloatSpan& x : xs) {
+    check_vector("sum_squares", x.data, x.n);
+    if (x.n > 0) spans.push_back({x.data, nullptr, nullptr, nullptr, x.n, 0, 0.0f});
+  }
+  if (spans.empty()) return 0.0;
+  check(spans.size() <= INT_MAX, "sum_squares: too many vectors");
+  make_current();
+  int64_t total = 0;
+  const Buffer table = upload_spans(*this, spans, &total);
+  const unsigned blocks = cuda::grid_for(total, kThreads, kReduceBlocks);
+  multi_sum_squares_partial_kernel<<<blocks, kThreads, 0, stream_>>>(
+      table.as<DeviceSpan>(), static_cast<int>(spans.size()), total, reduce_dev_);
+  cuda::check_launch("multi_sum_squares_partial_kernel");
+  sum_squares_final_kernel<<<1, kThreads, 0, stream_>>>(reduce_dev_, static_cast<int>(blocks),
+                                                        reduce_dev_ + kReduceBlocks);
+  cuda::check_launch("sum_squares_final_kernel");
+  FP8RL_CUDA_CHECK(cudaMemcpyAsync(reduce_host_, reduce_dev_ + kReduceBlocks, sizeof(double),
+                                   cudaMemcpyDeviceToHost, stream_));
+  FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return *reduce_host_;
+}
+
+void CudaBackend::scale(const std::vector<FloatSpan>& xs, float s) {
+  const OpScope scope(*this, "scale");
+  std::vector<DeviceSpan> spans;
+  for (const FloatSpan& x : xs) {
+    check_vector("scale", x.data, x.n);
+    if (x.n > 0) spans.push_back({x.data, nullptr, nullptr, nullptr, x.n, 0, 0.0f});
+  }
+  if (spans.empty()) return;
+  check(spans.size() <= INT_MAX, "scale: too many vectors");
+  make_current();
+  int64_t total = 0;
+  const Buffer table = upload_spans(*this, spans, &total);
+  multi_scale_kernel<<<elementwise_grid(total, sm_count_), kThreads, 0, stream_>>>(
+      table.as<DeviceSpan>(), static_cast<int>(spans.size()), total, s);
+  cuda::check_launch("multi_scale_kernel");
+}
+
+void CudaBackend::adamw(const std::vector<AdamWParam>& params, float lr, float beta1, float beta2,
+                        float eps, int64_t t) {
+  const OpScope scope(*this, "adamw");
+  check(t >= 1, "adamw: step must be ≥ 1, got " + std::to_string(t));
+  std::vector<DeviceSpan> spans;
+  for (const AdamWParam& q : params) {
+    check_vector("adamw", q.p, q.n);
+    if (q.n == 0) continue;
+    cuda::check_data("adamw", "g", q.g);
+    cuda::check_data("adamw", "m", q.m);
+    cuda::check_data("adamw", "v", q.v);
+    spans.push_back({q.p, q.g, q.m, q.v, q.n, 0, q.weight_decay});
+  }
+  if (spans.empty()) return;
+  check(spans.size() <= INT_MAX, "adamw: too many vectors");
+  make_current();
+  // As the reference: 1 − β^t in FP64, then rounded to FP32.
+  const float bc1 =
+      static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(t)));
+  const float bc2 =
+      static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(t)));
+  int64_t total = 0;
+  const Buffer table = upload_spans(*this, spans, &total);
+  multi_adamw_kernel<<<elementwise_grid(total, sm_count_), kThreads, 0, stream_>>>(
+      table.as<DeviceSpan>(), static_cast<int>(spans.size()), total, lr, beta1, beta2, eps, bc1,
+      bc2);
+  cuda::check_launch("multi_adamw_kernel");
 }
 
 }  // namespace fp8rl

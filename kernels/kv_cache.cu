@@ -496,6 +496,7 @@ void launch_cached(const CachedArgs& a, bool vec, int kg, dim3 grid, int threads
 
 float CudaBackend::amax(const Matrix& x) {
   const OpScope scope(*this, "amax");
+  count_host_sync();
   cuda::check_activation("amax", "x", x);
   const int64_t n = x.rows * x.cols;
   if (n == 0) return 0.0f;

@@ -58,6 +58,7 @@ write_page(fp8rl ".TH FP8RL 1 \"\" \"fp8rl ${VERSION}\" \"User Commands\"
 fp8rl \\- end-to-end FP8 reinforcement learning (GRPO) of language models
 .SH SYNOPSIS
 .B fp8rl
+.RB [ \\-\\-debug ]
 .I command
 .RI [ options ]
 .SH DESCRIPTION
@@ -73,8 +74,8 @@ ${sections}.SH SEE ALSO
 ")
 
 if(STUDIO)
-  # The studio parses its options in a QApplication: give it a platform that needs no display.
-  run_help(studio_help "${CMAKE_COMMAND}" -E env QT_QPA_PLATFORM=offscreen "${STUDIO}" --help)
+  # The studio's --help needs no display (it starts on Qt's minimal platform).
+  run_help(studio_help "${STUDIO}" --help)
   # Qt names the program by the path it was started from.
   string(REPLACE "${STUDIO}" "fp8rl-studio" studio_help "${studio_help}")
   roff_verbatim("${studio_help}" studio_roff)

@@ -125,13 +125,13 @@ MainWindow::MainWindow(QString cli, QString db, QWidget* parent)
   QSettings s;
   restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
   const bool restored = restoreState(s.value(QStringLiteral("window/state")).toByteArray());
-  // Without a saved layout the runs dock opens wide enough for the id, name, status, step and
-  // precision columns, and at most 30 % of the window; the width applies once the window has
-  // its size.
+  // Without a saved layout the runs dock opens wide enough for the id, name, status, step,
+  // precision and preset columns, and at most 35 % of the window; the width applies once the
+  // window has its size.
   QTimer::singleShot(0, this, [this, dock, restored] {
     const int wanted = runs_->sizeHint().width();
     if (!restored || dock->width() < runs_->minimumWidth())
-      resizeDocks({dock}, {std::min(wanted, width() * 3 / 10)}, Qt::Horizontal);
+      resizeDocks({dock}, {std::min(wanted, width() * 35 / 100)}, Qt::Horizontal);
   });
   connect(tabs_, &QTabWidget::currentChanged, this, [this] {
     if (tabs_->currentWidget() == compare_ && !compared_.empty()) compare_->refresh();

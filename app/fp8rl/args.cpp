@@ -4,8 +4,6 @@
 #include <limits>
 #include <utility>
 
-#include "core/error.hpp"
-
 namespace fp8rl::cli {
 namespace {
 std::string allowed(const std::set<std::string>& a, const std::set<std::string>& b) {
@@ -32,16 +30,16 @@ Args::Args(const std::vector<std::string>& args, const std::set<std::string>& va
       name = name.substr(0, eq);
     }
     if (flags.count(name)) {
-      check(!inline_value, "option --" + name + " takes no value");
+      need(!inline_value, "option --" + name + " takes no value");
       flags_.insert(name);
     } else if (valued.count(name)) {
       if (!inline_value) {
-        check(i + 1 < args.size(), "option --" + name + " needs a value");
+        need(i + 1 < args.size(), "option --" + name + " needs a value");
         value = args[++i];
       }
       values_[name] = value;
     } else {
-      throw Error("unknown option --" + name + " (allowed: " + allowed(valued, flags) + ")");
+      throw UsageError("unknown option --" + name + " (allowed: " + allowed(valued, flags) + ")");
     }
   }
 }
@@ -98,10 +96,18 @@ double Args::get_number(const std::string& name, double fallback) const {
   return v;
 }
 
-int Args::usage(const char* text) const {
-  const bool help = flag("help");
-  std::fputs(text, help ? stdout : stderr);
-  return help ? 0 : 2;
+void Args::max_positional(size_t max) const {
+  need(positional_.size() <= max,
+       "unexpected argument '" + (positional_.size() > max ? positional_[max] : "") + "'");
+}
+
+void need(bool cond, const std::string& message, std::source_location where) {
+  if (!cond) throw UsageError(message, {}, where);
+}
+
+int print_help(const char* text) {
+  std::fputs(text, stdout);
+  return 0;
 }
 
 std::vector<std::string> take_repeated(std::vector<std::string>& args, const std::string& name) {
@@ -109,7 +115,7 @@ std::vector<std::string> take_repeated(std::vector<std::string>& args, const std
   std::vector<std::string> values, rest;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == option) {
-      check(i + 1 < args.size(), "option " + option + " needs a value");
+      need(i + 1 < args.size(), "option " + option + " needs a value");
       values.push_back(args[++i]);
     } else if (args[i].rfind(prefix, 0) == 0) {
       values.push_back(args[i].substr(prefix.size()));

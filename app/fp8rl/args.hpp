@@ -1,14 +1,34 @@
 // A small command-line parser: `--name value`, `--name=value` and `--flag`. Unknown options
-// and missing values are errors naming the option and the allowed ones.
+// and missing values are usage errors naming the option and the allowed ones.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <set>
+#include <source_location>
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
+
 namespace fp8rl::cli {
+
+// A command line the command cannot run as given: something it needs is missing, or a word is
+// none of its options or arguments. main() prints "fp8rl COMMAND: MESSAGE" and one line
+// pointing to `fp8rl COMMAND --help`, and exits with 2. (A value the command cannot use, such
+// as a malformed number or an unknown preset, is an Error: exit 1.)
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Throws UsageError(message) when cond is false. The message names what is wrong or missing,
+// e.g. need(a.has("run"), "needs --run ID (a run id, as `fp8rl runs list` shows)").
+void need(bool cond, const std::string& message,
+          std::source_location where = std::source_location::current());
+
+// Prints a command's help text (asked for with --help) on stdout; returns 0, the exit code.
+int print_help(const char* text);
 
 // Parses the whole of text as a decimal integer; false for empty text, trailing characters or
 // out of range.
@@ -37,9 +57,9 @@ class Args {
   // The option's value as a number (fallback when absent); an error names the option.
   double get_number(const std::string& name, double fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
-  // Prints the command's usage text: to stdout when --help was asked for (returns 0), else to
-  // stderr for a call that lacks what it needs (returns 2). The command returns what it returns.
-  int usage(const char* text) const;
+  // A usage error unless the command line has at most max positional arguments (the first
+  // extra one named).
+  void max_positional(size_t max) const;
 
  private:
   std::map<std::string, std::string> values_;

@@ -319,7 +319,24 @@ Json phase_table(const StepMeasurement& m, const StepOptions& o) {
 
 // The speed-up targets and their verdict (on the CPU, which emulates FP8, the promise is that
 // FP8 costs little over BF16, in the median step's CPU time).
-Json step_targets(const StepMeasurement& m, Json& run) {
+// The recipe workloads' phase targets (ratios to the BF16 mode in the same run): generation and
+// training are where FP8 must win at the lengths RL generates (docs/benchmarks.md).
+struct PhaseTarget {
+  const char* preset;
+  size_t mode;   // index in kStepModes
+  size_t phase;  // index in Phases::kNames, or std::size(Phases::kNames) for the whole step
+  double at_least;
+};
+constexpr size_t kWholeStep = std::size(Phases::kNames);
+const PhaseTarget kPhaseTargets[] = {
+    {"recipe-8b", 2, 0, 1.4},           // generation, FP8 + FP8 KV
+    {"recipe-8b", 1, 2, 1.35},          // training, FP8 linears
+    {"recipe-8b", 2, kWholeStep, 1.3},  // the whole step
+    {"recipe-8b-long", 2, 0, 1.6},      // generation at 64 x 4,096
+    {"recipe-0.6b", 1, 2, 1.1},         // training at the 0.6B shape
+};
+
+Json step_targets(const StepMeasurement& m, const StepOptions& o, Json& run) {
   const bool cpu = m.interleaved;
   double speedup[kModes], recal_share[kModes];
   for (size_t mi = 0; mi < kModes; ++mi) {
@@ -331,6 +348,18 @@ Json step_targets(const StepMeasurement& m, Json& run) {
       target_json("step fp8 linears + fp8 KV vs bf16", speedup[2], ">=", 1.48),
       target_json("step fp8 linears vs bf16", speedup[1], ">=", 1.15),
       target_json("recalibration share of the step (fp8 modes, worst)", recal, "<=", 0.03)};
+  for (const PhaseTarget& t : kPhaseTargets) {
+    if (o.preset != t.preset) continue;
+    const bool whole = t.phase == kWholeStep;
+    const double base = whole ? m.modes[0].step : m.modes[0].phases.at(t.phase);
+    const double mine = whole ? m.modes[t.mode].step : m.modes[t.mode].phases.at(t.phase);
+    const double ratio = mine > 0 ? base / mine : NAN;
+    const std::string name = std::string(whole ? "step" : Phases::kNames[t.phase]) + " " +
+                             kStepModes[t.mode].name + " vs bf16 (" + t.preset + ")";
+    targets.push_back(target_json(name, ratio, ">=", t.at_least));
+    std::printf("target: %s %.2fx (>= %.2fx) %s\n", name.c_str(), ratio, t.at_least,
+                verdict(ratio >= t.at_least));
+  }
   if (cpu) {
     // CPU time is what the step costs whatever else shares the cores; the wall time of the
     // median step is printed beside it (the same ratio on a quiet machine).
@@ -476,7 +505,7 @@ void pytorch_baseline(const StepMeasurement& m, const StepOptions& o, const RunC
     }
     run["pytorch"] = pt;
   } catch (const Error& e) {
-    std::printf("\npytorch: %s\n\n", e.what());
+    std::printf("\npytorch: %s\n\n", error_text(e).c_str());
   }
 }
 
@@ -540,7 +569,7 @@ Json bench_step(Backend& be, const StepOptions& o) {
     }
   }
   run["phases"] = phase_table(m, o);
-  run["targets"] = step_targets(m, run);
+  run["targets"] = step_targets(m, o, run);
   if (!cpu) {
     std::printf("\n");
     return run;

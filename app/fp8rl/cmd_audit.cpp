@@ -45,7 +45,9 @@ void print_rows(int64_t step, const std::vector<std::pair<int64_t, AuditRow>>& r
 
 int cmd_audit(const std::vector<std::string>& args) {
   const Args a(args, {"run", "db", "step"}, {"help", "all"});
-  if (a.flag("help") || a.get("run", "").empty() || !a.positional().empty()) return a.usage(kHelp);
+  if (a.flag("help")) return print_help(kHelp);
+  need(!a.get("run", "").empty(), "needs --run ID (a run id, as `fp8rl runs list` shows)");
+  a.max_positional(0);
   const std::string path = a.get("db", default_db_path());
   check(std::filesystem::exists(path), "no run database at " + path + " (no runs recorded yet)");
   RunStore db(path, /*read_only=*/true);

@@ -125,11 +125,12 @@ int cmd_bench(const std::vector<std::string>& args) {
   const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
-  if (a.flag("help") || pos.size() != 1 || !options.count(pos[0])) {
-    if (!a.flag("help") && pos.size() == 1)
-      std::fprintf(stderr, "fp8rl bench: unknown benchmark '%s'\n\n", pos[0].c_str());
-    return a.usage(kUsage);
-  }
+  if (a.flag("help")) return print_help(kUsage);
+  std::string names;
+  for (const auto& [name, accepted] : options) names += (names.empty() ? "" : ", ") + name;
+  need(!pos.empty(), "needs a benchmark: one of " + names);
+  need(options.count(pos[0]) > 0, "unknown benchmark '" + pos[0] + "' (one of " + names + ")");
+  a.max_positional(1);
   const std::string& what = pos[0];
   const auto& accepted = options.at(what);
   auto given = [&](const std::string& name) {
@@ -139,17 +140,14 @@ int cmd_bench(const std::vector<std::string>& args) {
   };
   for (const auto& name : valued)
     if (name != "backend" && name != "json" && !accepted.count(name) && given(name))
-      throw Error("option --" + name + " does not apply to bench " + what);
-  if (a.flag("no-pytorch") && what != "step")
-    throw Error("option --no-pytorch applies to bench step only");
-  if (a.flag("op-times") && what != "step")
-    throw Error("option --op-times applies to bench step only");
-  if (!sets.empty() && !accepted.count("set"))
-    throw Error("option --set does not apply to bench " + what +
-                " (only to bench step, bench moe and bench train --seeds)");
+      throw UsageError("option --" + name + " does not apply to bench " + what);
+  need(!a.flag("no-pytorch") || what == "step", "option --no-pytorch applies to bench step only");
+  need(!a.flag("op-times") || what == "step", "option --op-times applies to bench step only");
+  need(sets.empty() || accepted.count("set") > 0,
+       "option --set does not apply to bench " + what +
+           " (only to bench step, bench moe and bench train --seeds)");
   if (what == "tokenize") {
-    check(given("tokenizer"),
-          "bench tokenize needs --tokenizer DIR (a folder with tokenizer.json)");
+    need(given("tokenizer"), "bench tokenize needs --tokenizer DIR (a folder with tokenizer.json)");
     const double mb =
         given("megabytes") ? bench::seconds_option(a.get("megabytes", ""), "megabytes") : 4;
     check(mb > 0, "--megabytes must be positive");
@@ -185,10 +183,10 @@ int cmd_bench(const std::vector<std::string>& args) {
     const bool seeds = given("seeds");
     for (const char* name : {"model", "batch", "seq-len", "steps", "warmup"})
       if (seeds && given(name))
-        throw Error(std::string("option --") + name +
-                    " does not apply to bench train --seeds (it runs the preset to the end)");
-    if (!seeds && (given("preset") || !sets.empty() || given("target")))
-      throw Error("options --preset, --set and --target of bench train need --seeds N");
+        throw UsageError(std::string("option --") + name +
+                         " does not apply to bench train --seeds (it runs the preset to the end)");
+    need(seeds || !(given("preset") || !sets.empty() || given("target")),
+         "options --preset, --set and --target of bench train need --seeds N");
   }
 
   auto int_option = [&](const std::string& name, int64_t fallback) {

@@ -145,17 +145,19 @@ int cmd_compare(const std::vector<std::string>& args) {
   const Args a(rest,
                {"db", "sweep", "base", "target", "detect", "detect-relative", "resamples", "seed"},
                {"help", "json", "unpaired"});
-  if (a.flag("help") || (specs.empty() && !a.has("sweep")))
-    return a.usage((std::string("usage: fp8rl compare --group A --group B [--json] [options]\n"
-                                "       fp8rl compare --sweep ID [--base VALUE] [--json]\n\n"
-                                "Is group A as good as group B? For final and best validation "
-                                "accuracy, reward, time to\na validation target and step time: "
-                                "the difference (or ratio) of the means with a 95%\nbootstrap "
-                                "interval (paired by seed where the groups share seeds), a t "
-                                "interval for\ncomparison, the finding in words and the seeds "
-                                "needed to detect a given difference.\n") +
-                    kGroupOptions)
-                       .c_str());
+  if (a.flag("help"))
+    return print_help((std::string("usage: fp8rl compare --group A --group B [--json] [options]\n"
+                                   "       fp8rl compare --sweep ID [--base VALUE] [--json]\n\n"
+                                   "Is group A as good as group B? For final and best validation "
+                                   "accuracy, reward, time to\na validation target and step time: "
+                                   "the difference (or ratio) of the means with a 95%\nbootstrap "
+                                   "interval (paired by seed where the groups share seeds), a t "
+                                   "interval for\ncomparison, the finding in words and the seeds "
+                                   "needed to detect a given difference.\n") +
+                       kGroupOptions)
+                          .c_str());
+  need(!specs.empty() || a.has("sweep"),
+       "needs the groups to compare: --group A --group B, or --sweep ID");
   const std::string db = a.get("db", default_db_path());
   check(std::filesystem::exists(db), "no run database at " + db);
   RunStore store(db, /*read_only=*/true);
@@ -217,16 +219,20 @@ int cmd_report(const std::vector<std::string>& args) {
                {"db", "sweep", "base", "target", "detect", "detect-relative", "resamples", "seed",
                 "out", "title"},
                {"help", "unpaired"});
-  if (a.flag("help") || (specs.empty() && !a.has("sweep")) || !a.has("out"))
-    return a.usage((std::string("usage: fp8rl report (--group A --group B … | --sweep ID [--base "
-                                "VALUE]) --out FILE.html [--title TEXT]\n\n"
-                                "Writes a self-contained HTML report: the verdicts of `fp8rl "
-                                "compare` in words and as\ntables, the groups and their runs, and "
-                                "each group's mean curve with a 95% bootstrap\nband over seeds for "
-                                "reward, accuracies, mismatch, throughput and step time (inline "
-                                "SVG;\nno script, nothing fetched), to read without the studio.\n") +
-                    kGroupOptions)
-                       .c_str());
+  if (a.flag("help"))
+    return print_help(
+        (std::string("usage: fp8rl report (--group A --group B … | --sweep ID [--base "
+                     "VALUE]) --out FILE.html [--title TEXT]\n\n"
+                     "Writes a self-contained HTML report: the verdicts of `fp8rl "
+                     "compare` in words and as\ntables, the groups and their runs, and "
+                     "each group's mean curve with a 95% bootstrap\nband over seeds for "
+                     "reward, accuracies, mismatch, throughput and step time (inline "
+                     "SVG;\nno script, nothing fetched), to read without the studio.\n") +
+         kGroupOptions)
+            .c_str());
+  need(!specs.empty() || a.has("sweep"),
+       "needs the groups to compare: --group A --group B, or --sweep ID");
+  need(a.has("out"), "needs --out FILE.html, the report to write");
   const std::string db = a.get("db", default_db_path());
   check(std::filesystem::exists(db), "no run database at " + db);
   RunStore store(db, /*read_only=*/true);

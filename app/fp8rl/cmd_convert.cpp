@@ -148,10 +148,13 @@ int cmd_convert(const std::vector<std::string>& args) {
   const std::vector<std::string> keep = take_keep_patterns(rest);
   const Args a(rest, {"checkpoint", "to", "output", "max-shard-size"}, {"help"});
   const std::string in = a.get("checkpoint", ""), out = a.get("output", ""), to = a.get("to", "");
-  if (a.flag("help") || in.empty() || out.empty() || to.empty()) return a.usage(kUsage);
-  check(a.positional().empty(), "unexpected argument '" +
-                                    (a.positional().empty() ? "" : a.positional().front()) +
-                                    "' (patterns follow --keep-bf16)");
+  if (a.flag("help")) return print_help(kUsage);
+  need(!in.empty(), "needs --checkpoint DIR, the checkpoint to convert");
+  need(!to.empty(), "needs --to fp8 or --to bf16");
+  need(!out.empty(), "needs --output DIR, where the converted checkpoint goes");
+  need(a.positional().empty(), "unexpected argument '" +
+                                   (a.positional().empty() ? "" : a.positional().front()) +
+                                   "' (patterns follow --keep-bf16)");
   check(to == "fp8" || to == "bf16", "--to: '" + to + "' is not fp8 or bf16");
   check(keep.empty() || to == "fp8", "--keep-bf16 applies to --to fp8");
   check(std::filesystem::is_directory(in), "--checkpoint: " + in + " is not a directory");

@@ -148,6 +148,7 @@ int cmd_doctor(const std::vector<std::string>& args) {
         "to this user (with the command that mends them). Exits 0.");
     return 0;
   }
+  a.max_positional(0);
   std::printf("fp8rl %s (%s)\n\n", FP8RL_VERSION, FP8RL_GIT_DESCRIBE);
   std::printf("CPU backend\n  threads:        %d\n  GEMM:           %s\n\n", cpu_threads(),
               cpu_gemm_description().c_str());

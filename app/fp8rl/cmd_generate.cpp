@@ -21,8 +21,8 @@ int cmd_generate(const std::vector<std::string>& args) {
                {"help"});
   const bool has_input = !a.get("prompt", "").empty() || !a.get("token-ids", "").empty();
   const std::string dir = a.get("checkpoint", a.get("model", ""));
-  if (a.flag("help") || dir.empty() || !has_input)
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         "usage: fp8rl generate (--checkpoint DIR | --model DIR) (--prompt TEXT | --token-ids "
         "1,2,...)\n"
         "         [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
@@ -36,6 +36,9 @@ int cmd_generate(const std::vector<std::string>& args) {
         "off\n"
         "launches every op of every decode step instead of replaying recorded CUDA graphs\n"
         "(decode_graphs in the output says how many steps replayed one, or why none did).\n");
+  need(!dir.empty(), "needs a model: --checkpoint DIR or --model DIR");
+  need(has_input, "needs a prompt: --prompt TEXT or --token-ids 1,2,...");
+  a.max_positional(0);
   const CheckpointInfo ckpt = read_checkpoint_info(dir);  // config.json, read once
   ChatOptions chat;  // the family's template (Llama 3.1's or Qwen3's)
   chat.template_name = model_family(ckpt.model.family).chat_template;

@@ -12,10 +12,8 @@ namespace fp8rl::cli {
 int cmd_keys(const std::vector<std::string>& args) {
   const Args a(args, {"keys", "comment"}, {"help"});
   const auto& words = a.positional();
-  if (a.flag("help") || words.size() > 2 ||
-      (!words.empty() && words[0] != "show" && words[0] != "authorize") ||
-      (words.size() == 2) != (!words.empty() && words[0] == "authorize"))
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         "usage: fp8rl keys [show] [--keys DIR]\n"
         "       fp8rl keys authorize CLIENT_PUBLIC_KEY [--comment TEXT] [--keys DIR]\n\n"
         "A worker bound beyond loopback (fp8rl worker --allow-remote) speaks ZeroMQ CURVE: it\n"
@@ -24,6 +22,11 @@ int cmd_keys(const std::vector<std::string>& args) {
         "0600): the worker key clients need, and the client key to authorize on the machines\n"
         "whose workers this one controls. `authorize` adds a client's public key there.\n"
         "Keys: --keys DIR, else $FP8RL_KEYS, else ~/.config/fp8rl/keys.\n");
+  need(words.empty() || words[0] == "show" || words[0] == "authorize",
+       "unknown action '" + (words.empty() ? "" : words[0]) + "' (show or authorize)");
+  const bool authorize = !words.empty() && words[0] == "authorize";
+  need(!authorize || words.size() >= 2, "authorize needs the client's public key");
+  a.max_positional(authorize ? 2 : 1);
   const std::string dir = a.get("keys", ipc::keys_dir());
   if (!words.empty() && words[0] == "authorize") {
     const bool added = ipc::authorize_client(dir, words[1], a.get("comment", ""));

@@ -140,7 +140,8 @@ class Recorder {
           store_.record_steps(run, steps);
           steps.clear();
         } catch (const Error& e) {
-          std::fprintf(stderr, "fp8rl replay: %s (kept for the next write)\n", e.what());
+          std::fprintf(stderr, "fp8rl replay: %s (kept for the next write)\n",
+                       error_text(e).c_str());
         }
       }
       lock.lock();
@@ -166,8 +167,8 @@ class Recorder {
 int cmd_replay(const std::vector<std::string>& args) {
   const Args a(args, {"db", "source-db", "source-run", "runs", "rate", "seconds", "nice", "name"},
                {"help", "no-record"});
-  if (a.flag("help") || !a.has("source-run"))
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         "usage: fp8rl replay --source-run ID [--source-db PATH] [--db PATH] [--runs N]\n"
         "                    [--rate STEPS_PER_S] [--seconds S] [--nice N] [--no-record]\n\n"
         "Plays a recorded run's telemetry as N live workers (default 10), for measuring the\n"
@@ -178,6 +179,8 @@ int cmd_replay(const std::vector<std::string>& args) {
         "cycled and renumbered, at the pace they were recorded at (or --rate steps a second),\n"
         "recording them in --db as it goes unless --no-record. Ends after --seconds (default\n"
         "60) or on Ctrl-C; its runs are then finished.\n");
+  need(a.has("source-run"), "needs --source-run ID, the recorded run to play");
+  a.max_positional(0);
   const std::string db = a.get("db", default_db_path());
   const std::string source_db = a.get("source-db", db);
   const int64_t source_run = parse_run_id(a.get("source-run", ""), "--source-run");

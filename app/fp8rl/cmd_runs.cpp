@@ -45,12 +45,8 @@ int cmd_runs(const std::vector<std::string>& args) {
     return cmd_runs_import(std::vector<std::string>(args.begin() + 1, args.end()));
   const Args a(args, {"db", "tensorboard"}, {"help", "csv"});
   const auto& pos = a.positional();
-  const bool ok =
-      !pos.empty() &&
-      (((pos[0] == "list" || pos[0] == "check") && pos.size() == 1) ||
-       ((pos[0] == "show" || pos[0] == "export" || pos[0] == "attach") && pos.size() == 2));
-  if (a.flag("help") || !ok)
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         "usage: fp8rl runs list [--db PATH]\n"
         "       fp8rl runs show ID [--db PATH]\n"
         "       fp8rl runs check [--db PATH]            (SQLite integrity check; prints ok)\n"
@@ -59,6 +55,14 @@ int cmd_runs(const std::vector<std::string>& args) {
         "scalar)\n"
         "       fp8rl runs export ID --tensorboard DIR [--db PATH]   (TensorBoard event files)\n"
         "       fp8rl runs import LOGDIR [--follow] [...]   (TensorBoard logs; --help for more)\n");
+  need(!pos.empty(),
+       "needs an action: list, show ID, check, attach ID, export ID (--csv or --tensorboard "
+       "DIR) or import LOGDIR");
+  const bool by_id = pos[0] == "show" || pos[0] == "export" || pos[0] == "attach";
+  need(by_id || pos[0] == "list" || pos[0] == "check",
+       "unknown action '" + pos[0] + "' (list, show, check, attach, export or import)");
+  need(!by_id || pos.size() >= 2, pos[0] + " needs a run id (as `fp8rl runs list` shows)");
+  a.max_positional(by_id ? 2 : 1);
   const std::string path = a.get("db", default_db_path());
   if (!std::filesystem::exists(path)) {
     check(pos[0] == "list", "no run database at " + path + " (no runs recorded yet)");
@@ -96,8 +100,7 @@ int cmd_runs(const std::vector<std::string>& args) {
   const auto row = db.find_run(id);
   check(row.has_value(), "no run " + pos[1] + " in " + db.path());
   if (pos[0] == "export") {
-    check(a.flag("csv") != a.has("tensorboard"),
-          "fp8rl runs export: give --csv or --tensorboard DIR");
+    need(a.flag("csv") != a.has("tensorboard"), "export needs --csv or --tensorboard DIR");
     if (a.has("tensorboard"))
       return cmd_runs_export_tensorboard(path, id, a.get("tensorboard", ""));
     db.export_csv(id, std::cout);

@@ -66,8 +66,8 @@ int cmd_runs_import(const std::vector<std::string>& args) {
   const std::vector<std::string> tags = take_repeated(rest, "tag");
   const std::vector<std::string> names = take_repeated(rest, "names");
   const Args a(rest, {"db", "name", "interval"}, {"help", "follow", "keep-names"});
-  if (a.flag("help") || a.positional().size() != 1)
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         "usage: fp8rl runs import LOGDIR [--name NAME] [--tag TAG]... [--follow] [--db PATH]\n"
         "                        [--names FILE]... [--keep-names] [--interval SECONDS]\n\n"
         "Imports TensorBoard logs (NeMo RL, verl, TRL, anything that writes event files): every\n"
@@ -78,6 +78,8 @@ int cmd_runs_import(const std::vector<std::string>& args) {
         "--keep-names stores every name as logged). Importing a folder again adds only what it\n"
         "gained. --follow keeps reading every --interval seconds (default 1): the runs show as\n"
         "live (read-only) until it is stopped (Ctrl-C), then as finished.\n");
+  need(!a.positional().empty(), "import needs a log folder: fp8rl runs import LOGDIR");
+  a.max_positional(1);
   const std::string logdir = a.positional()[0];
   const double interval = a.get_number("interval", 1.0);
   check(interval > 0, "--interval must be positive");

@@ -30,14 +30,17 @@ int cmd_score(const std::vector<std::string>& args) {
   const Args a(args, {"checkpoint", "model", "token-ids", "precision", "backend", "temperature"},
                {"help"});
   const std::string dir = a.get("checkpoint", a.get("model", ""));
-  if (a.flag("help") || dir.empty() || a.get("token-ids", "").empty())
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         "usage: fp8rl score (--checkpoint DIR | --model DIR) --token-ids 1,2,3,...\n"
         "                   [--precision fp32|bf16|fp8]\n"
         "                   [--backend auto|cpu|cuda] [--temperature T]\n\n"
         "Prints one JSON object: {\"token_ids\": [...], \"logprobs\": [...], ...} where\n"
         "logprobs[i] = log p(token_ids[i+1] | token_ids[0..i]) (so one fewer than the ids).\n"
         "Default precision: fp32 on the CPU, bf16 on CUDA.\n");
+  need(!dir.empty(), "needs a model: --checkpoint DIR or --model DIR");
+  need(!a.get("token-ids", "").empty(), "needs --token-ids 1,2,3,..., the tokens to score");
+  a.max_positional(0);
   const auto ids = parse_token_ids(a.get("token-ids", ""));
   check(ids.size() >= 2, "--token-ids: need at least two tokens to score");
   const double temperature = a.get_number("temperature", 1);
@@ -65,12 +68,15 @@ int cmd_score(const std::vector<std::string>& args) {
 
 int cmd_init(const std::vector<std::string>& args) {
   const Args a(args, {"config", "output", "seed", "init-std"}, {"help"});
-  if (a.flag("help") || a.get("config", "").empty() || a.get("output", "").empty())
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         "usage: fp8rl init --config config.json --output DIR [--seed N] [--init-std S]\n\n"
         "Writes a randomly initialised checkpoint (config.json + model.safetensors) of the\n"
         "model a Hugging Face config.json describes: Qwen3ForCausalLM, LlamaForCausalLM or\n"
         "Qwen3MoeForCausalLM (docs/model-families.md).\n");
+  need(!a.get("config", "").empty(), "needs --config config.json, the model to initialise");
+  need(!a.get("output", "").empty(), "needs --output DIR, where the checkpoint goes");
+  a.max_positional(0);
   const std::string config_path = a.get("config", "");
   const Json config = read_json_file(config_path);
   ModelConfig cfg;

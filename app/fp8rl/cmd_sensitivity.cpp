@@ -158,8 +158,10 @@ int cmd_sensitivity(const std::vector<std::string>& args) {
   const std::vector<std::string> sets = take_repeated(rest, "set");
   const Args a(rest, {"preset", "config", "checkpoint", "budget", "prompts", "backend"},
                {"json", "help"});
-  if (a.flag("help") || (a.get("preset", "").empty() && a.get("config", "").empty()))
-    return a.usage(kHelp);
+  if (a.flag("help")) return print_help(kHelp);
+  need(!a.get("preset", "").empty() || !a.get("config", "").empty(),
+       "needs a preset or a config (e.g. --preset demo)");
+  a.max_positional(0);
   SensitivityOptions opt;
   if (a.has("budget")) opt.budget = parse_budget(a.get("budget", ""));
   if (!a.get("prompts", "").empty()) {

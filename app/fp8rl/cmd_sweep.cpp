@@ -384,8 +384,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
                {"help", "check", "list", "new", "retry-failed", "all-status"});
   const auto& pos = a.positional();
   const bool status = a.has("status") || a.flag("all-status");
-  if (a.flag("help") || (pos.size() != 1 && !a.has("resume") && !status) || pos.size() > 1)
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         "usage: fp8rl sweep FILE [--db PATH] [--concurrency N] [--nice N] [--new]\n"
         "                        [--retry-failed] [--check] [--list]\n"
         "       fp8rl sweep --resume SWEEP_ID [--db PATH] [--concurrency N]\n"
@@ -405,6 +405,10 @@ int cmd_sweep(const std::vector<std::string>& args) {
         "  --retry-failed  start failed points again (once each)\n"
         "  --nice N  the runs' niceness (default 10)\n"
         "Exit code: 0 when every point finished, 1 when some failed, 130 when stopped.\n");
+  need(!pos.empty() || a.has("resume") || status,
+       "needs a sweep file (e.g. resources/sweeps/demo-precision.yaml), --resume SWEEP_ID or "
+       "--status SWEEP_ID");
+  a.max_positional(1);
   const std::string db = a.get("db", default_db_path());
   if (status) {
     check(fs::exists(db), "no run database at " + db);

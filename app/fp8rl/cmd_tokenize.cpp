@@ -14,9 +14,8 @@ int cmd_tokenize(const std::vector<std::string>& args) {
   const Args a(args, {"model", "text", "file", "decode"},
                {"help", "special", "no-special", "skip-special"});
   const int sources = a.has("text") + a.has("file") + a.has("decode");
-  if (a.flag("help") || a.get("model", "").empty() || sources != 1 ||
-      (a.flag("special") && a.flag("no-special")))
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         "usage: fp8rl tokenize --model DIR (--text S | --file F) [--special | --no-special]\n"
         "       fp8rl tokenize --model DIR --decode 1,2,3 [--skip-special]\n\n"
         "Encodes text with the tokenizer of a Hugging Face model folder (its tokenizer.json and\n"
@@ -25,6 +24,11 @@ int cmd_tokenize(const std::vector<std::string>& args) {
         "<|im_start|> are recognised in the text (--special, the default, as Hugging Face\n"
         "does); --no-special reads special ones as plain text. --decode prints the text of\n"
         "ids (--skip-special leaves special tokens out).\n");
+  need(!a.get("model", "").empty(), "needs --model DIR, the folder with the tokenizer");
+  need(sources == 1, sources == 0 ? "needs what to tokenize: --text S, --file F or --decode 1,2,3"
+                                  : "give one of --text, --file and --decode");
+  need(!(a.flag("special") && a.flag("no-special")), "give --special or --no-special, not both");
+  a.max_positional(0);
   const BpeTokenizer tok = BpeTokenizer::load(a.get("model", ""));
   if (a.has("decode")) {
     const std::string text =

@@ -128,8 +128,8 @@ int cmd_train(const std::vector<std::string>& args) {
     return 0;
   }
   const bool resuming = !a.get("resume", "").empty();
-  if (a.flag("help") || (a.get("preset", "").empty() && a.get("config", "").empty() && !resuming))
-    return a.usage(
+  if (a.flag("help"))
+    return print_help(
         "usage: fp8rl train (--preset NAME | --config FILE | --resume RUN_ID) [--set key=value "
         "...]\n"
         "                   [--json] [--db PATH] [--name NAME] [--backend auto|cpu|cuda]\n"
@@ -145,6 +145,11 @@ int cmd_train(const std::vector<std::string>& args) {
         "task then uses its tokenizer.json and chat template).\n"
         "Started by `mpirun -np N`, the run is data-parallel over N ranks (rank 0 records and\n"
         "prints; SIGUSR1 to mpirun stops at a step boundary): see docs/distributed.md.\n");
+  need(a.positional().empty(), "unexpected argument '" +
+                                   (a.positional().empty() ? "" : a.positional()[0]) +
+                                   "' (a preset or a config goes after --preset or --config)");
+  need(!a.get("preset", "").empty() || !a.get("config", "").empty() || resuming,
+       "needs a preset or a config (e.g. --preset math), or --resume RUN_ID");
   // Under mpirun (docs/distributed.md): the other ranks follow rank 0's run.
   Communicator& comm = world();
   if (comm.rank() > 0) return follow_rank0(comm);

@@ -57,6 +57,7 @@ int cmd_worker(const std::vector<std::string>& args) {
         "Protocol: docs/protocol.md.");
     return 0;
   }
+  a.max_positional(0);
   if (a.has("nice")) {
     const int n = a.get_int("nice", 0);
     check(n >= 0 && n <= 19, "--nice " + std::to_string(n) + " is not in 0..19");

@@ -1,16 +1,18 @@
 // fp8rl: the command-line entry point.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: fp8rl <command> [options]
+constexpr const char* kUsage = R"(usage: fp8rl [--debug] <command> [options]
 
 commands:
   doctor                 report CPU, GEMM path, CUDA module, driver, device and library versions
@@ -34,15 +36,18 @@ commands:
   keys                   CURVE keys of workers served beyond this machine (show, authorize)
   --version              print the version, the git revision and the backends available
   --help                 this text
+  --debug                errors also say where in the source they were raised
 
 Run `fp8rl <command> --help` for a command's options.
 )";
 
-}  // namespace
+// An error as the user reads it: what failed (the setting, file and value), and with --debug
+// also where in our source it was raised.
+std::string describe(const std::exception& e, bool debug) {
+  return debug ? e.what() : fp8rl::error_text(e);
+}
 
-namespace {
-
-int dispatch(const std::string& cmd, const std::vector<std::string>& rest) {
+int dispatch(const std::string& cmd, const std::vector<std::string>& rest, bool debug) {
   try {
     if (cmd == "doctor") return fp8rl::cli::cmd_doctor(rest);
     if (cmd == "bench") return fp8rl::cli::cmd_bench(rest);
@@ -76,10 +81,16 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& rest) {
     if (cmd == "runs")
       throw fp8rl::Error("this build has no SQLite: the run store is not available");
 #endif
-    std::fprintf(stderr, "fp8rl: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+    std::fprintf(stderr, "fp8rl: unknown command '%s' (`fp8rl --help` lists the commands)\n",
+                 cmd.c_str());
+    return 2;
+  } catch (const fp8rl::cli::UsageError& e) {
+    std::fprintf(stderr, "fp8rl %s: %s\n(`fp8rl %s --help` lists its options)\n", cmd.c_str(),
+                 describe(e, debug).c_str(), cmd.c_str());
+    fp8rl::end_world(false);
     return 2;
   } catch (const fp8rl::Error& e) {
-    std::fprintf(stderr, "fp8rl %s: error: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "fp8rl %s: error: %s\n", cmd.c_str(), describe(e, debug).c_str());
     fp8rl::end_world(false);
     return 1;
   } catch (const std::exception& e) {
@@ -93,14 +104,25 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& rest) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::fputs(kUsage, args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
+  // --debug is global: before the command or among its options.
+  const auto debug_at = std::remove(args.begin(), args.end(), std::string("--debug"));
+  const bool debug = debug_at != args.end();
+  args.erase(debug_at, args.end());
+  if (args.empty()) {
+    std::fputs(
+        "fp8rl: needs a command, e.g. `fp8rl train --preset demo` (`fp8rl --help` lists "
+        "them)\n",
+        stderr);
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   if (args[0] == "--version") return fp8rl::cli::print_version();
   const std::string cmd = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
-  const int rc = dispatch(cmd, rest);
+  const int rc = dispatch(cmd, rest, debug);
   // A data-parallel rank leaves its MPI job: finalised after success, aborted after a failure
   // (so that mpirun ends the other ranks rather than leave them waiting).
   fp8rl::end_world(rc == 0 || rc == 130);  // 130: stopped on request, on every rank

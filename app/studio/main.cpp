@@ -201,14 +201,10 @@ std::vector<int64_t> runScenario(MainWindow& w) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fp8rl::studio::StudioApplication app(argc, argv);
-  QApplication::setApplicationName(QStringLiteral("FP8 RL Studio"));
-  QApplication::setOrganizationName(QStringLiteral("fp8rl"));
-  QApplication::setApplicationVersion(QStringLiteral(FP8RL_VERSION " (" FP8RL_GIT_DESCRIBE ")"));
   QCommandLineParser parser;
   parser.setApplicationDescription(QStringLiteral("Launch, watch, steer and compare FP8 RL runs."));
-  parser.addHelpOption();
-  parser.addVersionOption();
+  const QCommandLineOption help = parser.addHelpOption();
+  const QCommandLineOption version = parser.addVersionOption();
   const QCommandLineOption db(QStringLiteral("db"), QStringLiteral("Run database to open."),
                               QStringLiteral("PATH"));
   const QCommandLineOption run(QStringLiteral("run"), QStringLiteral("Show this run."),
@@ -264,6 +260,20 @@ int main(int argc, char** argv) {
   parser.addOptions({db, run, compare, groups_option, shots, size_option, scenario, bench,
                      bench_runs, bench_steps, bench_live, bench_seconds, bench_replay, bench_rate,
                      bench_all_data, bench_profile});
+  // Help and the version print and quit: they must work where there is no display (a server,
+  // an SSH session), so they start on Qt's "minimal" platform, which needs none. The text is
+  // the same; anything else the command line holds is left to process() below.
+  {
+    QStringList words;
+    for (int i = 0; i < argc; ++i) words << QString::fromLocal8Bit(argv[i]);
+    (void)parser.parse(words);
+    if (parser.isSet(help) || parser.isSet(QStringLiteral("help-all")) || parser.isSet(version))
+      qputenv("QT_QPA_PLATFORM", "minimal");
+  }
+  fp8rl::studio::StudioApplication app(argc, argv);
+  QApplication::setApplicationName(QStringLiteral("FP8 RL Studio"));
+  QApplication::setOrganizationName(QStringLiteral("fp8rl"));
+  QApplication::setApplicationVersion(QStringLiteral(FP8RL_VERSION " (" FP8RL_GIT_DESCRIBE ")"));
   parser.process(app);
 
   const QString dir = QApplication::applicationDirPath();

@@ -156,6 +156,14 @@ class Backend {
   // compared where they live (the layer audit's check of the rollout weights, without copying
   // them to the host). Synchronises.
   virtual bool equal_bytes(const void* a, const void* b, size_t bytes) = 0;
+  struct BytesPair {
+    const void* a;
+    const void* b;
+    size_t bytes;
+  };
+  // equal_bytes for each pair, all compared in one synchronisation (the layer audit's check
+  // of a layer's weights at once).
+  virtual std::vector<bool> equal_bytes(const std::vector<BytesPair>& pairs) = 0;
 
   // --- FP8 numerics
   // Quantizes x (f32 or bf16, [rows, cols]) into out (same shape; out.block chooses 1x128
@@ -319,6 +327,26 @@ class Backend {
   // p −= lr · (m̂ / (sqrt(v̂) + eps) + wd · p) with m̂ = m/(1−β1^t), v̂ = v/(1−β2^t).
   virtual void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                      float beta2, float eps, float weight_decay, int64_t t) = 0;
+  // The same over many vectors at once (a model's parameters), one launch and, for the sum, one
+  // synchronisation on a device instead of one per vector. Each vector's result is the
+  // single-vector op's; the CPU adds the vectors' sums of squares in order, so its global sum is
+  // the one a loop of sum_squares gives.
+  struct FloatSpan {
+    float* data;
+    int64_t n;
+  };
+  virtual double sum_squares(const std::vector<FloatSpan>& xs) = 0;
+  virtual void scale(const std::vector<FloatSpan>& xs, float s) = 0;
+  struct AdamWParam {
+    float* p;
+    const float* g;
+    float* m;
+    float* v;
+    int64_t n;
+    float weight_decay;  // per vector: norm weights decay not
+  };
+  virtual void adamw(const std::vector<AdamWParam>& params, float lr, float beta1, float beta2,
+                     float eps, int64_t t) = 0;
 
   // --- Op timing (where the time of a step goes: `fp8rl bench step --op-times`)
   // Turns op timing on or off; returns false when this backend cannot time its ops (the CPU
@@ -343,10 +371,23 @@ class Backend {
     return nullptr;
   }
 
+  // --- Synchronisation
+  // How often the host has waited for this backend since it was made: every call that returns
+  // what the host reads at once — download, synchronize, equal_bytes, amax, sum_squares, a
+  // quantization with statistics, op_timings. The CPU backend counts the same calls, so a CPU
+  // run states what a step costs a device in synchronisations (test_audit compares modes).
+  int64_t host_syncs() const { return host_syncs_; }
+
  protected:
+  // Backends call this in each of the calls above.
+  void count_host_sync() { ++host_syncs_; }
+
   friend class Buffer;
   virtual void* raw_alloc(size_t bytes) = 0;
   virtual void raw_free(void* p) noexcept = 0;
+
+ private:
+  int64_t host_syncs_ = 0;
 };
 
 // Checks that the operands of Backend::gemm / gemm_fp8 agree in shape and dtype; throws an

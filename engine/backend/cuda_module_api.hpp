@@ -10,7 +10,7 @@ namespace fp8rl {
 class Backend;
 }
 
-inline constexpr int kFp8rlCudaAbi = 9;
+inline constexpr int kFp8rlCudaAbi = 11;
 
 extern "C" {
 

@@ -104,10 +104,13 @@ std::vector<SettingSpec> make_specs() {
             "random seed of the model's initialisation, the tasks and sampling"),
       means(choice("backend", "auto", {"auto", "cpu", "cuda"}),
             "where the run computes: auto takes CUDA when it loads and a device exists"),
-      means(choice("task.name", "reverse", {"reverse", "addition", "sort", "jsonl"}),
-            "the task: a built-in one, or jsonl (prompts and answers from task.path)"),
-      means(integer("task.min_len", 3, 1), "built-in tasks: shortest input (letters or digits)"),
-      means(integer("task.max_len", 6, 1), "built-in tasks: longest input (addition: at most 9)"),
+      means(choice("task.name", "reverse", {"reverse", "addition", "sort", "jsonl", "synthetic"}),
+            "the task: a built-in one, jsonl (prompts and answers from task.path), or synthetic "
+            "(a benchmark's: random prompts, responses of forced lengths)"),
+      means(integer("task.min_len", 3, 1),
+            "built-in tasks: shortest input (letters or digits; synthetic: prompt tokens)"),
+      means(integer("task.max_len", 6, 1),
+            "built-in tasks: longest input (addition: at most 9; synthetic: prompt tokens)"),
       means(positive("task.validation_size", 64), "held-out prompts of each validation"),
       means(text("task.path", "\"\""), "jsonl: the file of records"),
       means(
@@ -117,7 +120,14 @@ std::vector<SettingSpec> make_specs() {
       means(text("task.answer_key", "answer"), "jsonl: the record's answer field"),
       means(text("task.instruction", "\"\""), "jsonl: a line appended to every prompt"),
       means(integer("task.max_response_tokens", 0, 0),
-            "jsonl: the response budget in tokens (0: the longest answer + 1)"),
+            "jsonl: the response budget in tokens (0: the longest answer + 1); synthetic: every "
+            "response's length (the longest, with task.response_tokens_min)"),
+      means(integer("task.response_tokens_min", 0, 0),
+            "synthetic: each response's length drawn from [this, task.max_response_tokens] (0: "
+            "exactly task.max_response_tokens)"),
+      means(
+          integer("task.vocab_size", 256, 4, 1 << 30),
+          "synthetic: the vocabulary, and so the embedding's and the head's rows (Qwen3: 151936)"),
       means(text("task.system_prompt", "\"\""), "the chat template's system message"),
       means(text("task.date", "\"26 Jul 2024\""),
             "Llama 3.1's \"Today Date\" in every prompt, pinned for reproducible prompts"),

@@ -27,4 +27,11 @@ Error::Error(std::string what, std::string status, std::source_location where)
       file_(where.file_name()),
       line_(where.line()) {}
 
+std::string error_text(const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  if (!error) return e.what();
+  return error->status().empty() ? error->message()
+                                 : error->message() + " [" + error->status() + "]";
+}
+
 }  // namespace fp8rl

@@ -26,6 +26,10 @@ class Error : public std::runtime_error {
   unsigned line_;
 };
 
+// What a user reads of an exception: an Error's message and status name without the source
+// location (what() ends with it: for logs and `fp8rl --debug`), any other exception's what().
+std::string error_text(const std::exception& e);
+
 // Throws Error(message) when cond is false. Usage: check(n > 0, "n must be positive");
 inline void check(bool cond, const std::string& message,
                   std::source_location where = std::source_location::current()) {

@@ -301,16 +301,11 @@ void DecoderModel::zero_grad() {
   for (Param* p : parameters()) be_.zero(p->grad.buf.data(), p->grad.buf.bytes());
 }
 
-std::vector<LayerQuantRecord> DecoderModel::refresh() {
-  std::vector<LayerQuantRecord> records;
+void DecoderModel::refresh() {
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
-    layers_[l]->for_each_linear(l, nullptr, [&](Linear& lin, Module m, Precision) {
-      const QuantStats st = lin.refresh();
-      if (lin.precision() == Precision::fp8) records.push_back({l, m, "weight", st});
-    });
+    layers_[l]->for_each_linear(l, nullptr, [&](Linear& lin, Module, Precision) { lin.refresh(); });
   lm_head_->refresh();
   for (auto& [p, copy] : bf16_copies_) be_.convert(p->master.m(), copy.m());
-  return records;
 }
 
 Matrix DecoderModel::norm_weight(Param& p) {

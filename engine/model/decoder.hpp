@@ -27,14 +27,6 @@ struct ForwardResult {
   std::vector<float> entropy;  // [B·T] when requested
 };
 
-// Statistics of one quantization, for telemetry (scale histograms, saturation, error).
-struct LayerQuantRecord {
-  int64_t layer;
-  Module module;
-  const char* kind;  // "weight", "activation", "gradient"
-  QuantStats stats;
-};
-
 class DecoderModel {
  public:
   // Random initialisation (normal(0, init_std) matrices, unit norms), seeded.
@@ -142,8 +134,8 @@ class DecoderModel {
 
   void zero_grad();
   // Re-makes every compute copy from the master weights (after an optimizer step; FP8 tiles
-  // given by a checkpoint are dropped); returns the weight quantization records of fp8 linears.
-  std::vector<LayerQuantRecord> refresh();
+  // given by a checkpoint are dropped). FP8 weights are reported to the quant observer.
+  void refresh();
 
   // The modules of a dense layer reading one input: q, k, v (the normed hidden state), gate, up
   // (the second norm's output); o and down read their own. The input's FP8 operands are made once,

@@ -75,13 +75,12 @@ void Linear::set_fp8_weight(const std::vector<uint8_t>& codes, const std::vector
   if (precision_ == Precision::fp8) rebuild();
 }
 
-QuantStats Linear::refresh() {
+void Linear::refresh() {
   given_.reset();
-  return rebuild();
+  rebuild();
 }
 
-QuantStats Linear::rebuild() {
-  QuantStats stats;
+void Linear::rebuild() {
   const int64_t N = out_features(), K = in_features();
   if (precision_ == Precision::fp32) {
     // dgrad's Wᵀ, made once per weight update rather than in every backward.
@@ -105,14 +104,20 @@ QuantStats Linear::rebuild() {
       be_.copy(fp8_w_->q.scale_inv, given_->q.scale_inv,
                static_cast<size_t>(scale_count(ScaleBlock::tile128x128, N, K)) * 4);
       be_.transpose_fp8(fp8_w_->q, fp8_wt_->q);
-      return stats;
+      return;
     }
-    // The same quantizer serves the trainer and the rollout: both read these tiles.
-    be_.quantize(w_->master.m(), fp8_w_->q, qopt_, &stats);
+    // The same quantizer serves the trainer and the rollout: both read these tiles. Statistics
+    // only when observed: on a device they cost a pass and a synchronisation per linear.
+    // Otherwise they may be summed where they are, without a synchronisation (the observer's
+    // per-linear error signal).
+    QuantObserver* o = observing();
+    QuantStats stats;
+    QuantOptions opt = qopt_;
+    if (!o && observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "weight");
+    be_.quantize(w_->master.m(), fp8_w_->q, opt, o ? &stats : nullptr);
     be_.transpose_fp8(fp8_w_->q, fp8_wt_->q);
-    if (QuantObserver* o = observing()) o->observe(layer_, module_, "weight", fp8_w_->q, stats);
+    if (o) o->observe(layer_, module_, "weight", fp8_w_->q, stats);
   }
-  return stats;
 }
 
 void Linear::forward(LinearInput& x, const Matrix& y) {

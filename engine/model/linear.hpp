@@ -23,7 +23,7 @@ class QuantObserver {
                        const QuantStats& stats) = 0;
   // While active() is false: where the statistics of a linear's activation or gradient
   // quantizations are summed in backend memory (QuantOptions::stats_sum, no synchronisation),
-  // or null for none. kind: "activation" or "gradient".
+  // or null for none. kind: "weight", "activation" or "gradient".
   virtual QuantStatsSum* stats_sum(int64_t layer, Module module, const char* kind) {
     (void)layer;
     (void)module;
@@ -80,8 +80,8 @@ class Linear {
   void set_precision(Precision p, const QuantOptions& opt);
   // The master weights changed (an optimizer step): drops tiles given by set_fp8_weight and
   // recomputes the compute copies (bf16 W and Wᵀ, or FP8 W tiles and their transpose) from the
-  // masters; returns the weight quantization statistics for fp8.
-  QuantStats refresh();
+  // masters (an fp8 weight's quantization is reported to the observer, when one is active).
+  void refresh();
   // The weight scales of the last fp8 refresh (1/s per 128x128 tile), for scale histograms.
   const Fp8Tensor* fp8_weight() const { return fp8_w_ ? &*fp8_w_ : nullptr; }
   // The compute copies the GEMMs read, for the layer audit: FP8 tiles of Wᵀ (dgrad), and the
@@ -123,7 +123,7 @@ class Linear {
   DType given_scale_dtype_ = DType::f32;
 
   // Makes the compute copies for the current precision (from given_ when it serves).
-  QuantStats rebuild();
+  void rebuild();
   // The observer when it wants quantizations now (null otherwise).
   QuantObserver* observing() const {
     return observer_ && observer_->active() ? observer_ : nullptr;

@@ -46,25 +46,27 @@ double AdamW::lr_at(int64_t t) const {
 
 OptimizerStep AdamW::step() {
   OptimizerStep r;
-  double ss = 0;
-  for (Param* p : params_) ss += be_.sum_squares(p->grad.f32(), p->grad.size());
-  r.grad_norm = std::sqrt(ss);
+  // Every parameter at once: one pass and one synchronisation for the norm, one launch for the
+  // clipping and one for the update (on a device: not one of each per parameter).
+  std::vector<Backend::FloatSpan> grads;
+  std::vector<Backend::AdamWParam> params;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param* p = params_[i];
+    grads.push_back({p->grad.f32(), p->grad.size()});
+    params.push_back({p->master.f32(), p->grad.f32(), m_[i].f32(), v_[i].f32(), p->master.size(),
+                      p->decay ? static_cast<float>(cfg_.weight_decay) : 0.0f});
+  }
+  r.grad_norm = std::sqrt(be_.sum_squares(grads));
   check(std::isfinite(r.grad_norm), "optimizer: gradient norm is not finite (" +
                                         std::to_string(r.grad_norm) + "); step skipped");
   if (cfg_.max_grad_norm > 0 && r.grad_norm > cfg_.max_grad_norm) {
-    const float s = static_cast<float>(cfg_.max_grad_norm / (r.grad_norm + 1e-6));
-    for (Param* p : params_) be_.scale(p->grad.f32(), p->grad.size(), s);
+    be_.scale(grads, static_cast<float>(cfg_.max_grad_norm / (r.grad_norm + 1e-6)));
     r.clipped = true;
   }
   ++t_;
   r.lr = lr_at(t_);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Param* p = params_[i];
-    be_.adamw(p->master.f32(), p->grad.f32(), m_[i].f32(), v_[i].f32(), p->master.size(),
-              static_cast<float>(r.lr), static_cast<float>(cfg_.beta1),
-              static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps),
-              p->decay ? static_cast<float>(cfg_.weight_decay) : 0.0f, t_);
-  }
+  be_.adamw(params, static_cast<float>(r.lr), static_cast<float>(cfg_.beta1),
+            static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps), t_);
   return r;
 }
 

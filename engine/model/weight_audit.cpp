@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include "core/bf16.hpp"
 #include "fp8/codec.hpp"
@@ -98,40 +100,58 @@ std::pair<Fp8Tensor, Fp8Tensor> trainer_tiles(Backend& be, const Linear& lin,
   return {std::move(w), std::move(wt)};
 }
 
-bool same_tiles(Backend& be, const Fp8Matrix& a, const Fp8Matrix& b) {
-  return a.rows == b.rows && a.cols == b.cols && a.format == b.format && a.block == b.block &&
-         be.equal_bytes(a.codes, b.codes, static_cast<size_t>(a.rows * a.cols)) &&
-         be.equal_bytes(a.scale_inv, b.scale_inv,
-                        static_cast<size_t>(scale_count(a.block, a.rows, a.cols)) * 4);
+// The byte ranges that must hold the same bits for the generator to compute with exactly the
+// trainer's weights in precision p — the FP8 tiles of W and Wᵀ, or the BF16 copy against the
+// master rounded on the backend (bit-exact with the host's rounding); FP32 reads the master
+// itself — with the trainer-side copies they point into. nullopt when the precisions differ
+// or a compute copy is missing: a mismatch without comparing.
+struct Comparison {
+  std::vector<Backend::BytesPair> pairs;
+  std::vector<Fp8Tensor> fp8;  // the trainer's tiles, alive until compared
+  std::optional<Tensor> bf16;
+};
+
+void add_tiles(Comparison& c, const Fp8Matrix& a, const Fp8Matrix& b) {
+  c.pairs.push_back({a.codes, b.codes, static_cast<size_t>(a.rows * a.cols)});
+  c.pairs.push_back(
+      {a.scale_inv, b.scale_inv, static_cast<size_t>(scale_count(a.block, a.rows, a.cols)) * 4});
 }
 
-// Whether the generator computes with exactly the trainer's weights in precision p, compared
-// in backend memory: FP8 tiles of W and Wᵀ, or the BF16 copy against the master rounded on
-// the backend (bit-exact with the host's rounding). FP32 reads the master itself.
-bool same_weights_on_backend(Backend& be, const Linear& lin, Precision p,
-                             const QuantOptions& qopt) {
-  if (lin.precision() != p) return false;
+std::optional<Comparison> comparison_on_backend(Backend& be, const Linear& lin, Precision p,
+                                                const QuantOptions& qopt) {
+  if (lin.precision() != p) return std::nullopt;
+  Comparison c;
   switch (p) {
     case Precision::fp32:
-      return true;
+      return c;
     case Precision::bf16: {
       const Tensor* g = lin.bf16_weight();
-      if (!g) return false;
+      if (!g) return std::nullopt;
       const Matrix master = lin.weight().master.m();
-      Tensor t = Tensor::make(be, master.rows, master.cols, DType::bf16);
-      be.convert(master, t.m());
-      return be.equal_bytes(g->buf.data(), t.buf.data(),
-                            static_cast<size_t>(master.rows * master.cols) * 2);
+      c.bf16 = Tensor::make(be, master.rows, master.cols, DType::bf16);
+      be.convert(master, c.bf16->m());
+      c.pairs.push_back(
+          {g->buf.data(), c.bf16->buf.data(), static_cast<size_t>(master.rows * master.cols) * 2});
+      return c;
     }
     case Precision::fp8: {
       const Fp8Tensor* g = lin.fp8_weight();
       const Fp8Tensor* gt = lin.fp8_weight_transposed();
-      if (!g || !gt) return false;
-      const auto [w, wt] = trainer_tiles(be, lin, qopt);
-      return same_tiles(be, g->q, w.q) && same_tiles(be, gt->q, wt.q);
+      if (!g || !gt) return std::nullopt;
+      auto [w, wt] = trainer_tiles(be, lin, qopt);
+      const bool shaped = g->q.rows == w.q.rows && g->q.cols == w.q.cols &&
+                          g->q.format == w.q.format && g->q.block == w.q.block &&
+                          gt->q.rows == wt.q.rows && gt->q.cols == wt.q.cols &&
+                          gt->q.format == wt.q.format && gt->q.block == wt.q.block;
+      if (!shaped) return std::nullopt;
+      add_tiles(c, g->q, w.q);
+      add_tiles(c, gt->q, wt.q);
+      c.fp8.push_back(std::move(w));
+      c.fp8.push_back(std::move(wt));
+      return c;
     }
   }
-  return false;
+  return std::nullopt;
 }
 
 Side trainer_side(Backend& be, const Linear& lin, Precision p, const QuantOptions& qopt) {
@@ -163,40 +183,66 @@ std::vector<AuditRow> audit_weights(DecoderModel& model, const PrecisionMap& tra
                                     const QuantOptions& trainer_qopt) {
   Backend& be = model.backend();
   std::vector<AuditRow> rows;
-  for (const LinearSlot& s : model.linear_slots()) {
-    const Linear& lin = model.linear(s);
-    const Precision want = trainer_map.get(s);
-    AuditRow row;
-    row.layer = s.layer;
-    // "q", "router", "e5.up": the linear within its layer.
-    row.module = s.name().substr(s.name().find('.') + 1);
-    // The usual case, decided without copying the weights out of the backend: the same bits
-    // on both sides, so no difference to measure.
-    if (same_weights_on_backend(be, lin, want, trainer_qopt)) {
-      row.generator_precision = row.trainer_precision = precision_name(want);
-      row.max_abs_diff = 0;
-      row.ok = true;
-      rows.push_back(std::move(row));
-      continue;
+  const std::vector<LinearSlot> slots = model.linear_slots();
+  for (size_t first = 0; first < slots.size();) {
+    // One layer at a time: its linears' bits compared in one synchronisation, the trainer's
+    // copies of one layer alive at once.
+    size_t end = first;
+    while (end < slots.size() && slots[end].layer == slots[first].layer) ++end;
+    std::vector<std::optional<Comparison>> comparisons;
+    std::vector<Backend::BytesPair> pairs;
+    for (size_t i = first; i < end; ++i) {
+      comparisons.push_back(comparison_on_backend(be, model.linear(slots[i]),
+                                                  trainer_map.get(slots[i]), trainer_qopt));
+      if (comparisons.back())
+        pairs.insert(pairs.end(), comparisons.back()->pairs.begin(),
+                     comparisons.back()->pairs.end());
     }
-    // A mismatch: both sides on the host, for the size of the difference.
-    const Side g = generator_side(be, lin);
-    const Side t = trainer_side(be, lin, want, trainer_qopt);
-    row.generator_precision = precision_name(g.precision);
-    row.trainer_precision = precision_name(t.precision);
-    double diff = 0;
-    for (size_t i = 0; i < g.values.size(); ++i) {
-      const double d = std::fabs(double(g.values[i]) - double(t.values[i]));
-      if (std::isnan(d)) {  // NaN is the largest difference there is: it must show
-        diff = d;
-        break;
+    const std::vector<bool> same = be.equal_bytes(pairs);
+    size_t at = 0;
+    for (size_t i = first; i < end; ++i) {
+      const LinearSlot& s = slots[i];
+      const Linear& lin = model.linear(s);
+      const Precision want = trainer_map.get(s);
+      const std::optional<Comparison>& c = comparisons[i - first];
+      bool equal = c.has_value();
+      if (c) {
+        for (size_t k = 0; k < c->pairs.size(); ++k) equal = equal && same[at + k];
+        at += c->pairs.size();
       }
-      diff = std::max(diff, d);
+      AuditRow row;
+      row.layer = s.layer;
+      // "q", "router", "e5.up": the linear within its layer.
+      row.module = s.name().substr(s.name().find('.') + 1);
+      // The usual case, decided without copying the weights out of the backend: the same bits
+      // on both sides, so no difference to measure.
+      if (equal) {
+        row.generator_precision = row.trainer_precision = precision_name(want);
+        row.max_abs_diff = 0;
+        row.ok = true;
+        rows.push_back(std::move(row));
+        continue;
+      }
+      // A mismatch: both sides on the host, for the size of the difference.
+      const Side g = generator_side(be, lin);
+      const Side t = trainer_side(be, lin, want, trainer_qopt);
+      row.generator_precision = precision_name(g.precision);
+      row.trainer_precision = precision_name(t.precision);
+      double diff = 0;
+      for (size_t k = 0; k < g.values.size(); ++k) {
+        const double d = std::fabs(double(g.values[k]) - double(t.values[k]));
+        if (std::isnan(d)) {  // NaN is the largest difference there is: it must show
+          diff = d;
+          break;
+        }
+        diff = std::max(diff, d);
+      }
+      row.max_abs_diff = diff;
+      row.ok = g.precision == t.precision && g.tiles == t.tiles && g.bf16_bits == t.bf16_bits &&
+               (g.precision != Precision::fp32 || diff == 0);
+      rows.push_back(std::move(row));
     }
-    row.max_abs_diff = diff;
-    row.ok = g.precision == t.precision && g.tiles == t.tiles && g.bf16_bits == t.bf16_bits &&
-             (g.precision != Precision::fp32 || diff == 0);
-    rows.push_back(std::move(row));
+    first = end;
   }
   return rows;
 }

@@ -158,10 +158,12 @@ GroupRollouts generate_group_rollouts(const RunConfig& cfg, const Task& task, Ge
   // calibrates on the whole batch's, as one rank generating everything would.
   if (calibrate_all) gen.calibrate(every_prompt);
   SamplingParams sp = cfg.sampling;
-  if (keep) sp.sequence_ids = std::move(sequence_ids);
   sp.max_new_tokens = task.max_response_tokens();
   stop_at_eos(sp, task.tokenizer());
   sp.seed = mix_seed(cfg.seed, 0x9e7000000ull + static_cast<uint64_t>(step));
+  // Lengths a task forces, by each sequence's index in the whole step's batch.
+  sp.response_lengths = task.forced_response_lengths(sequence_ids, sp.seed);
+  if (keep) sp.sequence_ids = std::move(sequence_ids);
   out.sequences = gen.generate(prompt_ids, sp);
 
   // Rewards and advantages.

@@ -255,6 +255,8 @@ RunConfig RunConfig::from_json(const Json& in) {
   c.task.answer_key = str("task.answer_key");
   c.task.instruction = str("task.instruction");
   c.task.max_response_tokens = integer("task.max_response_tokens");
+  c.task.response_tokens_min = integer("task.response_tokens_min");
+  c.task.vocab_size = integer("task.vocab_size");
   c.chat_system_prompt = str("task.system_prompt");
   c.chat_thinking = str("task.thinking") == "on";
   c.chat_date = str("task.date");

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <optional>
 
 #include "contract/autopilot.hpp"
@@ -49,16 +50,20 @@ struct GrpoRun::Observer : QuantObserver {
     QuantStats stats;
   };
   std::map<std::pair<int64_t, std::string>, Acc> acc;
-  // The per-linear error signal (every RL step, the first micro-batch): summed in backend
-  // memory — one record per layer, module and kind (activation, gradient), read once per step
-  // — or, on the steps the telemetry above observes, from what it hears.
+  // The per-linear error signal (every RL step: the first micro-batch's activations and
+  // gradients, the recalibration's weights): summed in backend memory — one record per layer,
+  // module and kind, read once per step — or, on the steps the telemetry above observes, from
+  // what it hears.
   bool signal = false;
   int64_t layers = 0;
   Buffer sums;
   std::map<std::tuple<int64_t, Module, std::string>, QuantStats> heard;
+  static constexpr int kKinds = 3;  // activation, gradient, weight
   static size_t slot(int64_t layer, Module m, const std::string& kind) {
-    return static_cast<size_t>((layer * kModules + static_cast<int>(m)) * 2 +
-                               (kind == "gradient" ? 1 : 0));
+    return static_cast<size_t>((layer * kModules + static_cast<int>(m)) * kKinds +
+                               (kind == "gradient" ? 1
+                                : kind == "weight" ? 2
+                                                   : 0));
   }
 
   bool active() const override { return enabled; }
@@ -69,7 +74,7 @@ struct GrpoRun::Observer : QuantObserver {
   void observe(int64_t layer, Module m, const char* kind, const Fp8Matrix& q,
                const QuantStats& s) override {
     if (!enabled) return;
-    if (signal && std::string(kind) != "weight") heard[{layer, m, kind}] += s;
+    if (signal) heard[{layer, m, kind}] += s;
     std::vector<float> sc(static_cast<size_t>(scale_count(q.block, q.rows, q.cols)));
     be.download(sc.data(), q.scale_inv, sc.size() * 4);
     Acc& a = acc[{layer, kind}];
@@ -100,8 +105,8 @@ GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be, Communicator* comm) : cfg_(c
   model_ = make_run_model(cfg_, be_, *task_, ckpt ? &*ckpt : nullptr);
   observer_ = std::make_unique<Observer>(be_);
   observer_->layers = model_->config().num_hidden_layers;
-  observer_->sums =
-      be_.alloc(static_cast<size_t>(observer_->layers * kModules * 2) * sizeof(QuantStatsSum));
+  observer_->sums = be_.alloc(static_cast<size_t>(observer_->layers * kModules * Observer::kKinds) *
+                              sizeof(QuantStatsSum));
   model_->set_quant_observer(observer_.get());
   {
     // The autopilot knows every decoder linear's GEMM cost; the overrides of the launch
@@ -360,9 +365,11 @@ struct GrpoRun::RlBatch {
   TokenLossSums sums;
   double entropy_sum = 0, grad_norm = 0, lr = 0;
   int64_t entropy_n = 0;
-  std::vector<float> all_p, all_g;        // p and g of every token (first epoch)
-  std::vector<LayerQuantRecord> weights;  // the recalibration's FP8 weight quantizations
-  std::vector<TrainSeq> observed;         // the first micro-batch (the autopilot's measures)
+  std::vector<float> all_p, all_g;  // p and g of every token (first epoch)
+  std::vector<TrainSeq> observed;   // the first micro-batch (the autopilot's measures)
+  // The per-linear error signal this step: taken when the autopilot is on or the FP8 telemetry
+  // observes the step; summed in backend memory (one read) when the telemetry does not.
+  bool signal = false, signal_summed = false;
 };
 
 StepRecord GrpoRun::rl_step() {
@@ -456,6 +463,8 @@ void GrpoRun::training_phase(RlBatch& b) {
   if (cfg_.kv_cache == KvDType::fp8) model_->set_kv_calibrator(&b.calibrator);
   observer_->acc.clear();
   observer_->heard.clear();
+  b.signal = cfg_.autopilot.on || fp8_telemetry_due();
+  b.signal_summed = b.signal && !fp8_telemetry_due();
   be_.zero(observer_->sums.data(), observer_->sums.bytes());
   b.observed.assign(train.begin(),
                     train.begin() + static_cast<std::ptrdiff_t>(std::min(train.size(), mbs)));
@@ -475,7 +484,7 @@ void GrpoRun::training_phase(RlBatch& b) {
       for (size_t i = m0; i < m1; i += mbs) {
         // FP8 telemetry from the first micro-batch of the step only (bounded cost).
         observer_->enabled = fp8_telemetry_due() && epoch == 0 && m == 0 && i == m0;
-        observer_->signal = epoch == 0 && m == 0 && i == m0;  // the error signal: every step
+        observer_->signal = b.signal && epoch == 0 && m == 0 && i == m0;
         const MicroBatch mb = pack_micro_batch(train, i, std::min(m1, i + mbs));
         // Routing telemetry from the first epoch's forwards (each token once).
         model_->collect_routing(epoch == 0);
@@ -522,7 +531,9 @@ void GrpoRun::recalibration_phase(RlBatch& b) {
   // Re-quantize the FP8 weights for the next rollout; new KV scales.
   const auto t0 = Clock::now();
   observer_->enabled = fp8_telemetry_due();
-  b.weights = model_->refresh();
+  observer_->signal = b.signal;  // the weights' part of the error signal
+  model_->refresh();
+  observer_->signal = false;
   observer_->enabled = false;
   if (cfg_.kv_cache == KvDType::fp8 && !b.calibrator.empty())
     gen_->set_kv_scales(b.calibrator.scales());
@@ -715,27 +726,28 @@ double operand_loss(const QuantStats& s) {
 
 }  // namespace
 
-AutopilotObservation GrpoRun::add_fp8_signal(StepRecord& r, RlBatch& b) {
+AutopilotObservation GrpoRun::add_fp8_signal(StepRecord& r, const RlBatch& b) {
   AutopilotObservation obs;
   obs.step = r.step;
   const PrecisionMap& map = model_->precision();
-  if (map.all_fp32()) return obs;
+  if (map.all_fp32() || !b.signal) return obs;
   // Each operand's statistics by layer and module (a layer with experts: all of them).
   const int64_t L = observer_->layers;
   std::vector<QuantStats> weight(static_cast<size_t>(L * kModules)),
       act(static_cast<size_t>(L * kModules)), grad(static_cast<size_t>(L * kModules));
   auto at = [](int64_t l, Module m) { return static_cast<size_t>(l * kModules + int(m)); };
-  for (const auto& w : b.weights) weight[at(w.layer, w.module)] += w.stats;
-  std::vector<QuantStatsSum> sums(static_cast<size_t>(L * kModules * 2));
-  be_.download(sums.data(), observer_->sums.data(), sums.size() * sizeof(QuantStatsSum));
+  std::vector<QuantStatsSum> sums(static_cast<size_t>(L * kModules * Observer::kKinds));
+  if (b.signal_summed)  // the one wait the signal costs a step (none when the telemetry hears it)
+    be_.download(sums.data(), observer_->sums.data(), sums.size() * sizeof(QuantStatsSum));
   for (int64_t l = 0; l < L; ++l)
     for (int mi = 0; mi < kModules; ++mi) {
       act[at(l, Module(mi))] = sums[Observer::slot(l, Module(mi), "activation")].stats();
       grad[at(l, Module(mi))] = sums[Observer::slot(l, Module(mi), "gradient")].stats();
+      weight[at(l, Module(mi))] = sums[Observer::slot(l, Module(mi), "weight")].stats();
     }
   for (const auto& [key, st] : observer_->heard) {
     const auto& [l, m, kind] = key;
-    (kind == "gradient" ? grad : act)[at(l, m)] += st;
+    (kind == "gradient" ? grad : kind == "weight" ? weight : act)[at(l, m)] += st;
   }
   for (int64_t l = 0; l < L; ++l)
     for (int mi = 0; mi < kModules; ++mi) {
@@ -843,6 +855,9 @@ double GrpoRun::validate(std::vector<SampleRecord>* samples) {
   sp.temperature = 0;  // greedy
   sp.max_new_tokens = task_->max_response_tokens();
   stop_at_eos(sp, task_->tokenizer());
+  std::vector<int64_t> indices(val.size());  // each prompt's index in the whole validation set
+  std::iota(indices.begin(), indices.end(), first);
+  sp.response_lengths = task_->forced_response_lengths(indices, 0x7a11dull);
   std::vector<Sequence> seqs;
   if (!prompts.empty()) seqs = gen_->generate(prompts, sp);
   double right = 0;

@@ -92,8 +92,9 @@ class GrpoRun {
   void recalibration_phase(RlBatch& b);
   void step_telemetry(StepRecord& r, RlBatch& b);
   void add_fp8_telemetry(StepRecord& r);
-  // The per-linear FP8 error signal of the step (metric::fp8_error) into r and an observation.
-  AutopilotObservation add_fp8_signal(StepRecord& r, RlBatch& b);
+  // The per-linear FP8 error signal of the step (metric::fp8_error) into r and an observation
+  // (none on a step that took no signal: autopilot off and FP8 telemetry not due).
+  AutopilotObservation add_fp8_signal(StepRecord& r, const RlBatch& b);
   // Hands the step to the autopilot: the watched metric (measuring fp8/policy_kl when it is the
   // one), the confirmation it asks for, its counters as scalars.
   void observe_autopilot(StepRecord& r, RlBatch& b, AutopilotObservation obs);

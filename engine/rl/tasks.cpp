@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "rl/math_answer.hpp"
 #include "text/char_tokenizer.hpp"
+#include "text/synthetic_tokenizer.hpp"
 
 namespace fp8rl {
 
@@ -33,6 +34,10 @@ double Task::reward(const Example& ex, const std::string& response, bool ended) 
   if (reward_ == "exact") return response == ex.answer ? 1.0 : 0.0;
   if (reward_ == "partial") return partial_credit(ex.answer, response, ended);
   return shaped_reward(ex.answer, response, ended);
+}
+
+std::vector<int64_t> Task::forced_response_lengths(const std::vector<int64_t>&, uint64_t) const {
+  return {};
 }
 
 std::vector<int32_t> Task::encode_prompt(const std::string& prompt) const {
@@ -151,6 +156,66 @@ class AdditionTask : public GeneratedTask {
     const int64_t a = number(), b = number();
     return {std::to_string(a) + "+" + std::to_string(b) + "=", std::to_string(a + b)};
   }
+};
+
+// The benchmarks' task: a model of a real model's shape on a real workload's lengths, with no
+// model folder and no dataset. Prompts are min_len…max_len random tokens of a vocabulary of
+// task.vocab_size (SyntheticTokenizer); each response is forced to a length drawn from
+// [response_tokens_min, max_response_tokens] (random weights would end at a random <eos>). The
+// reward is the share of the response's tokens with an even id — a deterministic function of
+// what was sampled, so a group's rewards differ and GRPO has advantages to train on; there is no
+// right answer (accuracy 0).
+class SyntheticTask : public Task {
+ public:
+  explicit SyntheticTask(const TaskConfig& c) : Task(c), cfg_(c) {
+    check(c.vocab_size >= 4 && c.vocab_size <= (int64_t{1} << 30),
+          "task.vocab_size must be in [4, 2^30] for the synthetic task, got " +
+              std::to_string(c.vocab_size));
+    check(c.max_response_tokens >= 1,
+          "task.max_response_tokens must be ≥ 1 for the synthetic task (every response's length)");
+    check(c.response_tokens_min >= 0 && c.response_tokens_min <= c.max_response_tokens,
+          "task.response_tokens_min must be in [0, task.max_response_tokens]");
+    tokenizer_ = std::make_shared<SyntheticTokenizer>(static_cast<int32_t>(c.vocab_size));
+    Rng rng(c.seed ^ 0x5eedba11ull);
+    for (int64_t i = 0; i < c.validation_size; ++i) validation_.push_back(make(rng));
+  }
+  std::string name() const override { return "synthetic"; }
+  Example sample(Rng& rng) const override { return make(rng); }
+  double reward(const Example&, const std::string& response, bool) const override {
+    const auto ids = tokenizer_->encode(response);
+    if (ids.empty()) return 0.0;
+    double even = 0;
+    for (int32_t id : ids) even += id % 2 == 0;
+    return even / static_cast<double>(ids.size());
+  }
+  bool correct(const Example&, const std::string&, bool) const override { return false; }
+  int64_t max_response_tokens() const override { return cfg_.max_response_tokens; }
+  std::vector<int64_t> forced_response_lengths(const std::vector<int64_t>& sequences,
+                                               uint64_t seed) const override {
+    const int64_t lo =
+        cfg_.response_tokens_min > 0 ? cfg_.response_tokens_min : cfg_.max_response_tokens;
+    std::vector<int64_t> n;
+    for (int64_t s : sequences) {
+      // Seeded by the sequence's index in the step: every rank forces what one rank would.
+      Rng rng(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(s) + 0x1e57ull);
+      n.push_back(lo + static_cast<int64_t>(
+                           rng.next() % static_cast<uint64_t>(cfg_.max_response_tokens - lo + 1)));
+    }
+    return n;
+  }
+
+ private:
+  Example make(Rng& rng) const {
+    const int64_t n =
+        cfg_.min_len +
+        static_cast<int64_t>(rng.next() % static_cast<uint64_t>(cfg_.max_len - cfg_.min_len + 1));
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < n; ++i)
+      ids.push_back(3 +
+                    static_cast<int32_t>(rng.next() % static_cast<uint64_t>(cfg_.vocab_size - 3)));
+    return {tokenizer_->decode(ids), ""};
+  }
+  TaskConfig cfg_;
 };
 
 // Prompts and answers from a JSON-lines file: {"prompt": "...", "answer": "..."} per line, or
@@ -272,7 +337,9 @@ std::unique_ptr<Task> make_task(const TaskConfig& c) {
   if (c.name == "sort") return std::make_unique<StringTask>("sort", '0', 10, StringTask::sorted, c);
   if (c.name == "addition") return std::make_unique<AdditionTask>(c);
   if (c.name == "jsonl") return std::make_unique<JsonlTask>(c);
-  throw Error("task.name '" + c.name + "' is not one of: reverse, addition, sort, jsonl");
+  if (c.name == "synthetic") return std::make_unique<SyntheticTask>(c);
+  throw Error("task.name '" + c.name +
+              "' is not one of: reverse, addition, sort, jsonl, synthetic");
 }
 
 }  // namespace fp8rl

@@ -16,8 +16,9 @@
 namespace fp8rl {
 
 struct TaskConfig {
-  std::string name = "reverse";      // reverse | addition | sort | jsonl
-  int64_t min_len = 3, max_len = 6;  // letters (reverse), digits (addition, sort)
+  std::string name = "reverse";  // reverse | addition | sort | jsonl | synthetic
+  // letters (reverse), digits (addition, sort), prompt tokens after <bos> (synthetic)
+  int64_t min_len = 3, max_len = 6;
   int64_t validation_size = 64;
   std::string path;  // jsonl: the file
   // jsonl: the keys of a record's prompt and answer (GSM8K: question, answer; MATH: problem,
@@ -32,7 +33,13 @@ struct TaskConfig {
   // compared by rl/math_answer.hpp)
   std::string reward = "auto";
   // jsonl: the response budget in tokens; 0: the longest answer + 1 (character tokenizer only).
+  // synthetic: every response's length (or the longest, with response_tokens_min).
   int64_t max_response_tokens = 0;
+  // synthetic: each response's length is drawn from [response_tokens_min,
+  // max_response_tokens] (0: exactly max_response_tokens), <eos> or not.
+  int64_t response_tokens_min = 0;
+  // synthetic: the vocabulary (a real model's: 151,936 for Qwen3).
+  int64_t vocab_size = 256;
   // jsonl: the model's tokenizer; null: a character tokenizer over the file's characters.
   std::shared_ptr<const Tokenizer> tokenizer;
   double numeric_tolerance = 1e-6;
@@ -62,6 +69,11 @@ class Task {
   }
   // Longest answer + 1 (for <eos>): the generation budget.
   virtual int64_t max_response_tokens() const = 0;
+  // The length each of these sequences (by its index in the step's batch) must generate,
+  // whatever it samples (<eos> included); empty when responses end as sampled. A benchmark's
+  // synthetic task forces a workload's lengths this way.
+  virtual std::vector<int64_t> forced_response_lengths(const std::vector<int64_t>& sequences,
+                                                       uint64_t seed) const;
   std::vector<int32_t> encode_prompt(const std::string& prompt) const;
 
  protected:

@@ -281,8 +281,17 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
         params.sequence_ids.empty() ? i : params.sequence_ids[static_cast<size_t>(i)];
     rngs.emplace_back(params.seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(id) + 1);
   }
+  check(
+      params.response_lengths.empty() || static_cast<int64_t>(params.response_lengths.size()) == n,
+      "generate: response_lengths must have one length per prompt");
   auto finished = [&](int64_t i, int32_t tok) -> bool {
     Sequence& s = out[i];
+    if (!params.response_lengths.empty()) {  // forced: only the length ends it
+      const int64_t want =
+          std::min(params.response_lengths[static_cast<size_t>(i)], params.max_new_tokens);
+      if (static_cast<int64_t>(s.response.size()) >= want) s.finish_reason = "length";
+      return !s.finish_reason.empty();
+    }
     if ((params.eos_token >= 0 && tok == params.eos_token) ||
         std::find(params.more_eos_tokens.begin(), params.more_eos_tokens.end(), tok) !=
             params.more_eos_tokens.end())
@@ -315,7 +324,8 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
     for (auto& s : out) {
       s.routing.assign(static_cast<size_t>(cfg.num_hidden_layers), {});
       for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
-        if (cfg.moe.layer_has_experts(l)) s.routing[static_cast<size_t>(l)].assign(static_cast<size_t>(max_len * k), -1);
+        if (cfg.moe.layer_has_experts(l))
+          s.routing[static_cast<size_t>(l)].assign(static_cast<size_t>(max_len * k), -1);
     }
   auto record_routing = [&] {
     const DecoderModel::Routing& r = model_.last_routing();

@@ -15,7 +15,7 @@ struct SamplingParams {
   double top_p = 1.0;        // nucleus: smallest set of tokens with probability ≥ top_p
   int64_t top_k = 0;         // 0: off
   int64_t max_new_tokens = 64;
-  int32_t eos_token = -1;  // −1: none
+  int32_t eos_token = -1;                // −1: none
   std::vector<int32_t> more_eos_tokens;  // further ids that end a sequence (several eos ids)
   std::vector<int32_t> stop_tokens;
   uint64_t seed = 0;
@@ -23,6 +23,10 @@ struct SamplingParams {
   // prompt (empty: its position). A data-parallel rank passes the sequences' indices in the
   // whole step's batch, so that it samples what one rank generating everything would.
   std::vector<int64_t> sequence_ids;
+  // Generator::generate: when not empty, one per prompt: the sequence generates exactly that
+  // many tokens (at most max_new_tokens), ending with finish_reason "length" whatever it
+  // samples — <eos> and stop tokens included. Benchmarks force a workload's lengths this way.
+  std::vector<int64_t> response_lengths;
 
   void validate() const;  // throws naming the bad field
   bool greedy() const { return temperature <= 0; }

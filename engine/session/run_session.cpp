@@ -322,7 +322,8 @@ std::string RunSession::run() {
     {
       std::lock_guard lock(m.mu);
       m.st.state = run_status::kFailed;
-      m.st.error = full ? full->what() : e.what();
+      // What users read: no source location (logs keep it).
+      m.st.error = full ? error_text(*full) : error_text(e);
     }
     // A lost rank: the run did not fail on its own account, its job broke (as when its
     // process dies).
@@ -330,7 +331,7 @@ std::string RunSession::run() {
     try {
       if (m.rec && m.id() >= 0)
         m.rec->set_status(m.id(), crashed ? run_status::kCrashed : run_status::kFailed);
-      m.event(step, {event::kError, full ? full->what() : e.what(), Json()});
+      m.event(step, {event::kError, full ? error_text(*full) : error_text(e), Json()});
     } catch (...) {
       // The recorder failing too must not hide the first error.
     }

@@ -2,9 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "store/run_store.hpp"
@@ -26,6 +30,19 @@ struct RunStore::Impl {
   std::optional<std::pair<int64_t, int64_t>> next_sweep_point;
 
   std::string name() const { return "run store '" + path + "'"; }
+
+  // Scalar names and their ids in scalar_keys (schema 7), as far as this connection has seen
+  // them committed. Keys are never deleted and an id never changes once committed, so the map
+  // stays true whatever other processes write.
+  std::mutex key_ids_mu;
+  std::unordered_map<std::string, int64_t> key_ids;
+
+  // The ids of keys, in order, adding the names scalar_keys lacks in a write transaction of
+  // their own (a name without rows is harmless; keeping it out of the caller's transaction
+  // means a rolled-back step cannot leave an id here that the file does not have). Call it
+  // before, not inside, the transaction that inserts the rows.
+  std::vector<int64_t> scalar_key_ids(const sqlite::What& what,
+                                      const std::vector<const std::string*>& keys);
   // Unix seconds now; this machine's host name.
   static double now_unix();
   static std::string host_name();
@@ -49,7 +66,7 @@ struct RunStore::Impl {
 
   // The rows of one step (scalars, histograms, samples, audit, events) and the run's last_step,
   // inside the caller's write transaction.
-  void insert_step(int64_t run, const StepRecord& r);
+  void insert_step(int64_t run, const StepRecord& r, std::span<const int64_t> scalar_ids);
 
   // Throws "<what>: no run with id <run>" when a statement on the run's row changed none.
   static void require_run(const sqlite::What& what, int64_t run, int64_t changed) {

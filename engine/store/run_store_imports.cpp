@@ -41,6 +41,12 @@ int64_t RunStore::create_imported_run(const ImportedRun& r) {
 void RunStore::append_import(int64_t run, const ImportBatch& b) {
   Impl& m = *impl_;
   const std::string what = run_what("append_import", run);
+  for (const auto& s : b.scalars)
+    check(s.key < b.keys.size(), what + ": scalar key index out of range");
+  std::vector<const std::string*> names;
+  names.reserve(b.keys.size());
+  for (const std::string& k : b.keys) names.push_back(&k);
+  const std::vector<int64_t> key_ids = m.scalar_key_ids(what, names);
   m.write(what, [&] {
     Impl::require_run(
         what, run,
@@ -53,33 +59,31 @@ void RunStore::append_import(int64_t run, const ImportBatch& b) {
     // SQLite's per-statement work is then paid once per many rows.
     const std::string one = "(?, ?, ?, ?, ?, ?)";
     std::string many =
-        "INSERT INTO scalars(run_id, step, wall, key, value, nonfinite) VALUES " + one;
+        "INSERT INTO scalar_rows(run_id, key_id, step, wall, value, nonfinite) VALUES " + one;
     for (int i = 1; i < kRowsPerInsert; ++i) many += ", " + one;
     const size_t n = b.scalars.size(), whole = n - n % kRowsPerInsert;
-    for (const auto& s : b.scalars)
-      check(s.key < b.keys.size(), what + ": scalar key index out of range");
     if (whole > 0) {
       auto st = m.db.query(what + ": scalars", many);
       for (size_t at = 0; at < whole; at += kRowsPerInsert) {
         st.reset();
         for (int i = 0; i < kRowsPerInsert; ++i) {
           const auto& s = b.scalars[at + static_cast<size_t>(i)];
-          st.bind_row(i * 6, run, s.step, s.wall, sqlite::StaticText{b.keys[s.key]},
-                      stored::finite_or_null(s.value), stored::nonfinite_or_null(s.value));
+          st.bind_row(i * 6, run, key_ids[s.key], s.step, s.wall, stored::finite_or_null(s.value),
+                      stored::nonfinite_or_null(s.value));
         }
         st.run();
       }
     }
     if (whole < n) {
       auto st = m.db.query(what + ": scalars",
-                           "INSERT INTO scalars(run_id, step, wall, key, value, nonfinite) "
+                           "INSERT INTO scalar_rows(run_id, key_id, step, wall, value, nonfinite) "
                            "VALUES " +
                                one);
       for (size_t at = whole; at < n; ++at) {
         const auto& s = b.scalars[at];
         st.reset();
-        st.bind_row(0, run, s.step, s.wall, sqlite::StaticText{b.keys[s.key]},
-                    stored::finite_or_null(s.value), stored::nonfinite_or_null(s.value));
+        st.bind_row(0, run, key_ids[s.key], s.step, s.wall, stored::finite_or_null(s.value),
+                    stored::nonfinite_or_null(s.value));
         st.run();
       }
     }

@@ -109,7 +109,14 @@ std::optional<RunStore::RunRow> RunStore::find_run(int64_t id) {
 }
 
 std::vector<std::string> RunStore::scalar_keys(int64_t run) {
-  return impl_->db.query(run_what("scalar_keys", run), distinct_per_run("scalars", "key"), run)
+  if (impl_->version < 7)  // an older store read as it is: the name in every row
+    return impl_->db.query(run_what("scalar_keys", run), distinct_per_run("scalars", "key"), run)
+        .rows(first_text);
+  return impl_->db
+      .query(run_what("scalar_keys", run),
+             "WITH ids(id) AS (" + distinct_per_run("scalar_rows", "key_id") +
+                 ") SELECT k.key FROM ids JOIN scalar_keys k ON k.id = ids.id ORDER BY k.key",
+             run)
       .rows(first_text);
 }
 
@@ -117,8 +124,12 @@ std::vector<RunStore::ScalarPoint> RunStore::scalar_series(int64_t run, const st
                                                            int64_t after_step) {
   return impl_->db
       .query(run_what("scalar_series", run) + " '" + key + "'",
-             "SELECT step, wall, value, nonfinite FROM scalars "
-             "WHERE run_id = ?1 AND key = ?2 AND step > ?3 ORDER BY step, rowid",
+             impl_->version < 7
+                 ? "SELECT step, wall, value, nonfinite FROM scalars "
+                   "WHERE run_id = ?1 AND key = ?2 AND step > ?3 ORDER BY step, rowid"
+                 : "SELECT step, wall, value, nonfinite FROM scalar_rows "
+                   "WHERE run_id = ?1 AND key_id = (SELECT id FROM scalar_keys WHERE key = ?2) "
+                   "AND step > ?3 ORDER BY step, rowid",
              run, key, after_step)
       .rows([](const Row& s) {
         return ScalarPoint{s.integer(0), s.real(1), stored::scalar(s, 2)};
@@ -213,8 +224,12 @@ void RunStore::export_csv(int64_t run, std::ostream& out) {
   };
   impl_->db
       .query(run_what("export_csv", run),
-             "SELECT step, wall, key, value, nonfinite FROM scalars WHERE run_id = ?1 "
-             "ORDER BY step, rowid",
+             impl_->version < 7
+                 ? "SELECT step, wall, key, value, nonfinite FROM scalars WHERE run_id = ?1 "
+                   "ORDER BY step, rowid"
+                 : "SELECT r.step, r.wall, k.key, r.value, r.nonfinite FROM scalar_rows r "
+                   "JOIN scalar_keys k ON k.id = r.key_id WHERE r.run_id = ?1 "
+                   "ORDER BY r.step, r.rowid",
              run)
       .each([&](const Row& s) {
         const int64_t row_step = s.integer(0);

@@ -63,8 +63,8 @@ int64_t RunStore::create_run(const std::string& name, const std::string& preset,
     if (sweep_point) {
       // The run and its sweep point name each other, in this transaction.
       const auto [sweep, point] = *sweep_point;
-      const std::string tag = what + ": sweep " + std::to_string(sweep) + " point " +
-                              std::to_string(point);
+      const std::string tag =
+          what + ": sweep " + std::to_string(sweep) + " point " + std::to_string(point);
       const int64_t changed =
           m.db.query(tag,
                      "UPDATE sweep_points SET run_id = ?3, attempts = attempts + 1 "
@@ -101,7 +101,8 @@ void RunStore::reopen_run(int64_t run) {
   impl_->write_run(run_what("reopen_run", run), run,
                    "UPDATE runs SET status = ?2, ended_at = NULL, host = ?3, pid = ?4, "
                    "last_heartbeat = ?5 WHERE id = ?1",
-                   run_status::kRunning, Impl::host_name(), static_cast<int64_t>(getpid()), Impl::now_unix());
+                   run_status::kRunning, Impl::host_name(), static_cast<int64_t>(getpid()),
+                   Impl::now_unix());
 }
 
 bool run_process_gone(const RunStore::RunRow& r) {
@@ -140,14 +141,51 @@ void RunStore::record_step(int64_t run, const StepRecord& r) {
 void RunStore::record_steps(int64_t run, std::span<const StepRecord> steps) {
   if (steps.empty()) return;
   Impl& m = *impl_;
-  m.write(run_what("record_step", run) + " steps " + std::to_string(steps.front().step) + "–" +
-              std::to_string(steps.back().step),
-          [&] {
-            for (const StepRecord& r : steps) m.insert_step(run, r);
-          });
+  const std::string what = run_what("record_step", run) + " steps " +
+                           std::to_string(steps.front().step) + "–" +
+                           std::to_string(steps.back().step);
+  std::vector<const std::string*> keys;
+  for (const StepRecord& r : steps)
+    for (const auto& kv : r.scalars) keys.push_back(&kv.first);
+  const std::vector<int64_t> ids = m.scalar_key_ids(what, keys);
+  m.write(what, [&] {
+    size_t next_id = 0;
+    for (const StepRecord& r : steps) {
+      m.insert_step(run, r, std::span(ids).subspan(next_id, r.scalars.size()));
+      next_id += r.scalars.size();
+    }
+  });
 }
 
-void RunStore::Impl::insert_step(int64_t run, const StepRecord& r) {
+std::vector<int64_t> RunStore::Impl::scalar_key_ids(const sqlite::What& what,
+                                                    const std::vector<const std::string*>& keys) {
+  std::lock_guard lock(key_ids_mu);
+  std::vector<const std::string*> missing;
+  for (const std::string* k : keys)
+    if (!key_ids.contains(*k)) missing.push_back(k);
+  if (!missing.empty()) {
+    std::unordered_map<std::string, int64_t> added;
+    const std::string names = what.text + ": scalar names";
+    write(names, [&] {
+      for (const std::string* k : missing) {
+        if (added.contains(*k)) continue;
+        db.query(names, "INSERT INTO scalar_keys(key) VALUES (?1) ON CONFLICT(key) DO NOTHING", *k)
+            .run();
+        added[*k] = db.query(names, "SELECT id FROM scalar_keys WHERE key = ?1", *k)
+                        .one([](const sqlite::Row& r) { return r.integer(0); })
+                        .value();
+      }
+    });
+    key_ids.merge(added);
+  }
+  std::vector<int64_t> ids;
+  ids.reserve(keys.size());
+  for (const std::string* k : keys) ids.push_back(key_ids.at(*k));
+  return ids;
+}
+
+void RunStore::Impl::insert_step(int64_t run, const StepRecord& r,
+                                 std::span<const int64_t> scalar_ids) {
   Impl& m = *this;
   const std::string what = run_what("record_step", run) + " step " + std::to_string(r.step);
   {
@@ -161,11 +199,13 @@ void RunStore::Impl::insert_step(int64_t run, const StepRecord& r) {
     auto insert = [&](const sqlite::What& row, const char* sql, const auto&... values) {
       m.db.query(row, sql, run, r.step, values...).run();
     };
+    size_t i = 0;
     for (const auto& [key, value] : r.scalars)
       insert(what + ": scalar '" + key + "'",
-             "INSERT INTO scalars(run_id, step, wall, key, value, nonfinite) "
+             "INSERT INTO scalar_rows(run_id, step, wall, key_id, value, nonfinite) "
              "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-             r.wall_seconds, key, stored::finite_or_null(value), stored::nonfinite_or_null(value));
+             r.wall_seconds, scalar_ids[i++], stored::finite_or_null(value),
+             stored::nonfinite_or_null(value));
     for (const HistogramRecord& h : r.histograms)
       insert(what + ": histogram '" + h.name + "'",
              "INSERT INTO histograms(run_id, step, name, edges, counts) "
@@ -241,7 +281,7 @@ void RunStore::truncate_after(int64_t run, int64_t step) {
   const std::string what = run_what("truncate_after", run);
   m.write(what, [&] {
     for (const char* table :
-         {"scalars", "histograms", "samples", "events", "precision_history", "layer_audit"})
+         {"scalar_rows", "histograms", "samples", "events", "precision_history", "layer_audit"})
       m.db.query(what, std::string("DELETE FROM ") + table + " WHERE run_id = ?1 AND step > ?2",
                  run, step)
           .run();

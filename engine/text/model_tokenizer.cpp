@@ -8,6 +8,7 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "text/char_tokenizer.hpp"
+#include "text/synthetic_tokenizer.hpp"
 
 namespace fp8rl {
 
@@ -31,8 +32,8 @@ ModelTokenizer::ModelTokenizer(const std::string& dir, ChatOptions chat)
       std::vector<Json> ids = e.is_array() ? e.as_array() : std::vector<Json>{e};
       for (const Json& id : ids) {
         const int64_t v = id.as_int("eos_token_id");
-        check(v >= 0 && v < bpe_.size(), "eos_token_id " + std::to_string(v) +
-                                             " is not a token of tokenizer.json");
+        check(v >= 0 && v < bpe_.size(),
+              "eos_token_id " + std::to_string(v) + " is not a token of tokenizer.json");
         if (std::find(stop_.begin(), stop_.end(), v) == stop_.end())
           stop_.push_back(static_cast<int32_t>(v));
       }
@@ -77,8 +78,17 @@ void ModelTokenizer::save(const std::string& dir) const {
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir, const ChatOptions& chat) {
   if (std::filesystem::exists(dir + "/tokenizer.json"))
     return std::make_unique<ModelTokenizer>(dir, chat);
-  if (auto c = CharTokenizer::load(dir)) return std::make_unique<CharTokenizer>(std::move(*c));
-  return nullptr;
+  // This project's own: a character tokenizer, or the synthetic task's.
+  const std::string own = dir + "/fp8rl_tokenizer.json";
+  if (!std::filesystem::exists(own)) return nullptr;
+  const Json j = read_json_file(own);
+  try {
+    if (j.contains("type") && j.at("type").is_string() && j.at("type").as_string() == "synthetic")
+      return std::make_unique<SyntheticTokenizer>(SyntheticTokenizer::from_json(j));
+    return std::make_unique<CharTokenizer>(CharTokenizer::from_json(j));
+  } catch (const Error& e) {
+    throw Error(own + ": " + e.message());
+  }
 }
 
 }  // namespace fp8rl

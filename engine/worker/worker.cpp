@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -289,7 +290,9 @@ std::string Worker::Impl::start(const Request& r) {
       session->run();
     } catch (const std::exception& e) {
       std::lock_guard lock(mu);
-      failure = e.what();  // recorded by the session (status failed, error event)
+      // Recorded by the session (status failed, error event); the log keeps where it was raised.
+      std::fprintf(stderr, "fp8rl worker: the run failed: %s\n", e.what());
+      failure = error_text(e);
     }
   });
   return ok_reply(r.id);
@@ -433,7 +436,7 @@ int Worker::serve() {
             try {
               reply = m.handle(*req);
             } catch (const std::exception& e) {
-              reply = error_reply(req->id, e.what());
+              reply = error_reply(req->id, error_text(e));
             }
           }
         }

@@ -1,6 +1,7 @@
 // The chart widgets offscreen: ChartView (tail append, non-finite markers, EMA, x kinds, log-y,
 // outlier-ignoring autoscale, markers, read-out, export, spikes in 1M points, replot time),
-// HistogramView and HeatmapView; their arithmetic alone is in test_chart_math. Graph layout of
+// HistogramView and HeatmapView, and where every chart's legend goes (under the axis rect, over
+// no data); their arithmetic alone is in test_chart_math. Graph layout of
 // ChartView: curve i owns plot()->graph(3i) (raw), graph(3i + 1) (smoothed) and graph(3i + 2)
 // (non-finite markers); graph data is refreshed at the next replot.
 #include <qcustomplot.h>
@@ -18,6 +19,7 @@
 #include <random>
 
 #include "ui/charts/chart_header.hpp"
+#include "ui/charts/chart_style.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/charts/heatmap_view.hpp"
 #include "ui/charts/histogram_view.hpp"
@@ -103,6 +105,7 @@ class TestCharts : public QObject {
   void histogram();
   void histogramOverlayAndLog();
   void heatmap();
+  void legendsHideNoData();
   void replotsOnePerPass();
 };
 
@@ -400,6 +403,28 @@ void TestCharts::markersAndThresholds() {
   chart->replotNow();
   const QString r = chart->readoutAt(chart->plot()->xAxis->coordToPixel(20));
   QVERIFY2(r.contains(QStringLiteral("L1 → fp8")), qPrintable(r));
+  // A label that fits neither side of its line is elided to the wider, never cut by the edge
+  // (the read-out has it whole).
+  const QString text = QStringLiteral("L0.down bf16, L0.gate bf16, L0.up bf16, L1.q bf16");
+  chart->setMarkers({{45, text}});
+  chart->resize(320, 300);
+  QCoreApplication::processEvents();
+  chart->replotNow();
+  QCPItemText* label = nullptr;
+  for (int i = 0; i < chart->plot()->itemCount(); ++i)
+    if (auto* t = qobject_cast<QCPItemText*>(chart->plot()->item(i)); t && t->visible())
+      if (t->text().startsWith(QStringLiteral("L0.down"))) label = t;
+  QVERIFY(label);
+  QVERIFY2(label->text() != text && label->text().endsWith(QChar(0x2026)),
+           qPrintable(label->text()));
+  const QRect rect = chart->plot()->axisRect()->rect();
+  const double x = label->position->pixelPosition().x();
+  const int width = QFontMetrics(label->font()).horizontalAdvance(label->text());
+  if (label->positionAlignment() & Qt::AlignLeft)
+    QVERIFY(x + width <= rect.right());
+  else
+    QVERIFY(x - width >= rect.left());
+  QVERIFY(chart->readoutAt(x).contains(text));
   chart->setMarkers({});
   QCOMPARE(chart->markerCount(), 0);
   QCOMPARE(chart->plot()->itemCount(), items_before + 2);
@@ -821,6 +846,116 @@ void TestCharts::heatmap() {
 
 // Replots asked of many plots run one per event-loop pass (timers and input between them), each
 // plot once however often it was asked; a plot deleted while it waits is skipped.
+namespace {
+
+// "" when no point a graph of plot draws lies in the legend's rect, else the first that does.
+QString pointUnderLegend(QCustomPlot* plot) {
+  const QRect legend = plot->legend->outerRect();
+  for (int g = 0; g < plot->graphCount(); ++g) {
+    const QCPGraph* graph = plot->graph(g);
+    if (!graph->visible()) continue;
+    for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) {
+      const QPointF at(graph->keyAxis()->coordToPixel(it->key),
+                       graph->valueAxis()->coordToPixel(it->value));
+      if (std::isfinite(at.x()) && std::isfinite(at.y()) && legend.contains(at.toPoint()))
+        return QStringLiteral("graph %1's point (%2, %3) at pixel (%4, %5) is under the legend")
+            .arg(g)
+            .arg(it->key)
+            .arg(it->value)
+            .arg(at.x())
+            .arg(at.y());
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+// Every chart's legend sits in a row under the axis rect: it covers no plotted point whatever
+// the data (curves crowding the top-left corner, where an inset legend sat) and the width (a
+// narrow chart wraps it to more rows), and takes no height while hidden.
+void TestCharts::legendsHideNoData() {
+  auto chart = make_chart(QStringLiteral("accuracy"));
+  chart->setSmoothing(0);
+  // Five entries: a wrapped legend's last row has empty cells.
+  for (int k = 0; k < 5; ++k) {
+    chart->addCurve(QStringLiteral("run %1 with a longer name").arg(k), seriesColor(k));
+    std::vector<SeriesPoint> p;
+    for (int s = 0; s <= 200; ++s)
+      p.push_back({double(s), double(s), 0.0, 1.0 - std::exp(-s / (2.0 + k))});
+    chart->setCurveData(k, p);
+  }
+  chart->replotNow();
+  chart->replotNow();  // the legend wrapped at the first
+  QCustomPlot* plot = chart->plot();
+  QCPLegend* legend = plot->legend;
+  QVERIFY(legend->visible());
+  int entries = 0;
+  for (int i = 0; i < legend->itemCount(); ++i) entries += legend->item(i) != nullptr;
+  QCOMPARE(entries, 5);
+  QVERIFY(legend->outerRect().height() > 0);
+  QVERIFY(!legend->outerRect().intersects(plot->axisRect()->rect()));
+  QVERIFY(legend->outerRect().top() >= plot->axisRect()->outerRect().bottom());
+  QString under = pointUnderLegend(plot);
+  QVERIFY2(under.isEmpty(), qPrintable(under));
+  const int rows_wide = legend->rowCount();
+  snapshot(chart.get(), "legend_wide");
+
+  chart->resize(320, 350);
+  QCoreApplication::processEvents();
+  chart->replotNow();
+  QVERIFY2(legend->rowCount() > rows_wide, qPrintable(QString::number(legend->rowCount())));
+  QVERIFY(!legend->outerRect().intersects(plot->axisRect()->rect()));
+  QVERIFY(legend->outerRect().right() <= plot->width());
+  under = pointUnderLegend(plot);
+  QVERIFY2(under.isEmpty(), qPrintable(under));
+  snapshot(chart.get(), "legend_narrow");
+
+  // One curve: no legend, and no row kept for it.
+  chart->clearCurves();
+  chart->addCurve(QStringLiteral("alone"), seriesColor(0));
+  chart->setCurveData(0, series(50, [](int s) { return 0.01 * s; }));
+  chart->replotNow();
+  QVERIFY(!legend->visible());
+  QVERIFY(legend->outerRect().height() <= 1);
+  // …nor a column: the axis rect keeps the plot's width (all but the tick labels').
+  QVERIFY2(plot->axisRect()->width() > plot->width() - 100,
+           qPrintable(QStringLiteral("axis rect %1 px of %2")
+                          .arg(plot->axisRect()->width())
+                          .arg(plot->width())));
+
+  // Histograms overlaid (FP8 scales of two steps): the same row.
+  HistogramView h(QStringLiteral("FP8 scales"));
+  h.resize(600, 300);
+  h.show();
+  std::vector<double> a(400), b(400);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = -8 + 0.01 * double(i);
+    b[i] = -6 + 0.005 * double(i);
+  }
+  h.setHistograms({{QStringLiteral("step 10"), seriesColor(0), linear_histogram(a, -10, 0, 20)},
+                   {QStringLiteral("step 20"), seriesColor(1), linear_histogram(b, -10, 0, 20)}});
+  h.plot()->replot();
+  QVERIFY(h.plot()->legend->visible());
+  QCOMPARE(h.plot()->legend->itemCount(), 2);
+  QVERIFY(!h.plot()->legend->outerRect().intersects(h.plot()->axisRect()->rect()));
+  under = pointUnderLegend(h.plot());
+  QVERIFY2(under.isEmpty(), qPrintable(under));
+
+  // A heatmap (no legend, a colour scale beside): the map keeps its width.
+  HeatmapView map(QStringLiteral("layers × steps"));
+  map.resize(450, 300);
+  map.show();
+  HeatmapData d;
+  d.steps = {1, 2, 3};
+  d.rows = 2;
+  d.values = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
+  map.setData(d);
+  map.plot()->replot();
+  QVERIFY2(map.plot()->axisRect()->width() > 250,
+           qPrintable(QString::number(map.plot()->axisRect()->width())));
+}
+
 void TestCharts::replotsOnePerPass() {
   std::vector<std::unique_ptr<QCustomPlot>> plots;
   std::vector<int> replots(4, 0);

@@ -4,7 +4,8 @@
 // values), its verdict (FP8 against the BF16 reference by default), groups table, config
 // differences and HTML report; the runs panel's Sweeps tab (sweep → groups → runs, two groups
 // to compare); the Sweep… form writing a sweep file the engine accepts (`fp8rl sweep --check`)
-// and refusing one it does not; the main window showing a sweep's groups. With
+// and refusing one it does not; the main window showing a sweep's groups (the verdict's columns
+// all in view at the default size). With
 // $FP8RL_SCREENSHOTS set, saves studio-groups-view.png and studio-sweep-form.png there.
 #include <QCheckBox>
 #include <QComboBox>
@@ -14,6 +15,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTableWidget>
@@ -293,6 +295,18 @@ class TestGroupViews : public QObject {
     QVERIFY(w.groupView()->verdict());
     QCOMPARE(w.groupView()->verdict()->a_label, std::string("fp8"));
     QCOMPARE(w.groupView()->chart(metric::kValAccuracy)->curveCount(), 2);
+    // At the default size, beside the runs panel, the verdict's columns all show, also when the
+    // verdict is made again in a laid-out view.
+    QTest::qWait(50);
+    w.groupView()->setPair(QStringLiteral("bf16"), QStringLiteral("fp8"));
+    QTest::qWait(50);
+    QTableWidget* table = w.groupView()->verdictTable();
+    int columns = 0;
+    for (int c = 0; c < table->columnCount(); ++c) columns += table->columnWidth(c);
+    QVERIFY2(columns <= table->viewport()->width() && table->horizontalScrollBar()->maximum() == 0,
+             qPrintable(QStringLiteral("%1 px of columns in %2")
+                            .arg(columns)
+                            .arg(table->viewport()->width())));
   }
 
  private:

@@ -12,6 +12,7 @@
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTableWidget>
+#include <QTemporaryDir>
 #include <QtTest>
 #include <algorithm>
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "ui/charts/histogram_view.hpp"
 #include "ui/compare/compare_view.hpp"
 #include "ui/data/compare.hpp"
+#include "ui/data/expert_load.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/run_text.hpp"
 #include "ui/run/audit_tab.hpp"
@@ -210,6 +212,89 @@ class TestRunViews : public QObject {
     QCOMPARE(t->entropyChart()->curveCount(), 3);   // mean, L0, L1
     for (int c = 0; c < 4; ++c) QCOMPARE(t->mismatchChart()->pointCount(c), int64_t(3));
     for (int c = 0; c < 3; ++c) QCOMPARE(t->entropyChart()->pointCount(c), int64_t(3));
+  }
+
+  // Expert load over steps, from records written through the run store as a moe-demo run writes
+  // them (an expert_load/L{l} histogram per layer every RL step) and read back as the studio
+  // reads them: a layer's experts × steps map, the step slider of the layers × experts map, and
+  // a starving expert named with its layer and the step since which it starves.
+  void expertsLoadOverSteps() {
+    QTemporaryDir dir;
+    RunStore store(dir.filePath("runs.sqlite").toStdString());
+    const Json config =
+        Json::parse(R"({"model": {"family": "qwen3_moe"}, "moe": {"routing_replay": "rollout"}})");
+    const int64_t id = store.create_run("moe", "moe-demo", config, "fp8");
+    constexpr int kExperts = 8, kStarved = 5;
+    for (int64_t s = 1; s <= 12; ++s) {
+      StepRecord r;
+      r.step = s;
+      r.phase = "rl";
+      r.wall_seconds = static_cast<double>(s);
+      for (int l : {0, 1}) {
+        Histogram h;
+        for (int e = 0; e <= kExperts; ++e) h.edges.push_back(e);
+        h.counts.push_back(0);
+        for (int e = 0; e < kExperts; ++e)  // L1's expert 5 gets one token from step 4 on
+          h.counts.push_back(l == 1 && e == kStarved && s >= 4 ? 1 : 32 + (l + e + s) % 5);
+        h.counts.push_back(0);
+        r.histograms.push_back({histogram::expert_load(l), h});
+        r.scalars[metric::moe(l, "routing_mismatch")] = 0.01 * l;
+        r.scalars[metric::moe(l, "router_entropy")] = 2.0;
+      }
+      store.record_step(id, r);
+    }
+    store.set_status(id, "finished");
+    const RunData run = loadRun(store, id);
+
+    ExpertsTab t;
+    t.resize(1000, 900);
+    t.setRun(&run);
+    QVERIFY(t.runHasExperts());
+    // The starving expert: named, with its layer and since when; its layer shown over steps.
+    QCOMPARE(t.starving().size(), size_t(1));
+    const StarvingExpert& starving = t.starving().front();
+    QCOMPARE(starving.layer, 1);
+    QCOMPARE(starving.expert, kStarved);
+    QCOMPARE(starving.since_step, int64_t(4));
+    QCOMPARE(starving.steps, 9);
+    const QString said = t.starvingLabel()->text();
+    QVERIFY2(!t.starvingLabel()->isHidden() && said.contains("L1 expert 5") &&
+                 said.contains("since step 4") && said.contains("under 3.1%"),
+             qPrintable(said));
+    QCOMPARE(t.shownLayer(), 1);
+    QCOMPARE(t.layerChoice()->currentText(), QString("L1"));
+    // Experts × steps of L1: expert 0 on top, one column per recorded step.
+    const HeatmapData& h = t.loadOverStepsHeatmap()->data();
+    QCOMPARE(h.rows, kExperts);
+    QCOMPARE(h.steps.size(), size_t(12));
+    QCOMPARE(h.row_labels.front(), QString("E7"));
+    QCOMPARE(h.row_labels.back(), QString("E0"));
+    const int starved_row = kExperts - 1 - kStarved;
+    const auto cell = [&](size_t column, int row) {
+      return h.values[column * static_cast<size_t>(h.rows) + static_cast<size_t>(row)];
+    };
+    QVERIFY(cell(11, starved_row) < 0.01);
+    QVERIFY(cell(2, starved_row) > 0.1);  // step 3: still fed
+    QVERIFY(h.cell_tips[static_cast<qsizetype>(11 * kExperts + starved_row)].contains(
+        "L1 expert 5 at step 12"));
+    // The step slider: the latest step by default, its starving cell outlined; an earlier step
+    // on request, before the starving began.
+    QCOMPARE(t.stepSlider()->maximum(), 11);
+    QCOMPARE(t.shownStep(), std::optional<int64_t>(12));
+    const HeatmapData* load = &t.loadHeatmap()->data();
+    QCOMPARE(load->rows, 2);  // L1 at the bottom (row 0), L0 on top
+    QVERIFY(load->marked[static_cast<size_t>(kStarved * 2 + 0)]);
+    QCOMPARE(std::count(load->marked.begin(), load->marked.end(), 1), 1);
+    t.showStep(2);
+    QCOMPARE(t.shownStep(), std::optional<int64_t>(2));
+    QCOMPARE(t.stepLabel()->text(), QString("step 2 (2 of 12)"));
+    load = &t.loadHeatmap()->data();
+    QVERIFY(load->value_label.contains("step 2"));
+    QCOMPARE(std::count(load->marked.begin(), load->marked.end(), 1), 0);
+    // Another layer over steps, on request.
+    t.showLayer(0);
+    QCOMPARE(t.loadOverStepsHeatmap()->data().value_label,
+             QString("L0: share of the layer's tokens"));
   }
 
   void tabsExist() {

@@ -1,10 +1,12 @@
-// The runs panel's filter grammar, a configuration as text and what validation messages name:
-// the studio's plain C++ (no Qt in the code under test; Qt Test only runs it).
+// The runs panel's filter grammar, a configuration as text, what validation messages name and how
+// the runs table's columns share a width: the studio's plain C++ (no Qt in the code under test;
+// Qt Test only runs it).
 #include <QtTest>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "ui/runs/column_fit.hpp"
 #include "ui/runs/config_text.hpp"
 #include "ui/runs/run_filter.hpp"
 #include "ui/runs/validation_message.hpp"
@@ -245,6 +247,38 @@ class TestRunsText : public QObject {
   }
 
   // --- Validation messages
+
+  // --- The runs table's columns in a width
+
+  void columnsFitTheWidth() {
+    using fp8rl::ui::ColumnNeed;
+    using fp8rl::ui::fitColumns;
+    using W = std::vector<int>;
+    // id, name (the stretch column), status, preset: {min, want, priority, stretch, grow
+    // priority}. The name and the status grow only once the id and preset are shown.
+    const std::vector<ColumnNeed> needs = {{50, 50, 80, false},
+                                           {90, 200, 100, true, 62},
+                                           {50, 90, 95, false, 65},
+                                           {70, 70, 70, false}};
+    QCOMPARE(fitColumns(needs, 1000), W({50, 790, 90, 70}));  // every want, the rest to the name
+    QCOMPARE(fitColumns(needs, 300), W({50, 90, 90, 70}));    // all shown, then the status grows
+    QCOMPARE(fitColumns(needs, 250), W({50, 110, 90, 0}));    // the preset goes first…
+    QCOMPARE(fitColumns(needs, 100), W({0, 100, 0, 0}));      // …then the id, then the status
+    QCOMPARE(fitColumns(needs, 40), W({0, 90, 0, 0}));        // never the name
+    // Growing right after showing (no grow priority): the name takes its want before the id
+    // and the preset are even shown.
+    std::vector<ColumnNeed> eager = needs;
+    eager[1].grow_priority = -1;
+    QCOMPARE(fitColumns(eager, 300), W({50, 200, 50, 0}));
+    // What is shown fills the width exactly: no horizontal scrollbar, no gap.
+    for (int width = 90; width <= 600; width += 7) {
+      const W w = fitColumns(needs, width);
+      int sum = 0;
+      for (int x : w) sum += x;
+      QCOMPARE(sum, width);
+      for (size_t i = 0; i < w.size(); ++i) QVERIFY(w[i] == 0 || w[i] >= needs[i].min);
+    }
+  }
 
   void cleanMessages() {
     QCOMPARE(cleanEngineMessage("fp8rl train: error: optimizer.lr must be positive "

@@ -1,7 +1,7 @@
 // The studio end to end, offscreen, against real worker processes: launch the demo preset from
 // the dialog, watch plots gain points, pause and resume, flip a layer to BF16 and see the
 // worker's event and the marker, compare two runs and read the summary table; plus the system
-// report and a corrupt database.
+// report, the runs panel at the default size and a corrupt database.
 #include <QtTest>
 
 #include <csignal>
@@ -10,12 +10,16 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSettings>
 #include <QTabWidget>
+#include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <tuple>
 
 #include "core/version.hpp"
+#include "store/run_store.hpp"
 #include "ui/about_dialog.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/compare/compare_view.hpp"
@@ -109,6 +113,66 @@ class TestStudio : public QObject {
       names_studio_version |= label->text().contains(QStringLiteral(FP8RL_VERSION " (revision "));
     QVERIFY(names_studio_version);
     about->close();
+  }
+
+  // At the studio's default size (1440 × 900, no saved layout) the runs panel shows its columns
+  // whole with no horizontal scrollbar — id, name, status, step, precision, preset — a long name
+  // elided in the middle and whole in its tooltip, as is every column hidden for want of room.
+  // The runs come after the window opened (the dock took its width from no run).
+  void runsPanelFitsTheDefaultSize() {
+    QTemporaryDir dir;
+    const QString db = dir.filePath("runs.sqlite");
+    const std::string long_name = "moe-demo-fp8-lr3e-4-routing-replay-seed-3";
+    const std::string mixed = "fp8 (3 of 14 linears bf16)";
+    MainWindow w(QStringLiteral(FP8RL_CLI), db);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QCOMPARE(w.size(), QSize(1440, 900));
+    {
+      fp8rl::RunStore store(db.toStdString());
+      const fp8rl::Json config = fp8rl::Json::parse(R"({"grpo": {"steps": 10}})");
+      for (const auto& [name, preset, precision] :
+           {std::tuple{std::string("demo-bf16"), "demo", std::string("bf16")},
+            std::tuple{std::string("demo-fp8"), "demo", mixed},
+            std::tuple{long_name, "moe-demo", std::string("fp8")}}) {
+        const int64_t id = store.create_run(name, preset, config, precision);
+        store.set_tags_notes(id, "baseline, fp8", "the first run with the new learning rate");
+        store.set_status(id, "finished");
+      }
+    }
+    RunsPanel* panel = w.runsPanel();
+    QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowCount(), 3, 15000);
+    QTableView* view = panel->view();
+    QTest::qWait(50);  // the column fit runs at the next turn of the event loop
+    QVERIFY(!view->horizontalScrollBar()->isVisible());
+    int shown = 0;
+    QStringList widths;
+    for (int c = 0; c < RunsTableModel::kColumns; ++c) {
+      widths << QStringLiteral("%1:%2").arg(c).arg(view->isColumnHidden(c) ? 0
+                                                                           : view->columnWidth(c));
+      if (!view->isColumnHidden(c)) shown += view->columnWidth(c);
+    }
+    QVERIFY2(shown <= view->viewport()->width(),
+             qPrintable(QStringLiteral("%1 px of columns in %2: %3")
+                            .arg(shown)
+                            .arg(view->viewport()->width())
+                            .arg(widths.join(' '))));
+    for (int c : {RunsTableModel::kId, RunsTableModel::kName, RunsTableModel::kStatus,
+                  RunsTableModel::kStep, RunsTableModel::kPrecision, RunsTableModel::kPreset})
+      QVERIFY2(!view->isColumnHidden(c), qPrintable(widths.join(' ')));
+    const QFontMetrics fm = view->fontMetrics();
+    QVERIFY(view->columnWidth(RunsTableModel::kPrecision) >=
+            fm.horizontalAdvance(QString::fromStdString(mixed)));
+    // The long name: elided (in the middle), whole in the tooltip with the run's other texts.
+    const QModelIndex cell = panel->model()->index(panel->model()->rowOf(3), RunsTableModel::kName);
+    QVERIFY(view->columnWidth(RunsTableModel::kName) <
+            fm.horizontalAdvance(QString::fromStdString(long_name)));
+    QCOMPARE(view->textElideMode(), Qt::ElideMiddle);
+    const QString tip = cell.data(Qt::ToolTipRole).toString();
+    for (const QString& text : {QString::fromStdString(long_name), QStringLiteral("moe-demo"),
+                                QStringLiteral("baseline, fp8"),
+                                QStringLiteral("the first run with the new learning rate")})
+      QVERIFY2(tip.contains(text), qPrintable(tip));
   }
 
   void missingCliIsReportedNotCrashed() {

@@ -28,7 +28,9 @@ namespace {
 
 constexpr int kRuns = 3;
 constexpr int kSftSteps = 1;
-constexpr int kRlSteps = 60;
+// Long enough that no run can end between "streaming" and the kill, even on a fast machine
+// (60 steps once ended in that window); a demo step with 4 prompts takes a few milliseconds.
+constexpr int kRlSteps = 200;
 
 // The studio to be killed: launches kRuns demo runs and keeps showing them.
 int run_as_studio(const QString& db) {
@@ -96,7 +98,7 @@ class TestStudioCrash : public QObject {
                  120000) &&
                  studio.state() == QProcess::Running,
              qPrintable(QString::fromUtf8(studio.readAllStandardError())));
-    QTest::qWait(800);  // mid-run for every worker
+    QTest::qWait(100);  // mid-run for every worker
     ::kill(static_cast<pid_t>(studio.processId()), SIGKILL);
     QVERIFY(studio.waitForFinished(10000));
     {

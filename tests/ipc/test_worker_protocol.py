@@ -735,9 +735,11 @@ def sweep_steer(db):
     any run. The runner leaves a run a client stopped and finishes the others."""
     sweep = os.path.join(os.path.dirname(db), "steer.yaml")
     with open(sweep, "w") as f:
-        f.write("name: steer\npreset: demo\nset:\n  - sft.steps=0\n  - grpo.steps=60\n"
+        # Point 0 runs far longer than the steering takes on any machine (a demo step with 2
+        # prompts takes milliseconds; the client stops it), point 1 finishes soon.
+        f.write("name: steer\npreset: demo\nset:\n  - sft.steps=0\n"
                 "  - grpo.prompts_per_step=2\n  - validation.every=0\n  - checkpoint.every=5\n"
-                "concurrency: 2\naxes:\n  seed: [1, 2]\n")
+                "concurrency: 2\naxes:\n  grpo.steps: [20000, 10]\n")
     runner = subprocess.Popen([FP8RL, "sweep", sweep, "--db", db], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     WORKERS.append(runner)
@@ -751,7 +753,7 @@ def sweep_steer(db):
         row = con.execute("SELECT r.id, r.control_endpoint, r.telemetry_endpoint, r.server_key, p.point "
                           "FROM runs r JOIN sweep_points p ON p.run_id = r.id "
                           "WHERE r.status = 'running' AND r.control_endpoint != '' "
-                          "ORDER BY p.point LIMIT 1").fetchone()
+                          "AND p.point = 0").fetchone()
         con.close()
     if row is None:
         fail("no sweep run served its endpoints within 120 s")

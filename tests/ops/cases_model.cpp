@@ -634,6 +634,65 @@ void add_misc(Registry& reg) {
          if (std::fabs(be.sum_squares(G.f32(), n) - want) > 1e-9 * want) return fail("sum_squares");
          return pass("first AdamW step within 1e-5, sum_squares within 1e-9 relative");
        }});
+  add(reg, {"adamw/sum_squares/scale over 5 vectors at once (n 1, 3, 0, 10007, 129)", 1e-6,
+            [](Backend& be, Rng& rng) {
+              const int64_t sizes[] = {1, 3, 0, 10007, 129};
+              std::vector<Dev> P, G, Mm, Vv;
+              for (auto* d : {&P, &G, &Mm, &Vv}) d->reserve(std::size(sizes));
+              std::vector<Backend::FloatSpan> grads;
+              std::vector<Backend::AdamWParam> params;
+              for (size_t k = 0; k < std::size(sizes); ++k) {
+                const int64_t n = std::max<int64_t>(sizes[k], 1);  // a zero-size span still points
+                auto v = make(rng, 1, n, DType::f32, 0.1);
+                for (auto& x : v.v) x = x * x;
+                P.emplace_back(be, make(rng, 1, n, DType::f32));
+                G.emplace_back(be, make(rng, 1, n, DType::f32));
+                Mm.emplace_back(be, make(rng, 1, n, DType::f32, 0.1));
+                Vv.emplace_back(be, v);
+              }
+              for (size_t k = 0; k < std::size(sizes); ++k) {
+                grads.push_back({G[k].f32(), sizes[k]});
+                params.push_back({P[k].f32(), G[k].f32(), Mm[k].f32(), Vv[k].f32(), sizes[k],
+                                  k % 2 ? 0.0f : 0.01f});
+              }
+              be.adamw(params, 1e-3f, 0.9f, 0.999f, 1e-8f, 7);
+              const double ss = be.sum_squares(grads);
+              be.scale(grads, 0.5f);
+              Outputs out{{"sumsq", {ss}}};
+              for (size_t k = 0; k < std::size(sizes); ++k) {
+                const std::string at = std::to_string(k);
+                out.push_back({"p" + at, P[k].get()});
+                out.push_back({"m" + at, Mm[k].get()});
+                out.push_back({"v" + at, Vv[k].get()});
+                out.push_back({"scaled" + at, G[k].get()});
+              }
+              return out;
+            },
+            [](Backend& be, Rng& rng) {
+              // Each vector's result is the single-vector op's, bit for bit; the sum is theirs.
+              const int64_t sizes[] = {5, 1, 77};
+              std::vector<Dev> a, b;
+              a.reserve(std::size(sizes));
+              b.reserve(std::size(sizes));
+              std::vector<Backend::FloatSpan> spans;
+              double each = 0;
+              for (int64_t n : sizes) {
+                const auto x = make(rng, 1, n, DType::f32);
+                a.emplace_back(be, x);
+                b.emplace_back(be, x);
+                spans.push_back({a.back().f32(), n});
+                each += be.sum_squares(b.back().f32(), n);
+              }
+              if (be.sum_squares(spans) != each)
+                return fail("sum over vectors differs from the loop");
+              be.scale(spans, 0.25f);
+              for (size_t k = 0; k < std::size(sizes); ++k) {
+                be.scale(b[k].f32(), sizes[k], 0.25f);
+                if (a[k].get() != b[k].get())
+                  return fail("scale over vectors differs from the loop");
+              }
+              return pass("the same results as one vector at a time");
+            }});
 }
 
 }  // namespace

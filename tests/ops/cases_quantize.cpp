@@ -426,9 +426,57 @@ void add_equal_bytes_case(Registry& reg, size_t bytes, size_t oa, size_t ob) {
                  }});
 }
 
+// The batched equal_bytes (one synchronisation for a layer's comparisons): pairs of awkward
+// sizes and offsets, an empty one, a buffer against itself, and a difference in one pair only —
+// each pair's answer must be its own, as the single-pair call gives it.
+void add_equal_bytes_batch_case(Registry& reg) {
+  reg.push_back({"equal_bytes batch: 6 pairs, one differing at a time",
+                 [](Backend&, Backend& test, Rng& rng) {
+                   const size_t sizes[] = {1, 4096, 4099, 0, 777, 50001};
+                   const size_t offsets[] = {0, 0, 3, 0, 1, 5};
+                   std::vector<std::vector<uint8_t>> a, b;
+                   std::vector<Guarded> A, B;
+                   for (size_t i = 0; i < std::size(sizes); ++i) {
+                     a.emplace_back(sizes[i] + offsets[i]);
+                     b.emplace_back(sizes[i] + 1);
+                     for (size_t k = 0; k < sizes[i]; ++k)
+                       a[i][offsets[i] + k] = b[i][1 + k] = static_cast<uint8_t>(rng.next());
+                     A.emplace_back(test, a[i].size());
+                     B.emplace_back(test, b[i].size());
+                     A[i].upload(a[i].data());
+                   }
+                   auto compare = [&]() {
+                     std::vector<Backend::BytesPair> pairs;
+                     for (size_t i = 0; i < std::size(sizes); ++i) {
+                       B[i].upload(b[i].data());
+                       pairs.push_back({static_cast<uint8_t*>(A[i].data()) + offsets[i],
+                                        static_cast<uint8_t*>(B[i].data()) + 1, sizes[i]});
+                     }
+                     pairs.push_back({A[1].data(), A[1].data(), sizes[1]});  // itself
+                     return test.equal_bytes(pairs);
+                   };
+                   std::vector<bool> same = compare();
+                   if (same != std::vector<bool>(std::size(sizes) + 1, true))
+                     return fail("equal pairs reported different");
+                   for (size_t i = 0; i < std::size(sizes); ++i) {
+                     if (sizes[i] == 0) continue;
+                     const size_t at = sizes[i] - 1;
+                     b[i][1 + at] ^= 0x80;
+                     same = compare();
+                     b[i][1 + at] ^= 0x80;
+                     for (size_t k = 0; k < same.size(); ++k)
+                       if (same[k] != (k != i))
+                         return fail(fmt("with pair %zu changed, pair %zu reported %s", i, k,
+                                         same[k] ? "equal" : "different"));
+                   }
+                   return pass("each pair told apart in one call");
+                 }});
+}
+
 }  // namespace
 
 void add_quantize_cases(Registry& reg) {
+  add_equal_bytes_batch_case(reg);
   for (auto [bytes, oa, ob] : std::vector<std::tuple<size_t, size_t, size_t>>{
            {1, 0, 0}, {4096, 0, 0}, {4099, 0, 0}, {1000003, 0, 0}, {777, 3, 0}, {50001, 1, 5}})
     add_equal_bytes_case(reg, bytes, oa, ob);

@@ -57,6 +57,32 @@ class TestAudit : public QObject {
             }).contains("telemetry.fp8_every"));
   }
 
+  // How often a step makes the host wait for the backend (what it would cost a device): an
+  // FP8 step with FP8 telemetry off waits exactly as often as a BF16 step — the re-quantized
+  // weights' statistics are taken only when observed. The counts are printed.
+  void fp8StepSynchronisesAsOftenAsBf16() {
+    auto syncs_of_second_step = [](const char* precision, const char* every) {
+      RunConfig cfg =
+          RunConfig::load("demo", "",
+                          {"grpo.steps=3", "sft.steps=0", "validation.every=0",
+                           "grpo.prompts_per_step=4", std::string("precision.default=") + precision,
+                           std::string("telemetry.fp8_every=") + every});
+      auto be = make_cpu_backend();
+      GrpoRun run(cfg, *be);
+      run.next();  // the first step also validates
+      const int64_t before = be->host_syncs();
+      run.next();
+      return be->host_syncs() - before;
+    };
+    const int64_t bf16 = syncs_of_second_step("bf16", "0"), fp8 = syncs_of_second_step("fp8", "0"),
+                  fp8_observed = syncs_of_second_step("fp8", "1");
+    qInfo("host synchronisations per demo step: bf16 %lld, fp8 %lld, fp8 with FP8 telemetry %lld",
+          static_cast<long long>(bf16), static_cast<long long>(fp8),
+          static_cast<long long>(fp8_observed));
+    QVERIFY(bf16 > 0);
+    QCOMPARE(fp8, bf16);
+  }
+
   // The demo (FP8 linears, BF16 KV cache) without warm-up, a live precision edit at step 2:
   // every step's audit covers every linear and finds it OK, and the trainer's log-probs equal
   // the generator's bit for bit (error exactly 1, KL exactly 0, p − g = 0 for every token).

@@ -1,5 +1,6 @@
-// The fp8rl command as a user runs it: version, doctor (honest without a GPU), errors, and the
-// binaries' link lines (no CUDA library, no Qt in the CLI).
+// The fp8rl command as a user runs it: version, doctor (honest without a GPU), errors (usage
+// errors in one line, no source locations without --debug), the studio's help without a
+// display, and the binaries' link lines (no CUDA library, no Qt in the CLI).
 #include <QtTest>
 
 #include <sys/types.h>
@@ -16,6 +17,8 @@
 #include <cmath>
 #include <csignal>
 #include <random>
+#include <tuple>
+#include <utility>
 
 namespace {
 
@@ -75,11 +78,79 @@ class TestCli : public QObject {
     QCOMPARE(r.code, 2);
     QVERIFY(r.out.contains("unknown command 'frobnicate'"));
     r = run(kCli, {"doctor", "--fast"});
-    QCOMPARE(r.code, 1);
-    QVERIFY2(r.out.contains("unknown option --fast"), qPrintable(r.out));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.out.startsWith("fp8rl doctor: unknown option --fast"), qPrintable(r.out));
     r = run(kCli, {"bench", "gemm", "--backend", "cpu", "--shapes", "1,2"});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.out.contains("'1,2' is not M,N,K"), qPrintable(r.out));
+  }
+
+  // A command line a command cannot run says what is wrong or missing in its first line, then
+  // at most a pointer to the command's --help: never the whole usage text. Exit code 2.
+  void usageErrorsSayWhatIsMissing() {
+    QTemporaryDir dir;
+    const QList<std::pair<QStringList, QString>> cases = {
+        {{"train", "--model", dir.path()},
+         "fp8rl train: needs a preset or a config (e.g. --preset math)"},
+        {{"train", "demo"}, "fp8rl train: unexpected argument 'demo'"},
+        {{"train", "--preset"}, "fp8rl train: option --preset needs a value"},
+        {{"train", "--preset", "demo", "--set"}, "fp8rl train: option --set needs a value"},
+        {{"audit"}, "fp8rl audit: needs --run ID"},
+        {{"bench"}, "fp8rl bench: needs a benchmark: one of gemm,"},
+        {{"bench", "gemmm"}, "fp8rl bench: unknown benchmark 'gemmm' (one of gemm,"},
+        {{"compare", "--json"}, "fp8rl compare: needs the groups to compare"},
+        {{"report", "--sweep", "1"}, "fp8rl report: needs --out FILE.html"},
+        {{"convert", "--checkpoint", dir.path()}, "fp8rl convert: needs --to fp8 or --to bf16"},
+        {{"generate", "--model", dir.path()}, "fp8rl generate: needs a prompt"},
+        {{"score", "--token-ids", "1,2"}, "fp8rl score: needs a model"},
+        {{"init", "--config", "c.json"}, "fp8rl init: needs --output DIR"},
+        {{"tokenize", "--model", dir.path()}, "fp8rl tokenize: needs what to tokenize"},
+        {{"runs"}, "fp8rl runs: needs an action"},
+        {{"runs", "show"}, "fp8rl runs: show needs a run id"},
+        {{"runs", "list", "extra"}, "fp8rl runs: unexpected argument 'extra'"},
+        {{"sweep"}, "fp8rl sweep: needs a sweep file"},
+        {{"sensitivity"}, "fp8rl sensitivity: needs a preset or a config"},
+        {{"doctor", "--fast"}, "fp8rl doctor: unknown option --fast (allowed: --db, --help)"},
+    };
+    for (const auto& [args, first] : cases) {
+      const auto r = run(kCli, args);
+      const QStringList lines = r.out.trimmed().split('\n');
+      const QString what = args.join(' ') + ":\n" + r.out;
+      QVERIFY2(r.code == 2, qPrintable(what));
+      QVERIFY2(lines.size() == 2 && lines[0].startsWith(first), qPrintable(what));
+      QVERIFY2(lines[1] == "(`fp8rl " + args[0] + " --help` lists its options)", qPrintable(what));
+    }
+    // Help is asked for: the whole text, on stdout, exit 0.
+    const auto help = run(kCli, {"train", "--help"});
+    QCOMPARE(help.code, 0);
+    QVERIFY(help.out.startsWith("usage: fp8rl train (--preset NAME"));
+    // Without a command: one line.
+    const auto bare = run(kCli, {});
+    QCOMPARE(bare.code, 2);
+    QCOMPARE(bare.out.trimmed().count('\n'), 0);
+    QVERIFY2(bare.out.startsWith("fp8rl: needs a command"), qPrintable(bare.out));
+  }
+
+  // Errors name the setting, file and value; the source location only with --debug (global:
+  // before the command or among its options).
+  void sourceLocationsOnlyWithDebug() {
+    const QRegularExpression location(R"(\(\w+\.(cpp|hpp):\d+\))");
+    auto r = run(kCli, {"train", "--preset", "nope"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.trimmed() ==
+                 "fp8rl train: error: unknown preset 'nope' (available: demo, gpu, llama-demo, "
+                 "math, moe-demo, recipe-0.6b, recipe-8b, recipe-8b-long)",
+             qPrintable(r.out));
+    for (const QStringList& args : {QStringList{"--debug", "train", "--preset", "nope"},
+                                    QStringList{"train", "--preset", "nope", "--debug"}}) {
+      r = run(kCli, args);
+      QCOMPARE(r.code, 1);
+      QVERIFY2(r.out.startsWith("fp8rl train: error: unknown preset 'nope'") &&
+                   location.match(r.out).hasMatch(),
+               qPrintable(r.out));
+    }
+    r = run(kCli, {"train", "--preset", "demo", "--set", "grpo.importance=clamp"});
+    QVERIFY2(r.code == 1 && !location.match(r.out).hasMatch(), qPrintable(r.out));
   }
 
   // A short demo run: JSON lines with the documented keys, a summary, and the same lines twice
@@ -431,12 +502,13 @@ class TestCli : public QObject {
     auto r = run(kCli, {"bench", "rollout", "--backend", "cpu", "--batch", "4,x"});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.out.contains("--batch: 'x' in '4,x' is not a positive integer"), qPrintable(r.out));
+    // Options a benchmark does not take: usage errors.
     r = run(kCli, {"bench", "train", "--backend", "cpu", "--preset", "demo"});
-    QCOMPARE(r.code, 1);
+    QCOMPARE(r.code, 2);
     QVERIFY2(r.out.contains("options --preset, --set and --target of bench train need --seeds N"),
              qPrintable(r.out));
     r = run(kCli, {"bench", "train", "--backend", "cpu", "--seeds", "2", "--model", "small"});
-    QCOMPARE(r.code, 1);
+    QCOMPARE(r.code, 2);
     QVERIFY2(r.out.contains("option --model does not apply to bench train --seeds"),
              qPrintable(r.out));
     r = run(kCli, {"bench", "train", "--backend", "cpu", "--seeds", "0"});
@@ -621,6 +693,36 @@ class TestCli : public QObject {
     const auto m = dispatches.match(r.out);
     QVERIFY2(m.hasMatch() && m.captured(1).toLongLong() > 0, qPrintable(r.out));
     QVERIFY2(r.out.contains("ticks that fired latest"), qPrintable(r.out));
+  }
+
+  // The studio's --help and --version on a machine without a display (a server, an SSH
+  // session): the text, exit 0, no complaint about a platform plugin.
+  void studioHelpWithoutDisplay() {
+    if (QStringLiteral(FP8RL_STUDIO).isEmpty()) QSKIP("built without the studio (FP8RL_GUI=OFF)");
+    auto env = QProcessEnvironment::systemEnvironment();
+    for (const char* name : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) env.remove(name);
+    const auto stdout_of = [&](const QStringList& args) {
+      QProcess p;
+      p.setProcessEnvironment(env);
+      p.start(FP8RL_STUDIO, args);
+      const bool done = p.waitForFinished(60000);
+      const QString err = QString::fromUtf8(p.readAllStandardError());
+      return std::pair{done && p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+                       QString::fromUtf8(p.readAllStandardOutput()) + err};
+    };
+    auto [code, out] = stdout_of({"--help"});
+    QVERIFY2(code == 0, qPrintable(out));
+    QVERIFY2(out.startsWith("Usage: ") && out.contains("fp8rl-studio [options]") &&
+                 out.contains("Launch, watch, steer and compare FP8 RL runs.") &&
+                 out.contains("--screenshots <DIR>") && out.contains("--version"),
+             qPrintable(out));
+    QVERIFY2(!out.contains("platform plugin") && !out.contains("could not connect"),
+             qPrintable(out));
+    std::tie(code, out) = stdout_of({"--version"});
+    QVERIFY2(code == 0 && out.startsWith("FP8 RL Studio 0."), qPrintable(out));
+    std::tie(code, out) = stdout_of({"--help-all"});
+    QVERIFY2(code == 0 && out.contains("--db <PATH>") && out.contains("-platform"),
+             qPrintable(out));
   }
 
   void binariesLinkNoCudaLibrary() {

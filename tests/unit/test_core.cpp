@@ -1,5 +1,5 @@
-// Core: errors carry what and where; parallel_for covers every index, nested and from several
-// threads at once, and rethrows.
+// Core: errors carry what and where (and read without the where); parallel_for covers every index,
+// nested and from several threads at once, and rethrows.
 #include <QtTest>
 
 #include <atomic>
@@ -24,7 +24,12 @@ class TestCore : public QObject {
       const QString what = QString::fromUtf8(e.what());
       QVERIFY2(what.contains("[CUBLAS_STATUS_NOT_SUPPORTED]"), qPrintable(what));
       QVERIFY2(what.contains(QStringLiteral("test_core.cpp:%1").arg(line)), qPrintable(what));
+      // What a user reads: the message and the status, not our file and line.
+      QCOMPARE(QString::fromStdString(fp8rl::error_text(e)),
+               QStringLiteral("cublasLtMatmul failed [CUBLAS_STATUS_NOT_SUPPORTED]"));
     }
+    QCOMPARE(fp8rl::error_text(fp8rl::Error("no such file")), std::string("no such file"));
+    QCOMPARE(fp8rl::error_text(std::runtime_error("plain")), std::string("plain"));
   }
 
   void checkThrowsOnlyWhenFalse() {

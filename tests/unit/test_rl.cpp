@@ -106,6 +106,41 @@ class TestRl : public QObject {
     QCOMPARE(h.counts.back(), int64_t{1});   // 1e9 overflows
   }
 
+  // The benchmarks' synthetic task: prompts of the configured lengths over a vocabulary of any
+  // size, responses forced to lengths drawn per sequence (the same for the same index and seed),
+  // a reward that is a fixed function of the ids, and a tokenizer that round-trips.
+  void syntheticTask() {
+    TaskConfig tc;
+    tc.name = "synthetic";
+    tc.min_len = 5;
+    tc.max_len = 9;
+    tc.vocab_size = 151936;
+    tc.max_response_tokens = 64;
+    tc.response_tokens_min = 16;
+    tc.validation_size = 3;
+    const auto task = make_task(tc);
+    QCOMPARE(task->tokenizer().vocab_size(), 151936);
+    Rng rng(4);
+    for (int i = 0; i < 20; ++i) {
+      const Example ex = task->sample(rng);
+      const auto ids = task->encode_prompt(ex.prompt);
+      QVERIFY(ids.size() >= 6 && ids.size() <= 10 && ids[0] == 1);
+      QCOMPARE(task->tokenizer().decode(ids), ex.prompt);
+    }
+    const std::vector<int64_t> seqs = {0, 1, 2, 3, 500};
+    const auto n = task->forced_response_lengths(seqs, 77);
+    QCOMPARE(n.size(), seqs.size());
+    for (int64_t x : n) QVERIFY(x >= 16 && x <= 64);
+    QCOMPARE(task->forced_response_lengths({500}, 77)[0], n[4]);  // by index, not by position
+    QCOMPARE(task->reward(Example{}, "t4 t5 t6 t8", false), 0.75);
+    QVERIFY(!task->correct(Example{}, "t4", true));
+    QVERIFY(error_of([&] { task->tokenizer().encode("t2 x9"); }).contains("'t2'"));
+    tc.response_tokens_min = 0;  // every response exactly max_response_tokens
+    for (int64_t x : make_task(tc)->forced_response_lengths(seqs, 1)) QCOMPARE(x, int64_t{64});
+    tc.vocab_size = 3;
+    QVERIFY(error_of([&] { make_task(tc); }).contains("task.vocab_size"));
+  }
+
   void taskRewards() {
     QCOMPARE(partial_credit("abcd", "abcd", true), 1.0);
     QCOMPARE(partial_credit("abcd", "abxd", true), 0.75);

@@ -286,6 +286,38 @@ class TestRollout : public QObject {
     QCOMPARE(gen.last_stats().decode_steps, static_cast<int64_t>(longest) - 1);
   }
 
+  // Forced lengths (a benchmark's workload): each sequence generates exactly its length, eos and
+  // stop tokens or not, and the ones that end leave the batch (ragged decode).
+  void forcedLengthsIgnoreEosAndEndEachSequenceOnTime() {
+    const ModelConfig cfg = small_config();
+    DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::fp32), 2, 0.2);
+    Generator gen(m, {KvDType::fp32, 0});
+    Rng rng(1);
+    const auto prompts = random_prompts(rng, 5, cfg.vocab_size);
+    SamplingParams sp;
+    sp.max_new_tokens = 24;
+    sp.seed = 9;
+    sp.eos_token = 3;
+    sp.stop_tokens = {5, 7};
+    sp.response_lengths = {1, 7, 24, 30, 12};  // 30: capped at max_new_tokens
+    const auto seqs = gen.generate(prompts, sp);
+    const size_t want[] = {1, 7, 24, 24, 12};
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      QCOMPARE(seqs[i].response.size(), want[i]);
+      QCOMPARE(seqs[i].finish_reason, std::string("length"));
+      QCOMPARE(seqs[i].logprobs.size(), want[i]);
+    }
+    QCOMPARE(gen.last_stats().decode_steps, int64_t{23});
+    sp.response_lengths = {4};
+    bool refused = false;
+    try {
+      gen.generate(prompts, sp);
+    } catch (const Error&) {
+      refused = true;
+    }
+    QVERIFY(refused);  // one length per prompt
+  }
+
   void cacheMemoryIsPlannedUpFront() {
     const ModelConfig cfg = small_config();
     DecoderModel m(*cpu_, cfg, PrecisionMap(cfg.num_hidden_layers, Precision::bf16), 2);

@@ -479,7 +479,9 @@ class TestStore : public QObject {
       RawDb db(file);
       for (int v = 1; v <= 4; ++v) db.exec(RunStore::migration_script(v));
       db.exec("PRAGMA user_version = 4");
-      db.exec("INSERT INTO runs(name, status, created_at, last_step) VALUES ('v4', 'finished', 1.0, 3)");
+      db.exec(
+          "INSERT INTO runs(name, status, created_at, last_step) VALUES ('v4', 'finished', 1.0, "
+          "3)");
     }
     {
       RunStore ro(file.toStdString(), /*read_only=*/true);
@@ -496,6 +498,61 @@ class TestStore : public QObject {
     QVERIFY(row->axis_values.is_null());
     QVERIFY(store.list_sweeps().empty());
     QCOMPARE(store.integrity_check(), std::string("ok"));
+  }
+
+  // A version 6 store (a scalar's name in every row) reads the same read-only and after the
+  // migration to 7 (names stored once); the view `scalars` keeps the old columns for SQL.
+  void migratesFromVersion6() {
+    const QString file = dir_.filePath("v6.db");
+    {
+      RawDb db(file);
+      for (int v = 1; v <= 6; ++v) db.exec(RunStore::migration_script(v));
+      db.exec("PRAGMA user_version = 6");
+      db.exec(
+          "INSERT INTO runs(name, status, created_at, last_step) VALUES ('a', 'finished', 1.0, 2), "
+          "('b', 'finished', 2.0, 1)");
+      db.exec(
+          "INSERT INTO scalars(run_id, step, wall, key, value, nonfinite) VALUES "
+          "(1, 1, 0.5, 'reward/mean', 0.25, NULL), (1, 1, 0.5, 'loss', 2.5, NULL), "
+          "(2, 1, 0.7, 'kl', 0.01, NULL), (1, 2, 1.0, 'loss', NULL, 'nan'), "
+          "(1, 2, 1.0, 'reward/mean', 0.5, NULL)");
+    }
+    auto read = [](RunStore& s) {
+      std::ostringstream csv;
+      s.export_csv(1, csv);
+      std::string text = csv.str();
+      for (const auto& k : s.scalar_keys(1)) text += " " + k;
+      for (const auto& k : s.scalar_keys(2)) text += " " + k;
+      for (const auto& p : s.scalar_series(1, "loss", 1)) text += " " + std::to_string(p.step);
+      return text;
+    };
+    std::string before;
+    {
+      RunStore ro(file.toStdString(), /*read_only=*/true);
+      QCOMPARE(ro.schema_version(), 6);
+      before = read(ro);
+    }
+    QCOMPARE(before, std::string("step,wall,loss,reward/mean\n1,0.5,2.5,0.25\n2,1,nan,0.5\n"
+                                 " loss reward/mean kl 2"));
+    {
+      RunStore store(file.toStdString());
+      QCOMPARE(store.schema_version(), RunStore::latest_schema_version());
+      QCOMPARE(read(store), before);
+      StepRecord r;
+      r.step = 3;
+      r.wall_seconds = 1.5;
+      r.scalars = {{"loss", 1.5}, {"entropy", 0.75}};
+      store.record_step(1, r);
+      QCOMPARE(store.scalar_keys(1), (std::vector<std::string>{"entropy", "loss", "reward/mean"}));
+      QCOMPARE(store.scalar_series(1, "loss", 2).size(), size_t{1});
+      store.truncate_after(1, 2);
+      QCOMPARE(read(store), before);
+      QCOMPARE(store.integrity_check(), std::string("ok"));
+    }
+    RawDb db(file);
+    QCOMPARE(db.integer("SELECT count(*) FROM scalars WHERE run_id = 1 AND key = 'loss'"),
+             int64_t{2});
+    QCOMPARE(db.integer("SELECT count(*) FROM scalar_keys"), int64_t{4});  // entropy stays
   }
 
   // A sweep's rows; a run created for a point names it and the point the run, in one
@@ -555,8 +612,9 @@ class TestStore : public QObject {
     RawDb(dir_.filePath("sweeps.db"))
         .exec("UPDATE sweeps SET runner_pid = " + std::to_string(getppid()) +
               ", runner_heartbeat = " + std::to_string(static_cast<double>(time(nullptr))));
-    QVERIFY2(contains(store.claim_sweep(id), "is being run by process " + std::to_string(getppid())),
-             store.claim_sweep(id).c_str());
+    QVERIFY2(
+        contains(store.claim_sweep(id), "is being run by process " + std::to_string(getppid())),
+        store.claim_sweep(id).c_str());
     // A stale heartbeat lets it go.
     RawDb(dir_.filePath("sweeps.db")).exec("UPDATE sweeps SET runner_heartbeat = 1.0");
     QCOMPARE(store.claim_sweep(id), std::string());

@@ -17,12 +17,16 @@
 #   PYTHON (a python3 with PyTorch for the baseline; default python3).
 #
 # Parts, in order, with their share of the budget:
-#   ops      10  the op registry on the GPU against the CPU reference (every case: error, bound)
-#   gemm     14  FP8 vs BF16 GEMMs (fprop, dgrad, wgrad) at 8192^3 and at Qwen3-8B linear shapes
-#   quant     8  the quantization kernels against the device's copy bandwidth
-#   rollout  20  decode tokens/s, Qwen3-0.6B shape, batch 64: BF16, FP8, FP8 + FP8 KV cache
-#   step     34  whole GRPO steps of the gpu preset: BF16, FP8, FP8 + FP8 KV cache
-#   torch     9  a PyTorch eager decode loop at the rollout's shape (the BF16 decode baseline)
+#   ops       9  the op registry on the GPU against the CPU reference (every case: error, bound)
+#   recipe   58  whole GRPO steps at the recipe's workload, BF16 / FP8 / FP8 + FP8 KV in one run
+#                each, split by phase: recipe-8b (Qwen3-8B width, 512 x 256 + 1,024 tokens, with
+#                op times), recipe-0.6b (the gpu preset's shape, the same workload) and
+#                recipe-8b-long (64 x 256 + 4,096 tokens)
+#   gemm      8  FP8 vs BF16 GEMMs (fprop, dgrad, wgrad) at 8192^3 and at Qwen3-8B linear shapes
+#   quant     4  the quantization kernels against the device's copy bandwidth
+#   rollout   9  decode tokens/s, Qwen3-0.6B shape, batch 64: BF16, FP8, FP8 + FP8 KV cache
+#   step      7  whole GRPO steps of the gpu preset (short responses): BF16, FP8, FP8 + FP8 KV
+#   torch     5  a PyTorch eager decode loop at the rollout's shape (the BF16 decode baseline)
 # Extra parts (--extras; tools/gpu/run.sh asks for them): train 20 (training steps, Qwen3-0.6B
 #   and 1.7B shapes), decode-1.7b 15 (Qwen3-1.7B decode at batch 64 and 256, and PyTorch's),
 #   ranks 10 (GRPO steps on 1 and 2 ranks, when mpirun and an MPI build are there).
@@ -48,9 +52,10 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-names=(ops gemm quant rollout step torch train decode-1.7b ranks)
-shares=(10 14 8 20 34 9 20 15 10)
+names=(ops recipe gemm quant rollout step torch train decode-1.7b ranks)
+shares=(9 58 8 4 9 7 5 20 15 10)
 whats=("op registry vs the CPU reference"
+  "GRPO step at the recipe's workload, by phase"
   "FP8 vs BF16 GEMM, 8192^3 and Qwen3-8B linears"
   "quantization vs copy bandwidth"
   "decode BF16 / FP8 / FP8 + FP8 KV"
@@ -59,7 +64,7 @@ whats=("op registry vs the CPU reference"
   "training steps, 0.6B and 1.7B"
   "Qwen3-1.7B decode vs PyTorch"
   "GRPO steps on 1 and 2 ranks")
-core_parts=6
+core_parts=7
 
 budget=420 smoke=0 plan_only=0 extras=0 only="" bin="" work="" out="${OUT:-}"
 usage_error() {
@@ -410,6 +415,30 @@ part_step() {
   else
     cmd bench-step-gpu "$fp8rl" bench step --backend cuda --preset gpu --steps 2 --warmup 1 --op-times \
       --json "$j/bench-step-gpu.json"
+  fi
+}
+# The recipe's workload (resources/presets/recipe-*.yaml): forced response lengths, so a step
+# spends its time where a real RL step does. On the CPU the same presets shrunk to seconds.
+part_recipe() {
+  local p
+  if [ $smoke -eq 1 ]; then
+    local tiny=(--set model.hidden_size=64 --set model.num_hidden_layers=1
+      --set model.num_attention_heads=2 --set model.num_key_value_heads=1 --set model.head_dim=32
+      --set model.intermediate_size=128 --set task.vocab_size=512 --set grpo.prompts_per_step=2
+      --set grpo.group_size=2 --set task.min_len=15 --set task.max_len=15
+      --set task.max_response_tokens=16 --set model.max_position_embeddings=48
+      --set task.validation_size=2)
+    for p in recipe-8b recipe-0.6b recipe-8b-long; do
+      cmd "bench-step-$p" "$fp8rl" bench step --backend cpu --preset "$p" --steps 1 --warmup 1 \
+        --no-pytorch "${tiny[@]}" --json "$j/bench-step-$p.json"
+    done
+  else
+    cmd bench-step-recipe-8b "$fp8rl" bench step --backend cuda --preset recipe-8b --steps 1 \
+      --warmup 1 --op-times --json "$j/bench-step-recipe-8b.json"
+    cmd bench-step-recipe-0.6b "$fp8rl" bench step --backend cuda --preset recipe-0.6b --steps 1 \
+      --warmup 1 --json "$j/bench-step-recipe-0.6b.json"
+    cmd bench-step-recipe-8b-long "$fp8rl" bench step --backend cuda --preset recipe-8b-long \
+      --steps 1 --warmup 1 --json "$j/bench-step-recipe-8b-long.json"
   fi
 }
 part_torch() { torch_decode torch-decode-0.6b qwen3-0.6b 64; }

@@ -219,6 +219,25 @@ class Summary:
             self.info.append((f"GRPO step s / rollout tok/s, {r['mode']}",
                               f"{r['step_seconds']:.3f} / {r['rollout_tokens_per_s']:.0f}"))
 
+    def recipe(self):
+        """The recipe workloads: each run's own phase targets, and its phases per mode."""
+        for preset in ("recipe-8b", "recipe-0.6b", "recipe-8b-long"):
+            command = f"bench-step-{preset}"
+            run = first_run(load(self.folder, command))
+            if not run:
+                if command in self.status:
+                    self.info.append((f"GRPO step {preset}", self.why_missing(command)))
+                continue
+            for t in run.get("targets", []):
+                if f"({preset})" in t["name"]:
+                    relation = "≥" if t["relation"] == ">=" else "≤"
+                    self.target(t["name"], t.get("value"), relation, t["target"], fmt_ratio, command)
+            for phase, modes in (run.get("phases") or {}).items():
+                cells = [f"{m.split(',')[0]} {v['seconds']:.3f} s {v['share'] * 100:.0f}% "
+                         f"{fmt_ratio(v.get('bf16_over_this'))}" for m, v in modes.items()
+                         if v.get("seconds") is not None and v.get("share") is not None]
+                self.info.append((f"{preset} {phase}: s, share, bf16/this", "; ".join(cells)))
+
     def train(self):
         for tag in ("0.6b", "1.7b"):
             run = first_run(load(self.folder, f"bench-train-{tag}"))
@@ -309,7 +328,7 @@ def main(argv):
     except (OSError, KeyError) as e:
         print(f"summarize.py: cannot read {args[0]}/status.tsv: {e!r}", file=sys.stderr)
         return 1
-    for part in (s.ops, s.gemm, s.quant, s.decode, s.step, s.train, s.ranks):
+    for part in (s.ops, s.recipe, s.gemm, s.quant, s.decode, s.step, s.train, s.ranks):
         try:
             part()
         except (KeyError, TypeError, ValueError, AttributeError) as e:

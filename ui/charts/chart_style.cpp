@@ -5,6 +5,7 @@
 #include <QFontMetrics>
 #include <QLabel>
 #include <QSaveFile>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <iterator>
@@ -29,6 +30,70 @@ QLabel* makeTitleLabel(const QString& title, QWidget* parent) {
   return label;
 }
 
+namespace {
+
+constexpr QMargins kLegendMargins(6, 2, 6, 0);
+// A rule line label's whole text (its shown text may be elided).
+constexpr const char* kFullText = "fp8rl_full_text";
+
+// The legend's columns: as many of the widest entry as the plot's width holds.
+void wrapLegend(QCustomPlot* plot) {
+  QCPLegend* legend = plot->legend;
+  if (!legend->visible()) return;
+  // Cells of the legend's grid may be empty (the last row of a wrapped legend): no item there.
+  int n = 0, widest = 1;
+  for (int i = 0; i < legend->itemCount(); ++i)
+    if (const QCPAbstractLegendItem* item = legend->item(i)) {
+      ++n;
+      widest = std::max(widest, item->minimumOuterSizeHint().width());
+    }
+  if (n == 0) return;
+  const QMargins m = legend->margins();
+  const int room = plot->viewport().width() - m.left() - m.right() + legend->columnSpacing();
+  const int columns = std::clamp(room / (widest + legend->columnSpacing()), 1, n);
+  if (columns == legend->wrap() && legend->columnCount() == columns) return;
+  legend->setWrap(columns);
+  legend->setFillOrder(QCPLegend::foColumnsFirst, /*rearrange=*/true);
+}
+
+}  // namespace
+
+void placeLegendBelow(QCustomPlot* plot) {
+  QCPLegend* legend = plot->legend;
+  QCPLayoutGrid* grid = plot->plotLayout();
+  if (legend->layout() == grid) return;  // placed already
+  plot->axisRect()->insetLayout()->take(legend);
+  // The row under the axis rect, spanning it; no stretch: it is as high as its entries.
+  int row = 0;
+  for (int r = 0; r < grid->rowCount(); ++r)
+    for (int c = 0; c < grid->columnCount(); ++c)
+      if (grid->element(r, c) == plot->axisRect()) row = r;
+  grid->insertRow(row + 1);
+  grid->addElement(row + 1, 0, legend);
+  grid->setRowStretchFactor(row + 1, 0.001);
+  grid->setRowSpacing(0);  // the legend's top margin keeps it off the axis labels
+  legend->setBorderPen(Qt::NoPen);
+  legend->setBrush(Qt::NoBrush);
+  legend->setMargins(kLegendMargins);
+  legend->setRowSpacing(0);
+  legend->setColumnSpacing(14);
+  legend->setFillOrder(QCPLegend::foColumnsFirst, false);
+  // A layout column is no wider than its narrowest maximum, and an empty legend's is 0: an
+  // explicit maximum below QWIDGETSIZE_MAX counts instead, so the axis rect above keeps the
+  // plot's width whether the legend is shown or not.
+  legend->setMaximumSize(QWIDGETSIZE_MAX - 1, QWIDGETSIZE_MAX);
+  plot->setAutoAddPlottableToLegend(false);  // entries are added where the legend is shown
+  QObject::connect(plot, &QCustomPlot::beforeReplot, legend, [plot] { wrapLegend(plot); });
+  showLegend(plot, false);
+}
+
+void showLegend(QCustomPlot* plot, bool on) {
+  QCPLegend* legend = plot->legend;
+  legend->setVisible(on);
+  legend->setMargins(on ? kLegendMargins : QMargins());
+  if (!on) legend->clearItems();
+}
+
 void setLogScale(QCPAxis* axis, bool log) {
   if (log) {
     axis->setScaleType(QCPAxis::stLogarithmic);
@@ -47,6 +112,7 @@ RuleLine addRuleLine(QCustomPlot* plot, Qt::Orientation orientation, double at, 
   r.line->setPen(QPen(color, 1, Qt::DashLine));
   r.label = new QCPItemText(plot);
   r.label->setText(text);
+  r.label->setProperty(kFullText, text);
   r.label->setColor(color);
   // Along the line, positions are fractions of the axis rect: it spans the rect at any zoom.
   QCPItemPosition* positions[] = {r.line->point1, r.line->point2, r.label->position};
@@ -60,14 +126,20 @@ RuleLine addRuleLine(QCustomPlot* plot, Qt::Orientation orientation, double at, 
     r.label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
     r.label->setPadding(QMargins(3, 1, 2, 1));
     // The label reads to the right of its line, or to the left where it would run past the
-    // plot's right edge (a bound near the end of the range).
+    // plot's right edge (a bound near the end of the range); where it fits neither side, it is
+    // elided to the wider one (never cut by the plot's edge).
     QCPItemText* label = r.label;
     QObject::connect(plot, &QCustomPlot::beforeReplot, label, [label] {
       const QRect rect = label->clipAxisRect()->rect();
       const double x = label->position->pixelPosition().x();
-      const int width = QFontMetrics(label->font()).horizontalAdvance(label->text()) + 6;
-      label->setPositionAlignment((x + width > rect.right() ? Qt::AlignRight : Qt::AlignLeft) |
-                                  Qt::AlignTop);
+      const QString full = label->property(kFullText).toString();
+      const QFontMetrics fm(label->font());
+      const int padding = 6;
+      const int right = static_cast<int>(rect.right() - x), left = static_cast<int>(x - rect.left());
+      const bool on_right = fm.horizontalAdvance(full) + padding <= right || right >= left;
+      label->setPositionAlignment((on_right ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignTop);
+      label->setText(
+          fm.elidedText(full, Qt::ElideRight, std::max(0, (on_right ? right : left) - padding)));
     });
   } else {
     r.label->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);

@@ -1,6 +1,6 @@
-// What the chart widgets share: the series palette, the bold title label above a plot, switching
-// an axis to log scale, labelled dashed lines across a plot, the CSV cell formats of their
-// exports and the writing of an export file.
+// What the chart widgets share: the series palette, the bold title label above a plot, where a
+// legend goes, switching an axis to log scale, labelled dashed lines across a plot, the CSV cell
+// formats of their exports and the writing of an export file.
 #pragma once
 
 #include <QColor>
@@ -23,6 +23,16 @@ QColor seriesColor(size_t i);
 
 // The bold title label shown above a plot (object name "title").
 QLabel* makeTitleLabel(const QString& title, QWidget* parent);
+
+// Every chart's legend sits in a row of its own under the axis rect, where it hides no data: its
+// entries side by side in columns as wide as the widest, as many as the plot's width holds
+// (re-counted at each replot, so it wraps as the plot narrows or entries come). PlotView places
+// its plot's legend so; a plot built elsewhere calls placeLegendBelow once.
+void placeLegendBelow(QCustomPlot* plot);
+// Shows or hides a legend placed by placeLegendBelow. Hiding also removes its entries, so that
+// its row takes no height; add them again after showing it (plottables are not added to it by
+// themselves: addToLegend()).
+void showLegend(QCustomPlot* plot, bool on);
 
 // Puts axis on a log or a linear scale, with the matching ticker.
 void setLogScale(QCPAxis* axis, bool log);

@@ -150,9 +150,6 @@ void ChartView::Impl::buildUi() {
   plot->xAxis->setLabel(xAxisName(x_kind));
   const QFont small = q->smallFont();
   plot->xAxis->setLabelFont(small);
-  plot->legend->setBrush(QColor(255, 255, 255, 200));
-  plot->legend->setVisible(false);
-  plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
 
   readout = new QLabel(plot);
   readout->setObjectName(QStringLiteral("readout"));
@@ -237,7 +234,7 @@ void ChartView::Impl::showReadout(const QPoint& pos) {
 void ChartView::Impl::updateLegend() {
   plot->legend->clearItems();
   const bool show = legend_shown && curves.size() >= 2 && curves.size() <= 12;
-  plot->legend->setVisible(show);
+  showLegend(plot, show);
   if (!show) return;
   for (auto& c : curves) (smoothing > 0 ? c->smooth : c->raw)->addToLegend();
 }

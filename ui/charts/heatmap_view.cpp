@@ -239,7 +239,6 @@ HeatmapView::HeatmapView(const QString& title, QWidget* parent)
   d_->nonfinite->setGradient(flat);
   d_->nonfinite->setDataRange(QCPRange(0, 2));
   d_->nonfinite->setVisible(false);
-  plot->legend->setVisible(false);
 
   connect(plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
     if (e->buttons() != Qt::NoButton) return;

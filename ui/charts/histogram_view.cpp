@@ -100,8 +100,9 @@ void HistogramView::Impl::rebuild() {
     under_over << (overlay ? h.label + QStringLiteral(" ") + nums : nums);
   }
   plot->legend->clearItems();
-  plot->legend->setVisible(overlay);
-  for (int i = 0; i < plot->graphCount(); i += 3) plot->graph(i)->addToLegend();
+  showLegend(plot, overlay);
+  if (overlay)
+    for (int i = 0; i < plot->graphCount(); i += 3) plot->graph(i)->addToLegend();
 
   if (!shown.empty()) {
     // "<" and ">" over the outer bars (of the first histogram's ends).
@@ -157,8 +158,6 @@ HistogramView::HistogramView(const QString& title, QWidget* parent)
   setHeader(makeTitleLabel(title, this));
   d_->plot->axisRect()->setRangeDrag(Qt::Horizontal);
   d_->plot->axisRect()->setRangeZoom(Qt::Horizontal);
-  d_->plot->legend->setBrush(QColor(255, 255, 255, 200));
-  d_->plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   d_->plot->yAxis->setLabel(QStringLiteral("count"));
   connect(d_->plot, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) {
     d_->fitAxes();

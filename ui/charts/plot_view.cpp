@@ -6,6 +6,8 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "ui/charts/chart_style.hpp"
+
 namespace fp8rl::ui {
 
 PlotView::PlotView(QSize export_size, QWidget* parent)
@@ -21,6 +23,7 @@ PlotView::PlotView(QSize export_size, QWidget* parent)
   plot_->xAxis->setTickLabelFont(small);
   plot_->yAxis->setTickLabelFont(small);
   plot_->legend->setFont(small);
+  placeLegendBelow(plot_);
   layout_->addWidget(plot_, 1);
 }
 

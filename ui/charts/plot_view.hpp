@@ -1,6 +1,7 @@
 // What the chart widgets have in common: a column of a header row, one QCustomPlot (object
 // name "plot") taking the height, and an optional caption below; the small font of their tick
-// labels and captions; export of the plot as PNG.
+// labels, legends and captions; the legend in a row under the axis rect (placeLegendBelow),
+// hidden until a chart shows it; export of the plot as PNG.
 #pragma once
 
 #include <QFont>

@@ -90,6 +90,9 @@ GroupView::GroupView(QWidget* parent)
   QFont bold = title_->font();
   bold.setBold(true);
   title_->setFont(bold);
+  // Wrapped: unwrapped, its text set the studio's narrowest central area (over 1,000 px at
+  // 1440 × 900), leaving the runs panel too little room.
+  title_->setWordWrap(true);
   title_->setText(tr("No sweep chosen: pick one in the runs panel's Sweeps tab."));
   for (QComboBox* box : {a_, b_}) {
     box->setMinimumContentsLength(10);
@@ -152,6 +155,11 @@ GroupView::GroupView(QWidget* parent)
                                             tr("best val"), tr("reward"), tr("time to target s"),
                                             tr("step time s"), tr("rollout tok/s")});
   for (QTableWidget* t : {verdict_table_, groups_table_, diff_table_}) setupTable(t);
+  // The metric column takes the room the numbers leave, elided in the middle where it is narrow
+  // (whole in its tooltip): the verdict fits the view at the default window size.
+  verdict_table_->horizontalHeader()->setStretchLastSection(false);
+  verdict_table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  verdict_table_->setTextElideMode(Qt::ElideMiddle);
   verdict_text_->setOpenLinks(false);
   auto* verdict_page = new QSplitter(Qt::Vertical);
   verdict_page->addWidget(verdict_table_);
@@ -352,7 +360,8 @@ void GroupView::updateVerdict() {
                                                           : qs(format_number(m.detect, 3)))));
     ++row;
   }
-  verdict_table_->resizeColumnsToContents();
+  // The metric column (0) stretches over what the others leave.
+  for (int c = 1; c < verdict_table_->columnCount(); ++c) verdict_table_->resizeColumnToContents(c);
   QString html = QStringLiteral("<p><b>%1 against %2</b></p><ul>")
                      .arg(qs(html_escape(verdict_->a_label)), qs(html_escape(verdict_->b_label)));
   for (const auto& m : verdict_->metrics) html += QStringLiteral("<li>%1</li>").arg(qs(html_escape(m.sentence)));

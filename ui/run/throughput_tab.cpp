@@ -73,14 +73,9 @@ ThroughputTab::ThroughputTab(QWidget* parent)
   phases_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   phases_->axisRect()->setRangeZoom(Qt::Horizontal);
   phases_->axisRect()->setRangeDrag(Qt::Horizontal);
-  // The legend in a row of its own under the plot, so that it hides no bar.
-  phases_->legend->setVisible(true);
-  phases_->axisRect()->insetLayout()->take(phases_->legend);
-  phases_->plotLayout()->addElement(2, 0, phases_->legend);
-  phases_->plotLayout()->setRowStretchFactor(2, 0.001);
-  phases_->legend->setFillOrder(QCPLegend::foColumnsFirst);
-  phases_->legend->setBorderPen(Qt::NoPen);
-  phases_->legend->setMargins(QMargins(4, 0, 4, 0));
+  // The legend under the plot, as every chart's (it hides no bar).
+  placeLegendBelow(phases_);
+  showLegend(phases_, true);
   phases_->setMinimumHeight(200);
   for (int k = 0; k < kPhases; ++k) {
     const Phase& p = phases()[static_cast<size_t>(k)];
@@ -91,6 +86,7 @@ ThroughputTab::ThroughputTab(QWidget* parent)
     bars->setBrush(p.color);
     bars->setStackingGap(0);
     if (k > 0) bars->moveAbove(bars_[static_cast<size_t>(k - 1)]);
+    bars->addToLegend();
     bars_[static_cast<size_t>(k)] = bars;
   }
   // Collective time is spent inside the phases (the gradient sum in training, gathers in
@@ -99,7 +95,6 @@ ThroughputTab::ThroughputTab(QWidget* parent)
   communication_->setName(tr("communication (rank 0, within the phases)"));
   communication_->setPen(QPen(QColor(0x21, 0x21, 0x21), 1.5));
   communication_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 5));
-  communication_->removeFromLegend();
 
   // Rows: total throughput and step time; per rank (data-parallel runs only); phases. Hidden
   // rows take no room.

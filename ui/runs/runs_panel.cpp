@@ -1,20 +1,25 @@
 #include "ui/runs/runs_panel.hpp"
 
+#include <QApplication>
 #include <QComboBox>
+#include <QEvent>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
 #include <QScrollBar>
+#include <QStyledItemDelegate>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <utility>
 
 #include "contract/precision.hpp"
 #include "contract/run_recorder.hpp"
+#include "ui/runs/column_fit.hpp"
 #include "ui/runs/run_filter.hpp"
 #include "ui/runs/runs_filter_proxy.hpp"
 #include "ui/runs/sweeps_panel.hpp"
@@ -22,13 +27,43 @@
 namespace fp8rl::ui {
 namespace {
 
+using M = RunsTableModel;
+
+// Padding of a cell's text (the style's margins on both sides, and a little air), and the room
+// a column's title wants for the sort arrow.
+constexpr int kPad = 12;
+constexpr int kSortArrow = 12;
+// No column wants more than this (a long name or note is elided, whole in the tooltip).
+constexpr int kMaxWant[M::kColumns] = {0, 260, 0, 140, 400, 0, 0, 200, 240};
+// Which columns stay while the panel narrows (higher: kept longer), and when a column whose
+// text may be cut (name, status, tags, notes) grows to its whole text: the status's word comes
+// before the age column, the whole name after it.
+constexpr int kPriority[M::kColumns] = {80, 100, 95, 70, 85, 90, 60, 50, 40};
+constexpr int kGrowPriority[M::kColumns] = {-1, 55, 65, -1, -1, -1, -1, 45, 35};
+
 // What a mixed map of a mid-sized model reads as in the precision column (the contract's
-// summary), for the column's width.
+// summary), for the panel's width before any run is shown.
 QString mixedPrecisionSample() {
   PrecisionMap map(28, Precision::fp8);
   for (int64_t l = 0; l < 12; ++l) map.set(l, Module::down, Precision::bf16);
   return QString::fromStdString(map.summary());
 }
+
+// Draws a status cell as its dot alone where the column is too narrow for the word too (the
+// tooltip and the colour say it).
+class StatusDelegate : public QStyledItemDelegate {
+ public:
+  using QStyledItemDelegate::QStyledItemDelegate;
+
+ protected:
+  void initStyleOption(QStyleOptionViewItem* option, const QModelIndex& index) const override {
+    QStyledItemDelegate::initStyleOption(option, index);
+    const QWidget* view = option->widget;
+    const QStyle* style = view ? view->style() : QApplication::style();
+    const QRect room = style->subElementRect(QStyle::SE_ItemViewItemText, option, view);
+    if (option->fontMetrics.horizontalAdvance(option->text) > room.width()) option->text.clear();
+  }
+};
 
 }  // namespace
 
@@ -125,51 +160,139 @@ QWidget* RunsPanel::buildFilterBar() {
 void RunsPanel::setUpView() {
   view_->setModel(proxy_);
   view_->setSortingEnabled(true);
-  view_->sortByColumn(RunsTableModel::kId, Qt::DescendingOrder);
+  view_->sortByColumn(M::kId, Qt::DescendingOrder);
   view_->setSelectionBehavior(QAbstractItemView::SelectRows);
   view_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   view_->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
   view_->setAlternatingRowColors(true);
   view_->setWordWrap(false);
-  view_->setTextElideMode(Qt::ElideRight);
+  // A long name keeps its end (the seed, the variant) as well as its start.
+  view_->setTextElideMode(Qt::ElideMiddle);
+  view_->setItemDelegateForColumn(M::kStatus, new StatusDelegate(view_));
   view_->verticalHeader()->hide();
   view_->verticalHeader()->setDefaultSectionSize(view_->fontMetrics().height() + 8);
   auto* header = view_->horizontalHeader();
   header->setHighlightSections(false);
   header->setStretchLastSection(false);
-  // Fixed widths from the font, not ResizeToContents: that mode measures hundreds of rows on
-  // every refresh (tens of milliseconds with 1,000 runs), which the event loop cannot afford.
-  const QFontMetrics fm = view_->fontMetrics();
-  const std::pair<int, QString> widths[] = {
-      {RunsTableModel::kId, "00000"},          {RunsTableModel::kStatus, "● finished  "},
-      {RunsTableModel::kPreset, "preset  "},   {RunsTableModel::kPrecision, mixedPrecisionSample()},
-      {RunsTableModel::kStep, "000000"},       {RunsTableModel::kAge, "59 min "},
-      {RunsTableModel::kTags, "baseline, fp8"}};
-  for (const auto& [c, sample] : widths) {
-    header->setSectionResizeMode(c, QHeaderView::Interactive);
-    header->resizeSection(c, fm.horizontalAdvance(sample) + 16);
-  }
-  // The precision summary of a mixed map is long: its column starts narrower (elided, the
-  // tooltip has it whole) so that the panel shows the step without taking a third of the window.
-  header->resizeSection(RunsTableModel::kPrecision,
-                        fm.horizontalAdvance(QStringLiteral("fp8 (3 of 14 lin")) + 16);
-  header->setSectionResizeMode(RunsTableModel::kName, QHeaderView::Stretch);
-  header->setSectionResizeMode(RunsTableModel::kNotes, QHeaderView::Interactive);
-  header->resizeSection(RunsTableModel::kNotes, 180);
+  header->setMinimumSectionSize(24);
+  header->setSectionResizeMode(QHeaderView::Interactive);
   // Shown as ID, Name, Status, Step, Precision, Preset, Age, …: what a glance needs first.
-  header->moveSection(header->visualIndex(RunsTableModel::kStep),
-                      header->visualIndex(RunsTableModel::kStatus) + 1);
-  header->moveSection(header->visualIndex(RunsTableModel::kPrecision),
-                      header->visualIndex(RunsTableModel::kStep) + 1);
-  name_width_ = fm.horizontalAdvance("demo-bf16-seed-2") + 16;
+  header->moveSection(header->visualIndex(M::kStep), header->visualIndex(M::kStatus) + 1);
+  header->moveSection(header->visualIndex(M::kPrecision), header->visualIndex(M::kStep) + 1);
+  // Widths from the texts, measured as rows come and change (not ResizeToContents: that mode
+  // measures every row on every refresh, tens of milliseconds with 1,000 runs), and fitted to
+  // the viewport whenever it or a want changes.
+  const QFontMetrics fm = view_->fontMetrics();
+  want_.assign(M::kColumns, 0);
+  for (int c = 0; c < M::kColumns; ++c) want_[static_cast<size_t>(c)] = titleWidth(c) + kSortArrow;
+  const auto at_least = [&](int c, const QString& sample, int extra = 0) {
+    int& w = want_[static_cast<size_t>(c)];
+    w = std::max(w, fm.horizontalAdvance(sample) + kPad + extra);
+  };
+  at_least(M::kId, QStringLiteral("00000"));
+  at_least(M::kStep, QStringLiteral("000000"));
+  at_least(M::kAge, QStringLiteral("59 min"));
+  const int icon = view_->iconSize().isValid() ? view_->iconSize().width() : 16;
+  namespace s = run_status;
+  for (const char* status :
+       {s::kRunning, s::kPaused, s::kFinished, s::kFailed, s::kCrashed, s::kStopped})
+    at_least(M::kStatus, QString::fromLatin1(status), icon + 6);
+  view_->viewport()->installEventFilter(this);
+  connect(model_, &QAbstractItemModel::rowsInserted, this,
+          [this](const QModelIndex&, int first, int last) { measureRows(first, last); });
+  connect(model_, &QAbstractItemModel::rowsRemoved, this, &RunsPanel::remeasure);
+  connect(model_, &QAbstractItemModel::modelReset, this, &RunsPanel::remeasure);
+  connect(model_, &QAbstractItemModel::dataChanged, this,
+          [this](const QModelIndex& from, const QModelIndex& to) {
+            // A live run's step alone changes every refresh: nothing to measure then.
+            if (from.column() == M::kStep && to.column() == M::kStep) return;
+            measureRows(from.row(), to.row());
+          });
+}
+
+void RunsPanel::measureRows(int first, int last) {
+  const QFontMetrics fm = view_->fontMetrics();
+  bool grew = false;
+  for (int c : {M::kName, M::kPreset, M::kPrecision, M::kTags, M::kNotes}) {
+    int& want = want_[static_cast<size_t>(c)];
+    const int cap = kMaxWant[c];
+    for (int r = first; r <= last && want < cap; ++r) {
+      const int w = fm.horizontalAdvance(model_->index(r, c).data().toString()) + kPad;
+      if (w > want) {
+        want = std::min(w, cap);
+        grew = true;
+      }
+    }
+  }
+  if (grew) scheduleFit();
+}
+
+int RunsPanel::titleWidth(int column) const {
+  const QString title = model_->headerData(column, Qt::Horizontal, Qt::DisplayRole).toString();
+  return view_->horizontalHeader()->fontMetrics().horizontalAdvance(title) + kPad;
+}
+
+void RunsPanel::remeasure() {
+  for (int c : {M::kName, M::kPreset, M::kPrecision, M::kTags, M::kNotes})
+    want_[static_cast<size_t>(c)] = titleWidth(c) + kSortArrow;
+  if (model_->rowCount() > 0) measureRows(0, model_->rowCount() - 1);
+  scheduleFit();
+}
+
+void RunsPanel::scheduleFit() {
+  if (fit_pending_) return;
+  fit_pending_ = true;
+  QTimer::singleShot(0, this, [this] {
+    fit_pending_ = false;
+    fitColumnsToWidth();
+  });
+}
+
+void RunsPanel::fitColumnsToWidth() {
+  const QFontMetrics fm = view_->fontMetrics();
+  std::vector<ColumnNeed> needs(M::kColumns);
+  for (int c = 0; c < M::kColumns; ++c) {
+    ColumnNeed& n = needs[static_cast<size_t>(c)];
+    n.want = want_[static_cast<size_t>(c)];
+    n.min = n.want;  // ids, steps, ages, precisions and presets read wrong cut
+    n.priority = kPriority[c];
+    n.grow_priority = kGrowPriority[c];
+  }
+  auto& name = needs[M::kName];
+  name.stretch = true;
+  name.min = std::min(name.want, fm.horizontalAdvance(QStringLiteral("demo-bf16-s…")) + kPad);
+  needs[M::kStatus].min = titleWidth(M::kStatus);  // the dot alone, under its title
+  for (int c : {M::kTags, M::kNotes}) {
+    ColumnNeed& n = needs[static_cast<size_t>(c)];
+    n.min = std::min(n.want, fm.horizontalAdvance(QStringLiteral("baseline, f…")) + kPad);
+  }
+  const std::vector<int> widths = fitColumns(needs, view_->viewport()->width());
+  auto* header = view_->horizontalHeader();
+  for (int c = 0; c < M::kColumns; ++c) {
+    const int w = widths[static_cast<size_t>(c)];
+    view_->setColumnHidden(c, w == 0);
+    if (w > 0 && header->sectionSize(c) != w) header->resizeSection(c, w);
+  }
+}
+
+bool RunsPanel::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == view_->viewport() && event->type() == QEvent::Resize) scheduleFit();
+  return QWidget::eventFilter(watched, event);
 }
 
 QSize RunsPanel::sizeHint() const {
-  // Wide enough for the id, name, status, step and (elided) precision columns.
+  // Room for the id, name, status, step, precision and preset columns of typical runs, whether
+  // or not they are in the table yet (the dock takes its width once, when the window opens,
+  // often before the first run).
+  const QFontMetrics fm = view_->fontMetrics();
+  const auto at_least = [&](int column, const QString& sample) {
+    return std::max(want_[static_cast<size_t>(column)], fm.horizontalAdvance(sample) + kPad);
+  };
   int width = 2 * view_->frameWidth() + view_->verticalScrollBar()->sizeHint().width();
-  for (int c : {RunsTableModel::kId, RunsTableModel::kName, RunsTableModel::kStatus,
-                RunsTableModel::kStep, RunsTableModel::kPrecision})
-    width += c == RunsTableModel::kName ? name_width_ : view_->horizontalHeader()->sectionSize(c);
+  for (int c : {M::kId, M::kStatus, M::kStep}) width += want_[static_cast<size_t>(c)];
+  width += at_least(M::kPrecision, mixedPrecisionSample());
+  width += at_least(M::kPreset, QStringLiteral("moe-demo"));
+  width += fm.horizontalAdvance(QStringLiteral("demo-bf16-seed-2")) + kPad;
   return {std::max(width, QWidget::sizeHint().width()), QWidget::sizeHint().height()};
 }
 
@@ -178,15 +301,7 @@ void RunsPanel::updateCount() {
 }
 
 void RunsPanel::setRuns(const std::vector<RunStore::RunRow>& rows, double now) {
-  const bool was_empty = model_->rowCount() == 0;
   model_->setRuns(rows, now);
-  if (was_empty && model_->rowCount() > 0) {
-    // Interactive columns get a first width from their contents.
-    view_->resizeColumnToContents(RunsTableModel::kTags);
-    auto* header = view_->horizontalHeader();
-    header->resizeSection(RunsTableModel::kTags,
-                          std::clamp(header->sectionSize(RunsTableModel::kTags), 80, 240));
-  }
 }
 
 std::vector<int64_t> RunsPanel::selectedRuns() const {

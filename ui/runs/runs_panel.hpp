@@ -4,6 +4,10 @@
 // status filter; multi-select for comparison. A second tab groups the runs of sweeps
 // (SweepsPanel). Tags and notes are edited in place
 // (double-click) and leave as a signal; the panel itself never touches the store.
+// The columns fit the panel's width, never behind a horizontal scrollbar: each as wide as its
+// longest text where there is room (names elided in the middle, where there is not), the least
+// important hidden while the panel is too narrow for them (notes, tags, age, preset, id, in that
+// order); a cell's tooltip has its run's every column in full.
 #pragma once
 
 #include <QWidget>
@@ -38,7 +42,7 @@ class RunsPanel : public QWidget {
   int visibleCount() const;
   // The message shown when the filter text is not a filter ("" when it is one).
   QString filterError() const;
-  // Wide enough for the id, name, status, step and (elided) precision columns.
+  // Wide enough for the id, name, status, step, precision and preset columns.
   QSize sizeHint() const override;
 
   QLineEdit* filterEdit() const { return filter_; }
@@ -54,10 +58,23 @@ class RunsPanel : public QWidget {
   void selectionChanged();
   void tagsNotesEdited(qint64 run, const QString& tags, const QString& notes);
 
+ protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
  private:
   QWidget* buildFilterBar();
   void setUpView();
   void updateCount();
+  // The width of a column's title, with padding.
+  int titleWidth(int column) const;
+  // Widens the columns' wants (longest texts) to the model rows first…last.
+  void measureRows(int first, int last);
+  // Measures every row again (after rows went away) and fits.
+  void remeasure();
+  // Sets the column widths (and hides what does not fit) for the viewport's width now.
+  void fitColumnsToWidth();
+  // Fits at the next turn of the event loop (coalescing a burst of changes).
+  void scheduleFit();
 
   RunsTableModel* model_;
   RunsFilterProxy* proxy_;
@@ -68,7 +85,8 @@ class RunsPanel : public QWidget {
   QLabel* filter_error_;
   SweepsPanel* sweeps_;
   QTabWidget* tabs_;
-  int name_width_ = 0;  // the name column's share of sizeHint()
+  std::vector<int> want_;  // per model column: the width of its longest text (with padding)
+  bool fit_pending_ = false;
 };
 
 }  // namespace fp8rl::ui

@@ -302,10 +302,16 @@ QVariant RunsTableModel::displayData(const RunStore::RunRow& r, int column, int 
 }
 
 QString RunsTableModel::toolTip(const RunStore::RunRow& r, int column) const {
-  if (column == kNotes && !r.notes.empty()) return qs(r.notes);
-  if (column == kTags) return tr("Double-click to edit the tags");
+  // Every column of the run in full, whichever cell: the panel elides long texts and hides
+  // columns it has no room for.
   QString tip = tr("Run %1 · %2 · %3").arg(r.id).arg(qs(r.name), qs(r.status));
-  if (column == kPrecision) tip += tr("\nPrecision %1").arg(qs(r.precision_summary));
+  tip += tr("\nPreset %1 · precision %2")
+             .arg(r.preset.empty() ? tr("(none)") : qs(r.preset), qs(r.precision_summary));
+  if (r.last_step) tip += tr("\nStep %1").arg(*r.last_step);
+  if (!r.tags.empty()) tip += tr("\nTags: %1").arg(qs(r.tags));
+  if (!r.notes.empty()) tip += tr("\nNotes: %1").arg(qs(r.notes));
+  if (column == kTags) tip += tr("\nDouble-click to edit the tags");
+  if (column == kNotes) tip += tr("\nDouble-click to edit the notes");
   if (!r.host.empty()) tip += tr("\nHost %1, pid %2").arg(qs(r.host)).arg(r.pid);
   tip += tr("\nCreated %1").arg(dateText(r.created_at));
   if (r.ended_at) tip += tr("\nEnded %1").arg(dateText(*r.ended_at));

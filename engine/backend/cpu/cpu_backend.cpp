@@ -21,6 +21,7 @@ void CpuBackend::upload(void* dst, const void* host_src, size_t bytes) {
 }
 
 void CpuBackend::download(void* host_dst, const void* src, size_t bytes) {
+  count_host_sync();
   if (bytes) std::memcpy(host_dst, src, bytes);
 }
 
@@ -33,7 +34,16 @@ void CpuBackend::zero(void* dst, size_t bytes) {
 }
 
 bool CpuBackend::equal_bytes(const void* a, const void* b, size_t bytes) {
+  count_host_sync();
   return bytes == 0 || std::memcmp(a, b, bytes) == 0;
+}
+
+std::vector<bool> CpuBackend::equal_bytes(const std::vector<BytesPair>& pairs) {
+  count_host_sync();
+  std::vector<bool> same;
+  for (const BytesPair& p : pairs)
+    same.push_back(p.bytes == 0 || std::memcmp(p.a, p.b, p.bytes) == 0);
+  return same;
 }
 
 CpuBackend::~CpuBackend() {

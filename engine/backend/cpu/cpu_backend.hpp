@@ -21,10 +21,11 @@ class CpuBackend final : public Backend {
 
   void upload(void* dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* src, size_t bytes) override;
-  void synchronize() override {}
+  void synchronize() override { count_host_sync(); }
   void copy(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
   bool equal_bytes(const void* a, const void* b, size_t bytes) override;
+  std::vector<bool> equal_bytes(const std::vector<BytesPair>& pairs) override;
 
   void quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
                 QuantStats* stats) override;
@@ -77,6 +78,10 @@ class CpuBackend final : public Backend {
                         const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o) override;
   double sum_squares(const float* x, int64_t n) override;
   void scale(float* x, int64_t n, float s) override;
+  double sum_squares(const std::vector<FloatSpan>& xs) override;
+  void scale(const std::vector<FloatSpan>& xs, float s) override;
+  void adamw(const std::vector<AdamWParam>& params, float lr, float beta1, float beta2, float eps,
+             int64_t t) override;
   void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
              float beta2, float eps, float weight_decay, int64_t t) override;
 

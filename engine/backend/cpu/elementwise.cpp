@@ -92,10 +92,34 @@ void CpuBackend::add(const Matrix& a, const Matrix& b, const Matrix& out) {
     });
 }
 
-double CpuBackend::sum_squares(const float* x, int64_t n) {
+namespace {
+double squares(const float* x, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   return s;
+}
+}  // namespace
+
+double CpuBackend::sum_squares(const float* x, int64_t n) {
+  count_host_sync();
+  return squares(x, n);
+}
+
+double CpuBackend::sum_squares(const std::vector<FloatSpan>& xs) {
+  count_host_sync();
+  double s = 0;
+  for (const FloatSpan& x : xs) s += squares(x.data, x.n);
+  return s;
+}
+
+void CpuBackend::scale(const std::vector<FloatSpan>& xs, float s) {
+  for (const FloatSpan& x : xs) scale(x.data, x.n, s);
+}
+
+void CpuBackend::adamw(const std::vector<AdamWParam>& params, float lr, float beta1, float beta2,
+                       float eps, int64_t t) {
+  for (const AdamWParam& q : params)
+    adamw(q.p, q.g, q.m, q.v, q.n, lr, beta1, beta2, eps, q.weight_decay, t);
 }
 
 void CpuBackend::scale(float* x, int64_t n, float s) {

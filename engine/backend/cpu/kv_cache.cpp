@@ -35,6 +35,7 @@ float cache_ld(const KvCacheView& c, int which, int64_t row, int64_t e) {
 }  // namespace
 
 float CpuBackend::amax(const Matrix& x) {
+  count_host_sync();
   float m = 0.0f;
   bool nan = false;
   for (int64_t i = 0; i < x.rows * x.cols; ++i) {

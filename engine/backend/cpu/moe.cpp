@@ -13,8 +13,8 @@ void CpuBackend::moe_combine(const Matrix& y, const int32_t* pos, const float* w
   check(k > 0 && y.cols == out.cols, "moe_combine: k must be positive and y, out as wide");
   const int64_t H = out.cols;
   for (int64_t i = 0; i < out.rows * k; ++i)
-    check(pos[i] >= 0 && pos[i] < y.rows, "moe_combine: pos[" + std::to_string(i) + "] = " +
-                                              std::to_string(pos[i]) + " outside y's " +
+    check(pos[i] >= 0 && pos[i] < y.rows, "moe_combine: pos[" + std::to_string(i) +
+                                              "] = " + std::to_string(pos[i]) + " outside y's " +
                                               std::to_string(y.rows) + " rows");
   parallel_for(out.rows, 8, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m)

@@ -429,7 +429,9 @@ void CpuBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOpti
                           QuantStats* stats) {
   check_quantize_operands(x, out);
   check(out.format == opt.format, "quantize: output format differs from the options' format");
-  // Statistics summed into opt.stats_sum (host memory here) are those a caller would receive.
+  if (stats) count_host_sync();  // a device waits to hand the statistics over
+  // Statistics summed into opt.stats_sum (host memory here) are those a caller would receive;
+  // a device sums them where they are, without a wait.
   QuantStats local;
   QuantStats* st = stats ? stats : opt.stats_sum ? &local : nullptr;
   if (out.block == ScaleBlock::row1x128) {
@@ -452,6 +454,7 @@ void CpuBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& along
         "quantize_with_transpose: both outputs must use 1x128 blocks");
   check(along.format == opt.format && transposed.format == opt.format,
         "quantize_with_transpose: output formats differ from the options' format");
+  if (stats_along || stats_transposed) count_host_sync();
   QuantStats local;
   QuantStats* st = stats_along ? stats_along : opt.stats_sum ? &local : nullptr;
   quantize_rows(x, along, opt, st);

@@ -37,7 +37,7 @@ namespace {
 constexpr int64_t kNr = 16;  // columns of a micro-tile (one lane each)
 constexpr int64_t kKc = 256;
 constexpr int64_t kNb = 256;  // multiple of kNr
-constexpr int64_t kMb = 72;  // a multiple of every path's micro-tile rows (12, 6, 3)
+constexpr int64_t kMb = 72;   // a multiple of every path's micro-tile rows (12, 6, 3)
 
 // FP32 vectors of 4, 8 and 16 lanes (SSE2, AVX, AVX-512 registers). Lanes are independent
 // output columns, so the width changes the speed, not the arithmetic.
