@@ -763,8 +763,14 @@ class TestRunViews : public QObject {
     QVERIFY(a->state()->text().contains("WATCHING"));
     QVERIFY(a->state()->text().contains("token_mult_prob_error: 1.04 at step 4"));
     QVERIFY(a->state()->text().contains("above it 1 of 2"));
-    QCOMPARE(p->grid()->heatText(1), QString("down 50.0%"));
-    QCOMPARE(p->grid()->heatText(0), QString("q 2.0%"));
+    QCOMPARE(p->grid()->heatText(1), QString("50.0%"));
+    QCOMPARE(p->grid()->heatText(0), QString("2.0%"));
+    QVERIFY(p->grid()
+                ->table()
+                ->item(1, PrecisionGrid::kHeatColumn)
+                ->toolTip()
+                .contains("down  50.00%"));
+    QVERIFY(p->grid()->legend()->isHidden());  // nothing held or pinned yet
     QVERIFY(a->budget()->text().contains("Holds nothing in BF16"));
 
     // It acts after step 5: L1.down to BF16, with its evidence.
@@ -791,7 +797,11 @@ class TestRunViews : public QObject {
     QVERIFY(a->budget()->text().contains("Holds in BF16: L1.down"));
     QVERIFY(a->budget()->text().contains("10% of its budget of 25% GEMM FLOPs"));
     QCOMPARE(p->grid()->cell(1, down), QString("bf16"));
-    QCOMPARE(p->grid()->table()->item(1, down)->text(), QString("BF16 · auto"));
+    QTableWidgetItem* cell = p->grid()->table()->item(1, down);
+    QCOMPARE(cell->text(), QString("BF16"));
+    QVERIFY(cell->background().color() != p->grid()->table()->item(0, down)->background().color());
+    QVERIFY(cell->toolTip().contains("Moved to BF16 by the precision autopilot"));
+    QVERIFY(!p->grid()->legend()->isHidden());
     const int last = p->history()->rowCount() - 1;
     QVERIFY(p->history()->item(last, 1)->text().startsWith("autopilot: L1.down to BF16"));
     // The events pane: the decision, its evidence on hover.
@@ -804,7 +814,12 @@ class TestRunViews : public QObject {
     addStep(run, 6);
     addScalar(run, autopilot::kScalarValue, 6, 1.01);
     addScalar(run, autopilot::kScalarCooldown, 6, 4);
+    // L1.down, in BF16 now, is no longer measured: its old error leaves the heat column.
+    for (int l = 0; l < kLayers; ++l)
+      for (const QString& m : PrecisionGrid::modules())
+        if (l != 1 || m != "down") addScalar(run, metric::fp8_error(l, m.toStdString()), 6, 0.03);
     view.refresh();
+    QCOMPARE(p->grid()->heatText(1), QString("3.0%"));
     QVERIFY(a->state()->text().contains("COOLING DOWN"));
     QVERIFY(a->state()->text().contains("4 more steps"));
 
@@ -813,7 +828,11 @@ class TestRunViews : public QObject {
     run.precision.emplace_back(6, precisionMap());
     ++run.version;
     view.refresh();
-    QCOMPARE(p->grid()->table()->item(1, down)->text(), QString("FP8 · pin"));
+    QCOMPARE(cell->text(), QString("FP8"));
+    QVERIFY(cell->font().underline());
+    QVERIFY(cell->toolTip().contains("Pinned: set by a person"));
+    QVERIFY(!cell->toolTip().contains("Moved to BF16"));
+    QCOMPARE(cell->background().color(), p->grid()->table()->item(0, down)->background().color());
     QVERIFY(a->budget()->text().contains("Holds nothing in BF16"));
     QVERIFY(a->budget()->text().contains("pinned by a person: 1 linear"));
   }

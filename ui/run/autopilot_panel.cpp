@@ -1,5 +1,6 @@
 #include "ui/run/autopilot_panel.hpp"
 
+#include <QComboBox>
 #include <QLabel>
 #include <QVBoxLayout>
 
@@ -28,7 +29,7 @@ AutopilotPanel::AutopilotPanel(QWidget* parent)
       state_(new QLabel),
       budget_(new QLabel),
       settings_(new LiveSettingsPanel(
-          [](const LiveSetting& s) { return autopilot::is_autopilot_setting(s.config_path); }, 3)) {
+          [](const LiveSetting& s) { return autopilot::is_autopilot_setting(s.config_path); }, 2)) {
   setToolTip(
       tr("Moves FP8 linears to BF16 by itself when the watched metric stays above its "
          "threshold, the worst first by their FP8 error; never a linear a person set. "
@@ -36,6 +37,8 @@ AutopilotPanel::AutopilotPanel(QWidget* parent)
   state_->setWordWrap(true);
   state_->setTextFormat(Qt::RichText);
   budget_->setWordWrap(true);
+  // Two columns of settings fit the run view beside the runs panel at the default window size.
+  for (QComboBox* c : settings_->findChildren<QComboBox*>()) c->setMaximumWidth(150);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(state_);
   layout->addWidget(budget_);

@@ -106,15 +106,13 @@ PrecisionTab::PrecisionTab(QWidget* parent)
   auto* settings_layout = new QVBoxLayout(settings_box);
   settings_layout->addWidget(settings_);
   auto* edits = new QHBoxLayout;
-  auto* left = new QVBoxLayout;  // the grid over the autopilot, which acts on it
-  left->addWidget(grid_, 1);
-  left->addWidget(autopilot_);
-  edits->addLayout(left, 3);
+  edits->addWidget(grid_, 3);
   auto* side = new QVBoxLayout;  // the settings are few: the heatmap takes the height below
   side->addWidget(settings_box);
   side->addWidget(sensitivity_, 1);
   edits->addLayout(side, 2);
   layout->addLayout(edits, 1);
+  layout->addWidget(autopilot_);  // under the grid it acts on, the tab's whole width
   layout->addWidget(new QLabel(tr("Precision history")));
   layout->addWidget(history_);
 
@@ -184,10 +182,17 @@ void PrecisionTab::updateAutopilot() {
   const int layers = std::max(0, grid_->layers());
   std::vector<double> errors(static_cast<size_t>(layers) * kModules,
                              std::numeric_limits<double>::quiet_NaN());
+  // The latest step that measured the signal; a linear not measured then (in BF16 since, or
+  // not observed) has no value: an older one would no longer say what FP8 costs it.
+  double latest = -std::numeric_limits<double>::infinity();
+  for (int l = 0; l < layers; ++l)
+    for (int m = 0; m < kModules; ++m)
+      if (const auto& s = run_->series(metric::fp8_error(l, module_short(Module(m)))); !s.empty())
+        latest = std::max(latest, s.back().step);
   for (int l = 0; l < layers; ++l)
     for (int m = 0; m < kModules; ++m) {
       const auto& s = run_->series(metric::fp8_error(l, module_short(Module(m))));
-      if (!s.empty())
+      if (!s.empty() && s.back().step == latest)
         errors[static_cast<size_t>(l) * kModules + static_cast<size_t>(m)] = s.back().value;
     }
   if (!sameValues(errors, linear_errors_)) {

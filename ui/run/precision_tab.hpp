@@ -2,7 +2,7 @@
 // showing the map in effect, with each layer's FP8 weight quantization error (the latest
 // fp8/L<layer>/weight/rel_error) in the row headers, and the live settings beside it; Apply
 // sends the edited cells and settings to the live run as one live edit (a signal), Revert drops
-// them; beside them the layer-sensitivity heatmap (SensitivityPanel); under the grid the
+// them; beside them the layer-sensitivity heatmap (SensitivityPanel); under them the
 // precision autopilot (AutopilotPanel: its state and live settings) — the grid's heat column
 // shows the per-linear FP8 error signal it ranks by, its cells what it holds and what a person
 // pinned; below, the history of precision changes (the autopilot's in its own words).

@@ -23,6 +23,7 @@ const QColor kFp8(0xc6, 0xdb, 0xf7);         // light blue
 const QColor kBf16(0xf8, 0xdc, 0xb4);        // light orange
 const QColor kFp8Edited(0x7e, 0xae, 0xf2);   // stronger blue
 const QColor kBf16Edited(0xf2, 0xaa, 0x52);  // stronger orange
+const QColor kAutopilot(0xd9, 0xc2, 0xec);   // light violet: held in BF16 by the autopilot
 const QColor kEditedBorder(0xc2, 0x18, 0x5b);
 
 // Draws a border around edited (unapplied) cells on top of the usual painting.
@@ -61,7 +62,10 @@ const QStringList& PrecisionGrid::modules() {
 }
 
 PrecisionGrid::PrecisionGrid(QWidget* parent)
-    : QWidget(parent), table_(new QTableWidget(this)), message_(new QLabel(this)) {
+    : QWidget(parent),
+      table_(new QTableWidget(this)),
+      message_(new QLabel(this)),
+      legend_(new QLabel(this)) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
 
@@ -96,7 +100,9 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
 
   table_->setColumnCount(kHeatColumn + 1);
   table_->setHorizontalHeaderLabels(modules() +
-                                    QStringList{QStringLiteral("router"), tr("FP8 error")});
+                                    QStringList{QStringLiteral("router"), tr("FP8 err")});
+  table_->horizontalHeaderItem(kHeatColumn)
+      ->setToolTip(tr("Each layer's worst linear by the per-linear FP8 error signal"));
   table_->setColumnHidden(kModules, true);
   table_->setColumnHidden(kHeatColumn, true);
   table_->setItemDelegate(new EditedCellDelegate(table_));
@@ -110,6 +116,14 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
   table_->verticalHeader()->setToolTip(tr("Click to flip the whole layer"));
   table_->installEventFilter(this);
   layout->addWidget(table_, 1);
+  legend_->setWordWrap(true);
+  legend_->setText(
+      tr("<span style=\"background:%1\">&nbsp;violet&nbsp;</span>: held in BF16 by the "
+         "precision autopilot · <u>underlined</u>: set by a person (pinned: the "
+         "autopilot never moves it)")
+          .arg(kAutopilot.name()));
+  legend_->hide();
+  layout->addWidget(legend_);
 
   connect(table_, &QTableWidget::cellClicked, this,
           [this](int row, int column) { clicked(row, column); });
@@ -243,6 +257,7 @@ void PrecisionGrid::setMarks(const std::vector<std::pair<int64_t, Module>>& auto
   if (autopilot == auto_marks_ && pinned == pin_marks_) return;
   auto_marks_ = autopilot;
   pin_marks_ = pinned;
+  legend_->setVisible(!auto_marks_.empty() || !pin_marks_.empty());
   render();
 }
 
@@ -260,9 +275,7 @@ QString PrecisionGrid::heatText(int layer) const {
     if (std::isfinite(e) && (worst < 0 || e > linearError(layer, worst))) worst = m;
   }
   if (worst < 0) return QStringLiteral("–");
-  return QStringLiteral("%1 %2%")
-      .arg(modules()[worst])
-      .arg(100.0 * linearError(layer, worst), 0, 'f', 1);
+  return QStringLiteral("%1%").arg(100.0 * linearError(layer, worst), 0, 'f', 1);
 }
 
 QString PrecisionGrid::layerLabel(int layer) const {
@@ -521,9 +534,10 @@ void PrecisionGrid::render() {
         const bool fp8 = *p == Precision::fp8;
         const bool by_autopilot = r.expert < 0 && !is_edited && marked(auto_marks_, l, m);
         const bool pinned = r.expert < 0 && marked(pin_marks_, l, m);
-        item->setText(upper(*p) + (by_autopilot ? tr(" · auto") : pinned ? tr(" · pin") : ""));
-        item->setBackground(fp8 ? (is_edited ? kFp8Edited : kFp8)
-                                : (is_edited ? kBf16Edited : kBf16));
+        item->setText(upper(*p));
+        item->setBackground(by_autopilot ? kAutopilot
+                            : fp8        ? (is_edited ? kFp8Edited : kFp8)
+                                         : (is_edited ? kBf16Edited : kBf16));
         QString tip = is_edited
                           ? tr("%1: %2 (edited, was %3)")
                                 .arg(where.arg(name), upper(*p), was ? upper(*was) : tr("mixed"))
@@ -535,7 +549,9 @@ void PrecisionGrid::render() {
         item->setToolTip(tip);
       }
       item->setForeground(QColor(Qt::black));
-      item->setFont(is_edited ? bold : normal);
+      QFont font = is_edited ? bold : normal;
+      font.setUnderline(r.expert < 0 && m < kModules && marked(pin_marks_, l, m));
+      item->setFont(font);
       item->setData(kEditedRole, is_edited);
     }
   }
