@@ -132,8 +132,11 @@ class TestRunsViews : public QObject {
     grid.setMap(map);
     QCOMPARE(grid.layers(), 2);
     QCOMPARE(grid.table()->rowCount(), 2);
-    QCOMPARE(grid.table()->columnCount(), 8);  // the router column, hidden without experts
+    // The router column, hidden without experts, and the FP8 error column, hidden while no
+    // per-linear error is known.
+    QCOMPARE(grid.table()->columnCount(), 9);
     QVERIFY(grid.table()->isColumnHidden(7));
+    QVERIFY(grid.table()->isColumnHidden(PrecisionGrid::kHeatColumn));
     QCOMPARE(grid.cell(0, 4), QString("bf16"));
     QCOMPARE(grid.cell(1, 6), QString("bf16"));
     QCOMPARE(grid.table()->item(0, 4)->text(), QString("BF16"));
