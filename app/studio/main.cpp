@@ -82,7 +82,9 @@ void saveScreenshots(MainWindow& w, const QString& dir, qint64 run,
     w.runsPanel()->selectRun(autopilot_run);
     w.showRun(autopilot_run);
     w.centralTabs()->setCurrentWidget(w.runView());
-    w.runView()->tabs()->setCurrentWidget(w.runView()->precision());
+    auto* tabs = w.runView()->tabs();  // its tabs sit in scroll areas: found by their text
+    for (int i = 0; i < tabs->count(); ++i)
+      if (tabs->tabText(i).remove('&') == QStringLiteral("Precision")) tabs->setCurrentIndex(i);
     save(QStringLiteral("autopilot"));
   }
   if (compare.size() >= 2) {
