@@ -566,27 +566,13 @@ DeviceQuantStats* CudaBackend::begin_stats() {
   return stats_dev_;
 }
 
-namespace {
-QuantStats to_quant_stats(const DeviceQuantStats& d) {
-  QuantStats s;
-  s.elements = static_cast<int64_t>(d.elements);
-  s.blocks = static_cast<int64_t>(d.blocks);
-  s.saturated = static_cast<int64_t>(d.saturated);
-  s.flushed_to_zero = static_cast<int64_t>(d.flushed_to_zero);
-  s.degenerate_blocks = static_cast<int64_t>(d.degenerate_blocks);
-  s.err_sq = d.err_sq;
-  s.ref_sq = d.ref_sq;
-  return s;
-}
-}  // namespace
-
 void CudaBackend::finish_stats(QuantStats* first, QuantStats* second) {
   count_host_sync();
   FP8RL_CUDA_CHECK(cudaMemcpyAsync(stats_host_, stats_dev_, 2 * sizeof(DeviceQuantStats),
                                    cudaMemcpyDeviceToHost, stream_));
   FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  if (first) *first = to_quant_stats(stats_host_[0]);
-  if (second) *second = to_quant_stats(stats_host_[1]);
+  if (first) *first = stats_host_[0].stats();
+  if (second) *second = stats_host_[1].stats();
 }
 
 }  // namespace fp8rl

@@ -48,16 +48,8 @@
 namespace fp8rl {
 
 // Statistics accumulated on the device by the quantize kernels (atomics), one per quantized
-// output; copied back and converted to QuantStats.
-struct DeviceQuantStats {
-  unsigned long long elements;
-  unsigned long long blocks;
-  unsigned long long saturated;
-  unsigned long long flushed_to_zero;
-  unsigned long long degenerate_blocks;
-  double err_sq;
-  double ref_sq;
-};
+// output; copied back and converted to QuantStats, or added to a caller's QuantStatsSum.
+using DeviceQuantStats = QuantStatsSum;
 
 namespace cuda {
 
@@ -370,6 +362,8 @@ class CudaBackend final : public Backend {
   DeviceQuantStats* begin_stats();
   // Copies the records back (synchronises) into the non-null outputs.
   void finish_stats(QuantStats* first, QuantStats* second);
+  // Adds the first record to sum (backend memory), on the stream: no synchronisation.
+  void add_stats(QuantStatsSum* sum);
 
   // attention_decode.cu: attention_cached through the decode kernel (sequence splits, staged
   // K/V; see there) when it applies — f32, bf16 or fp8 cache, D ≤ 256 and a multiple of 8, rows

@@ -735,9 +735,11 @@ void CudaBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOpt
   }
   check(x.data && out.codes && out.scale_inv, "quantize: null data pointer");
   make_current();
+  const bool want_stats = stats || opt.stats_sum;
   const QuantLaunch p =
-      quant_launch(x, out, opt, stats ? begin_stats() : nullptr, stream_, sm_count_);
+      quant_launch(x, out, opt, want_stats ? begin_stats() : nullptr, stream_, sm_count_);
   dispatch<LaunchQuantize>(p, x.dtype, opt.format);
+  if (opt.stats_sum) add_stats(opt.stats_sum);
   if (stats) finish_stats(stats, nullptr);
 }
 
@@ -761,13 +763,35 @@ void CudaBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& alon
   check(x.data && along.codes && along.scale_inv && transposed.codes && transposed.scale_inv,
         "quantize_with_transpose: null data pointer");
   make_current();
-  const bool want_stats = stats_along || stats_transposed;
+  const bool want_stats = stats_along || stats_transposed || opt.stats_sum;
   QuantLaunch p =
       quant_launch(x, along, opt, want_stats ? begin_stats() : nullptr, stream_, sm_count_);
   p.qt = transposed.codes;
   p.qts = transposed.scale_inv;
   dispatch<LaunchQuantizeTranspose>(p, x.dtype, opt.format);
-  if (want_stats) finish_stats(stats_along, stats_transposed);
+  if (opt.stats_sum) add_stats(opt.stats_sum);
+  if (stats_along || stats_transposed) finish_stats(stats_along, stats_transposed);
+}
+
+namespace {
+
+// sum += the record a quantization left in stats (one thread: a handful of additions).
+__global__ void add_stats_kernel(DeviceQuantStats* __restrict__ sum,
+                                 const DeviceQuantStats* __restrict__ stats) {
+  sum->elements += stats->elements;
+  sum->blocks += stats->blocks;
+  sum->saturated += stats->saturated;
+  sum->flushed_to_zero += stats->flushed_to_zero;
+  sum->degenerate_blocks += stats->degenerate_blocks;
+  sum->err_sq += stats->err_sq;
+  sum->ref_sq += stats->ref_sq;
+}
+
+}  // namespace
+
+void CudaBackend::add_stats(QuantStatsSum* sum) {
+  add_stats_kernel<<<1, 1, 0, stream_>>>(sum, stats_dev_);
+  cuda::check_launch("add_stats_kernel");
 }
 
 void CudaBackend::dequantize(const Fp8Matrix& q, const Matrix& out) {

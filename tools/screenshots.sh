@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Screenshots of every studio view in a real X window (Xvfb) at the studio's default size
-# (1440x900), saved into docs/screenshots/. The studio launches two short demo runs itself (FP8
-# and BF16, with a live precision edit on the FP8 run) into a throwaway database, waits for them,
-# then saves each run-view tab, the compare view, the Sweep… form, the system report and the
+# (1440x900), saved into docs/screenshots/. The studio launches short demo runs itself (FP8 and
+# BF16, with a live precision edit on the FP8 run, and an FP8 run with a damaged linear and the
+# precision autopilot on) into a throwaway database, waits for them, then saves each run-view
+# tab, the autopilot run's Precision tab (studio-autopilot.png), the compare view, the Sweep… form, the system report and the
 # launch form; then a moe-demo run trained with `fp8rl train` gives the Experts tab; with
 # FP8RL_SWEEP_DB also the Groups view (below). Needs a build (./run.sh or ./test.sh first);
 # installs xvfb, xauth and fonts when missing (root). Takes a few minutes on two cores.

@@ -70,11 +70,17 @@ struct TrainPrinter : SessionListener {
                  fmt_scalar(r, metric::kTimeTotal, "%.2f").c_str(), tty ? "   " : "\n");
   }
 
-  void on_event(const EventRecord& e, int64_t) override {
+  void on_event(const EventRecord& e, int64_t step) override {
     if (!json && !db_path.empty() && session &&
         (e.kind == event::kStart || e.kind == event::kResume))
       std::fprintf(stderr, "fp8rl train: run %lld recorded in %s\n",
                    static_cast<long long>(session->status().run_id), db_path.c_str());
+    // The autopilot's decisions change the run on their own: say them as they happen.
+    if (e.kind == event::kAutopilot) {
+      end_line();
+      std::fprintf(stderr, "fp8rl train: autopilot after step %lld: %s\n",
+                   static_cast<long long>(step), e.message.c_str());
+    }
   }
 
   void end_line() const {

@@ -4,8 +4,8 @@
 //                [--scenario]
 //       save a PNG of every view once the window is ready, then quit (tools/screenshots.sh);
 //       --scenario first launches an FP8 and a BF16 demo run, flips layer 0's MLP of the FP8
-//       run to BF16 mid-run, waits for both to finish, then measures the FP8 run's layer
-//       sensitivity
+//       run to BF16 mid-run, and a short FP8 demo run with a damaged linear and the precision
+//       autopilot on; waits for them to finish, then measures the FP8 run's layer sensitivity
 //   fp8rl-studio --bench [--db PATH] [--runs N] [--steps N] [--live N] [--seconds S]
 //                [--replay DB:RUN [--rate R]] [--all-data] [--profile]
 //       the GUI performance benchmark (docs/benchmarks.md); --profile adds the slowest event
@@ -57,9 +57,10 @@ QString slug(QString s) {
 }
 
 // Saves the run view's tabs, the compare view, the system report, the launch dialog and the
-// About dialog as DIR/studio-*.png.
+// About dialog as DIR/studio-*.png; with an autopilot run, its Precision tab
+// (studio-autopilot.png).
 void saveScreenshots(MainWindow& w, const QString& dir, qint64 run,
-                      const std::vector<int64_t>& compare, qint64 groups) {
+                     const std::vector<int64_t>& compare, qint64 groups, qint64 autopilot_run) {
   QDir().mkpath(dir);
   const auto save = [&](const QString& name) {
     settle(400);
@@ -76,6 +77,15 @@ void saveScreenshots(MainWindow& w, const QString& dir, qint64 run,
       tabs->setCurrentIndex(i);
       save(QStringLiteral("run-") + slug(tabs->tabText(i)));
     }
+  }
+  if (autopilot_run >= 0) {
+    w.runsPanel()->selectRun(autopilot_run);
+    w.showRun(autopilot_run);
+    w.centralTabs()->setCurrentWidget(w.runView());
+    auto* tabs = w.runView()->tabs();  // its tabs sit in scroll areas: found by their text
+    for (int i = 0; i < tabs->count(); ++i)
+      if (tabs->tabText(i).remove('&') == QStringLiteral("Precision")) tabs->setCurrentIndex(i);
+    save(QStringLiteral("autopilot"));
   }
   if (compare.size() >= 2) {
     w.runsPanel()->selectRuns(compare);
@@ -137,7 +147,8 @@ void saveScreenshots(MainWindow& w, const QString& dir, qint64 run,
 }
 
 // The screenshot scenario: what a user does in the studio, driven through the real session.
-// Returns the two run ids (empty on failure, with a message on stderr).
+// Returns the run ids: FP8, BF16, then the autopilot's (empty on failure, with a message on
+// stderr).
 std::vector<int64_t> runScenario(MainWindow& w) {
   QString err;
   fp8rl::Json cfg = w.session()->cli().presetConfig(QStringLiteral("demo"), &err);
@@ -166,11 +177,32 @@ std::vector<int64_t> runScenario(MainWindow& w) {
     while (!cond() && t.elapsed() < ms) settle(100);
     return cond();
   };
-  if (!wait_until([&] { return ids.size() == 2; }, 60000)) return {};
-  // Runs are identified in whatever order their workers report: find the FP8 one by name.
+  // FP8 with layer 1's down projection damaged (outliers that block scaling cannot hide) and
+  // the autopilot watching what FP8 costs the policy (resources/sweeps/demo-autopilot.yaml).
+  fp8rl::Json damaged = cfg;
+  damaged["precision"]["default"] = "fp8";
+  damaged["precision"]["kv_cache"] = "bf16";
+  damaged["precision"]["autopilot"] = true;
+  damaged["grpo"]["steps"] = 40;
+  damaged["autopilot"]["metric"] = "fp8/policy_kl";
+  damaged["autopilot"]["threshold"] = 0.002;
+  damaged["outliers"]["linears"] = fp8rl::Json(fp8rl::Json::Array{fp8rl::Json("1.down")});
+  if (const QString e =
+          w.session()->launch(damaged, QStringLiteral("demo-autopilot"), QStringLiteral("demo"));
+      !e.isEmpty()) {
+    qCritical("scenario: %s", qPrintable(e));
+    return {};
+  }
+  if (!wait_until([&] { return ids.size() == 3; }, 60000)) return {};
+  // Runs are identified in whatever order their workers report: order them by name.
   w.session()->refresh();
-  const auto* first = w.session()->runRow(ids[0]);
-  if (first && first->name != "demo-fp8") std::swap(ids[0], ids[1]);
+  const auto named = [&](const char* name) {
+    for (int64_t id : ids)
+      if (const auto* row = w.session()->runRow(id); row && row->name == name) return id;
+    return int64_t{-1};
+  };
+  ids = {named("demo-fp8"), named("demo-bf16"), named("demo-autopilot")};
+  if (std::find(ids.begin(), ids.end(), int64_t{-1}) != ids.end()) return {};
   const int64_t fp8 = ids[0];
   w.showRun(fp8);
   const fp8rl::ui::RunData* d = w.session()->data(fp8);
@@ -310,13 +342,16 @@ int main(int argc, char** argv) {
                        QTimer::singleShot(300, [&window, out, run_id, ids, with_scenario,
                                                 groups_id] {
                          auto shown = ids;
-                         qint64 first = run_id;
+                         qint64 first = run_id, autopilot_run = -1;
                          if (with_scenario) {
                            shown = runScenario(window);
-                           if (!shown.empty()) first = shown.front();  // the FP8 run
-                           std::reverse(shown.begin(), shown.end());   // BF16 is the base
+                           if (!shown.empty()) {
+                             first = shown[0];  // the FP8 run
+                             autopilot_run = shown[2];
+                             shown = {shown[1], shown[0]};  // BF16 is the base
+                           }
                          }
-                         saveScreenshots(window, out, first, shown, groups_id);
+                         saveScreenshots(window, out, first, shown, groups_id, autopilot_run);
                          QApplication::quit();
                        });
                      });

@@ -82,6 +82,29 @@ double QuantStats::relative_error() const {
   return ref_sq > 0 ? std::sqrt(err_sq / ref_sq) : 0.0;
 }
 
+QuantStats QuantStatsSum::stats() const {
+  QuantStats s;
+  s.elements = static_cast<int64_t>(elements);
+  s.blocks = static_cast<int64_t>(blocks);
+  s.saturated = static_cast<int64_t>(saturated);
+  s.flushed_to_zero = static_cast<int64_t>(flushed_to_zero);
+  s.degenerate_blocks = static_cast<int64_t>(degenerate_blocks);
+  s.err_sq = err_sq;
+  s.ref_sq = ref_sq;
+  return s;
+}
+
+QuantStatsSum& QuantStatsSum::operator+=(const QuantStats& s) {
+  elements += static_cast<unsigned long long>(s.elements);
+  blocks += static_cast<unsigned long long>(s.blocks);
+  saturated += static_cast<unsigned long long>(s.saturated);
+  flushed_to_zero += static_cast<unsigned long long>(s.flushed_to_zero);
+  degenerate_blocks += static_cast<unsigned long long>(s.degenerate_blocks);
+  err_sq += s.err_sq;
+  ref_sq += s.ref_sq;
+  return *this;
+}
+
 QuantStats& QuantStats::operator+=(const QuantStats& o) {
   elements += o.elements;
   blocks += o.blocks;

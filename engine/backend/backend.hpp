@@ -96,11 +96,6 @@ struct Fp8Matrix {
   Fp8Format format = Fp8Format::e4m3;
 };
 
-struct QuantOptions {
-  Fp8Format format = Fp8Format::e4m3;
-  bool pow2_scales = false;  // round scales down to powers of two
-};
-
 // What one quantization did, for telemetry (scale histograms are taken from the scales).
 struct QuantStats {
   int64_t elements = 0;
@@ -112,6 +107,27 @@ struct QuantStats {
   double ref_sq = 0.0;            // Σ x² over finite x
   double relative_error() const;  // sqrt(err_sq / ref_sq), 0 when ref_sq is 0
   QuantStats& operator+=(const QuantStats& o);
+};
+
+// Quantization statistics summed in a backend's memory (QuantOptions::stats_sum): QuantStats'
+// fields, laid out for device atomics. Zero it (Backend::zero) before summing and download it to
+// read it.
+struct QuantStatsSum {
+  unsigned long long elements = 0, blocks = 0, saturated = 0, flushed_to_zero = 0,
+                     degenerate_blocks = 0;
+  double err_sq = 0.0, ref_sq = 0.0;
+  QuantStats stats() const;
+  QuantStatsSum& operator+=(const QuantStats& s);
+};
+
+struct QuantOptions {
+  Fp8Format format = Fp8Format::e4m3;
+  bool pow2_scales = false;  // round scales down to powers of two
+  // When set (a record in the backend's memory), the statistics of the quantization — of
+  // `along` for quantize_with_transpose — are added there, without the synchronisation that
+  // a QuantStats result costs on a device: a run sums its per-linear FP8 error signal this way
+  // every step and downloads it once.
+  QuantStatsSum* stats_sum = nullptr;
 };
 
 // A recorded sequence of a backend's ops (a CUDA graph), replayed with the pointers, sizes and
@@ -165,13 +181,14 @@ class Backend {
   // --- FP8 numerics
   // Quantizes x (f32 or bf16, [rows, cols]) into out (same shape; out.block chooses 1x128
   // along cols or 128x128 tiles). stats, when given, receives the statistics (costs a sync
-  // on devices).
+  // on devices); opt.stats_sum, when set, has them added (no sync).
   virtual void quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
                         QuantStats* stats) = 0;
 
   // One pass over x [M, K]: along = x quantized 1x128 along K ([M, K]) and transposed = xᵀ
   // quantized 1x128 along M ([K, M]) — the two operands a linear layer needs (fprop/dgrad
   // use x, wgrad uses xᵀ). Codes and scales equal those of quantize() on x and on xᵀ.
+  // opt.stats_sum, when set, has the statistics of `along` added.
   virtual void quantize_with_transpose(const Matrix& x, const Fp8Matrix& along,
                                        const Fp8Matrix& transposed, const QuantOptions& opt,
                                        QuantStats* stats_along, QuantStats* stats_transposed) = 0;

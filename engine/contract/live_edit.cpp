@@ -21,7 +21,7 @@ void LiveEdit::add_precision(const std::string& override_text) {
   precision.push_back(PrecisionOverride::parse(override_text));
 }
 
-void LiveEdit::set(const std::string& key, double v) {
+void LiveEdit::set(const std::string& key, const LiveValue& v) {
   if (auto e = live_setting_error(key, v)) throw Error(*e);
   const LiveSetting* s = &setting_or_throw(key);
   for (auto& sv : settings)
@@ -33,6 +33,12 @@ void LiveEdit::set(const std::string& key, double v) {
 }
 
 std::optional<double> LiveEdit::value(const std::string& key) const {
+  const auto v = get(key);
+  if (!v || !std::holds_alternative<double>(*v)) return std::nullopt;
+  return std::get<double>(*v);
+}
+
+std::optional<LiveValue> LiveEdit::get(const std::string& key) const {
   for (const auto& sv : settings)
     if (key == sv.setting->key) return sv.value;
   return std::nullopt;
@@ -61,7 +67,7 @@ Json LiveEdit::to_json() const {
   }
   if (!settings.empty()) {
     Json s(Json::Object{});
-    for (const auto& sv : settings) s[sv.setting->key] = sv.value;
+    for (const auto& sv : settings) s[sv.setting->key] = live_value_json(sv.value);
     j["settings"] = std::move(s);
   }
   return j;
@@ -73,13 +79,14 @@ LiveEdit LiveEdit::from_json(const Json& j) {
     (void)v;
     check(k == "precision" || k == "settings",
           "a live edit has \"precision\" (a list of LAYER.MODULE=PRECISION) and \"settings\" "
-          "(an object of values), not \"" + k + "\"");
+          "(an object of values), not \"" +
+              k + "\"");
   }
   LiveEdit e;
   if (j.contains("precision")) {
     const Json& p = j.at("precision");
-    check(p.is_array(), "\"precision\" must be a list like [\"0.gate=bf16\"], not " +
-                            std::string(p.type_name()));
+    check(p.is_array(),
+          "\"precision\" must be a list like [\"0.gate=bf16\"], not " + std::string(p.type_name()));
     for (const auto& o : p.as_array()) {
       check(o.is_string(), "\"precision\" items must be strings like \"0.gate=bf16\"");
       e.add_precision(o.as_string());
@@ -89,20 +96,35 @@ LiveEdit LiveEdit::from_json(const Json& j) {
     const Json& s = j.at("settings");
     check(s.is_object(), "\"settings\" must be an object like {\"lr\": 0.0001}, not " +
                              std::string(s.type_name()));
-    for (const auto& [key, v] : s.as_object()) {
-      check(v.is_number(), "setting \"" + key + "\" needs a number, not " +
-                               std::string(v.type_name()));
-      e.set(key, v.as_number());
-    }
+    for (const auto& [key, v] : s.as_object())
+      e.set(key, live_value_from_json(v, "setting \"" + key + "\""));
   }
   check(!e.empty(), "the live edit changes nothing (no precision overrides, no settings)");
   return e;
 }
 
-double LiveState::value(const std::string& key) const {
+const LiveValue& LiveState::get(const std::string& key) const {
   const size_t i = setting_index(&setting_or_throw(key));
   check(i < values.size(), "live state: no value for " + key);
   return values[i];
+}
+
+double LiveState::value(const std::string& key) const {
+  const LiveValue& v = get(key);
+  check(std::holds_alternative<double>(v), "live state: " + key + " is not a number");
+  return std::get<double>(v);
+}
+
+bool LiveState::flag(const std::string& key) const {
+  const LiveValue& v = get(key);
+  check(std::holds_alternative<bool>(v), "live state: " + key + " is not true or false");
+  return std::get<bool>(v);
+}
+
+const std::string& LiveState::choice(const std::string& key) const {
+  const LiveValue& v = get(key);
+  check(std::holds_alternative<std::string>(v), "live state: " + key + " is not a choice");
+  return std::get<std::string>(v);
 }
 
 void LiveState::apply(const LiveEdit& e) {
@@ -122,7 +144,8 @@ Json LiveState::to_json() const {
   Json j;
   j["precision"] = precision.to_json();
   Json s(Json::Object{});
-  for (size_t i = 0; i < live_settings().size(); ++i) s[live_settings()[i].key] = values.at(i);
+  for (size_t i = 0; i < live_settings().size(); ++i)
+    s[live_settings()[i].key] = live_value_json(values.at(i));
   j["settings"] = std::move(s);
   return j;
 }
@@ -135,9 +158,11 @@ LiveState LiveState::from_json(const Json& j) {
   const Json& s = j.at("settings");
   check(s.is_object(), "live state: \"settings\" must be an object");
   for (const auto& row : live_settings()) {
-    check(s.contains(row.key) && s.at(row.key).is_number(),
-          std::string("live state: no number for setting \"") + row.key + "\"");
-    st.values.push_back(s.at(row.key).as_number());
+    const std::string what = std::string("live state: setting \"") + row.key + "\"";
+    const LiveValue v = s.contains(row.key) ? live_value_from_json(s.at(row.key), what)
+                                            : live_value_from_json(row.spec->default_value(), what);
+    if (auto err = live_setting_error(row.key, v)) throw Error("live state: " + *err);
+    st.values.push_back(v);
   }
   return st;
 }

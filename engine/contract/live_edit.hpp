@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "contract/live_settings.hpp"
@@ -17,10 +18,10 @@
 
 namespace fp8rl {
 
-// One live setting's new value.
+// One live setting's new value (typed as its row: a number, true/false or a choice's name).
 struct SettingValue {
   const LiveSetting* setting = nullptr;  // a row of live_settings()
-  double value = 0;
+  LiveValue value = 0.0;
   bool operator==(const SettingValue&) const = default;
 };
 
@@ -33,16 +34,25 @@ struct LiveEdit {
   // layer is checked against the model when the edit is applied).
   void add_precision(const std::string& override_text);
   // Sets a live setting (replacing an earlier value of the same key); throws for an unknown
-  // key or a value outside the setting's range.
-  void set(const std::string& key, double value);
-  // The value this edit gives key, if any.
+  // key or a value the setting's row refuses (outside its range, not true/false, not a choice).
+  void set(const std::string& key, const LiveValue& value);
+  template <class N>
+  requires(std::is_arithmetic_v<N> && !std::is_same_v<N, bool>) void set(const std::string& key,
+                                                                         N number) {
+    set(key, LiveValue(static_cast<double>(number)));
+  }
+  void set(const std::string& key, const char* choice) { set(key, LiveValue(std::string(choice))); }
+  // The number this edit gives key, if any (nullopt also for a boolean or choice).
   std::optional<double> value(const std::string& key) const;
+  // The value this edit gives key, whatever its type, if any.
+  std::optional<LiveValue> get(const std::string& key) const;
   // `later` after this one: its overrides follow these, its settings replace these.
   void merge(const LiveEdit& later);
   // "0.gate=bf16, lr = 0.0002" (events, status lines).
   std::string describe() const;
 
-  // {"precision": ["0.gate=bf16", …], "settings": {"lr": 0.0002, …}} (either may be absent).
+  // {"precision": ["0.gate=bf16", …], "settings": {"lr": 0.0002, "autopilot": true, …}} (either
+  // may be absent).
   Json to_json() const;
   // The inverse; every override and setting is checked. Throws naming the bad field.
   static LiveEdit from_json(const Json& j);
@@ -54,9 +64,14 @@ struct LiveEdit {
 // (live_settings() order).
 struct LiveState {
   PrecisionMap precision;
-  std::vector<double> values;
+  std::vector<LiveValue> values;
 
-  double value(const std::string& key) const;  // throws for an unknown key
+  // A setting's value; throws for an unknown key. value() wants a number setting, flag() a
+  // boolean one, choice() a choice (each throws naming the key for another kind).
+  const LiveValue& get(const std::string& key) const;
+  double value(const std::string& key) const;
+  bool flag(const std::string& key) const;
+  const std::string& choice(const std::string& key) const;
   // Applies an edit: the result is checked whole (each value in its range, is_min < is_max,
   // fp32 not mixed with other precisions, override layers within the map) before anything
   // changes. Throws naming what is wrong, leaving the state as it was.
@@ -64,7 +79,8 @@ struct LiveState {
 
   // {"precision": [map], "settings": {"lr": …, …}} (what checkpoints carry).
   Json to_json() const;
-  // The inverse; throws naming a missing or bad field.
+  // The inverse; throws naming a bad field. A setting the object lacks (a checkpoint written
+  // before the setting existed) takes its schema default.
   static LiveState from_json(const Json& j);
   // The settings of a run configuration document (RunConfig::doc, through each row's
   // config_path) with the given map. Throws when the document lacks a setting.

@@ -69,6 +69,17 @@ inline constexpr const char* kFp8Stats[] = {"saturated_frac", "flushed_frac", "r
 inline std::string fp8(int64_t layer, const std::string& kind, const std::string& stat) {
   return kFp8Prefix + std::to_string(layer) + "/" + kind + "/" + stat;
 }
+// The per-linear FP8 error signal (docs/autopilot.md): "fp8_error/L{layer}/{module}" (module
+// short name), on every RL step with FP8 linears: the largest, over the linear's FP8 operands
+// (its weight at recalibration, the activation it reads and the gradient it receives in the
+// step's first micro-batch), of relative error + flushed share + saturated share.
+inline constexpr const char* kFp8ErrorPrefix = "fp8_error/L";
+inline std::string fp8_error(int64_t layer, const std::string& module) {
+  return kFp8ErrorPrefix + std::to_string(layer) + "/" + module;
+}
+// KL(π_bf16 ‖ π) per response token of the step's first micro-batch: what the run's FP8 linears
+// change in the policy (measured while the precision autopilot watches it).
+inline constexpr const char* kFp8PolicyKl = "fp8/policy_kl";
 // The generator's FP8 KV-cache scales: "kv_scale/L{layer}/{k|v}".
 // Mixture of experts (layers with experts only): the share of tokens whose experts differ
 // between the generator and the trainer's router (per layer, and in at least one layer), the
@@ -123,10 +134,14 @@ inline constexpr const char* kPause = "pause";
 inline constexpr const char* kResume = "resume";
 inline constexpr const char* kPrecision = "precision";  // data: the new map
 inline constexpr const char* kSet = "set";              // data: {"key", "value"}
+// A decision of the precision autopilot; data: its evidence (contract/autopilot.hpp).
+inline constexpr const char* kAutopilot = "autopilot";
 inline constexpr const char* kCheckpoint = "checkpoint";
 inline constexpr const char* kStop = "stop";
 inline constexpr const char* kFinish = "finish";
 inline constexpr const char* kError = "error";
+// Dead MLP channels injected for a demonstration (outliers.linears); data: {"linears", "scale"}.
+inline constexpr const char* kOutliers = "outliers";
 // Text an imported run logged (TensorBoard's text plugin): message "tag: text".
 inline constexpr const char* kText = "text";
 }  // namespace event

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "contract/autopilot.hpp"
 #include "contract/precision.hpp"
 #include "core/error.hpp"
 #include "core/yaml.hpp"
@@ -89,6 +90,9 @@ SettingSpec means(SettingSpec s, std::string meaning, std::string live = "",
   return s;
 }
 
+// When a new value of an autopilot setting counts.
+constexpr const char* kAutopilotApplies = "from the next RL step's observation";
+
 std::vector<SettingSpec> make_specs() {
   const std::vector<std::string> precisions = precision_names();
   // Live ranges are what a run can take: AdamW's learning rate beyond 1 moves every weight by
@@ -143,6 +147,10 @@ std::vector<SettingSpec> make_specs() {
       means(choice("precision.lm_head", "bf16", precisions), "the output head's precision"),
       means(choice("precision.scale_format", "fp32", {"fp32", "pow2"}),
             "FP8 block scales: any FP32 value, or powers of two"),
+      means(boolean(autopilot::kSwitchKey, false),
+            "the precision autopilot: moves FP8 linears to BF16 when the watched metric stays "
+            "above its threshold (autopilot.*; docs/autopilot.md)",
+            autopilot::kLive, kAutopilotApplies),
       means(number("optimizer.lr", "0.001", 0, 1, true),
             "learning rate of the policy optimizer, in (0, 1]", "lr",
             "from the next optimizer update"),
@@ -193,6 +201,51 @@ std::vector<SettingSpec> make_specs() {
             "the layer audit (generator vs trainer weights) every k-th RL step (0: off)"),
       means(integer("telemetry.fp8_every", 1, 0),
             "FP8 quantization telemetry every k-th RL step (0: off)"),
+      means(choice("autopilot.metric", autopilot::kWatchTokenMultProbError,
+                   {autopilot::kWatchTokenMultProbError, autopilot::kWatchGenKlError,
+                    autopilot::kWatchPolicyKl}),
+            "the run-level metric the autopilot watches (fp8/policy_kl: KL of the BF16 policy "
+            "to the run's, measured on each step's first micro-batch)",
+            autopilot::kLiveMetric, kAutopilotApplies),
+      means(number("autopilot.threshold", "1.05", 0, kInf, true),
+            "the watched metric's level above which FP8 hurts (positive)",
+            autopilot::kLiveThreshold, kAutopilotApplies),
+      means(integer("autopilot.patience", 3, 1, 1e6),
+            "RL steps in a row above the threshold before the autopilot acts, in [1, 1e6]",
+            autopilot::kLivePatience, kAutopilotApplies),
+      means(integer("autopilot.moves", 1, 1, 1000),
+            "linears moved to BF16 per action (the worst by their FP8 error), in [1, 1000]",
+            autopilot::kLiveMoves, kAutopilotApplies),
+      means(number("autopilot.budget", "0.25", 0, 1),
+            "the most the autopilot may hold in BF16: a share of the GEMM FLOPs or of the "
+            "linears (autopilot.budget_unit), in [0, 1]",
+            autopilot::kLiveBudget, kAutopilotApplies),
+      means(choice("autopilot.budget_unit", autopilot::kUnitFlops,
+                   {autopilot::kUnitFlops, autopilot::kUnitLinears}),
+            "what the budget counts: GEMM FLOPs per token, or linears", autopilot::kLiveBudgetUnit,
+            kAutopilotApplies),
+      means(integer("autopilot.cooldown", 5, 0, 1e6),
+            "RL steps after an action during which the autopilot only watches, in [0, 1e6]",
+            autopilot::kLiveCooldown, kAutopilotApplies),
+      means(number("autopilot.hysteresis", "0.5", 0, 1),
+            "calm means below the threshold by this share of its distance from the metric's "
+            "ideal value, in [0, 1]",
+            autopilot::kLiveHysteresis, kAutopilotApplies),
+      means(boolean("autopilot.return_to_fp8", false),
+            "whether a linear the autopilot moved goes back to FP8 after a calm period",
+            autopilot::kLiveReturn, kAutopilotApplies),
+      means(integer("autopilot.calm_steps", 20, 1, 1e6),
+            "calm RL steps in a row before a linear returns to FP8, in [1, 1e6]",
+            autopilot::kLiveCalmSteps, kAutopilotApplies),
+      means(boolean("autopilot.confirm", false),
+            "confirm the ranking by each candidate's KL (the sensitivity advisor's measure) on "
+            "the step's first micro-batch",
+            autopilot::kLiveConfirm, kAutopilotApplies),
+      means(list("outliers.linears", "[]"),
+            "demonstrations: MLP down projections (LAYER.down, * for every layer) given a dead "
+            "channel with huge weights per 128 columns before the first RL step"),
+      means(number("outliers.scale", "300000.0", 1),
+            "the injected columns' magnitude over the linear's largest weight (≥ 1)"),
   };
 }
 

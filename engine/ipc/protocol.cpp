@@ -29,8 +29,8 @@ LiveEdit parse_edit(const std::string& name, const Json& j) {
     e["precision"] = j.at("overrides");
   } else if (name == "set") {
     check(j.contains("key") && j.at("key").is_string() && j.contains("value") &&
-              j.at("value").is_number(),
-          "set needs \"key\" (string) and \"value\" (number)");
+              (j.at("value").is_number() || j.at("value").is_bool() || j.at("value").is_string()),
+          "set needs \"key\" (string) and \"value\" (a number, true/false or a name)");
     e["settings"] = Json(Json::Object{{j.at("key").as_string(), j.at("value")}});
   } else {
     for (const char* part : {"precision", "settings"})

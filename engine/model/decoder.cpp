@@ -265,6 +265,57 @@ void DecoderModel::set_quant_observer(QuantObserver* o) {
         l, nullptr, [&](Linear& lin, Module m, Precision) { lin.set_observer(o, l, m); });
 }
 
+std::vector<Module> DecoderModel::input_sharers(Module m) {
+  switch (m) {
+    case Module::q:
+    case Module::k:
+    case Module::v:
+      return {Module::q, Module::k, Module::v};
+    case Module::gate:
+    case Module::up:
+      return {Module::gate, Module::up};
+    case Module::o:
+    case Module::down:
+      break;
+  }
+  return {m};
+}
+
+std::vector<int64_t> DecoderModel::inject_outlier_channels(int64_t layer, double scale) {
+  check(layer >= 0 && layer < cfg_.num_hidden_layers,
+        "outliers: layer " + std::to_string(layer) + " is beyond the model's " +
+            std::to_string(cfg_.num_hidden_layers) + " layers");
+  check(!layers_[static_cast<size_t>(layer)]->moe,
+        "outliers: layer " + std::to_string(layer) + " has experts (dense MLPs only)");
+  check(std::isfinite(scale) && scale >= 1, "outliers: the scale must be a finite number ≥ 1");
+  Linear& gate = linear(layer, Module::gate);
+  Linear& up = linear(layer, Module::up);
+  Linear& down = linear(layer, Module::down);
+  const int64_t inter = down.in_features(), hidden = down.out_features();
+  std::vector<float> g = download_floats(be_, gate.weight().master),
+                     u = download_floats(be_, up.weight().master),
+                     d = download_floats(be_, down.weight().master);
+  float largest = 0;
+  for (float w : d) largest = std::max(largest, std::fabs(w));
+  std::vector<int64_t> channels;
+  for (int64_t j = 0; j < inter; j += kBlock) {
+    channels.push_back(j);
+    for (int64_t c = 0; c < hidden; ++c) {  // gate and up are [inter, hidden]: row j
+      g[static_cast<size_t>(j * hidden + c)] = 0.0f;
+      u[static_cast<size_t>(j * hidden + c)] = 0.0f;
+    }
+    for (int64_t r = 0; r < hidden; ++r) {  // down is [hidden, inter]: column j
+      float& w = d[static_cast<size_t>(r * inter + j)];
+      w = static_cast<float>((w < 0 ? -scale : scale) * largest);
+    }
+  }
+  upload_floats(be_, gate.weight().master, g);
+  upload_floats(be_, up.weight().master, u);
+  upload_floats(be_, down.weight().master, d);
+  for (Linear* lin : {&gate, &up, &down}) lin->refresh();
+  return channels;
+}
+
 Linear& DecoderModel::linear(int64_t layer, Module m) {
   check(layer >= 0 && layer < cfg_.num_hidden_layers, "layer index out of range");
   Layer& L = *layers_[layer];

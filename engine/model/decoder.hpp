@@ -140,6 +140,20 @@ class DecoderModel {
   // given by a checkpoint are dropped). FP8 weights are reported to the quant observer.
   void refresh();
 
+  // The modules of a dense layer reading one input: q, k, v (the normed hidden state), gate, up
+  // (the second norm's output); o and down read their own. The input's FP8 operands are made once,
+  // by the first of them in FP8, so its quantization statistics are reported for that one.
+  static std::vector<Module> input_sharers(Module m);
+
+  // For demonstrations of FP8 failing (outliers.linears): gives dense layer `layer` a dead MLP
+  // channel per 128 columns of down_proj — the channel's gate_proj and up_proj rows set to
+  // zero, so it carries silu(0)·0 = 0 whatever the input and its weights never receive a
+  // gradient — whose down_proj column is set to `scale` × down_proj's largest weight (with the
+  // column's signs). BF16 computes what it computed before (the column multiplies zeros); FP8
+  // puts the column into the amax of its 128×128 tiles, so the other weights of those tiles
+  // flush to zero or keep a bit or two. Returns the channels. Throws for a layer with experts.
+  std::vector<int64_t> inject_outlier_channels(int64_t layer, double scale);
+
   Linear& linear(int64_t layer, Module m);
   // Any decoder linear: a dense module, a router or an expert's module.
   Linear& linear(const LinearSlot& s);

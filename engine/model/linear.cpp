@@ -108,9 +108,13 @@ void Linear::rebuild() {
     }
     // The same quantizer serves the trainer and the rollout: both read these tiles. Statistics
     // only when observed: on a device they cost a pass and a synchronisation per linear.
+    // Otherwise they may be summed where they are, without a synchronisation (the observer's
+    // per-linear error signal).
     QuantObserver* o = observing();
     QuantStats stats;
-    be_.quantize(w_->master.m(), fp8_w_->q, qopt_, o ? &stats : nullptr);
+    QuantOptions opt = qopt_;
+    if (!o && observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "weight");
+    be_.quantize(w_->master.m(), fp8_w_->q, opt, o ? &stats : nullptr);
     be_.transpose_fp8(fp8_w_->q, fp8_wt_->q);
     if (o) o->observe(layer_, module_, "weight", fp8_w_->q, stats);
   }
@@ -125,14 +129,20 @@ void Linear::forward(LinearInput& x, const Matrix& y) {
     case Precision::bf16:
       be_.gemm(x.x(), bf16_w_->m(), y, 0.0f);
       break;
-    case Precision::fp8:
-      if (QuantObserver* o = observing()) x.observe(be_, qopt_, *o, layer_, module_);
-      if (x.fuses_quantization(be_)) {  // decode: one pass per linear (see LinearInput)
-        be_.linear_fp8(x.x(), fp8_w_->q, y, qopt_);
+    case Precision::fp8: {
+      QuantOptions opt = qopt_;  // with the observer's sum, when it keeps one
+      if (QuantObserver* o = observing())
+        x.observe(be_, qopt_, *o, layer_, module_);
+      else if (observer_)
+        opt.stats_sum = observer_->stats_sum(layer_, module_, "activation");
+      // Decode: one pass per linear (see LinearInput); the fused kernel sums no statistics.
+      if (!opt.stats_sum && x.fuses_quantization(be_)) {
+        be_.linear_fp8(x.x(), fp8_w_->q, y, opt);
         break;
       }
-      be_.gemm_fp8(x.along(be_, qopt_).q, fp8_w_->q, y, 0.0f);
+      be_.gemm_fp8(x.along(be_, opt).q, fp8_w_->q, y, 0.0f);
       break;
+    }
   }
 }
 
@@ -145,7 +155,9 @@ void Linear::backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantS
     QuantStats observed;
     QuantObserver* o = observing();
     if (o && !dy_stats) dy_stats = &observed;
-    be_.quantize_with_transpose(dy, dyq.q, dytq.q, qopt_, dy_stats, nullptr);
+    QuantOptions opt = qopt_;
+    if (!o && observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "gradient");
+    be_.quantize_with_transpose(dy, dyq.q, dytq.q, opt, dy_stats, nullptr);
     if (o) o->observe(layer_, module_, "gradient", dyq.q, *dy_stats);
     if (dx.data) be_.gemm_fp8(dyq.q, fp8_wt_->q, dx, 0.0f);      // dgrad: dY · W
     be_.gemm_fp8(dytq.q, x.transposed(be_, qopt_).q, dw, 1.0f);  // wgrad: dW += dYᵀ · X

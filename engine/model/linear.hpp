@@ -21,6 +21,15 @@ class QuantObserver {
   // kind: "weight", "activation" or "gradient"; q lives in backend memory.
   virtual void observe(int64_t layer, Module module, const char* kind, const Fp8Matrix& q,
                        const QuantStats& stats) = 0;
+  // While active() is false: where the statistics of a linear's activation or gradient
+  // quantizations are summed in backend memory (QuantOptions::stats_sum, no synchronisation),
+  // or null for none. kind: "weight", "activation" or "gradient".
+  virtual QuantStatsSum* stats_sum(int64_t layer, Module module, const char* kind) {
+    (void)layer;
+    (void)module;
+    (void)kind;
+    return nullptr;
+  }
 };
 
 // An activation X [M, K] feeding one or more linears. Its FP8 operands (X along K for fprop,

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 
+#include "contract/autopilot.hpp"
 #include "contract/live_settings.hpp"
 #include "contract/settings.hpp"
 #include "core/error.hpp"
@@ -333,6 +334,32 @@ RunConfig RunConfig::from_json(const Json& in) {
   c.checkpoint_dir = str("checkpoint.dir");
   c.audit_every = integer("audit.every");
   c.fp8_telemetry_every = integer("telemetry.fp8_every");
+  c.autopilot.on = flag(autopilot::kSwitchKey);
+  c.autopilot.metric = str("autopilot.metric");
+  c.autopilot.threshold = num("autopilot.threshold");
+  c.autopilot.patience = integer("autopilot.patience");
+  c.autopilot.moves = integer("autopilot.moves");
+  c.autopilot.budget = num("autopilot.budget");
+  c.autopilot.budget_flops = str("autopilot.budget_unit") == autopilot::kUnitFlops;
+  c.autopilot.cooldown = integer("autopilot.cooldown");
+  c.autopilot.hysteresis = num("autopilot.hysteresis");
+  c.autopilot.return_to_fp8 = flag("autopilot.return_to_fp8");
+  c.autopilot.calm_steps = integer("autopilot.calm_steps");
+  c.autopilot.confirm = flag("autopilot.confirm");
+  for (const auto& o : read_setting(doc, "outliers.linears").as_array()) {
+    // "1.down" or "*.down": only a down projection can carry a dead channel (its input, the
+    // SwiGLU product, is 0 where gate and up are).
+    const std::string& t = o.as_string();
+    const size_t dot = t.find('.');
+    const std::string layer = t.substr(0, dot);
+    const bool ok = dot != std::string::npos && t.substr(dot + 1) == "down" && !layer.empty() &&
+                    (layer == "*" || layer.find_first_not_of("0123456789") == std::string::npos);
+    check(ok, "setting 'outliers.linears': '" + t +
+                  "' must be LAYER.down or *.down (an MLP's down projection: only its input can "
+                  "hold a dead channel)");
+    c.outlier_layers.push_back(layer == "*" ? -1 : std::stoll(layer));
+  }
+  c.outlier_scale = num("outliers.scale");
   // Validates the overrides: against the configured layers, or only their grammar when the
   // model comes from a checkpoint (whose layer count applies when the model is built).
   if (c.init_checkpoint.empty())

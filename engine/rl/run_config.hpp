@@ -12,6 +12,7 @@
 #include "model/config.hpp"
 #include "model/kv_cache.hpp"
 #include "model/optimizer.hpp"
+#include "rl/autopilot.hpp"
 #include "rl/grpo.hpp"
 #include "rl/tasks.hpp"
 #include "rollout/sampling.hpp"
@@ -71,6 +72,13 @@ struct RunConfig {
   // synchronises, which costs more than the step's FP8 saves (docs/benchmarks.md).
   int64_t fp8_telemetry_every = 1;
   std::string checkpoint_dir;
+  // The precision autopilot (precision.autopilot, autopilot.*; live: docs/autopilot.md).
+  AutopilotSettings autopilot;
+  // Demonstrations of FP8 failing: the layers whose MLP gets dead channels with huge down_proj
+  // columns before the first RL step (outliers.linears "LAYER.down" / "*.down", parsed), and
+  // the columns' magnitude over down_proj's largest weight (outliers.scale).
+  std::vector<int64_t> outlier_layers;  // −1: every layer
+  double outlier_scale = 0;
 
   // The precision map of a model of this shape (default + overrides).
   PrecisionMap precision_map(const ModelConfig& shape) const;

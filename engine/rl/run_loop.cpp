@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 
+#include "contract/autopilot.hpp"
 #include "contract/rank_launch.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
@@ -15,6 +16,7 @@
 #include "model/checkpoint.hpp"
 #include "model/weight_audit.hpp"
 #include "rl/group_rollouts.hpp"
+#include "rl/sensitivity.hpp"
 
 namespace fp8rl {
 namespace {
@@ -46,28 +48,48 @@ struct GrpoRun::Observer : QuantObserver {
   Backend& be;
   bool enabled = false;
   struct Acc {
-    size_t slot = 0;  // its counts in `counts`, kCounts from slot · kCounts
+    size_t counts_at = 0;  // its counts in `counts`, kCounts from counts_at · kCounts
     QuantStats stats;
   };
   std::map<std::pair<int64_t, std::string>, Acc> acc;
   Buffer counts;  // int64 counts of every slot, in the backend's memory
   size_t capacity = 0;
+  // The per-linear error signal (every RL step: the first micro-batch's activations and
+  // gradients, the recalibration's weights): summed in backend memory — one record per layer,
+  // module and kind, read once per step — or, on the steps the telemetry above observes, from
+  // what it hears.
+  bool signal = false;
+  int64_t layers = 0;
+  Buffer sums;
+  std::map<std::tuple<int64_t, Module, std::string>, QuantStats> heard;
+  static constexpr int kKinds = 3;  // activation, gradient, weight
+  static size_t slot(int64_t layer, Module m, const std::string& kind) {
+    return static_cast<size_t>((layer * kModules + static_cast<int>(m)) * kKinds +
+                               (kind == "gradient" ? 1
+                                : kind == "weight" ? 2
+                                                   : 0));
+  }
 
   bool active() const override { return enabled; }
-  void observe(int64_t layer, Module, const char* kind, const Fp8Matrix& q,
+  QuantStatsSum* stats_sum(int64_t layer, Module m, const char* kind) override {
+    if (!signal || enabled || layer < 0 || layer >= layers) return nullptr;
+    return sums.as<QuantStatsSum>() + slot(layer, m, kind);
+  }
+  void observe(int64_t layer, Module m, const char* kind, const Fp8Matrix& q,
                const QuantStats& s) override {
     if (!enabled) return;
+    if (signal) heard[{layer, m, kind}] += s;
     auto [it, added] = acc.try_emplace({layer, kind});
     Acc& a = it->second;
     if (added) {
-      a.slot = acc.size() - 1;
+      a.counts_at = acc.size() - 1;
       reserve(acc.size());
-      be.zero(slot_counts(a.slot), kCounts * sizeof(int64_t));
+      be.zero(slot_counts(a.counts_at), kCounts * sizeof(int64_t));
     }
-    be.scale_log2_histogram(q, kLog2Lo, kLog2Hi, slot_counts(a.slot));
+    be.scale_log2_histogram(q, kLog2Lo, kLog2Hi, slot_counts(a.counts_at));
     a.stats += s;
   }
-  int64_t* slot_counts(size_t slot) const { return counts.as<int64_t>() + slot * kCounts; }
+  int64_t* slot_counts(size_t i) const { return counts.as<int64_t>() + i * kCounts; }
   // Room for n slots; the counts so far move along (a copy in the backend's memory).
   void reserve(size_t n) {
     if (n <= capacity) return;
@@ -102,7 +124,29 @@ GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be, Communicator* comm) : cfg_(c
   task_ = make_run_task(cfg_, ckpt ? &*ckpt : nullptr);
   model_ = make_run_model(cfg_, be_, *task_, ckpt ? &*ckpt : nullptr);
   observer_ = std::make_unique<Observer>(be_);
+  observer_->layers = model_->config().num_hidden_layers;
+  observer_->sums = be_.alloc(static_cast<size_t>(observer_->layers * kModules * Observer::kKinds) *
+                              sizeof(QuantStatsSum));
   model_->set_quant_observer(observer_.get());
+  {
+    // The autopilot knows every decoder linear's GEMM cost; the overrides of the launch
+    // configuration are a person's edits (pins). A resumed run replaces its state (restore).
+    const ModelConfig& mc = model_->config();
+    DecoderModel& model = *model_;
+    autopilot_ = PrecisionAutopilot(autopilot_linears(
+        model_->precision(),
+        [&](int64_t l, Module m) -> std::pair<int64_t, int64_t> {
+          if (model.moe(l) && (m == Module::gate || m == Module::up || m == Module::down)) {
+            const Linear& e = model.moe(l)->expert(0, m);
+            return {e.in_features(), e.out_features()};
+          }
+          const Linear& lin = model.linear(l, m);
+          return {lin.in_features(), lin.out_features()};
+        },
+        mc.moe.enabled() ? mc.moe.experts_per_token : 0));
+    for (const auto& o : cfg_.precision_overrides)
+      autopilot_.person_edit(PrecisionOverride::parse(o));
+  }
   // Mixture of experts: frozen routers stay out of the optimizers (moe.freeze_router); the
   // load-balancing loss only when asked (moe.router_aux_loss_coef).
   std::vector<Param*> trained = model_->parameters();
@@ -233,8 +277,25 @@ void GrpoRun::apply(const LiveEdit& edit) {
   cfg_ = cfg_.with_live_state(next);
   if (!(next.precision == model_->precision())) model_->set_precision(next.precision);
   // The parts that keep their own copy of a live value. The rest (temperature, importance
-  // bounds, validation interval) is read from cfg_ where it is used.
+  // bounds, validation interval, the autopilot's settings) is read from cfg_ where it is used.
   opt_->set_lr(cfg_.optimizer.lr);
+  // A person's precision edit wins over the autopilot: what it names is pinned.
+  for (const auto& o : edit.precision) autopilot_.person_edit(o);
+}
+
+std::optional<AutopilotDecision> GrpoRun::take_autopilot_decision() {
+  return autopilot_.take(model_->precision());
+}
+
+void GrpoRun::apply_autopilot(const AutopilotDecision& d) {
+  const LiveEdit edit = d.edit();
+  if (!edit.empty()) {
+    LiveState next = live_state();
+    next.apply(edit);
+    cfg_ = cfg_.with_live_state(next);
+    model_->set_precision(next.precision);
+  }
+  autopilot_.applied(d);
 }
 
 StepRecord GrpoRun::next() {
@@ -325,6 +386,10 @@ struct GrpoRun::RlBatch {
   double entropy_sum = 0, grad_norm = 0, lr = 0;
   int64_t entropy_n = 0;
   std::vector<float> all_p, all_g;  // p and g of every token (first epoch)
+  std::vector<TrainSeq> observed;   // the first micro-batch (the autopilot's measures)
+  // The per-linear error signal this step: taken when the autopilot is on or the FP8 telemetry
+  // observes the step; summed in backend memory (one read) when the telemetry does not.
+  bool signal = false, signal_summed = false;
 };
 
 StepRecord GrpoRun::rl_step() {
@@ -334,12 +399,14 @@ StepRecord GrpoRun::rl_step() {
   r.step = rl_done_ + 1;
   if (rl_done_ == 0 && cfg_.sft_steps == 0) r.scalars[metric::kValAccuracyInitial] = validate();
   RlBatch b;
+  if (rl_done_ == 0 && !cfg_.outlier_layers.empty()) inject_outliers(r);
   audit_rollout_weights(r);
   rollout_phase(r, b);
   training_phase(b);
   recalibration_phase(b);
   ++rl_done_;
   step_telemetry(r, b);
+  observe_autopilot(r, b, add_fp8_signal(r, b));
   if (finished() || (cfg_.validation_every > 0 && rl_done_ % cfg_.validation_every == 0))
     r.scalars[metric::kValAccuracy] = validate();
   r.scalars[metric::kTimeTotal] = since(t_step);
@@ -415,6 +482,12 @@ void GrpoRun::training_phase(RlBatch& b) {
   }
   if (cfg_.kv_cache == KvDType::fp8) model_->set_kv_calibrator(&b.calibrator);
   observer_->acc.clear();
+  observer_->heard.clear();
+  b.signal = cfg_.autopilot.on || fp8_telemetry_due();
+  b.signal_summed = b.signal && !fp8_telemetry_due();
+  be_.zero(observer_->sums.data(), observer_->sums.bytes());
+  b.observed.assign(train.begin(),
+                    train.begin() + static_cast<std::ptrdiff_t>(std::min(train.size(), mbs)));
   const auto t_train0 = Clock::now();
   const size_t per_mini = train.size() / static_cast<size_t>(cfg_.mini_batches);
   // Each mini-batch's response tokens over all ranks: the token-level mean's denominator.
@@ -431,6 +504,7 @@ void GrpoRun::training_phase(RlBatch& b) {
       for (size_t i = m0; i < m1; i += mbs) {
         // FP8 telemetry from the first micro-batch of the step only (bounded cost).
         observer_->enabled = fp8_telemetry_due() && epoch == 0 && m == 0 && i == m0;
+        observer_->signal = b.signal && epoch == 0 && m == 0 && i == m0;
         const MicroBatch mb = pack_micro_batch(train, i, std::min(m1, i + mbs));
         // Routing telemetry from the first epoch's forwards (each token once).
         model_->collect_routing(epoch == 0);
@@ -460,6 +534,7 @@ void GrpoRun::training_phase(RlBatch& b) {
         model_->set_routing_reference(nullptr, false);
         model_->collect_routing(false);
         observer_->enabled = false;
+        observer_->signal = false;
       }
       all_reduce_gradients();
       const OptimizerStep os = opt_->step();
@@ -476,7 +551,9 @@ void GrpoRun::recalibration_phase(RlBatch& b) {
   // Re-quantize the FP8 weights for the next rollout; new KV scales.
   const auto t0 = Clock::now();
   observer_->enabled = fp8_telemetry_due();
+  observer_->signal = b.signal;  // the weights' part of the error signal
   model_->refresh();
+  observer_->signal = false;
   observer_->enabled = false;
   if (cfg_.kv_cache == KvDType::fp8 && !b.calibrator.empty())
     gen_->set_kv_scales(b.calibrator.scales());
@@ -645,7 +722,7 @@ void GrpoRun::add_fp8_telemetry(StepRecord& r) {
   for (auto& [key, a] : observer_->acc) {
     const auto [layer, kind] = key;
     Histogram h = linear_histogram({}, Observer::kLog2Lo, Observer::kLog2Hi, Observer::kBins);
-    const auto first = counts.begin() + static_cast<std::ptrdiff_t>(a.slot * Observer::kCounts);
+    const auto first = counts.begin() + static_cast<std::ptrdiff_t>(a.counts_at * Observer::kCounts);
     h.counts.assign(first, first + static_cast<std::ptrdiff_t>(Observer::kCounts));
     r.histograms.push_back({histogram::fp8_scale_log2(layer, kind), std::move(h)});
     const double n = static_cast<double>(std::max<int64_t>(a.stats.elements, 1));
@@ -656,6 +733,130 @@ void GrpoRun::add_fp8_telemetry(StepRecord& r) {
     r.scalars[metric::fp8(layer, kind, "rel_error")] = a.stats.relative_error();
   }
   observer_->acc.clear();
+}
+
+namespace {
+
+// What FP8 loses of one operand: relative error + flushed share + saturated share (NaN: no
+// element quantized).
+double operand_loss(const QuantStats& s) {
+  if (s.elements <= 0) return std::numeric_limits<double>::quiet_NaN();
+  const double n = static_cast<double>(s.elements);
+  return s.relative_error() + static_cast<double>(s.flushed_to_zero) / n +
+         static_cast<double>(s.saturated) / n;
+}
+
+}  // namespace
+
+AutopilotObservation GrpoRun::add_fp8_signal(StepRecord& r, const RlBatch& b) {
+  AutopilotObservation obs;
+  obs.step = r.step;
+  const PrecisionMap& map = model_->precision();
+  if (map.all_fp32() || !b.signal) return obs;
+  // Each operand's statistics by layer and module (a layer with experts: all of them).
+  const int64_t L = observer_->layers;
+  std::vector<QuantStats> weight(static_cast<size_t>(L * kModules)),
+      act(static_cast<size_t>(L * kModules)), grad(static_cast<size_t>(L * kModules));
+  auto at = [](int64_t l, Module m) { return static_cast<size_t>(l * kModules + int(m)); };
+  std::vector<QuantStatsSum> sums(static_cast<size_t>(L * kModules * Observer::kKinds));
+  if (b.signal_summed)  // the one wait the signal costs a step (none when the telemetry hears it)
+    be_.download(sums.data(), observer_->sums.data(), sums.size() * sizeof(QuantStatsSum));
+  for (int64_t l = 0; l < L; ++l)
+    for (int mi = 0; mi < kModules; ++mi) {
+      act[at(l, Module(mi))] = sums[Observer::slot(l, Module(mi), "activation")].stats();
+      grad[at(l, Module(mi))] = sums[Observer::slot(l, Module(mi), "gradient")].stats();
+      weight[at(l, Module(mi))] = sums[Observer::slot(l, Module(mi), "weight")].stats();
+    }
+  for (const auto& [key, st] : observer_->heard) {
+    const auto& [l, m, kind] = key;
+    (kind == "gradient" ? grad : kind == "weight" ? weight : act)[at(l, m)] += st;
+  }
+  for (int64_t l = 0; l < L; ++l)
+    for (int mi = 0; mi < kModules; ++mi) {
+      const Module m = Module(mi);
+      const bool mlp = m == Module::gate || m == Module::up || m == Module::down;
+      if (map.experts(l) > 0 && mlp && !map.experts_uniform(l, m)) continue;
+      if (map.at(l, m) != Precision::fp8) continue;
+      // The input this linear reads was quantized (and counted) once, for the first of its
+      // readers in FP8.
+      QuantStats a;
+      for (Module sharer : DecoderModel::input_sharers(m))
+        if (a.elements == 0) a = act[at(l, sharer)];
+      AutopilotObservation::Signal sig;
+      sig.unit = {l, m};
+      sig.weight = operand_loss(weight[at(l, m)]);
+      sig.activation = operand_loss(a);
+      sig.gradient = operand_loss(grad[at(l, m)]);
+      sig.error = std::numeric_limits<double>::quiet_NaN();
+      for (double part : {sig.weight, sig.activation, sig.gradient})
+        if (!std::isnan(part)) sig.error = std::isnan(sig.error) ? part : std::max(sig.error, part);
+      if (!std::isnan(sig.error)) r.scalars[metric::fp8_error(l, module_short(m))] = sig.error;
+      obs.per_linear.push_back(sig);
+    }
+  return obs;
+}
+
+void GrpoRun::observe_autopilot(StepRecord& r, RlBatch& b, AutopilotObservation obs) {
+  if (comm_->rank() != 0) return;  // rank 0 decides; the others apply what it sends
+  const AutopilotSettings& s = cfg_.autopilot;
+  const PrecisionMap map = model_->precision();
+  if (!s.on || map.all_fp32()) {
+    autopilot_.observe(obs, map, s);  // counts the cooldown down, nothing else
+    return;
+  }
+  const auto t0 = Clock::now();
+  // The KL measures: the step's first micro-batch against the same weights all in BF16.
+  const Precision head =
+      model_->lm_head_setting() == Precision::fp8 ? Precision::fp8 : Precision::bf16;
+  std::optional<SensitivityProbe> probe;
+  auto measure = [&](const PrecisionMap& pm) {
+    if (!probe) probe.emplace(*model_, cfg_, b.observed);
+    return probe->measure(pm, head, false).kl;
+  };
+  if (s.metric == autopilot::kWatchPolicyKl) {
+    r.scalars[metric::kFp8PolicyKl] = obs.per_linear.empty() ? 0.0 : measure(map);
+  }
+  if (auto it = r.scalars.find(s.metric); it != r.scalars.end()) obs.value = it->second;
+  const PrecisionAutopilot::Confirm confirm = [&](const std::vector<AutopilotUnit>& units) {
+    std::vector<double> kl;
+    for (const auto& u : units) {
+      PrecisionMap pm = map;
+      pm.set(u.layer, u.module, Precision::bf16);
+      kl.push_back(measure(pm));
+    }
+    return kl;
+  };
+  autopilot_.observe(obs, map, s, confirm);
+  probe.reset();  // the model as it was
+  if (obs.value) r.scalars[autopilot::kScalarValue] = *obs.value;
+  r.scalars[autopilot::kScalarStreak] = static_cast<double>(autopilot_.streak());
+  r.scalars[autopilot::kScalarCalm] = static_cast<double>(autopilot_.calm());
+  r.scalars[autopilot::kScalarCooldown] = static_cast<double>(autopilot_.cooldown());
+  r.scalars[autopilot::kScalarBudgetUsed] = autopilot_.budget_used(s.budget_flops);
+  r.scalars[autopilot::kScalarHeld] = static_cast<double>(autopilot_.held().size());
+  r.scalars[autopilot::kTimeAutopilot] = since(t0);
+}
+
+void GrpoRun::inject_outliers(StepRecord& r) {
+  std::string text;
+  Json::Array linears;
+  for (int64_t want : cfg_.outlier_layers)
+    for (int64_t l = 0; l < model_->config().num_hidden_layers; ++l) {
+      if (want >= 0 && want != l) continue;
+      const auto channels = model_->inject_outlier_channels(l, cfg_.outlier_scale);
+      std::string ch;
+      for (int64_t c : channels) ch += (ch.empty() ? "" : ", ") + std::to_string(c);
+      text += (text.empty() ? "" : "; ") + AutopilotUnit{l, Module::down}.name() + " (channels " +
+              ch + ")";
+      linears.emplace_back(AutopilotUnit{l, Module::down}.name());
+    }
+  Json data;
+  data["linears"] = Json(std::move(linears));
+  data["scale"] = cfg_.outlier_scale;
+  r.events.push_back({event::kOutliers,
+                      "dead MLP channels with down_proj columns " +
+                          live_value_text(cfg_.outlier_scale) + " × its largest weight: " + text,
+                      data});
 }
 
 double GrpoRun::validate(std::vector<SampleRecord>* samples) {
@@ -702,6 +903,7 @@ void GrpoRun::save(const std::string& dir) {
   st["elapsed_seconds"] = elapsed_;
   st["config"] = cfg_.doc;  // with the live state in force (GrpoRun::apply keeps it there)
   st["live"] = live_state().to_json();
+  st["autopilot"] = autopilot_.state_json();
   Json::Array kv;
   for (auto [k, v] : gen_->kv_scales())
     kv.push_back(Json(Json::Array{Json(double(k)), Json(double(v))}));
@@ -737,6 +939,8 @@ void GrpoRun::restore(const std::string& folder) {
   // Checkpoints written before tokens were counted resume the count at 0.
   tokens_total_ = st.contains("tokens_total") ? st.at("tokens_total").as_int("tokens_total") : 0;
   elapsed_ = st.at("elapsed_seconds").as_number("elapsed_seconds");
+  // Checkpoints written before the autopilot existed keep the pins of the configuration.
+  if (st.contains("autopilot")) autopilot_.restore(st.at("autopilot"));
   std::vector<std::pair<float, float>> kv;
   for (const auto& p : st.at("kv_scales").as_array("kv_scales"))
     kv.push_back({static_cast<float>(p.as_array()[0].as_number()),

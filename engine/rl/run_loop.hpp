@@ -23,6 +23,7 @@
 #include "model/decoder.hpp"
 #include "model/kv_cache.hpp"
 #include "model/optimizer.hpp"
+#include "rl/autopilot.hpp"
 #include "rl/run_config.hpp"
 #include "rl/tasks.hpp"
 #include "rollout/generator.hpp"
@@ -55,12 +56,20 @@ class GrpoRun {
 
   // The live state in force: the precision map and every live setting's value.
   LiveState live_state() const;
-  // Applies a live edit now (the caller calls it between steps): the edited state is checked
-  // whole first (LiveState::apply), then written into the run's configuration, which the run
-  // reads the settings from, and handed to the parts that keep their own copy (the model's
-  // precision map, the optimizer's learning rate). Throws fp8rl::Error, changing nothing, for
-  // an edit the run cannot take.
+  // Applies a person's live edit now (the caller calls it between steps): the edited state is
+  // checked whole first (LiveState::apply), then written into the run's configuration, which
+  // the run reads the settings from, and handed to the parts that keep their own copy (the
+  // model's precision map, the optimizer's learning rate, the autopilot's pins). Throws
+  // fp8rl::Error, changing nothing, for an edit the run cannot take.
   void apply(const LiveEdit& edit);
+
+  // The precision autopilot (rl/autopilot.hpp, docs/autopilot.md). It observes every RL step
+  // at its end (rank 0); its decision waits for the next step boundary, where the caller takes
+  // it — checked against the map after that boundary's person's edits — applies it with
+  // apply_autopilot (the same typed edit, without pinning) and records it.
+  std::optional<AutopilotDecision> take_autopilot_decision();
+  void apply_autopilot(const AutopilotDecision& d);
+  const PrecisionAutopilot& autopilot() const { return autopilot_; }
 
   // Checkpoint: model + optimizer + trainer_state.json (steps, KV scales, the configuration
   // with the live state in force, the live state) into dir.
@@ -83,6 +92,14 @@ class GrpoRun {
   void recalibration_phase(RlBatch& b);
   void step_telemetry(StepRecord& r, RlBatch& b);
   void add_fp8_telemetry(StepRecord& r);
+  // The per-linear FP8 error signal of the step (metric::fp8_error) into r and an observation
+  // (none on a step that took no signal: autopilot off and FP8 telemetry not due).
+  AutopilotObservation add_fp8_signal(StepRecord& r, const RlBatch& b);
+  // Hands the step to the autopilot: the watched metric (measuring fp8/policy_kl when it is the
+  // one), the confirmation it asks for, its counters as scalars.
+  void observe_autopilot(StepRecord& r, RlBatch& b, AutopilotObservation obs);
+  // outliers.linears: the dead channels injected before the first RL step (an event of r).
+  void inject_outliers(StepRecord& r);
   // Mixture of experts: routing mismatch (generator vs the trainer's routers), router entropy,
   // expert load (contract/metrics.hpp: moe/…, expert_load/L…).
   void add_routing_telemetry(StepRecord& r);
@@ -115,6 +132,7 @@ class GrpoRun {
   double elapsed_ = 0;        // seconds of completed steps (restored on resume)
   struct Observer;
   std::unique_ptr<Observer> observer_;
+  PrecisionAutopilot autopilot_;
   std::unique_ptr<Communicator> own_comm_;  // SingleProcess when none was given
   Communicator* comm_ = nullptr;
   std::unique_ptr<Communicator> device_comm_;  // NCCL, when the backend has one

@@ -22,8 +22,6 @@ double log_sum_exp(const float* z, int64_t V, double s) {
   return m + std::log(sum);
 }
 
-
-
 }  // namespace
 
 std::string LinearRef::name() const {
@@ -54,6 +52,28 @@ SensitivityProbe::SensitivityProbe(DecoderModel& model, const RunConfig& cfg, co
                                  cfg.decode_graphs ? DecodeGraphs::automatic : DecodeGraphs::off});
     batch_ = generate_group_rollouts(cfg, task, gen, 1, prompts);
   }
+  record_reference();
+  ref_ = measure(uniform_precision(model_.config(), Precision::bf16), Precision::bf16, true);
+}
+
+SensitivityProbe::SensitivityProbe(DecoderModel& model, const RunConfig& cfg,
+                                   std::vector<TrainSeq> sequences)
+    : model_(model), saved_map_(model.precision()), saved_head_(model.lm_head_setting()) {
+  check(cfg.sampling.temperature > 0,
+        "sensitivity: grpo.temperature must be positive (log-probs are taken at it)");
+  loss_ = cfg.loss;
+  loss_.importance = ImportanceMode::off;
+  inv_t_ = static_cast<float>(1.0 / cfg.sampling.temperature);
+  micro_batch_ = static_cast<size_t>(cfg.micro_batch_size);
+  batch_.train = std::move(sequences);
+  without_loss_ = true;
+  model_.set_precision(uniform_precision(model_.config(), Precision::bf16));
+  model_.set_lm_head_precision(Precision::bf16);
+  record_reference();
+  ref_ = measure(uniform_precision(model_.config(), Precision::bf16), Precision::bf16, false);
+}
+
+void SensitivityProbe::record_reference() {
   for (const auto& s : batch_.train) tokens_ += static_cast<int64_t>(s.g.size());
   const int64_t V = model_.config().vocab_size;
   const double bytes = static_cast<double>(tokens_) * static_cast<double>(V) * 4.0;
@@ -66,7 +86,6 @@ SensitivityProbe::SensitivityProbe(DecoderModel& model, const RunConfig& cfg, co
   ref_logits_.reserve(static_cast<size_t>(tokens_ * V));
   for_each_response_row(
       [&](const float* z, int32_t) { ref_logits_.insert(ref_logits_.end(), z, z + V); });
-  ref_ = measure(uniform_precision(model_.config(), Precision::bf16), Precision::bf16, true);
 }
 
 SensitivityProbe::~SensitivityProbe() {
@@ -97,6 +116,8 @@ SensitivityMeasure SensitivityProbe::measure(const PrecisionMap& pm, Precision l
                                              bool with_loss) {
   check(lm_head == Precision::bf16 || lm_head == Precision::fp8,
         "sensitivity: the lm_head is measured in bf16 or fp8");
+  check(!(with_loss && without_loss_),
+        "sensitivity: a probe of given sequences has no reference loss to measure against");
   model_.clear_activations();
   model_.set_precision(pm);
   model_.set_lm_head_precision(lm_head);

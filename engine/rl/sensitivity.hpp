@@ -109,6 +109,10 @@ struct SensitivityResult {
 class SensitivityProbe {
  public:
   SensitivityProbe(DecoderModel& model, const RunConfig& cfg, const Task& task, int64_t prompts);
+  // The same on sequences already generated (a run's micro-batch, whoever generated them): the
+  // reference's logits of their response rows, without its loss (reference().has_loss false;
+  // measure() with_loss then has no reference to compare with).
+  SensitivityProbe(DecoderModel& model, const RunConfig& cfg, std::vector<TrainSeq> sequences);
   ~SensitivityProbe();
   SensitivityProbe(const SensitivityProbe&) = delete;
   SensitivityProbe& operator=(const SensitivityProbe&) = delete;
@@ -127,12 +131,15 @@ class SensitivityProbe {
   Precision saved_head_;  // the lm_head setting (DecoderModel::lm_head_setting)
   LossConfig loss_;
   float inv_t_;
+  // Makes the model all BF16 and records the reference's logits of batch_'s response rows.
+  void record_reference();
   size_t micro_batch_;
   GroupRollouts batch_;
   int64_t tokens_ = 0;
   std::vector<float> ref_logits_;             // [tokens, V], response rows in batch order
   std::vector<std::vector<float>> ref_logp_;  // per sequence: the reference's c (training pass)
   SensitivityMeasure ref_;
+  bool without_loss_ = false;  // built from given sequences: no reference loss
 
   // Runs the model as set over the batch (no-grad logits) and calls f(the row's logits [V], the
   // sampled token) for every response token, in batch order.

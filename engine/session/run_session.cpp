@@ -121,6 +121,20 @@ struct RunSession::Impl {
                    live_setting_event_data(sv.setting->key, sv.value)});
   }
   bool follow_boundary();
+  // The precision autopilot's decision of the last step, after the person's edits of this
+  // boundary (they win): applied through the same typed edit and recorded as an `autopilot`
+  // event with its evidence (and in the precision history when it changed the map).
+  void apply_autopilot(int64_t step, LiveEdit& applied) {
+    const auto d = run->take_autopilot_decision();
+    if (!d) return;
+    const LiveEdit edit = d->edit();
+    run->apply_autopilot(*d);
+    if (!edit.empty()) {
+      publish_live(step, true);
+      applied.merge(edit);
+    }
+    event(step, {event::kAutopilot, d->message, d->to_json()});
+  }
 };
 
 void RunSession::Impl::start() {
@@ -189,6 +203,7 @@ bool RunSession::Impl::follow_boundary() {
 }
 
 bool RunSession::Impl::lead_boundary(int64_t step, LiveEdit& applied) {
+  bool autopilot_done = false;
   while (true) {
     LiveEdit edit;
     bool want_checkpoint, want_stop, want_pause;
@@ -202,6 +217,10 @@ bool RunSession::Impl::lead_boundary(int64_t step, LiveEdit& applied) {
     if (!edit.empty()) {
       apply_edit(step, edit);
       applied.merge(edit);
+    }
+    if (!autopilot_done) {
+      autopilot_done = true;
+      apply_autopilot(step, applied);
     }
     if (want_checkpoint) checkpoint(step);
     if (want_stop) return false;

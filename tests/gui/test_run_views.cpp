@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 
+#include "contract/autopilot.hpp"
 #include "contract/live_edit.hpp"
 #include "contract/metrics.hpp"
 #include "ui/charts/chart_view.hpp"
@@ -29,6 +30,7 @@
 #include "ui/data/run_data.hpp"
 #include "ui/data/run_text.hpp"
 #include "ui/run/audit_tab.hpp"
+#include "ui/run/autopilot_panel.hpp"
 #include "ui/run/experts_tab.hpp"
 #include "ui/run/importance_tab.hpp"
 #include "ui/run/live_settings_panel.hpp"
@@ -700,6 +702,139 @@ class TestRunViews : public QObject {
              std::vector<double>({std::log(0.5), std::log(3.0)}));
     QCOMPARE(run.liveSetting("is_max"), std::optional<double>(3.0));
     QCOMPARE(run.liveSetting("is_min"), std::optional<double>(0.5));
+  }
+
+  // The precision autopilot in the Precision tab: its state follows the run (off, watching,
+  // acting, cooling down), the grid's heat column shows the per-linear FP8 error signal and
+  // its cells what it holds and what a person pinned; a person's edit takes a held linear
+  // back; its settings go out with Apply; the events pane shows a decision's evidence.
+  void autopilotPanel() {
+    RunData run = makeRun(9, 3);
+    run.row.config.as_object()["autopilot"] = Json::parse(R"({"threshold": 1.02, "patience": 2})");
+    run.row.config.as_object()["precision"].as_object()["autopilot"] = Json(false);
+    RunView view;
+    view.setRun(&run);
+    PrecisionTab* p = view.precision();
+    AutopilotPanel* a = p->autopilot();
+    const int down = static_cast<int>(PrecisionGrid::modules().indexOf("down"));
+    // Its settings are in its panel, not in the tab's list.
+    QVERIFY(a->settings()->choiceField(autopilot::kLive));
+    QVERIFY(a->settings()->field(autopilot::kLiveThreshold));
+    QVERIFY(!p->settings()->choiceField(autopilot::kLive));
+    QVERIFY(p->settings()->field("lr"));
+    QVERIFY(a->state()->text().contains("OFF"));
+    QCOMPARE(a->settings()->current(autopilot::kLiveThreshold)->text(), QString("1.02"));
+    QCOMPARE(a->settings()->current(autopilot::kLive)->text(), QString("off"));
+    QVERIFY(p->grid()->heatText(1).isEmpty());  // no error signal yet: the column is hidden
+
+    // Switched on from the studio: the edit goes out with Apply.
+    QSignalSpy spy(&view, &RunView::liveEditRequested);
+    a->settings()->choiceField(autopilot::kLive)->setCurrentIndex(1);  // on
+    a->settings()->field(autopilot::kLivePatience)->setText("0");      // below its range
+    QVERIFY(a->settings()->hasErrors());
+    QVERIFY(!p->applyButton()->isEnabled());
+    a->settings()->field(autopilot::kLivePatience)->setText("2");
+    QVERIFY(p->applyButton()->isEnabled());
+    p->applyButton()->click();
+    QCOMPARE(spy.count(), 1);
+    const auto sent = spy.at(0).at(1).value<LiveEdit>();
+    QVERIFY(std::holds_alternative<bool>(*sent.get(autopilot::kLive)));
+    QVERIFY(std::get<bool>(*sent.get(autopilot::kLive)));
+    QCOMPARE(sent.value(autopilot::kLivePatience), std::optional<double>(2.0));
+    QVERIFY(sent.precision.empty());
+    QCOMPARE(a->settings()->choiceField(autopilot::kLive)->currentIndex(), 0);  // sent: cleared
+
+    // The worker applied it; the metric is above the threshold for one step of two; the signal
+    // says L1.down loses the most.
+    run.events.push_back({3, 4.5,
+                          EventRecord{event::kSet, "autopilot = on",
+                                      Json::parse(R"({"key": "autopilot", "value": true})")}});
+    addStep(run, 4);
+    addScalar(run, autopilot::kScalarValue, 4, 1.04);
+    addScalar(run, autopilot::kScalarStreak, 4, 1);
+    addScalar(run, autopilot::kScalarCooldown, 4, 0);
+    addScalar(run, autopilot::kScalarBudgetUsed, 4, 0);
+    for (int l = 0; l < kLayers; ++l)
+      for (const QString& m : PrecisionGrid::modules())
+        addScalar(run, metric::fp8_error(l, m.toStdString()), 4,
+                  l == 1 && m == "down" ? 0.5 : 0.02);
+    view.refresh();
+    QCOMPARE(a->settings()->current(autopilot::kLive)->text(), QString("on"));
+    QVERIFY(a->state()->text().contains("WATCHING"));
+    QVERIFY(a->state()->text().contains("token_mult_prob_error: 1.04 at step 4"));
+    QVERIFY(a->state()->text().contains("above it 1 of 2"));
+    QCOMPARE(p->grid()->heatText(1), QString("50.0%"));
+    QCOMPARE(p->grid()->heatText(0), QString("2.0%"));
+    QVERIFY(p->grid()
+                ->table()
+                ->item(1, PrecisionGrid::kHeatColumn)
+                ->toolTip()
+                .contains("down  50.00%"));
+    QVERIFY(p->grid()->legend()->isHidden());  // nothing held or pinned yet
+    QVERIFY(a->budget()->text().contains("Holds nothing in BF16"));
+
+    // It acts after step 5: L1.down to BF16, with its evidence.
+    addStep(run, 5);
+    addScalar(run, autopilot::kScalarValue, 5, 1.05);
+    addScalar(run, autopilot::kScalarStreak, 5, 2);
+    addScalar(run, autopilot::kScalarCooldown, 5, 5);
+    addScalar(run, autopilot::kScalarBudgetUsed, 5, 0.1);
+    const Json decision = Json::parse(R"({
+        "action": "move", "step": 5, "metric": "token_mult_prob_error", "value": 1.05,
+        "threshold": 1.02, "patience": 2, "streak": 2, "confirmed": false,
+        "ranking": [{"linear": "L1.down", "error": 0.5, "weight": 0.01, "activation": 0.5,
+                     "gradient": 0.02, "budget_share": 0.1}],
+        "budget": {"unit": "flops", "cap": 0.25, "used": 0, "after": 0.1},
+        "overrides": ["1.down=bf16"], "linears": ["L1.down"],
+        "units": [{"layer": 1, "module": "down"}],
+        "message": "L1.down to BF16: token_mult_prob_error 1.05 above 1.02 for 2 steps"})");
+    run.events.push_back(
+        {5, 7.5, EventRecord{event::kAutopilot, decision.at("message").as_string(), decision}});
+    run.precision.emplace_back(5, precisionMap({"1.down"}));
+    view.refresh();
+    QVERIFY(a->state()->text().contains("ACTING"));
+    QVERIFY(a->state()->text().contains("L1.down to BF16"));
+    QVERIFY(a->budget()->text().contains("Holds in BF16: L1.down"));
+    QVERIFY(a->budget()->text().contains("10% of its budget of 25% GEMM FLOPs"));
+    QCOMPARE(p->grid()->cell(1, down), QString("bf16"));
+    QTableWidgetItem* cell = p->grid()->table()->item(1, down);
+    QCOMPARE(cell->text(), QString("BF16"));
+    QVERIFY(cell->background().color() != p->grid()->table()->item(0, down)->background().color());
+    QVERIFY(cell->toolTip().contains("Moved to BF16 by the precision autopilot"));
+    QVERIFY(!p->grid()->legend()->isHidden());
+    const int last = p->history()->rowCount() - 1;
+    QVERIFY(p->history()->item(last, 1)->text().startsWith("autopilot: L1.down to BF16"));
+    // The events pane: the decision, its evidence on hover.
+    QTableWidget* events = view.samples()->eventTable();
+    QCOMPARE(events->item(0, 2)->text(), QString("autopilot"));
+    QVERIFY(events->item(0, 3)->toolTip().contains("candidates by their FP8 error:"));
+    QVERIFY(events->item(0, 3)->toolTip().contains("budget: 0% → 10% of 25% GEMM FLOPs"));
+
+    // The next step it cools down.
+    addStep(run, 6);
+    addScalar(run, autopilot::kScalarValue, 6, 1.01);
+    addScalar(run, autopilot::kScalarCooldown, 6, 4);
+    // L1.down, in BF16 now, is no longer measured: its old error leaves the heat column.
+    for (int l = 0; l < kLayers; ++l)
+      for (const QString& m : PrecisionGrid::modules())
+        if (l != 1 || m != "down") addScalar(run, metric::fp8_error(l, m.toStdString()), 6, 0.03);
+    view.refresh();
+    QCOMPARE(p->grid()->heatText(1), QString("3.0%"));
+    QVERIFY(a->state()->text().contains("COOLING DOWN"));
+    QVERIFY(a->state()->text().contains("4 more steps"));
+
+    // A person sets L1.down back to FP8: it is theirs now (pinned), no longer the autopilot's.
+    run.events.push_back({6, 9.0, EventRecord{event::kPrecision, "1.down=fp8", precisionMap()}});
+    run.precision.emplace_back(6, precisionMap());
+    ++run.version;
+    view.refresh();
+    QCOMPARE(cell->text(), QString("FP8"));
+    QVERIFY(cell->font().underline());
+    QVERIFY(cell->toolTip().contains("Pinned: set by a person"));
+    QVERIFY(!cell->toolTip().contains("Moved to BF16"));
+    QCOMPARE(cell->background().color(), p->grid()->table()->item(0, down)->background().color());
+    QVERIFY(a->budget()->text().contains("Holds nothing in BF16"));
+    QVERIFY(a->budget()->text().contains("pinned by a person: 1 linear"));
   }
 
   void samplesAndEvents() {

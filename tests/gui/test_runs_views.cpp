@@ -132,10 +132,12 @@ class TestRunsViews : public QObject {
     grid.setMap(map);
     QCOMPARE(grid.layers(), 2);
     QCOMPARE(grid.table()->rowCount(), 2);
-    // The modules' columns, then the router's, hidden without experts; latent attention's
-    // columns (q_a … kv_b) hidden for a standard model.
-    QCOMPARE(grid.table()->columnCount(), fp8rl::kModules + 1);
+    // The modules' columns, then the router's, hidden without experts, and the FP8 error
+    // column, hidden while no per-linear error is known; latent attention's columns (q_a …
+    // kv_b) hidden for a standard model.
+    QCOMPARE(grid.table()->columnCount(), fp8rl::kModules + 2);
     QVERIFY(grid.table()->isColumnHidden(fp8rl::kModules));
+    QVERIFY(grid.table()->isColumnHidden(PrecisionGrid::kHeatColumn));
     for (int m = 0; m < fp8rl::kModules; ++m)
       QCOMPARE(grid.table()->isColumnHidden(m), m >= fp8rl::kDenseModules);
     QCOMPARE(grid.cell(0, 4), QString("bf16"));

@@ -9,7 +9,8 @@ a worker listens on) | remote (a worker bound beyond loopback: CURVE, keys, refu
 files (what a run leaves on disk is the user's alone; fp8rl doctor) | privacy (another account
 of this machine can neither steer nor read a run; needs root to make that account) | disk_full
 (a run that fills the disk says what to do, and resumes once space is freed) | sweep_steer (a
-sweep's run paused, edited and stopped from a client).
+sweep's run paused, edited and stopped from a client) | autopilot_resume (the precision autopilot's
+decision and memory survive kill -9; its settings edited live; a person's edit wins).
 """
 import json
 import os
@@ -983,8 +984,96 @@ def live_resume(db):
           "--resume to step %d)" % (first_edit, second_edit, ckpt, ckpt2, end))
 
 
+def autopilot_resume(db):
+    """The precision autopilot in a worker: dead MLP channels injected into layer 1 make FP8
+    hurt there; the autopilot moves L1.down to BF16 (an `autopilot` event with its evidence);
+    its budget is edited live (a typed setting); kill -9 after a checkpoint; resumed in a new
+    worker the map, the settings and the autopilot's memory hold (no second move of L1.down);
+    a person's edit returning L1.down to FP8 wins (it is pinned: the autopilot never moves it
+    again)."""
+    sets = ["sft.steps=10", "grpo.steps=100000", "grpo.prompts_per_step=2", "grpo.group_size=4",
+            "checkpoint.every=1", "validation.every=0", "task.validation_size=8",
+            'outliers.linears=["1.down"]', "precision.autopilot=true",
+            "autopilot.metric=fp8/policy_kl", "autopilot.threshold=0.001", "autopilot.patience=1",
+            "autopilot.cooldown=1"]
+
+    def events(run_id, kind):
+        con = sqlite3.connect(db)
+        rows = con.execute("SELECT step, message, data FROM events WHERE run_id=? AND kind=? ORDER BY rowid",
+                           (run_id, kind)).fetchall()
+        con.close()
+        return [(st, m, json.loads(d)) for st, m, d in rows]
+
+    w, ep = start_worker(db)
+    c = Client(ep)
+    if not c.request("start", preset="demo", set=sets)["ok"]:
+        fail("start refused")
+    _, ev = c.wait_for(lambda t, m: t == "event" and m["kind"] == "autopilot")
+    if ev["data"]["linears"] != ["L1.down"] or ev["data"]["action"] != "move" \
+            or ev["data"]["ranking"][0]["linear"] != "L1.down":
+        fail("the autopilot's first decision: %r" % ev)
+    run_id = c.request("status")["run_id"]
+    moved_at = ev["step"]
+    r = c.request("edit", settings={"autopilot_budget": 0.2, "autopilot_confirm": True})
+    if not r["ok"] or r["edit"]["settings"] != {"autopilot_budget": 0.2, "autopilot_confirm": True}:
+        fail("typed autopilot settings refused: %r" % r)
+    if c.request("edit", settings={"autopilot": 1})["ok"]:
+        fail("a number accepted for the autopilot's switch")
+    _, ev = c.wait_for(lambda t, m: t == "event" and m["kind"] == "set" and m["data"]["key"] == "autopilot_confirm")
+    edited_at = ev["step"]
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        con = sqlite3.connect(db)
+        ckpt = con.execute("SELECT checkpoint_step FROM runs WHERE id=?", (run_id,)).fetchone()[0]
+        con.close()
+        if ckpt is not None and ckpt > edited_at:
+            break
+        time.sleep(0.05)
+    os.kill(w.pid, signal.SIGKILL)
+    w.wait()
+    con = sqlite3.connect(db)
+    ckpt, ckpt_dir = con.execute("SELECT checkpoint_step, checkpoint_dir FROM runs WHERE id=?",
+                                 (run_id,)).fetchone()
+    con.close()
+    state = json.load(open(os.path.join(ckpt_dir, "trainer_state.json")))
+    held = state["autopilot"]["held"]
+    if [(h["layer"], h["module"]) for h in held] != [(1, "down")] or held[0]["step"] != moved_at:
+        fail("the checkpoint does not carry the autopilot's memory: %r" % state["autopilot"])
+    if state["live"]["settings"]["autopilot_budget"] != 0.2 or state["live"]["settings"]["autopilot"] is not True:
+        fail("the checkpoint does not carry the typed settings: %r" % state["live"]["settings"])
+
+    w, ep = start_worker(db)
+    c = Client(ep)
+    if not c.request("start", resume=run_id)["ok"]:
+        fail("resume refused")
+    _, m = c.wait_for(lambda t, m: t == "step" and m["step"] >= ckpt + 2)
+    st = c.request("status")
+    if st["precision_map"][1]["down"] != "bf16" or st["settings"]["autopilot_budget"] != 0.2 \
+            or st["settings"]["autopilot"] is not True or st["settings"]["autopilot_confirm"] is not True:
+        fail("resumed worker's status: %r" % st)
+    # A person returns L1.down to FP8: it is theirs now, whatever the metric says.
+    if not c.request("edit", precision=["1.down=fp8"])["ok"]:
+        fail("a person's edit refused")
+    _, ev = c.wait_for(lambda t, m: t == "event" and m["kind"] == "precision")
+    _, m = c.wait_for(lambda t, m: t == "step" and m["step"] >= ev["step"] + 4)
+    c.request("stop")
+    w.wait(timeout=60)
+    moves = events(run_id, "autopilot")
+    if [d["linears"] for _, _, d in moves if d["action"] == "move"].count(["L1.down"]) != 1:
+        fail("L1.down moved again after the resume or after the person's edit: %r" % moves)
+    con = sqlite3.connect(db)
+    final = json.loads(con.execute("SELECT map FROM precision_history WHERE run_id=? ORDER BY step DESC, rowid DESC",
+                                   (run_id,)).fetchone()[0])
+    con.close()
+    if final[1]["down"] != "fp8":
+        fail("the person's edit did not win: %r" % final)
+    print("autopilot_resume: ok (moved L1.down after step %d, checkpoint %d, resumed; decisions: %s)"
+          % (moved_at, ckpt, "; ".join("%d %s" % (st, msg[:60]) for st, msg, _ in moves)))
+
+
 with tempfile.TemporaryDirectory() as d:
     {"drive": drive, "fuzz": fuzz, "crash": crash, "multi": multi, "sockets": sockets,
      "remote": remote, "live_resume": live_resume, "files": files, "privacy": privacy,
-     "disk_full": disk_full, "sweep_steer": sweep_steer}[SCENARIO](os.path.join(d, "runs.sqlite"))
+     "disk_full": disk_full, "sweep_steer": sweep_steer,
+     "autopilot_resume": autopilot_resume}[SCENARIO](os.path.join(d, "runs.sqlite"))
 print("1 passed, 0 failed")

@@ -374,6 +374,62 @@ void add_scale_histogram_case(Registry& reg, int64_t rows, int64_t cols, ScaleBl
                  }});
 }
 
+// QuantOptions::stats_sum: three quantizations (1x128, a 128x128 tile, and the along operand of
+// quantize_with_transpose, with special values) summed in one record of the backend's memory,
+// without host statistics, equal the sum of the reference's host statistics; the codes are
+// those of a quantization without the sum.
+void add_stats_sum_case(Registry& reg, int64_t rows, int64_t cols) {
+  reg.push_back(
+      {fmt("quantize stats_sum (1x128, 128x128, with transpose) %s", shape_str(rows, cols).c_str()),
+       [=](Backend& ref, Backend& test, Rng& rng) {
+         Guarded sum(test, sizeof(QuantStatsSum));
+         const QuantStatsSum zero;
+         sum.upload(&zero);
+         QuantOptions opt;
+         opt.stats_sum = static_cast<QuantStatsSum*>(sum.data());
+         QuantStats want;
+         for (ScaleBlock block : {ScaleBlock::row1x128, ScaleBlock::tile128x128}) {
+           const Host in = make_input(random_matrix(rng, rows, cols), DType::bf16);
+           Guarded x(test, in.bytes.size()), codes(test, rows * cols),
+               scales(test, scale_count(block, rows, cols) * 4);
+           x.upload(in.bytes.data());
+           test.quantize(
+               Matrix{x.data(), rows, cols, DType::bf16},
+               Fp8Matrix{static_cast<uint8_t*>(codes.data()), static_cast<float*>(scales.data()),
+                         rows, cols, block, opt.format},
+               opt, nullptr);
+           std::vector<uint8_t> got(rows * cols);
+           if (!codes.download(got.data())) return fail("wrote outside its output");
+           const Quantized r = run_quantize(ref, in, DType::bf16, rows, cols, block, {});
+           if (got != r.codes) return fail("codes differ from a quantization without the sum");
+           want += r.stats;
+         }
+         const Host in = make_input(special_values(rng, rows, cols), DType::f32);
+         Guarded x(test, in.bytes.size()), a(test, rows * cols),
+             as(test, scale_count(ScaleBlock::row1x128, rows, cols) * 4), t(test, rows * cols),
+             ts(test, scale_count(ScaleBlock::row1x128, cols, rows) * 4);
+         x.upload(in.bytes.data());
+         test.quantize_with_transpose(
+             Matrix{x.data(), rows, cols, DType::f32},
+             Fp8Matrix{static_cast<uint8_t*>(a.data()), static_cast<float*>(as.data()), rows, cols,
+                       ScaleBlock::row1x128, opt.format},
+             Fp8Matrix{static_cast<uint8_t*>(t.data()), static_cast<float*>(ts.data()), cols, rows,
+                       ScaleBlock::row1x128, opt.format},
+             opt, nullptr, nullptr);
+         want += run_quantize(ref, in, DType::f32, rows, cols, ScaleBlock::row1x128, {}).stats;
+         QuantStatsSum got;
+         if (!sum.download(&got)) return fail("wrote outside the sum's record");
+         Quantized g, w;
+         g.codes = w.codes = {};
+         g.stats = got.stats();
+         w.stats = want;
+         const Result r = compare(g, w, ScaleBlock::row1x128, 0, 0, 1e-6);
+         if (r.outcome != Outcome::pass) return fail("summed statistics: " + r.detail);
+         return pass(fmt("%lld elements summed; rel. quant. error %.4f",
+                         static_cast<long long>(got.elements), got.stats().relative_error()));
+       }});
+}
+
 // equal_bytes (the layer audit's comparison of FP8 tiles and BF16 copies where they live) on
 // `bytes` random bytes at byte offsets oa/ob into their buffers (unaligned starts take the byte
 // path): equal copies, then one byte changed at the first, a middle and the last position.
@@ -481,6 +537,8 @@ void add_quantize_cases(Registry& reg) {
   }
   add_scale_histogram_case(reg, 4099, 385, ScaleBlock::row1x128, -12, -7);  // under and overflow
   add_scale_histogram_case(reg, 0, 7, ScaleBlock::row1x128, -32, 8);
+  add_stats_sum_case(reg, 1, 7);
+  add_stats_sum_case(reg, 257, 515);
   for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {257, 259}, {130, 1000}}) {
     add_dequantize_case(reg, r, c, ScaleBlock::row1x128, DType::f32);
     add_dequantize_case(reg, r, c, ScaleBlock::tile128x128, DType::bf16);

@@ -18,9 +18,9 @@ using namespace fp8rl;
 
 namespace {
 
+// A configuration's settings: the schema's defaults.
 Json config_doc() {
-  return Json::parse(R"({"optimizer": {"lr": 0.001}, "grpo": {"temperature": 1.0, "is_min": 0,
-                         "is_max": 2}, "validation": {"every": 20}})");
+  return setting_defaults();
 }
 
 QString refusal(const std::function<void()>& f) {
@@ -112,7 +112,12 @@ class TestContract : public QObject {
         {R"({"precision": [1]})", "must be strings"},
         {R"({"precision": ["0.q=fp16"]})", "unknown precision 'fp16'"},
         {R"({"precision": ["0.gates=bf16"]})", "module 'gates'"},
-        {R"({"settings": {"lr": "fast"}})", "needs a number"},
+        {R"({"settings": {"lr": "fast"}})", "fast is not a number"},
+        {R"({"settings": {"lr": null}})", "needs a number, true/false or a name"},
+        {R"({"settings": {"autopilot": 1}})", "bad value for autopilot: 1 must be true or false"},
+        {R"({"settings": {"autopilot_metric": "loss"}})",
+         "is 'loss' (allowed: token_mult_prob_error, gen_kl_error, fp8/policy_kl)"},
+        {R"({"settings": {"autopilot_threshold": true}})", "true is not a number"},
         {R"({"settings": {"lr": 2}})", "bad value for lr"},
         {R"({"settings": {"learning_rate": 1}})", "unknown setting"},
         {R"({"settings": []})", "must be an object"},
@@ -161,6 +166,41 @@ class TestContract : public QObject {
     QVERIFY(refusal([] {
               LiveState::from_json(Json::parse(R"({"precision": []})"));
             }).contains("needs"));
+    // A checkpoint of an earlier version lacks the newer settings: they take their defaults.
+    Json old = st.to_json();
+    old["settings"].as_object().erase("autopilot");
+    QCOMPARE(LiveState::from_json(old).flag("autopilot"), false);
+  }
+
+  // Booleans and choices are live values of their own type, checked by their schema row.
+  void typedLiveValues() {
+    LiveState st = LiveState::from_config(config_doc(), PrecisionMap(2, Precision::fp8));
+    QCOMPARE(st.flag("autopilot"), false);
+    QCOMPARE(st.choice("autopilot_metric"), std::string("token_mult_prob_error"));
+    QVERIFY(refusal([&] { st.value("autopilot"); }).contains("not a number"));
+    LiveEdit e;
+    e.set("autopilot", true);
+    e.set("autopilot_metric", "fp8/policy_kl");
+    e.set("autopilot_threshold", 0.02);
+    QCOMPARE(QString::fromStdString(e.describe()),
+             QString("autopilot = true, autopilot_metric = fp8/policy_kl, "
+                     "autopilot_threshold = 0.02"));
+    QCOMPARE(QString::fromStdString(e.to_json().dump()),
+             QString(R"({"settings":{"autopilot":true,"autopilot_metric":"fp8/policy_kl",)"
+                     R"("autopilot_threshold":0.02}})"));
+    QVERIFY(LiveEdit::from_json(e.to_json()) == e);
+    QCOMPARE(e.value("autopilot"), std::optional<double>());  // not a number
+    st.apply(e);
+    QCOMPARE(st.flag("autopilot"), true);
+    QCOMPARE(st.choice("autopilot_metric"), std::string("fp8/policy_kl"));
+    Json doc = config_doc();
+    st.write_settings(doc);
+    QCOMPARE(doc.at("precision").at("autopilot").as_bool(), true);
+    QCOMPARE(doc.at("autopilot").at("metric").as_string(), std::string("fp8/policy_kl"));
+    QVERIFY(LiveState::from_config(doc, st.precision) == st);
+    QVERIFY(LiveState::from_json(Json::parse(st.to_json().dump())) == st);
+    QVERIFY(refusal([&] { e.set("autopilot", 1.0); }).contains("must be true or false"));
+    QVERIFY(refusal([&] { e.set("autopilot_budget_unit", "bytes"); }).contains("allowed: flops"));
   }
 
   // The settings schema: every default passes its own row, the live settings are its rows with
@@ -175,7 +215,12 @@ class TestContract : public QObject {
       QCOMPARE(find_setting(s.key), &s);
       QCOMPARE(s.live.empty(), s.applies.empty());
     }
-    QCOMPARE(live_setting_keys(), std::string("lr, temperature, is_min, is_max, validation_every"));
+    QCOMPARE(live_setting_keys(),
+             std::string("autopilot, lr, temperature, is_min, is_max, validation_every, "
+                         "autopilot_metric, autopilot_threshold, autopilot_patience, "
+                         "autopilot_moves, autopilot_budget, autopilot_budget_unit, "
+                         "autopilot_cooldown, autopilot_hysteresis, autopilot_return, "
+                         "autopilot_calm_steps, autopilot_confirm"));
     for (const LiveSetting& l : live_settings()) QCOMPARE(l.spec->live, std::string(l.key));
     const SettingSpec* steps = find_setting("grpo.steps");
     QCOMPARE(steps->allowed(), std::string("a whole number ≥ 0"));

@@ -221,6 +221,88 @@ class TestRunSession : public QObject {
     QCOMPARE(session.loop()->config().optimizer.lr, 1e-4);
   }
 
+  // The precision autopilot end to end: dead MLP channels with huge down_proj columns injected
+  // into layer 1 make FP8 hurt there (fp8/policy_kl above the threshold); after the first step
+  // the autopilot moves the damaged linear, and it alone, to BF16 at the boundary — an
+  // `autopilot` event with its evidence, a precision history entry — and the KL falls below the
+  // threshold. Resumed from the checkpoint, the run keeps the move and the autopilot's memory.
+  void autopilotMovesTheDamagedLinearFirst() {
+    const std::string db = dir_.filePath("autopilot.sqlite").toStdString();
+    const std::vector<std::string> sets = {"grpo.steps=3",
+                                           "sft.steps=10",
+                                           "grpo.prompts_per_step=4",
+                                           "grpo.group_size=4",
+                                           "task.validation_size=8",
+                                           "validation.every=0",
+                                           "outliers.linears=[\"1.down\"]",
+                                           "precision.autopilot=true",
+                                           "autopilot.metric=fp8/policy_kl",
+                                           "autopilot.threshold=0.001",
+                                           "autopilot.patience=1",
+                                           "autopilot.cooldown=1"};
+    auto be = make_cpu_backend();
+    RunStore store(db);
+    const std::string ckpt = dir_.filePath("autopilot-ckpt").toStdString();
+    SessionOptions opt;
+    opt.checkpoint_dir = [&](int64_t) { return ckpt; };
+    opt.checkpoint_at_end = true;
+    int64_t id = -1;
+    {
+      RunSession session(RunConfig::load("demo", "", sets), *be, &store, opt);
+      QCOMPARE(QString::fromStdString(session.run()), QString("finished"));
+      id = session.status().run_id;
+    }
+    Recorded r = read(store, id);
+    std::vector<RunStore::EventRow> auto_events;
+    bool injected = false;
+    for (const auto& e : r.events) {
+      if (e.event.kind == event::kAutopilot) auto_events.push_back(e);
+      injected = injected || (e.event.kind == event::kOutliers && e.step == 1);
+    }
+    QVERIFY(injected);
+    QCOMPARE(auto_events.size(), size_t{1});
+    const RunStore::EventRow& move = auto_events[0];
+    QCOMPARE(move.step, int64_t{1});
+    const Json& ev = move.event.data;
+    QCOMPARE(QString::fromStdString(ev.at("action").as_string()), QString("move"));
+    QCOMPARE(text(ev.at("linears")), std::string(R"(["L1.down"])"));
+    const Json& best = ev.at("ranking").as_array()[0];
+    QCOMPARE(QString::fromStdString(best.at("linear").as_string()), QString("L1.down"));
+    QVERIFY(best.at("weight").as_number() > 0.5);  // its tiles flushed to zero
+    QVERIFY(ev.at("ranking").as_array()[1].at("error").as_number() < 0.1);
+    QVERIFY(ev.at("value").as_number() > 0.001);
+    QVERIFY2(QString::fromStdString(move.event.message).startsWith("L1.down to BF16"),
+             move.event.message.c_str());
+    // The map changed at that boundary, that linear alone; the KL fell below the threshold.
+    QCOMPARE(r.precision.size(), size_t{2});
+    QCOMPARE(r.precision[1].first, int64_t{1});
+    const PrecisionMap pm = PrecisionMap::from_json(r.precision[1].second);
+    QCOMPARE(QString::fromStdString(pm.summary()), QString("fp8 (1 of 14 linears bf16)"));
+    QCOMPARE(pm.at(1, Module::down), Precision::bf16);
+    const auto& kl = r.scalars.at(metric::kFp8PolicyKl);
+    QCOMPARE(kl.size(), size_t{3});
+    QVERIFY(kl[0].value > 0.001);
+    QVERIFY2(kl[1].value < 0.001 && kl[2].value < 0.001, std::to_string(kl[1].value).c_str());
+    QVERIFY(r.scalars.count(metric::fp8_error(1, "down")));
+    QCOMPARE(r.scalars.at("autopilot/held").back().value, 1.0);
+
+    // Resumed (the checkpoint at the end): the move holds, the autopilot still holds it and
+    // does not move it again.
+    SessionOptions again = opt;
+    again.resume_run = id;
+    again.resume_dir = ckpt;
+    RunSession resumed(resume_config(ckpt, {"grpo.steps=5"}), *be, &store, again);
+    QCOMPARE(QString::fromStdString(resumed.run()), QString("finished"));
+    QCOMPARE(resumed.loop()->model().precision().at(1, Module::down), Precision::bf16);
+    QCOMPARE(resumed.loop()->autopilot().held().size(), size_t{1});
+    QCOMPARE(resumed.loop()->autopilot().held()[0].step, int64_t{1});
+    r = read(store, id);
+    int moves = 0;
+    for (const auto& e : r.events) moves += e.event.kind == event::kAutopilot;
+    QCOMPARE(moves, 1);
+    QCOMPARE(r.scalars.at(metric::kFp8PolicyKl).size(), size_t{5});
+  }
+
   // Every live key with values out of its range, non-finite and inconsistent with the run as it
   // stands: each refused when it arrives, naming the problem; nothing queued; the run then goes
   // on and finishes with its settings as configured.
@@ -272,7 +354,7 @@ class TestRunSession : public QObject {
             {"validation_every", 2.5, "whole number"},
             {"validation_every", 1e300, "in [0, 1e9]"},
             {"validation_every", nan, "non-finite"},
-            {"learning_rate", 1e-4, "allowed: lr,"},
+            {"learning_rate", 1e-4, "lr, temperature,"},
             {"", 1, "unknown setting"},
         };
         auto set = [&](const char* key, double value) {

@@ -143,6 +143,25 @@ axes:
   }
 
   // Refused by the command before anything is recorded: exit 1, one line naming the key.
+  // The demonstration sweep of the precision autopilot (docs/autopilot.md) expands to what its
+  // verdict compares: 5 seeds × {bf16, fp8, fp8+autopilot}, layer 1's down projection damaged
+  // in every one, the autopilot on only in its group and watching fp8/policy_kl.
+  void autopilotDemoSweepExpands() {
+    const auto spec =
+        fp8rl::SweepSpec::load(FP8RL_SOURCE_DIR "/resources/sweeps/demo-autopilot.yaml");
+    const auto points = spec.expand();
+    QCOMPARE(points.size(), size_t{15});
+    int on = 0;
+    for (const auto& p : points) {
+      QCOMPARE(p.config.outlier_layers, std::vector<int64_t>({1}));
+      QCOMPARE(p.config.autopilot.metric, std::string("fp8/policy_kl"));
+      const std::string group = p.axis_values.back().second;
+      QCOMPARE(p.config.autopilot.on, group == "fp8+autopilot");
+      on += p.config.autopilot.on ? 1 : 0;
+    }
+    QCOMPARE(on, 5);
+  }
+
   void badFilesNameTheKey() {
     QFETCH(QByteArray, text);
     QFETCH(QString, error);

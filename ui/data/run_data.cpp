@@ -161,6 +161,30 @@ std::vector<std::pair<int64_t, std::string>> RunData::precisionChanges() const {
                     (v.is_string() ? v.as_string() : v.dump());
       }
     }
+    // The autopilot's decision at that step, when it made this change: its words.
+    for (const auto& e : events) {
+      if (e.step != precision[i].first || e.event.kind != event::kAutopilot) continue;
+      const Json& d = e.event.data;
+      if (!d.is_object() || !d.contains("overrides") || !d.at("overrides").is_array() ||
+          d.at("overrides").as_array().empty())
+        continue;
+      bool all = true;  // every linear it names changed to what it says
+      for (const Json& o : d.at("overrides").as_array()) {
+        if (!o.is_string()) continue;
+        const std::string t = o.as_string();
+        const size_t dot = t.find('.'), eq = t.find('=');
+        if (dot == std::string::npos || eq == std::string::npos) {
+          all = false;
+          continue;
+        }
+        const auto m = parse_module(t.substr(dot + 1, eq - dot - 1));
+        const std::string cell = "L" + t.substr(0, dot) + "." +
+                                 (m ? std::string(module_short(*m)) : std::string("?")) + " " +
+                                 t.substr(eq + 1);
+        all = all && what.find(cell) != std::string::npos;
+      }
+      if (all) what = "autopilot: " + e.event.message;
+    }
     out.emplace_back(precision[i].first, what.empty() ? "precision" : what);
   }
   return out;
@@ -177,15 +201,28 @@ int64_t RunData::layers() const {
   return 0;
 }
 
-std::optional<double> RunData::liveSetting(const std::string& key) const {
+std::optional<LiveValue> RunData::liveValue(const std::string& key) const {
   for (auto it = events.rbegin(); it != events.rend(); ++it) {
     const EventRecord& e = it->event;
-    if (e.kind == event::kSet && e.data.is_object() && e.data.contains("key") &&
-        e.data.contains("value") && e.data.at("key").is_string() &&
-        e.data.at("key").as_string() == key && e.data.at("value").is_number())
-      return e.data.at("value").as_number();
+    if (e.kind != event::kSet || !e.data.is_object() || !e.data.contains("key") ||
+        !e.data.contains("value") || !e.data.at("key").is_string() ||
+        e.data.at("key").as_string() != key)
+      continue;
+    try {
+      const LiveValue v = live_value_from_json(e.data.at("value"), key);
+      if (!live_setting_error(key, v)) return v;
+    } catch (const Error&) {
+      // A value of another type (a recording of another version): the configuration's counts.
+    }
+    break;
   }
   return live_setting_in_config(row.config, key);
+}
+
+std::optional<double> RunData::liveSetting(const std::string& key) const {
+  const auto v = liveValue(key);
+  if (!v || !std::holds_alternative<double>(*v)) return std::nullopt;
+  return std::get<double>(*v);
 }
 
 void mergeInto(RunData& dst, RunData&& delta) {

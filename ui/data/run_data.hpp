@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "contract/live_settings.hpp"
 #include "contract/run_recorder.hpp"
 #include "core/json.hpp"
 #include "store/run_store.hpp"
@@ -78,7 +79,8 @@ struct RunData {
   // Number of layers (from the precision map or the config), 0 when unknown.
   int64_t layers() const;
   // The value in force of a live setting (contract/live_settings.hpp): the latest "set" event's,
-  // else the configuration's; nullopt when neither has it.
+  // else the configuration's; nullopt when neither has it. liveSetting: a number setting's.
+  std::optional<LiveValue> liveValue(const std::string& key) const;
   std::optional<double> liveSetting(const std::string& key) const;
 };
 

@@ -12,10 +12,13 @@
 #include <limits>
 #include <string>
 
+#include "contract/autopilot.hpp"
+#include "contract/live_edit.hpp"
 #include "contract/metrics.hpp"
 #include "core/error.hpp"
-#include "contract/live_edit.hpp"
+#include "ui/data/autopilot_view.hpp"
 #include "ui/data/run_data.hpp"
+#include "ui/run/autopilot_panel.hpp"
 #include "ui/run/live_settings_panel.hpp"
 #include "ui/run/sensitivity_panel.hpp"
 #include "ui/widgets/precision_grid.hpp"
@@ -65,13 +68,15 @@ bool sameValues(const std::vector<double>& a, const std::vector<double>& b) {
 PrecisionTab::PrecisionTab(QWidget* parent)
     : RunTab(parent),
       grid_(new PrecisionGrid),
-      settings_(new LiveSettingsPanel),
+      settings_(new LiveSettingsPanel(
+          [](const LiveSetting& l) { return !autopilot::is_autopilot_setting(l.config_path); })),
       caption_(new QLabel),
       status_(new QLabel),
       apply_(new QPushButton(tr("Apply"))),
       revert_(new QPushButton(tr("Revert"))),
       history_(new QTableWidget(0, 2)),
-      sensitivity_(new SensitivityPanel) {
+      sensitivity_(new SensitivityPanel),
+      autopilot_(new AutopilotPanel) {
   caption_->setWordWrap(true);
   caption_->setText(
       tr("Click a cell to switch that linear between BF16 and FP8, or type a new value for a "
@@ -107,6 +112,7 @@ PrecisionTab::PrecisionTab(QWidget* parent)
   side->addWidget(sensitivity_, 1);
   edits->addLayout(side, 2);
   layout->addLayout(edits, 1);
+  layout->addWidget(autopilot_);  // under the grid it acts on, the tab's whole width
   layout->addWidget(new QLabel(tr("Precision history")));
   layout->addWidget(history_);
 
@@ -115,11 +121,13 @@ PrecisionTab::PrecisionTab(QWidget* parent)
     if (b->text().remove(QLatin1Char('&')) == QLatin1String("Revert")) b->hide();
   connect(grid_, &PrecisionGrid::edited, this, &PrecisionTab::updateButtons);
   connect(settings_, &LiveSettingsPanel::edited, this, &PrecisionTab::updateButtons);
+  connect(autopilot_->settings(), &LiveSettingsPanel::edited, this, &PrecisionTab::updateButtons);
   connect(apply_, &QPushButton::clicked, this, &PrecisionTab::apply);
   connect(sensitivity_, &SensitivityPanel::applyRequested, this, &PrecisionTab::applyRequested);
   connect(revert_, &QPushButton::clicked, this, [this] {
     grid_->revert();
     settings_->clear();
+    autopilot_->settings()->clear();
   });
   setRun(nullptr);
 }
@@ -137,6 +145,11 @@ void PrecisionTab::clearRun() {
   status_->clear();
   settings_->clear();
   settings_->setRun(run_);
+  autopilot_->settings()->clear();
+  linear_errors_.clear();
+  grid_->setLinearErrors({});
+  grid_->setMarks({}, {});
+  autopilot_->setRun(run_);
   sensitivity_->setRun(run_);
   updateButtons();
 }
@@ -159,7 +172,41 @@ void PrecisionTab::showNew() {
     updateHistory();
   }
   updateErrors();
+  updateAutopilot();
   updateButtons();
+}
+
+void PrecisionTab::updateAutopilot() {
+  if (!run_) return;
+  autopilot_->setRun(run_);
+  const int layers = std::max(0, grid_->layers());
+  std::vector<double> errors(static_cast<size_t>(layers) * kModules,
+                             std::numeric_limits<double>::quiet_NaN());
+  // The latest step that measured the signal; a linear not measured then (in BF16 since, or
+  // not observed) has no value: an older one would no longer say what FP8 costs it.
+  double latest = -std::numeric_limits<double>::infinity();
+  for (int l = 0; l < layers; ++l)
+    for (int m = 0; m < kModules; ++m)
+      if (const auto& s = run_->series(metric::fp8_error(l, module_short(Module(m)))); !s.empty())
+        latest = std::max(latest, s.back().step);
+  for (int l = 0; l < layers; ++l)
+    for (int m = 0; m < kModules; ++m) {
+      const auto& s = run_->series(metric::fp8_error(l, module_short(Module(m))));
+      if (!s.empty() && s.back().step == latest)
+        errors[static_cast<size_t>(l) * kModules + static_cast<size_t>(m)] = s.back().value;
+    }
+  if (!sameValues(errors, linear_errors_)) {
+    linear_errors_ = errors;
+    grid_->setLinearErrors(linear_errors_);
+  }
+  const AutopilotView v = autopilotView(*run_);
+  grid_->setMarks(v.held, v.pinned);
+}
+
+LiveEdit PrecisionTab::settingEdits() const {
+  LiveEdit edit = settings_->edits();
+  edit.merge(autopilot_->settings()->edits());
+  return edit;
 }
 
 void PrecisionTab::updateErrors() {
@@ -195,27 +242,30 @@ void PrecisionTab::updateHistory() {
 }
 
 void PrecisionTab::updateButtons() {
-  const bool edited = !grid_->edits().isEmpty() || !settings_->edits().empty();
+  const bool edited = !grid_->edits().isEmpty() || !settingEdits().empty();
+  const bool errors = settings_->hasErrors() || autopilot_->settings()->hasErrors();
   const bool live = runIsLive();
-  apply_->setEnabled(edited && live && !settings_->hasErrors());
-  revert_->setEnabled(edited || settings_->hasErrors());
+  apply_->setEnabled(edited && live && !errors);
+  revert_->setEnabled(edited || errors);
   if (run_ && !live)
     apply_->setToolTip(tr("The run is %1: it can be changed only while it runs or is paused")
                            .arg(QString::fromStdString(run_->row.status)));
-  else if (settings_->hasErrors())
+  else if (errors)
     apply_->setToolTip(tr("A live setting holds an invalid value (see the message under it)"));
   else
     apply_->setToolTip(tr("Send the edited cells and settings to the run"));
 }
 
 void PrecisionTab::apply() {
-  if (!run_ || !runIsLive() || settings_->hasErrors()) return;
-  LiveEdit edit = settings_->edits();
+  if (!run_ || !runIsLive() || settings_->hasErrors() || autopilot_->settings()->hasErrors())
+    return;
+  LiveEdit edit = settingEdits();
   edit.precision = grid_->changes();
   if (edit.empty()) return;
   const int n = static_cast<int>(edit.precision.size() + edit.settings.size());
   status_->setText(tr("Sent %n change(s); waiting for the run to apply them…", nullptr, n));
   settings_->clear();
+  autopilot_->settings()->clear();
   emit applyRequested(static_cast<qint64>(run_->id), edit);
 }
 

@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "contract/metrics.hpp"
+#include "ui/data/autopilot_view.hpp"
 #include "ui/data/run_data.hpp"
 #include "ui/data/run_text.hpp"
 
@@ -110,13 +112,12 @@ class TokenDelegate : public QStyledItemDelegate {
       const int t = static_cast<int>(i);
       if (!boxes[i].contains(e->pos())) continue;
       const double diff = t < diffs.size() ? diffs[t].toDouble() : 0.0;
-      QToolTip::showText(
-          e->globalPos(),
-          QObject::tr("token %1 of %2: %3 (p − g = log π_train − log π_gen)")
-              .arg(t + 1)
-              .arg(tokens.size())
-              .arg(QString::fromStdString(tokenText(tokens[t].toStdString(), diff))),
-          view);
+      QToolTip::showText(e->globalPos(),
+                         QObject::tr("token %1 of %2: %3 (p − g = log π_train − log π_gen)")
+                             .arg(t + 1)
+                             .arg(tokens.size())
+                             .arg(QString::fromStdString(tokenText(tokens[t].toStdString(), diff))),
+                         view);
       return true;
     }
     return QStyledItemDelegate::helpEvent(e, view, option, index);
@@ -318,6 +319,14 @@ void SamplesTab::updateEvents() {
       message->setForeground(QColor(0xd6, 0x27, 0x28));
     } else if (e.event.kind == "precision") {
       kind->setForeground(QColor(0x1f, 0x77, 0xb4));
+    } else if (e.event.kind == event::kAutopilot) {
+      // The autopilot's decisions, with their evidence on hover.
+      const QColor purple(0x8e, 0x24, 0xaa);
+      kind->setForeground(purple);
+      message->setForeground(purple);
+      const QString evidence = QString::fromStdString(autopilotEvidenceText(e.event.data));
+      kind->setToolTip(evidence);
+      message->setToolTip(evidence);
     }
     events_->setItem(0, 2, kind);
     events_->setItem(0, 3, message);

@@ -19,6 +19,8 @@
 #include <map>
 #include <string>
 
+#include "contract/metrics.hpp"
+#include "contract/precision.hpp"
 #include "ui/charts/chart_view.hpp"
 #include "ui/charts/heatmap_view.hpp"
 #include "ui/charts/histogram_view.hpp"
@@ -30,6 +32,7 @@ namespace fp8rl::ui {
 namespace {
 
 const QString kKv = QStringLiteral("kv");
+const QString kPerLinear = QStringLiteral("per-linear");
 
 std::string fp8Key(int layer, const QString& kind, const char* stat) {
   return "fp8/L" + std::to_string(layer) + "/" + kind.toStdString() + "/" + stat;
@@ -89,7 +92,13 @@ ScalesTab::ScalesTab(QWidget* parent)
   kind_box_->addItem(tr("gradient"), QStringLiteral("gradient"));
   kind_box_->addItem(tr("KV"), kKv);
   for (const char* s : {"rel_error", "saturated_frac", "flushed_frac"})
-    stat_box_->addItem(QString::fromLatin1(s));
+    stat_box_->addItem(QString::fromLatin1(s), QString::fromLatin1(s));
+  // Every linear over time by the per-linear FP8 error signal (what the autopilot ranks by).
+  stat_box_->addItem(tr("per-linear error"), kPerLinear);
+  stat_box_->setItemData(stat_box_->count() - 1,
+                         tr("Each linear's FP8 error signal (fp8_error/L…/…): relative error + "
+                            "flushed share + saturated share of its worst operand"),
+                         Qt::ToolTipRole);
   latest_box_->setChecked(true);
   step_spin_->setRange(INT_MIN, INT_MAX);
   step_spin_->setEnabled(false);
@@ -330,11 +339,17 @@ void ScalesTab::updateHistogram() {
 void ScalesTab::updateHeatmap() {
   if (!run_) return;
   const bool kv = kind() == kKv;
-  const std::string stat = stat_box_->currentText().toStdString();
+  const bool per_linear = !kv && stat_box_->currentData().toString() == kPerLinear;
+  const std::string stat = stat_box_->currentData().toString().toStdString();
   std::vector<const std::vector<SeriesPoint>*> rows;
   HeatmapData d;
   for (int l = 0; l < layers_; ++l) {
-    if (kv) {
+    if (per_linear) {
+      for (const std::string& m : module_short_names()) {
+        rows.push_back(&run_->series(metric::fp8_error(l, m)));
+        d.row_labels << QStringLiteral("L%1.%2").arg(l).arg(QString::fromStdString(m));
+      }
+    } else if (kv) {
       rows.push_back(&run_->series(kvKey(l, 'k')));
       rows.push_back(&run_->series(kvKey(l, 'v')));
       d.row_labels << QStringLiteral("L%1 k").arg(l) << QStringLiteral("L%1 v").arg(l);
@@ -346,9 +361,10 @@ void ScalesTab::updateHeatmap() {
   d.rows = static_cast<int>(rows.size());
   d.row_lo = 0;
   d.row_hi = std::max(1, d.rows);
-  d.log_color = kv;
-  d.value_label =
-      kv ? tr("KV scale") : QStringLiteral("%1 %2").arg(kind(), QString::fromStdString(stat));
+  d.log_color = kv || per_linear;
+  d.value_label = kv           ? tr("KV scale")
+                  : per_linear ? tr("FP8 error (per linear)")
+                               : QStringLiteral("%1 %2").arg(kind(), QString::fromStdString(stat));
   // Columns: every step any row has (each series is sorted by step).
   for (const auto* s : rows)
     for (const SeriesPoint& p : *s) d.steps.push_back(p.step);

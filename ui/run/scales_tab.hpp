@@ -4,8 +4,9 @@
 // charts of the saturated and flushed fractions and the relative error of that layer and
 // kind. For KV: the generator's KV-cache scales of the layer over steps. Beside them: a
 // layers × steps heatmap of a chosen statistic (rel_error, saturated_frac, flushed_frac) of
-// the chosen kind (for KV: the k and v scales of every layer) and a table of the latest KV
-// scales.
+// the chosen kind — or every linear × steps by the per-linear FP8 error signal the precision
+// autopilot ranks by (fp8_error/L…/…) — (for KV: the k and v scales of every layer) and a table
+// of the latest KV scales.
 #pragma once
 
 #include <QString>

@@ -9,6 +9,7 @@
 #include <QStyledItemDelegate>
 #include <QTableWidget>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -22,6 +23,7 @@ const QColor kFp8(0xc6, 0xdb, 0xf7);         // light blue
 const QColor kBf16(0xf8, 0xdc, 0xb4);        // light orange
 const QColor kFp8Edited(0x7e, 0xae, 0xf2);   // stronger blue
 const QColor kBf16Edited(0xf2, 0xaa, 0x52);  // stronger orange
+const QColor kAutopilot(0xd9, 0xc2, 0xec);   // light violet: held in BF16 by the autopilot
 const QColor kEditedBorder(0xc2, 0x18, 0x5b);
 
 // Draws a border around edited (unapplied) cells on top of the usual painting.
@@ -60,7 +62,10 @@ const QStringList& PrecisionGrid::modules() {
 }
 
 PrecisionGrid::PrecisionGrid(QWidget* parent)
-    : QWidget(parent), table_(new QTableWidget(this)), message_(new QLabel(this)) {
+    : QWidget(parent),
+      table_(new QTableWidget(this)),
+      message_(new QLabel(this)),
+      legend_(new QLabel(this)) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
 
@@ -93,8 +98,11 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
   });
   connect(revert_button, &QPushButton::clicked, this, &PrecisionGrid::revert);
 
-  table_->setColumnCount(kModules + 1);
-  table_->setHorizontalHeaderLabels(modules() + QStringList{QStringLiteral("router")});
+  table_->setColumnCount(kHeatColumn + 1);
+  table_->setHorizontalHeaderLabels(modules() +
+                                    QStringList{QStringLiteral("router"), tr("FP8 err")});
+  table_->horizontalHeaderItem(kHeatColumn)
+      ->setToolTip(tr("Each layer's worst linear by the per-linear FP8 error signal"));
   table_->setColumnHidden(kModules, true);
   // Shown in the order of a layer's computation: attention (standard or latent), then the MLP
   // and the router (columns keep Module's order; only where they are drawn moves).
@@ -106,6 +114,7 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
     for (int visual = 0; visual < kModules; ++visual)
       header->moveSection(header->visualIndex(static_cast<int>(order[visual])), visual);
   }
+  table_->setColumnHidden(kHeatColumn, true);
   table_->setItemDelegate(new EditedCellDelegate(table_));
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -117,6 +126,14 @@ PrecisionGrid::PrecisionGrid(QWidget* parent)
   table_->verticalHeader()->setToolTip(tr("Click to flip the whole layer"));
   table_->installEventFilter(this);
   layout->addWidget(table_, 1);
+  legend_->setWordWrap(true);
+  legend_->setText(
+      tr("<span style=\"background:%1\">&nbsp;violet&nbsp;</span>: held in BF16 by the "
+         "precision autopilot · <u>underlined</u>: set by a person (pinned: the "
+         "autopilot never moves it)")
+          .arg(kAutopilot.name()));
+  legend_->hide();
+  layout->addWidget(legend_);
 
   connect(table_, &QTableWidget::cellClicked, this,
           [this](int row, int column) { clicked(row, column); });
@@ -240,6 +257,37 @@ void PrecisionGrid::setLayerErrors(const std::vector<double>& rel_error) {
   errors_ = rel_error;
   render();  // the row headers (with the expander of layers with experts)
   table_->verticalHeader()->resizeSections(QHeaderView::ResizeToContents);
+}
+
+void PrecisionGrid::setLinearErrors(const std::vector<double>& errors) {
+  linear_errors_ = errors;
+  render();
+}
+
+void PrecisionGrid::setMarks(const std::vector<std::pair<int64_t, Module>>& autopilot,
+                             const std::vector<std::pair<int64_t, Module>>& pinned) {
+  if (autopilot == auto_marks_ && pinned == pin_marks_) return;
+  auto_marks_ = autopilot;
+  pin_marks_ = pinned;
+  legend_->setVisible(!auto_marks_.empty() || !pin_marks_.empty());
+  render();
+}
+
+double PrecisionGrid::linearError(int layer, int module) const {
+  const size_t i = static_cast<size_t>(layer) * kModules + static_cast<size_t>(module);
+  if (layer < 0 || module < 0 || module >= kModules || i >= linear_errors_.size()) return NAN;
+  return linear_errors_[i];
+}
+
+QString PrecisionGrid::heatText(int layer) const {
+  if (table_->isColumnHidden(kHeatColumn)) return {};
+  int worst = -1;
+  for (int m = 0; m < kModules; ++m) {
+    const double e = linearError(layer, m);
+    if (std::isfinite(e) && (worst < 0 || e > linearError(layer, worst))) worst = m;
+  }
+  if (worst < 0) return QStringLiteral("–");
+  return QStringLiteral("%1%").arg(100.0 * linearError(layer, worst), 0, 'f', 1);
 }
 
 QString PrecisionGrid::layerLabel(int layer) const {
@@ -408,6 +456,13 @@ void PrecisionGrid::render() {
     for (int l = 0; l < layers() && !any; ++l) any = shown_.has(l, Module(m));
     table_->setColumnHidden(m, layers() > 0 && !any);
   }
+  bool known = false;
+  for (double e : linear_errors_) known = known || std::isfinite(e);
+  table_->setColumnHidden(kHeatColumn, !known);
+  auto marked = [](const std::vector<std::pair<int64_t, Module>>& v, int l, int m) {
+    return m < kModules &&
+           std::find(v.begin(), v.end(), std::pair<int64_t, Module>{l, Module(m)}) != v.end();
+  };
   const int n = static_cast<int>(rows_.size());
   if (table_->rowCount() != n) table_->setRowCount(n);
   QFont normal = table_->font(), bold = normal;
@@ -431,6 +486,40 @@ void PrecisionGrid::render() {
                        : shared_row  ? tr("The shared expert of layer %1").arg(l)
                        : E > 0       ? tr("Click to show or hide layer %1's experts").arg(l)
                                      : tr("Click to flip the whole layer"));
+    {
+      // The heat column: the layer's worst linear by the per-linear FP8 error signal.
+      auto* heat = table_->item(row, kHeatColumn);
+      if (!heat) {
+        heat = new QTableWidgetItem;
+        heat->setTextAlignment(Qt::AlignCenter);
+        heat->setFlags(Qt::ItemIsEnabled);
+        table_->setItem(row, kHeatColumn, heat);
+      }
+      double worst = NAN;
+      for (int m = 0; m < kModules; ++m)
+        if (std::isfinite(linearError(l, m)) && !(linearError(l, m) <= worst))
+          worst = linearError(l, m);
+      heat->setText(r.expert >= 0 ? QString() : heatText(l));
+      // White at 1 % and below, red at 100 %, on a log scale.
+      const double t = std::isfinite(worst)
+                           ? std::clamp((std::log10(std::max(worst, 1e-6)) + 2.0) / 2.0, 0.0, 1.0)
+                           : 0.0;
+      heat->setBackground(r.expert >= 0 || !std::isfinite(worst)
+                              ? QColor(Qt::transparent)
+                              : QColor(255 - static_cast<int>(41 * t),
+                                       255 - static_cast<int>(216 * t),
+                                       255 - static_cast<int>(215 * t)));
+      heat->setForeground(QColor(t > 0.6 ? Qt::white : Qt::black));
+      QString tip = tr("Per-linear FP8 error of L%1 (relative error + flushed share + saturated "
+                       "share of its worst operand, latest step):")
+                        .arg(l);
+      for (int m = 0; m < kModules; ++m)
+        if (std::isfinite(linearError(l, m)))
+          tip += QStringLiteral("\n  %1  %2%")
+                     .arg(modules()[m])
+                     .arg(100.0 * linearError(l, m), 0, 'f', 2);
+      heat->setToolTip(r.expert >= 0 ? QString() : tip);
+    }
     for (int m = 0; m <= kModules; ++m) {
       auto* item = table_->item(row, m);
       if (!item) {
@@ -478,16 +567,26 @@ void PrecisionGrid::render() {
             tr("%1: the experts differ (open the layer to see each)").arg(where.arg(name)));
       } else {
         const bool fp8 = *p == Precision::fp8;
+        const bool by_autopilot = r.expert < 0 && !is_edited && marked(auto_marks_, l, m);
+        const bool pinned = r.expert < 0 && marked(pin_marks_, l, m);
         item->setText(upper(*p));
-        item->setBackground(fp8 ? (is_edited ? kFp8Edited : kFp8)
-                                : (is_edited ? kBf16Edited : kBf16));
-        item->setToolTip(is_edited
-                             ? tr("%1: %2 (edited, was %3)")
-                                   .arg(where.arg(name), upper(*p), was ? upper(*was) : tr("mixed"))
-                             : tr("%1: %2").arg(where.arg(name), upper(*p)));
+        item->setBackground(by_autopilot ? kAutopilot
+                            : fp8        ? (is_edited ? kFp8Edited : kFp8)
+                                         : (is_edited ? kBf16Edited : kBf16));
+        QString tip = is_edited
+                          ? tr("%1: %2 (edited, was %3)")
+                                .arg(where.arg(name), upper(*p), was ? upper(*was) : tr("mixed"))
+                          : tr("%1: %2").arg(where.arg(name), upper(*p));
+        if (r.expert < 0 && std::isfinite(linearError(l, m)))
+          tip += tr("\nFP8 error signal %1%").arg(100.0 * linearError(l, m), 0, 'f', 2);
+        if (by_autopilot) tip += tr("\nMoved to BF16 by the precision autopilot");
+        if (pinned) tip += tr("\nPinned: set by a person, the autopilot never moves it");
+        item->setToolTip(tip);
       }
       item->setForeground(QColor(Qt::black));
-      item->setFont(is_edited ? bold : normal);
+      QFont font = is_edited ? bold : normal;
+      font.setUnderline(r.expert < 0 && m < kModules && marked(pin_marks_, l, m));
+      item->setFont(font);
       item->setData(kEditedRole, is_edited);
     }
   }

@@ -1,8 +1,10 @@
 // The precision grid: layers × modules (the contract's module list), each cell a BF16/FP8
 // toggle (click flips it); edited cells are highlighted until applied. Row headers show the
-// layer's FP8 quantization error when known. Used by the launch dialog (the run's initial
-// map) and the run view's Precision tab (live edits sent to the worker). Maps, overrides and
-// their text come from the run contract (contract/precision.hpp).
+// layer's FP8 quantization error when known; a heat column shows each layer's worst linear by
+// the per-linear FP8 error signal, and cells mark which linears the precision autopilot holds
+// (violet) and which a person pinned (underlined), with a legend under the table. Used by the
+// launch dialog (the run's initial map) and the run view's Precision tab (live edits sent to the
+// worker). Maps, overrides and their text come from the run contract (contract/precision.hpp).
 //
 // A model with experts (Qwen3-MoE) adds a router column; a layer with experts shows in its
 // gate/up/down cells what its experts share ("MIXED" when they differ; a click sets them all)
@@ -56,6 +58,19 @@ class PrecisionGrid : public QWidget {
   QStringList overridesFrom(Precision base) const;
   // Per-layer FP8 relative error (NaN: unknown) shown in the row headers.
   void setLayerErrors(const std::vector<double>& rel_error);
+  // The per-linear FP8 error signal (metric fp8_error: the precision autopilot's), [layer ·
+  // kModules + module], NaN where unknown: each cell's tooltip says its value, and the heat
+  // column ("FP8 err", hidden while nothing is known) shows each layer's worst linear,
+  // coloured from white (1% and less) to red (100%).
+  void setLinearErrors(const std::vector<double>& errors);
+  // Linears the autopilot holds in BF16 (violet cells) and linears a person pinned (the
+  // autopilot never moves them: underlined), with a legend under the table while there are any.
+  void setMarks(const std::vector<std::pair<int64_t, Module>>& autopilot,
+                const std::vector<std::pair<int64_t, Module>>& pinned);
+  // The heat column's table column, and the text of a layer's heat cell (its worst linear's
+  // error: "98.8%"; "" when hidden).
+  static constexpr int kHeatColumn = kModules + 1;
+  QString heatText(int layer) const;
   // Flips one cell between FP8 and BF16 (what a click does). module kModules is the router.
   void toggle(int layer, int module);
   // The precision name of a shown cell ("fp8"; "mixed" for experts that differ; module
@@ -72,6 +87,7 @@ class PrecisionGrid : public QWidget {
   int rowOf(int layer, int expert = -1) const;
 
   QTableWidget* table() const { return table_; }
+  QLabel* legend() const { return legend_; }
 
   // The message shown above the grid ("" when none): why a map was rejected, or the reason
   // given to setUnavailable.
@@ -118,8 +134,12 @@ class PrecisionGrid : public QWidget {
   void toggleLayer(int layer);
   QTableWidget* table_;
   QLabel* message_;
+  QLabel* legend_;  // what the autopilot's and the pins' marks mean (shown while there are any)
   PrecisionMap applied_, shown_;
   std::vector<double> errors_;
+  std::vector<double> linear_errors_;  // [layer · kModules + module]
+  std::vector<std::pair<int64_t, Module>> auto_marks_, pin_marks_;
+  double linearError(int layer, int module) const;
 };
 
 }  // namespace fp8rl::ui

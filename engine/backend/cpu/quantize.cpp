@@ -430,12 +430,17 @@ void CpuBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOpti
   check_quantize_operands(x, out);
   check(out.format == opt.format, "quantize: output format differs from the options' format");
   if (stats) count_host_sync();  // a device waits to hand the statistics over
+  // Statistics summed into opt.stats_sum (host memory here) are those a caller would receive;
+  // a device sums them where they are, without a wait.
+  QuantStats local;
+  QuantStats* st = stats ? stats : opt.stats_sum ? &local : nullptr;
   if (out.block == ScaleBlock::row1x128) {
-    quantize_rows(x, out, opt, stats);
-    return;
+    quantize_rows(x, out, opt, st);
+  } else {
+    quantize_tiles(x, out, opt, st);
+    fill_tile_scale_padding(out.scale_inv, x.rows, x.cols);
   }
-  quantize_tiles(x, out, opt, stats);
-  fill_tile_scale_padding(out.scale_inv, x.rows, x.cols);
+  if (opt.stats_sum) *opt.stats_sum += *st;
 }
 
 void CpuBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& along,
@@ -450,8 +455,11 @@ void CpuBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& along
   check(along.format == opt.format && transposed.format == opt.format,
         "quantize_with_transpose: output formats differ from the options' format");
   if (stats_along || stats_transposed) count_host_sync();
-  quantize_rows(x, along, opt, stats_along);
+  QuantStats local;
+  QuantStats* st = stats_along ? stats_along : opt.stats_sum ? &local : nullptr;
+  quantize_rows(x, along, opt, st);
   quantize_columns(x, transposed, opt, stats_transposed);
+  if (opt.stats_sum) *opt.stats_sum += *st;
 }
 
 void CpuBackend::dequantize(const Fp8Matrix& q, const Matrix& out) {
