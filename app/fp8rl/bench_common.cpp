@@ -80,8 +80,8 @@ std::vector<std::unique_ptr<Backend>> backends_for(const std::string& choice) {
 }
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"small",     "qwen3-0.6b",   "qwen3-1.7b",
-                                                 "qwen3-8b",  "small-mla",    "moonlight-mla"};
+  static const std::vector<std::string> names = {"small",    "qwen3-0.6b", "qwen3-1.7b",
+                                                 "qwen3-8b", "small-mla",  "moonlight-mla"};
   return names;
 }
 

@@ -270,10 +270,14 @@ std::vector<Module> DecoderModel::input_sharers(Module m) {
     case Module::q:
     case Module::k:
     case Module::v:
-      return {Module::q, Module::k, Module::v};
+    case Module::q_a:
+    case Module::kv_a:  // latent attention: q or q_a and kv_a read the normed hidden state
+      return {Module::q, Module::k, Module::v, Module::q_a, Module::kv_a};
     case Module::gate:
     case Module::up:
       return {Module::gate, Module::up};
+    case Module::q_b:
+    case Module::kv_b:
     case Module::o:
     case Module::down:
       break;

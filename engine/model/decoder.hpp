@@ -140,8 +140,9 @@ class DecoderModel {
   // given by a checkpoint are dropped). FP8 weights are reported to the quant observer.
   void refresh();
 
-  // The modules of a dense layer reading one input: q, k, v (the normed hidden state), gate, up
-  // (the second norm's output); o and down read their own. The input's FP8 operands are made once,
+  // The modules of a layer reading one input: q, k, v, or latent attention's q or q_a and kv_a
+  // (the normed hidden state), gate, up (the second norm's output); o, down, q_b and kv_b read
+  // their own. The input's FP8 operands are made once,
   // by the first of them in FP8, so its quantization statistics are reported for that one.
   static std::vector<Module> input_sharers(Module m);
 

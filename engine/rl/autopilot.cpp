@@ -478,6 +478,7 @@ std::vector<AutopilotLinear> autopilot_linears(
   for (int64_t l = 0; l < map.layers(); ++l)
     for (int mi = 0; mi < kModules; ++mi) {
       const Module m = Module(mi);
+      if (!map.has(l, m)) continue;  // e.g. latent attention's linears in a standard model
       const auto [in, outf] = shape(l, m);
       double flops = 2.0 * static_cast<double>(in) * static_cast<double>(outf);
       if (map.experts(l) > 0 && is_mlp(m)) flops *= static_cast<double>(experts_per_token);

@@ -722,7 +722,8 @@ void GrpoRun::add_fp8_telemetry(StepRecord& r) {
   for (auto& [key, a] : observer_->acc) {
     const auto [layer, kind] = key;
     Histogram h = linear_histogram({}, Observer::kLog2Lo, Observer::kLog2Hi, Observer::kBins);
-    const auto first = counts.begin() + static_cast<std::ptrdiff_t>(a.counts_at * Observer::kCounts);
+    const auto first =
+        counts.begin() + static_cast<std::ptrdiff_t>(a.counts_at * Observer::kCounts);
     h.counts.assign(first, first + static_cast<std::ptrdiff_t>(Observer::kCounts));
     r.histograms.push_back({histogram::fp8_scale_log2(layer, kind), std::move(h)});
     const double n = static_cast<double>(std::max<int64_t>(a.stats.elements, 1));
@@ -775,6 +776,7 @@ AutopilotObservation GrpoRun::add_fp8_signal(StepRecord& r, const RlBatch& b) {
     for (int mi = 0; mi < kModules; ++mi) {
       const Module m = Module(mi);
       const bool mlp = m == Module::gate || m == Module::up || m == Module::down;
+      if (!map.has(l, m)) continue;
       if (map.experts(l) > 0 && mlp && !map.experts_uniform(l, m)) continue;
       if (map.at(l, m) != Precision::fp8) continue;
       // The input this linear reads was quantized (and counted) once, for the first of its

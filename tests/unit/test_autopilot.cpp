@@ -27,6 +27,11 @@ std::pair<int64_t, int64_t> demo_shape(int64_t, Module m) {
       return {128, 256};
     case Module::down:
       return {256, 128};
+    case Module::q_a:  // no latent attention in the demo
+    case Module::q_b:
+    case Module::kv_a:
+    case Module::kv_b:
+      break;
   }
   return {0, 0};
 }
@@ -56,7 +61,7 @@ AutopilotObservation observe_step(int64_t step, double value, const PrecisionMap
   for (int64_t l = 0; l < 2; ++l)
     for (int mi = 0; mi < kModules; ++mi) {
       const AutopilotUnit u{l, Module(mi)};
-      if (map.at(l, u.module) != Precision::fp8) continue;
+      if (!map.has(l, u.module) || map.at(l, u.module) != Precision::fp8) continue;
       double e = 0.03 + 0.001 * mi;
       if (l == 1 && u.module == Module::down) e = 0.6;
       if (l == 0 && u.module == Module::up) e = 0.2;
