@@ -19,16 +19,16 @@ void LinearInput::observe(Backend& be, const QuantOptions& opt, QuantObserver& o
                           Module m) {
   if (observed_) return;
   observed_ = true;
-  QuantStats stats;
   if (along_) {
-    // Already quantized without statistics: measure them on a fresh quantization.
+    // Already quantized without the observer: measure on a fresh quantization (opt carries
+    // the observer's sum).
     Fp8Tensor a = Fp8Tensor::make(be, x_.rows, x_.cols, ScaleBlock::row1x128, opt.format);
-    be.quantize(x_, a.q, opt, &stats);
-    o.observe(layer, m, "activation", a.q, stats);
+    be.quantize(x_, a.q, opt, nullptr);
+    o.observe(layer, m, "activation", a.q);
     return;
   }
-  quantize(be, opt, &stats);
-  o.observe(layer, m, "activation", along_->q, stats);
+  quantize(be, opt);
+  o.observe(layer, m, "activation", along_->q);
 }
 
 const Fp8Tensor& LinearInput::along(Backend& be, const QuantOptions& opt) {
@@ -110,13 +110,11 @@ void Linear::rebuild() {
     // only when observed: on a device they cost a pass and a synchronisation per linear.
     // Otherwise they may be summed where they are, without a synchronisation (the observer's
     // per-linear error signal).
-    QuantObserver* o = observing();
-    QuantStats stats;
     QuantOptions opt = qopt_;
-    if (!o && observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "weight");
-    be_.quantize(w_->master.m(), fp8_w_->q, opt, o ? &stats : nullptr);
+    if (observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "weight");
+    be_.quantize(w_->master.m(), fp8_w_->q, opt, nullptr);
     be_.transpose_fp8(fp8_w_->q, fp8_wt_->q);
-    if (o) o->observe(layer_, module_, "weight", fp8_w_->q, stats);
+    if (QuantObserver* o = observing()) o->observe(layer_, module_, "weight", fp8_w_->q);
   }
 }
 
@@ -131,10 +129,8 @@ void Linear::forward(LinearInput& x, const Matrix& y) {
       break;
     case Precision::fp8: {
       QuantOptions opt = qopt_;  // with the observer's sum, when it keeps one
-      if (QuantObserver* o = observing())
-        x.observe(be_, qopt_, *o, layer_, module_);
-      else if (observer_)
-        opt.stats_sum = observer_->stats_sum(layer_, module_, "activation");
+      if (observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "activation");
+      if (QuantObserver* o = observing()) x.observe(be_, opt, *o, layer_, module_);
       // Decode: one pass per linear (see LinearInput); the fused kernel sums no statistics.
       if (!opt.stats_sum && x.fuses_quantization(be_)) {
         be_.linear_fp8(x.x(), fp8_w_->q, y, opt);
@@ -152,13 +148,10 @@ void Linear::backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantS
   if (precision_ == Precision::fp8) {
     Fp8Tensor dyq = Fp8Tensor::make(be_, M, N, ScaleBlock::row1x128, qopt_.format);
     Fp8Tensor dytq = Fp8Tensor::make(be_, N, M, ScaleBlock::row1x128, qopt_.format);
-    QuantStats observed;
-    QuantObserver* o = observing();
-    if (o && !dy_stats) dy_stats = &observed;
     QuantOptions opt = qopt_;
-    if (!o && observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "gradient");
+    if (observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "gradient");
     be_.quantize_with_transpose(dy, dyq.q, dytq.q, opt, dy_stats, nullptr);
-    if (o) o->observe(layer_, module_, "gradient", dyq.q, *dy_stats);
+    if (QuantObserver* o = observing()) o->observe(layer_, module_, "gradient", dyq.q);
     if (dx.data) be_.gemm_fp8(dyq.q, fp8_wt_->q, dx, 0.0f);      // dgrad: dY · W
     be_.gemm_fp8(dytq.q, x.transposed(be_, qopt_).q, dw, 1.0f);  // wgrad: dW += dYᵀ · X
     return;

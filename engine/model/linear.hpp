@@ -15,15 +15,14 @@ namespace fp8rl {
 class QuantObserver {
  public:
   virtual ~QuantObserver() = default;
-  // Whether observe() wants quantizations now. While it does not, the linears quantize
-  // without statistics (which cost a pass over the data and, on devices, a synchronisation).
+  // Whether observe() wants quantizations now (their scales: the telemetry's histograms).
   virtual bool active() const { return true; }
-  // kind: "weight", "activation" or "gradient"; q lives in backend memory.
-  virtual void observe(int64_t layer, Module module, const char* kind, const Fp8Matrix& q,
-                       const QuantStats& stats) = 0;
-  // While active() is false: where the statistics of a linear's activation or gradient
-  // quantizations are summed in backend memory (QuantOptions::stats_sum, no synchronisation),
-  // or null for none. kind: "weight", "activation" or "gradient".
+  // kind: "weight", "activation" or "gradient"; q lives in backend memory. Its statistics go to
+  // stats_sum(), not here: read on the host one by one they would cost a synchronisation each.
+  virtual void observe(int64_t layer, Module module, const char* kind, const Fp8Matrix& q) = 0;
+  // Where the statistics of a linear's quantizations are summed in backend memory
+  // (QuantOptions::stats_sum, no synchronisation), or null for none. kind: "weight",
+  // "activation" or "gradient".
   virtual QuantStatsSum* stats_sum(int64_t layer, Module module, const char* kind) {
     (void)layer;
     (void)module;

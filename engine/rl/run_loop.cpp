@@ -36,10 +36,11 @@ double resident_memory_mb() {
   return 0.0;
 }
 
-// Collects FP8 quantization telemetry of one step: the histogram of log2 of the dequantization
-// scales, counted where the scales live (Backend::scale_log2_histogram: no synchronisation; a
-// step observes millions of activation scales) and read in one download when the step is
-// recorded, and the statistics, per layer and tensor kind.
+// Collects FP8 quantization telemetry of one step where the tensors live, without
+// synchronisation: the histograms of log2 of the dequantization scales
+// (Backend::scale_log2_histogram; a step observes millions of activation scales) per layer and
+// tensor kind, and the statistics per layer, module and kind (QuantOptions::stats_sum); each
+// read in one download when the step is recorded.
 struct GrpoRun::Observer : QuantObserver {
   // The scale histogram's range: log2 in [-32, 8), one bin per power of two.
   static constexpr int kLog2Lo = -32, kLog2Hi = 8, kBins = kLog2Hi - kLog2Lo;
@@ -49,19 +50,18 @@ struct GrpoRun::Observer : QuantObserver {
   bool enabled = false;
   struct Acc {
     size_t counts_at = 0;  // its counts in `counts`, kCounts from counts_at · kCounts
-    QuantStats stats;
   };
   std::map<std::pair<int64_t, std::string>, Acc> acc;
   Buffer counts;  // int64 counts of every slot, in the backend's memory
   size_t capacity = 0;
-  // The per-linear error signal (every RL step: the first micro-batch's activations and
-  // gradients, the recalibration's weights): summed in backend memory — one record per layer,
-  // module and kind, read once per step — or, on the steps the telemetry above observes, from
-  // what it hears.
+  // The statistics (the telemetry's, and the autopilot's per-linear error signal: the first
+  // micro-batch's activations and gradients, the recalibration's weights): summed in backend
+  // memory, one record per layer, module and kind, read once per step (read_sums).
   bool signal = false;
   int64_t layers = 0;
   Buffer sums;
-  std::map<std::tuple<int64_t, Module, std::string>, QuantStats> heard;
+  std::vector<QuantStatsSum> host_sums;  // this step's sums once read
+  bool sums_read = false;
   static constexpr int kKinds = 3;  // activation, gradient, weight
   static size_t slot(int64_t layer, Module m, const std::string& kind) {
     return static_cast<size_t>((layer * kModules + static_cast<int>(m)) * kKinds +
@@ -72,13 +72,11 @@ struct GrpoRun::Observer : QuantObserver {
 
   bool active() const override { return enabled; }
   QuantStatsSum* stats_sum(int64_t layer, Module m, const char* kind) override {
-    if (!signal || enabled || layer < 0 || layer >= layers) return nullptr;
+    if (!signal || layer < 0 || layer >= layers) return nullptr;
     return sums.as<QuantStatsSum>() + slot(layer, m, kind);
   }
-  void observe(int64_t layer, Module m, const char* kind, const Fp8Matrix& q,
-               const QuantStats& s) override {
+  void observe(int64_t layer, Module, const char* kind, const Fp8Matrix& q) override {
     if (!enabled) return;
-    if (signal) heard[{layer, m, kind}] += s;
     auto [it, added] = acc.try_emplace({layer, kind});
     Acc& a = it->second;
     if (added) {
@@ -87,7 +85,29 @@ struct GrpoRun::Observer : QuantObserver {
       be.zero(slot_counts(a.counts_at), kCounts * sizeof(int64_t));
     }
     be.scale_log2_histogram(q, kLog2Lo, kLog2Hi, slot_counts(a.counts_at));
-    a.stats += s;
+  }
+  // Starts a step's sums: zero in backend memory, none read.
+  void reset_sums() {
+    be.zero(sums.data(), sums.bytes());
+    sums_read = false;
+  }
+  // This step's sums, downloaded on the first call (the one wait they cost a step).
+  const std::vector<QuantStatsSum>& read_sums() {
+    if (!sums_read) {
+      host_sums.resize(sums.bytes() / sizeof(QuantStatsSum));
+      if (!host_sums.empty())
+        be.download(host_sums.data(), sums.data(), host_sums.size() * sizeof(QuantStatsSum));
+      sums_read = true;
+    }
+    return host_sums;
+  }
+  // The statistics of one layer's quantizations of a kind, all its modules (and experts).
+  QuantStats layer_stats(int64_t layer, const std::string& kind) {
+    QuantStats st;
+    if (layer < 0 || layer >= layers) return st;
+    const auto& all = read_sums();
+    for (int mi = 0; mi < kModules; ++mi) st += all[slot(layer, Module(mi), kind)].stats();
+    return st;
   }
   int64_t* slot_counts(size_t i) const { return counts.as<int64_t>() + i * kCounts; }
   // Room for n slots; the counts so far move along (a copy in the backend's memory).
@@ -387,9 +407,9 @@ struct GrpoRun::RlBatch {
   int64_t entropy_n = 0;
   std::vector<float> all_p, all_g;  // p and g of every token (first epoch)
   std::vector<TrainSeq> observed;   // the first micro-batch (the autopilot's measures)
-  // The per-linear error signal this step: taken when the autopilot is on or the FP8 telemetry
-  // observes the step; summed in backend memory (one read) when the telemetry does not.
-  bool signal = false, signal_summed = false;
+  // The quantization statistics this step (the per-linear error signal, the FP8 telemetry's):
+  // summed in backend memory, read once, when the autopilot is on or the telemetry observes.
+  bool signal = false;
 };
 
 StepRecord GrpoRun::rl_step() {
@@ -482,10 +502,8 @@ void GrpoRun::training_phase(RlBatch& b) {
   }
   if (cfg_.kv_cache == KvDType::fp8) model_->set_kv_calibrator(&b.calibrator);
   observer_->acc.clear();
-  observer_->heard.clear();
   b.signal = cfg_.autopilot.on || fp8_telemetry_due();
-  b.signal_summed = b.signal && !fp8_telemetry_due();
-  be_.zero(observer_->sums.data(), observer_->sums.bytes());
+  observer_->reset_sums();
   b.observed.assign(train.begin(),
                     train.begin() + static_cast<std::ptrdiff_t>(std::min(train.size(), mbs)));
   const auto t_train0 = Clock::now();
@@ -726,12 +744,12 @@ void GrpoRun::add_fp8_telemetry(StepRecord& r) {
         counts.begin() + static_cast<std::ptrdiff_t>(a.counts_at * Observer::kCounts);
     h.counts.assign(first, first + static_cast<std::ptrdiff_t>(Observer::kCounts));
     r.histograms.push_back({histogram::fp8_scale_log2(layer, kind), std::move(h)});
-    const double n = static_cast<double>(std::max<int64_t>(a.stats.elements, 1));
-    r.scalars[metric::fp8(layer, kind, "saturated_frac")] =
-        static_cast<double>(a.stats.saturated) / n;
+    const QuantStats st = observer_->layer_stats(layer, kind);
+    const double n = static_cast<double>(std::max<int64_t>(st.elements, 1));
+    r.scalars[metric::fp8(layer, kind, "saturated_frac")] = static_cast<double>(st.saturated) / n;
     r.scalars[metric::fp8(layer, kind, "flushed_frac")] =
-        static_cast<double>(a.stats.flushed_to_zero) / n;
-    r.scalars[metric::fp8(layer, kind, "rel_error")] = a.stats.relative_error();
+        static_cast<double>(st.flushed_to_zero) / n;
+    r.scalars[metric::fp8(layer, kind, "rel_error")] = st.relative_error();
   }
   observer_->acc.clear();
 }
@@ -759,19 +777,13 @@ AutopilotObservation GrpoRun::add_fp8_signal(StepRecord& r, const RlBatch& b) {
   std::vector<QuantStats> weight(static_cast<size_t>(L * kModules)),
       act(static_cast<size_t>(L * kModules)), grad(static_cast<size_t>(L * kModules));
   auto at = [](int64_t l, Module m) { return static_cast<size_t>(l * kModules + int(m)); };
-  std::vector<QuantStatsSum> sums(static_cast<size_t>(L * kModules * Observer::kKinds));
-  if (b.signal_summed)  // the one wait the signal costs a step (none when the telemetry hears it)
-    be_.download(sums.data(), observer_->sums.data(), sums.size() * sizeof(QuantStatsSum));
+  const std::vector<QuantStatsSum>& sums = observer_->read_sums();  // shared with the telemetry
   for (int64_t l = 0; l < L; ++l)
     for (int mi = 0; mi < kModules; ++mi) {
       act[at(l, Module(mi))] = sums[Observer::slot(l, Module(mi), "activation")].stats();
       grad[at(l, Module(mi))] = sums[Observer::slot(l, Module(mi), "gradient")].stats();
       weight[at(l, Module(mi))] = sums[Observer::slot(l, Module(mi), "weight")].stats();
     }
-  for (const auto& [key, st] : observer_->heard) {
-    const auto& [l, m, kind] = key;
-    (kind == "gradient" ? grad : kind == "weight" ? weight : act)[at(l, m)] += st;
-  }
   for (int64_t l = 0; l < L; ++l)
     for (int mi = 0; mi < kModules; ++mi) {
       const Module m = Module(mi);

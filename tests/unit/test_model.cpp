@@ -293,9 +293,7 @@ class TestModel : public QObject {
       bool on = false;
       int calls = 0;
       bool active() const override { return on; }
-      void observe(int64_t, Module, const char*, const Fp8Matrix&, const QuantStats&) override {
-        ++calls;
-      }
+      void observe(int64_t, Module, const char*, const Fp8Matrix&) override { ++calls; }
     } obs;
     ModelConfig cfg = tiny();
     cfg.hidden_size = 128;
