@@ -123,7 +123,9 @@ struct RunSession::Impl {
   bool follow_boundary();
   // The precision autopilot's decision of the last step, after the person's edits of this
   // boundary (they win): applied through the same typed edit and recorded as an `autopilot`
-  // event with its evidence (and in the precision history when it changed the map).
+  // event with its evidence; a change of the map is also what a person's is, a `precision`
+  // event with the whole map and a precision history entry (a live studio builds its history
+  // and chart markers from those events).
   void apply_autopilot(int64_t step, LiveEdit& applied) {
     const auto d = run->take_autopilot_decision();
     if (!d) return;
@@ -132,6 +134,11 @@ struct RunSession::Impl {
     if (!edit.empty()) {
       publish_live(step, true);
       applied.merge(edit);
+    }
+    if (!edit.precision.empty()) {
+      std::string text;
+      for (const auto& o : edit.precision) text += (text.empty() ? "" : ", ") + o.to_string();
+      event(step, {event::kPrecision, "autopilot: " + text, run->model().precision().to_json()});
     }
     event(step, {event::kAutopilot, d->message, d->to_json()});
   }

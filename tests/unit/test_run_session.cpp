@@ -253,13 +253,22 @@ class TestRunSession : public QObject {
       id = session.status().run_id;
     }
     Recorded r = read(store, id);
-    std::vector<RunStore::EventRow> auto_events;
+    std::vector<RunStore::EventRow> auto_events, precision_events;
     bool injected = false;
     for (const auto& e : r.events) {
       if (e.event.kind == event::kAutopilot) auto_events.push_back(e);
+      if (e.event.kind == event::kPrecision) precision_events.push_back(e);
       injected = injected || (e.event.kind == event::kOutliers && e.step == 1);
     }
     QVERIFY(injected);
+    // The move is a precision event too, with the whole map, as a person's edit is: a live
+    // studio's history and chart markers come from those.
+    QCOMPARE(precision_events.size(), size_t{1});
+    QCOMPARE(precision_events[0].step, int64_t{1});
+    QCOMPARE(QString::fromStdString(precision_events[0].event.message),
+             QString("autopilot: 1.down=bf16"));
+    QCOMPARE(PrecisionMap::from_json(precision_events[0].event.data).at(1, Module::down),
+             Precision::bf16);
     QCOMPARE(auto_events.size(), size_t{1});
     const RunStore::EventRow& move = auto_events[0];
     QCOMPARE(move.step, int64_t{1});
