@@ -61,7 +61,11 @@ class StatusDelegate : public QStyledItemDelegate {
     const QWidget* view = option->widget;
     const QStyle* style = view ? view->style() : QApplication::style();
     const QRect room = style->subElementRect(QStyle::SE_ItemViewItemText, option, view);
-    if (option->fontMetrics.horizontalAdvance(option->text) > room.width()) option->text.clear();
+    // The style draws the text inside a margin on each side (QCommonStyle: the focus frame's
+    // margin + 1) and elides it to that: a word only just wider than the room came out "fi…ed".
+    const int margin = style->pixelMetric(QStyle::PM_FocusFrameHMargin, nullptr, view) + 1;
+    if (option->fontMetrics.horizontalAdvance(option->text) > room.width() - 2 * margin)
+      option->text.clear();
   }
 };
 
