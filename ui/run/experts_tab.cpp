@@ -165,8 +165,9 @@ void ExpertsTab::showNew() {
   caption_->setText(
       layers_.empty()
           ? tr("No routing recorded yet (it comes with the first GRPO step).")
-          : tr("%1 layers with experts. Routing replay %2: %3")
-                .arg(layers_.size())
+          : (layers_.size() == 1
+                 ? tr("1 layer with experts. Routing replay %1: %2")
+                 : tr("%1 layers with experts. Routing replay %2: %3").arg(layers_.size()))
                 .arg(replay ? tr("on") : tr("off"))
                 .arg(replay ? tr("the trainer routes each token as the generator did; the "
                                  "mismatch says how often its own routers would not have.")
