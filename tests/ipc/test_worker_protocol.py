@@ -772,12 +772,17 @@ def sweep_steer(db):
     if not c.request("resume")["ok"]:
         fail("resume refused")
     c.wait_for(lambda t, m: t == "event" and m["kind"] == "set" and m["data"]["value"] == 0.0002)
+    # The edit may apply while the run is still paused, before the resume arrives: a stop sent
+    # then would end the paused run without a resume.
+    c.wait_for(lambda t, m: t == "event" and m["kind"] == "resume")
     if not c.request("stop")["ok"]:
         fail("stop refused")
     out, err = runner.communicate(timeout=240)
     con = sqlite3.connect(db)
     statuses = dict(con.execute("SELECT p.point, r.status FROM sweep_points p JOIN runs r ON r.id = p.run_id"))
-    events = [k for (k,) in con.execute("SELECT kind FROM events WHERE run_id=? ORDER BY rowid", (run_id,))]
+    timeline = con.execute("SELECT step, kind, message FROM events WHERE run_id=? ORDER BY rowid",
+                           (run_id,)).fetchall()
+    events = [k for (_, k, _) in timeline]
     sets = [json.loads(d) for (d,) in con.execute(
         "SELECT data FROM events WHERE run_id=? AND kind='set'", (run_id,))]
     con.close()
@@ -787,7 +792,7 @@ def sweep_steer(db):
     if "stopped by a client" not in err or "1 point(s) stopped by a client" not in out:
         fail("the runner did not say it left the stopped run:\n%s\n%s" % (out, err))
     if not {"pause", "resume", "set", "stop"} <= set(events) or sets != [{"key": "lr", "value": 0.0002}]:
-        fail("the run's events %r, settings %r" % (events, sets))
+        fail("the run's events %r, settings %r" % (timeline, sets))
     print("sweep_steer: ok (point %d's run %d paused, edited, stopped from a client; point %d finished)"
           % (point, run_id, other))
 
