@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <optional>
+#include <set>
 
 #include "contract/autopilot.hpp"
 #include "contract/rank_launch.hpp"
@@ -37,93 +39,86 @@ double resident_memory_mb() {
 }
 
 // Collects FP8 quantization telemetry of one step where the tensors live, without
-// synchronisation: the histograms of log2 of the dequantization scales
-// (Backend::scale_log2_histogram; a step observes millions of activation scales) per layer and
-// tensor kind, and the statistics per layer, module and kind (QuantOptions::stats_sum); each
-// read in one download when the step is recorded.
+// synchronisation, in one buffer of backend memory read in one download when the step is
+// recorded: the statistics per layer, module and kind (QuantOptions::stats_sum: the telemetry's,
+// and the autopilot's per-linear error signal: the first micro-batch's activations and
+// gradients, the recalibration's weights), then the histograms of log2 of the dequantization
+// scales per layer and kind (Backend::scale_log2_histogram; a step observes millions of
+// activation scales).
 struct GrpoRun::Observer : QuantObserver {
   // The scale histogram's range: log2 in [-32, 8), one bin per power of two.
   static constexpr int kLog2Lo = -32, kLog2Hi = 8, kBins = kLog2Hi - kLog2Lo;
   static constexpr size_t kCounts = kBins + 2;  // + under/overflow
-  explicit Observer(Backend& backend) : be(backend) {}
+  static constexpr int kKinds = 3;              // activation, gradient, weight
+  Observer(Backend& backend, int64_t model_layers) : be(backend), layers(model_layers) {
+    device = be.alloc(sums_size() * sizeof(QuantStatsSum) + counts_size() * sizeof(int64_t));
+  }
   Backend& be;
-  bool enabled = false;
-  struct Acc {
-    size_t counts_at = 0;  // its counts in `counts`, kCounts from counts_at · kCounts
-  };
-  std::map<std::pair<int64_t, std::string>, Acc> acc;
-  Buffer counts;  // int64 counts of every slot, in the backend's memory
-  size_t capacity = 0;
-  // The statistics (the telemetry's, and the autopilot's per-linear error signal: the first
-  // micro-batch's activations and gradients, the recalibration's weights): summed in backend
-  // memory, one record per layer, module and kind, read once per step (read_sums).
-  bool signal = false;
-  int64_t layers = 0;
-  Buffer sums;
-  std::vector<QuantStatsSum> host_sums;  // this step's sums once read
-  bool sums_read = false;
-  static constexpr int kKinds = 3;  // activation, gradient, weight
+  const int64_t layers;
+  bool enabled = false;  // the FP8 telemetry observes (histograms)
+  bool signal = false;   // statistics are summed
+  Buffer device;         // sums_size() sums, then counts_size() counts
+  std::set<std::pair<int64_t, std::string>> observed;  // the histograms this step
+  std::vector<QuantStatsSum> host_sums;                // once read
+  std::vector<int64_t> host_counts;
+  bool read = false;
+
+  static size_t kind_index(const std::string& kind) {
+    return kind == "gradient" ? 1 : kind == "weight" ? 2 : 0;
+  }
   static size_t slot(int64_t layer, Module m, const std::string& kind) {
-    return static_cast<size_t>((layer * kModules + static_cast<int>(m)) * kKinds +
-                               (kind == "gradient" ? 1
-                                : kind == "weight" ? 2
-                                                   : 0));
+    return static_cast<size_t>(layer * kModules + static_cast<int>(m)) * kKinds + kind_index(kind);
+  }
+  size_t sums_size() const { return static_cast<size_t>(layers * kModules * kKinds); }
+  size_t counts_size() const { return static_cast<size_t>(layers * kKinds) * kCounts; }
+  size_t counts_at(int64_t layer, const std::string& kind) const {
+    return (static_cast<size_t>(layer * kKinds) + kind_index(kind)) * kCounts;
   }
 
   bool active() const override { return enabled; }
   QuantStatsSum* stats_sum(int64_t layer, Module m, const char* kind) override {
     if (!signal || layer < 0 || layer >= layers) return nullptr;
-    return sums.as<QuantStatsSum>() + slot(layer, m, kind);
+    return device.as<QuantStatsSum>() + slot(layer, m, kind);
   }
   void observe(int64_t layer, Module, const char* kind, const Fp8Matrix& q) override {
-    if (!enabled) return;
-    auto [it, added] = acc.try_emplace({layer, kind});
-    Acc& a = it->second;
-    if (added) {
-      a.counts_at = acc.size() - 1;
-      reserve(acc.size());
-      be.zero(slot_counts(a.counts_at), kCounts * sizeof(int64_t));
-    }
-    be.scale_log2_histogram(q, kLog2Lo, kLog2Hi, slot_counts(a.counts_at));
+    if (!enabled || layer < 0 || layer >= layers) return;
+    observed.insert({layer, kind});
+    int64_t* counts = reinterpret_cast<int64_t*>(device.as<QuantStatsSum>() + sums_size());
+    be.scale_log2_histogram(q, kLog2Lo, kLog2Hi, counts + counts_at(layer, kind));
   }
-  // Starts a step's sums: zero in backend memory, none read.
-  void reset_sums() {
-    be.zero(sums.data(), sums.bytes());
-    sums_read = false;
+  // Starts a step: zero in backend memory, nothing observed or read.
+  void reset() {
+    be.zero(device.data(), device.bytes());
+    observed.clear();
+    read = false;
   }
-  // This step's sums, downloaded on the first call (the one wait they cost a step).
-  const std::vector<QuantStatsSum>& read_sums() {
-    if (!sums_read) {
-      host_sums.resize(sums.bytes() / sizeof(QuantStatsSum));
-      if (!host_sums.empty())
-        be.download(host_sums.data(), sums.data(), host_sums.size() * sizeof(QuantStatsSum));
-      sums_read = true;
-    }
+  // This step's sums and counts, downloaded on the first call (the one wait they cost a step).
+  void read_step() {
+    if (read) return;
+    std::vector<std::byte> h(device.bytes());
+    if (!h.empty()) be.download(h.data(), device.data(), h.size());
+    host_sums.resize(sums_size());
+    host_counts.resize(counts_size());
+    std::memcpy(host_sums.data(), h.data(), host_sums.size() * sizeof(QuantStatsSum));
+    std::memcpy(host_counts.data(), h.data() + host_sums.size() * sizeof(QuantStatsSum),
+                host_counts.size() * sizeof(int64_t));
+    read = true;
+  }
+  const std::vector<QuantStatsSum>& sums() {
+    read_step();
     return host_sums;
   }
   // The statistics of one layer's quantizations of a kind, all its modules (and experts).
   QuantStats layer_stats(int64_t layer, const std::string& kind) {
     QuantStats st;
-    if (layer < 0 || layer >= layers) return st;
-    const auto& all = read_sums();
-    for (int mi = 0; mi < kModules; ++mi) st += all[slot(layer, Module(mi), kind)].stats();
+    for (int mi = 0; mi < kModules; ++mi) st += sums()[slot(layer, Module(mi), kind)].stats();
     return st;
   }
-  int64_t* slot_counts(size_t i) const { return counts.as<int64_t>() + i * kCounts; }
-  // Room for n slots; the counts so far move along (a copy in the backend's memory).
-  void reserve(size_t n) {
-    if (n <= capacity) return;
-    const size_t grown = std::max<size_t>({n, 2 * capacity, 64});
-    Buffer bigger = be.alloc(grown * kCounts * sizeof(int64_t));
-    if (capacity > 0) be.copy(bigger.data(), counts.data(), capacity * kCounts * sizeof(int64_t));
-    counts = std::move(bigger);
-    capacity = grown;
-  }
-  // Every slot's counts, slot after slot, in one download.
-  std::vector<int64_t> read_counts() const {
-    std::vector<int64_t> h(acc.size() * kCounts);
-    if (!h.empty()) be.download(h.data(), counts.data(), h.size() * sizeof(int64_t));
-    return h;
+  // One layer's histogram counts of a kind.
+  std::vector<int64_t> counts(int64_t layer, const std::string& kind) {
+    read_step();
+    const auto first = host_counts.begin() + static_cast<std::ptrdiff_t>(counts_at(layer, kind));
+    return {first, first + static_cast<std::ptrdiff_t>(kCounts)};
   }
 };
 
@@ -143,10 +138,7 @@ GrpoRun::GrpoRun(const RunConfig& cfg, Backend& be, Communicator* comm) : cfg_(c
   if (!cfg_.init_checkpoint.empty()) ckpt = read_checkpoint_info(cfg_.init_checkpoint);
   task_ = make_run_task(cfg_, ckpt ? &*ckpt : nullptr);
   model_ = make_run_model(cfg_, be_, *task_, ckpt ? &*ckpt : nullptr);
-  observer_ = std::make_unique<Observer>(be_);
-  observer_->layers = model_->config().num_hidden_layers;
-  observer_->sums = be_.alloc(static_cast<size_t>(observer_->layers * kModules * Observer::kKinds) *
-                              sizeof(QuantStatsSum));
+  observer_ = std::make_unique<Observer>(be_, model_->config().num_hidden_layers);
   model_->set_quant_observer(observer_.get());
   {
     // The autopilot knows every decoder linear's GEMM cost; the overrides of the launch
@@ -501,9 +493,8 @@ void GrpoRun::training_phase(RlBatch& b) {
     b.t_logprob = since(t0);
   }
   if (cfg_.kv_cache == KvDType::fp8) model_->set_kv_calibrator(&b.calibrator);
-  observer_->acc.clear();
   b.signal = cfg_.autopilot.on || fp8_telemetry_due();
-  observer_->reset_sums();
+  observer_->reset();
   b.observed.assign(train.begin(),
                     train.begin() + static_cast<std::ptrdiff_t>(std::min(train.size(), mbs)));
   const auto t_train0 = Clock::now();
@@ -736,13 +727,9 @@ void GrpoRun::add_routing_telemetry(StepRecord& r) {
 }
 
 void GrpoRun::add_fp8_telemetry(StepRecord& r) {
-  const std::vector<int64_t> counts = observer_->read_counts();
-  for (auto& [key, a] : observer_->acc) {
-    const auto [layer, kind] = key;
+  for (const auto& [layer, kind] : observer_->observed) {
     Histogram h = linear_histogram({}, Observer::kLog2Lo, Observer::kLog2Hi, Observer::kBins);
-    const auto first =
-        counts.begin() + static_cast<std::ptrdiff_t>(a.counts_at * Observer::kCounts);
-    h.counts.assign(first, first + static_cast<std::ptrdiff_t>(Observer::kCounts));
+    h.counts = observer_->counts(layer, kind);
     r.histograms.push_back({histogram::fp8_scale_log2(layer, kind), std::move(h)});
     const QuantStats st = observer_->layer_stats(layer, kind);
     const double n = static_cast<double>(std::max<int64_t>(st.elements, 1));
@@ -751,7 +738,7 @@ void GrpoRun::add_fp8_telemetry(StepRecord& r) {
         static_cast<double>(st.flushed_to_zero) / n;
     r.scalars[metric::fp8(layer, kind, "rel_error")] = st.relative_error();
   }
-  observer_->acc.clear();
+  observer_->observed.clear();
 }
 
 namespace {
@@ -777,7 +764,7 @@ AutopilotObservation GrpoRun::add_fp8_signal(StepRecord& r, const RlBatch& b) {
   std::vector<QuantStats> weight(static_cast<size_t>(L * kModules)),
       act(static_cast<size_t>(L * kModules)), grad(static_cast<size_t>(L * kModules));
   auto at = [](int64_t l, Module m) { return static_cast<size_t>(l * kModules + int(m)); };
-  const std::vector<QuantStatsSum>& sums = observer_->read_sums();  // shared with the telemetry
+  const std::vector<QuantStatsSum>& sums = observer_->sums();  // shared with the telemetry
   for (int64_t l = 0; l < L; ++l)
     for (int mi = 0; mi < kModules; ++mi) {
       act[at(l, Module(mi))] = sums[Observer::slot(l, Module(mi), "activation")].stats();

@@ -111,14 +111,16 @@ struct RunSession::Impl {
   void apply_edit(int64_t step, const LiveEdit& edit) {
     run->apply(edit);
     publish_live(step, !edit.precision.empty());
-    if (!edit.precision.empty()) {
-      std::string text;
-      for (const auto& o : edit.precision) text += (text.empty() ? "" : ", ") + o.to_string();
-      event(step, {event::kPrecision, text, run->model().precision().to_json()});
-    }
+    if (!edit.precision.empty()) precision_event(step, edit, "");
     for (const auto& sv : edit.settings)
       event(step, {event::kSet, std::string(sv.setting->key) + " = " + live_value_text(sv.value),
                    live_setting_event_data(sv.setting->key, sv.value)});
+  }
+  // A `precision` event: the edit's overrides after prefix, with the whole map now in force.
+  void precision_event(int64_t step, const LiveEdit& edit, const std::string& prefix) {
+    std::string text;
+    for (const auto& o : edit.precision) text += (text.empty() ? "" : ", ") + o.to_string();
+    event(step, {event::kPrecision, prefix + text, run->model().precision().to_json()});
   }
   bool follow_boundary();
   // The precision autopilot's decision of the last step, after the person's edits of this
@@ -135,11 +137,7 @@ struct RunSession::Impl {
       publish_live(step, true);
       applied.merge(edit);
     }
-    if (!edit.precision.empty()) {
-      std::string text;
-      for (const auto& o : edit.precision) text += (text.empty() ? "" : ", ") + o.to_string();
-      event(step, {event::kPrecision, "autopilot: " + text, run->model().precision().to_json()});
-    }
+    if (!edit.precision.empty()) precision_event(step, edit, "autopilot: ");
     event(step, {event::kAutopilot, d->message, d->to_json()});
   }
 };
