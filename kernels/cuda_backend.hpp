@@ -194,6 +194,10 @@ class CudaBackend final : public Backend {
                        float* rstd) override;
   void rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w, const float* rstd,
                         const Matrix& dx, const Matrix& dw) override;
+  // An rstd pass, then one pass over 128x128 tiles that normalizes, writes y (when it has
+  // data) and quantizes the tile's rows and columns (quantize.cuh: quantize_produced_kernel).
+  void rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
+                           float* rstd, const Fp8Operands& out, const QuantOptions& opt) override;
 
   // rope.cu.
   void moe_combine(const Matrix& y, const int32_t* pos, const float* w, int64_t k,
@@ -217,6 +221,14 @@ class CudaBackend final : public Backend {
   void swiglu_forward(const Matrix& gate, const Matrix& up, const Matrix& h) override;
   void swiglu_backward(const Matrix& dh, const Matrix& gate, const Matrix& up, const Matrix& dgate,
                        const Matrix& dup) override;
+  // One pass over 128x128 tiles that computes, writes (when it has data) and quantizes the
+  // output(s): the backward stages dgate's tile, then dup's (one kernel, one format).
+  void swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Matrix& h,
+                          const Fp8Operands& out, const QuantOptions& opt) override;
+  void swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, const Matrix& up,
+                           const Matrix& dgate, const Matrix& dup, const Fp8Operands& out_gate,
+                           const QuantOptions& opt_gate, const Fp8Operands& out_up,
+                           const QuantOptions& opt_up) override;
 
   // logprobs.cu. One block per row, one read of the row for the softmax statistics.
   void token_logprobs(const Matrix& logits, const int32_t* targets, float inv_temperature,

@@ -42,6 +42,7 @@ void add_sampling_cases(Registry& r);
 void add_generation_cases(Registry& r);
 void add_moe_cases(Registry& r);
 void add_mla_cases(Registry& r);
+void add_fused_cases(Registry& r);
 
 // ---- helpers shared by the case files
 

@@ -153,6 +153,15 @@ class Summary:
                 f" (worst shape, {worst['rows']}x{worst['cols']})" if worst else "")
             self.target(label, worst and worst["vs_copy"], "≥", TARGETS["quant"], fmt_pct,
                         "bench-quant")
+        # The producers that quantize as they write: their bandwidth and their gain over the op
+        # followed by its quantization.
+        for r in rows:
+            if r.get("speedup") is not None:
+                self.info.append((f"{r['op']}, {r['rows']}x{r['cols']}",
+                                  fmt_ratio(r["speedup"])))
+            elif "->fp8" in str(r.get("op", "")) and r.get("vs_copy") is not None:
+                self.info.append((f"{r['op']} vs copy bandwidth, {r['rows']}x{r['cols']}",
+                                  fmt_pct(r["vs_copy"])))
 
     def kernels(self):
         """bench decode: its own targets (a layer's FP8 weight stream, the FP8 KV cache read, each
