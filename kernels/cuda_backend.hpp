@@ -195,7 +195,8 @@ class CudaBackend final : public Backend {
   void rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w, const float* rstd,
                         const Matrix& dx, const Matrix& dw) override;
   // An rstd pass, then one pass over 128x128 tiles that normalizes, writes y (when it has
-  // data) and quantizes the tile's rows and columns (quantize.cuh: quantize_produced_kernel).
+  // data) and quantizes the tile's rows and columns (quantize.cuh: quantize_produced_kernel);
+  // forward-only operands of whole 1x128 blocks skip the staging (a half-warp per block).
   void rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
                            float* rstd, const Fp8Operands& out, const QuantOptions& opt) override;
 

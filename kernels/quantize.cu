@@ -176,25 +176,6 @@ __device__ __forceinline__ void load8(const float* __restrict__ x, float (&v)[8]
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
-// The codes of v·s into q[0..8) (q 8-byte aligned); statistics per element when asked.
-template <Fp8Format F, bool kStats>
-__device__ __forceinline__ void encode8(const float (&v)[8], float s, float sinv,
-                                        uint8_t* __restrict__ q, ThreadStats& st) {
-  unsigned lo = 0, hi = 0;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float xs = __fmul_rn(v[j], s);
-    const uint8_t code = encode<F>(xs);
-    if (j < 4) {
-      lo |= static_cast<unsigned>(code) << (8 * j);
-    } else {
-      hi |= static_cast<unsigned>(code) << (8 * (j - 4));
-    }
-    if constexpr (kStats) count_element<F>(st, v[j], xs, code, sinv);
-  }
-  *reinterpret_cast<uint2*>(q) = make_uint2(lo, hi);
-}
-
 // 1x128 blocks along cols (cols % 128 == 0): a half-warp per block, lane h of the half holds
 // elements 8h .. 8h + 7; a warp takes two consecutive blocks and the loads of its next pair are
 // issued before the current pair is quantized (two pairs in flight per warp).

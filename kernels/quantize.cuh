@@ -170,6 +170,25 @@ __device__ __forceinline__ void quantize_staged_lines(
   }
 }
 
+// The codes of v·s into q[0..8) (q 8-byte aligned); statistics per element when asked.
+template <Fp8Format F, bool kStats>
+__device__ __forceinline__ void encode8(const float (&v)[8], float s, float sinv,
+                                        uint8_t* __restrict__ q, ThreadStats& st) {
+  unsigned lo = 0, hi = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float xs = __fmul_rn(v[j], s);
+    const uint8_t code = encode<F>(xs);
+    if (j < 4) {
+      lo |= static_cast<unsigned>(code) << (8 * j);
+    } else {
+      hi |= static_cast<unsigned>(code) << (8 * (j - 4));
+    }
+    if constexpr (kStats) count_element<F>(st, v[j], xs, code, sinv);
+  }
+  *reinterpret_cast<uint2*>(q) = make_uint2(lo, hi);
+}
+
 // --- producers that quantize what they write
 
 // Where a produced tensor's FP8 operands go: along [M, K] 1x128 along K (q, qs) and transposed
@@ -243,11 +262,71 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Launches quantize_produced_kernel over [M, K] (both > 0) on the stream: enough blocks to fill
-// the device (sm_count SMs), no more than there are tiles.
+// The forward-only case (no transposed copy) of one output, K % 128 == 0, vec: no staging. A
+// half-warp per 1x128 block, lane h of the half computing elements 8h .. 8h + 7 (value8) —
+// the arithmetic of quantize_1x128_vec_kernel, so the same codes and scales.
+template <class Producer, Fp8Format F, bool kStats>
+__global__ void __launch_bounds__(kThreads)
+    quantize_produced_rows_kernel(Producer prod, int64_t M, int64_t K, bool pow2, QuantTarget t0) {
+  const int lane = threadIdx.x & 31, h = lane & 15, half = lane >> 4;
+  const int64_t kbs = K / kBlock;
+  const int64_t tasks = M * kbs;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) >> 5;
+  const int64_t step = 2 * ((static_cast<int64_t>(gridDim.x) * kThreads) >> 5);
+  ThreadStats st;
+  for (int64_t base = 2 * warp; base < tasks; base += step) {  // warp-uniform
+    const int64_t t = base + half;
+    const int64_t r = t / kbs, c0 = (t % kbs) * kBlock;
+    float v[8];
+    if (t < tasks) {
+      prod.value8(0, r, c0 + 8 * h, v);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = 0.0f;
+    }
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = amax_combine(amax, fabsf(v[j]));
+#pragma unroll
+    for (int off = 8; off > 0; off >>= 1)  // within the half-warp
+      amax = amax_combine(amax, __shfl_xor_sync(kFullMask, amax, off));
+    if (t < tasks) {
+      bool degenerate = false;
+      const float s = block_scale(amax, F, pow2, &degenerate);
+      const float sinv = __fdiv_rn(1.0f, s);
+      if (h == 0) {
+        t0.qs[scale_index(ScaleBlock::row1x128, M, K, r, c0)] = sinv;
+        if constexpr (kStats) {
+          ++st.blocks;
+          st.degenerate += degenerate ? 1 : 0;
+        }
+      }
+      encode8<F, kStats>(v, s, sinv, t0.q + r * K + c0 + 8 * h, st);
+    }
+  }
+  if constexpr (kStats) flush_stats(st, t0.stats);
+}
+
+// Launches quantize_produced_kernel over [M, K] (both > 0) on the stream — or, for one
+// forward-only output of whole 1x128 blocks on the 16-byte path, quantize_produced_rows_kernel:
+// enough blocks to fill the device (sm_count SMs), no more than there is work.
 template <class Producer, Fp8Format F, bool kStats>
 void launch_produced(const Producer& prod, int64_t M, int64_t K, bool pow2, const QuantTarget& t0,
                      const QuantTarget& t1, bool vec, cudaStream_t stream, int sm_count) {
+  if constexpr (Producer::kOutputs == 1) {
+    if (t0.qt == nullptr && vec && K % kBlock == 0 && cuda::pointer_alignment(t0.q) >= 8) {
+      auto kernel = quantize_produced_rows_kernel<Producer, F, kStats>;
+      int per_sm = 0;
+      FP8RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+      const int64_t cap = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sm_count, 1);
+      const int64_t warps = (M * (K / kBlock) + 1) / 2;  // two blocks per warp
+      const unsigned grid =
+          static_cast<unsigned>(std::clamp<int64_t>((warps + kWarps - 1) / kWarps, 1, cap));
+      kernel<<<grid, kThreads, 0, stream>>>(prod, M, K, pow2, t0);
+      cuda::check_launch("quantize_produced_rows_kernel");
+      return;
+    }
+  }
   auto kernel = quantize_produced_kernel<Producer, F, kStats>;
   FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(kTransposeSmem)));
