@@ -325,6 +325,10 @@ class CudaBackend final : public Backend {
     int64_t attention_splits = 0;
     int64_t attention_ctas_per_sm = 4;
     int64_t attention_kernel = 1;
+    // Staging of BF16 tiles by quantize_with_transpose and the fused producers: 2 (FP32, 66 KB,
+    // 3 blocks per SM) or 1 (16-bit patterns, 33 KB, 6 blocks per SM; until a GPU round has
+    // measured it, not the default).
+    int64_t quantize_stage_bf16 = 2;
   };
   // Tiles the decode GEMM's split-K counters cover (one unsigned each, zero between launches).
   static constexpr int64_t kSplitCounters = int64_t{1} << 16;

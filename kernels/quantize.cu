@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <type_traits>
 
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
@@ -276,13 +277,16 @@ __global__ void __launch_bounds__(kThreads)
 // x [M, K] → q [M, K] 1x128 along K and qt [K, M] 1x128 along M, from one read of x: a 128x128
 // tile of x is staged in shared memory (dynamic, kTransposeSmem bytes); warps then quantize its
 // rows (blocks of q) and its columns (blocks of qt). stats: 2 records (q, qt) or null.
-template <typename T, Fp8Format F, bool kStats>
+// S: the staging (quantize.cuh: Stage), uint16_t only for a BF16 x.
+template <typename T, Fp8Format F, bool kStats, class S>
 __global__ void __launch_bounds__(kThreads)
     quantize_transpose_kernel(const T* __restrict__ x, int64_t M, int64_t K, bool pow2,
                               uint8_t* __restrict__ q, float* __restrict__ qs,
                               uint8_t* __restrict__ qt, float* __restrict__ qts,
                               DeviceQuantStats* stats, bool vec) {
-  extern __shared__ float tile[];  // [kTile][kPitch]
+  extern __shared__ __align__(16) unsigned char stage_smem[];
+  S* tile = reinterpret_cast<S*>(stage_smem);  // [kTile][Stage<S>::kPitch]
+  constexpr int kP = Stage<S>::kPitch;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t kbs = blocks_of(K);
   const int64_t tiles = blocks_of(M) * kbs;
@@ -300,7 +304,7 @@ __global__ void __launch_bounds__(kThreads)
         float v[8];
         load8(x + (m0 + i) * K + k0 + 8 * h, v);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) tile[i * kPitch + tile_col(8 * h + j)] = v[j];
+        for (int j = 0; j < 8; ++j) Stage<S>::put(tile, i * kP + tile_col(8 * h + j), v[j]);
       }
     } else {
       for (int i = warp; i < nm; i += kWarps) {
@@ -308,17 +312,17 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int c = lane + 32 * j;
-          if (c < nk) tile[i * kPitch + tile_col(c)] = load_elem(xr, c);
+          if (c < nk) Stage<S>::put(tile, i * kP + tile_col(c), load_elem(xr, c));
         }
       }
     }
     __syncthreads();
     // Rows of the tile: blocks of q (row m0 + i, cols k0 ..).
-    quantize_staged_lines<F, kStats, false>(tile, nm, nk, lane, warp, pow2, q, qs, M, K, m0, k0,
-                                            st_along);
+    quantize_staged_lines<F, kStats, false, S>(tile, nm, nk, lane, warp, pow2, q, qs, M, K, m0, k0,
+                                               st_along);
     // Columns of the tile: blocks of qt (row k0 + i of xᵀ, cols m0 ..).
-    quantize_staged_lines<F, kStats, true>(tile, nk, nm, lane, warp, pow2, qt, qts, K, M, k0, m0,
-                                           st_trans);
+    quantize_staged_lines<F, kStats, true, S>(tile, nk, nm, lane, warp, pow2, qt, qts, K, M, k0, m0,
+                                              st_trans);
   }
   if constexpr (kStats) {
     flush_stats(st_along, stats);
@@ -406,6 +410,7 @@ struct QuantLaunch {
   float* qts = nullptr;
   DeviceQuantStats* stats = nullptr;
   ScaleBlock block = ScaleBlock::row1x128;
+  bool stage_bf16 = false;  // quantize_with_transpose of a BF16 x: 16-bit staging (Stage)
   cudaStream_t stream = nullptr;
   int sm_count = 1;
 };
@@ -466,15 +471,23 @@ struct LaunchQuantize {
 
 template <typename T, Fp8Format F, bool kStats>
 struct LaunchQuantizeTranspose {
-  static void run(const QuantLaunch& p) {
-    auto kernel = quantize_transpose_kernel<T, F, kStats>;
+  template <class S>
+  static void run_staged(const QuantLaunch& p) {
+    auto kernel = quantize_transpose_kernel<T, F, kStats, S>;
+    constexpr size_t kSmem = kStageSmem<S>;
     FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kTransposeSmem)));
+                                          static_cast<int>(kSmem)));
     // Whole tiles stage with 16-byte loads when every row start is 16-byte aligned.
     const bool vec = p.cols % 8 == 0 && cuda::pointer_alignment(p.x) >= 16;
-    launch_grid_stride(kernel, "quantize_transpose_kernel", kTransposeSmem,
+    launch_grid_stride(kernel, "quantize_transpose_kernel", kSmem,
                        blocks_of(p.rows) * blocks_of(p.cols), p, static_cast<const T*>(p.x), p.rows,
                        p.cols, p.pow2, p.q, p.qs, p.qt, p.qts, p.stats, vec);
+  }
+  static void run(const QuantLaunch& p) {
+    if constexpr (std::is_same_v<T, uint16_t>) {
+      if (p.stage_bf16) return run_staged<uint16_t>(p);
+    }
+    run_staged<float>(p);
   }
 };
 
@@ -600,6 +613,7 @@ void CudaBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& alon
       quant_launch(x, along, opt, want_stats ? begin_stats() : nullptr, stream_, sm_count_);
   p.qt = transposed.codes;
   p.qts = transposed.scale_inv;
+  p.stage_bf16 = options_.quantize_stage_bf16 == 1;
   dispatch<LaunchQuantizeTranspose>(p, x.dtype, opt.format);
   if (opt.stats_sum) add_stats(opt.stats_sum);
   if (stats_along || stats_transposed) finish_stats(stats_along, stats_transposed);

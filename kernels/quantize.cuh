@@ -150,19 +150,50 @@ __device__ __forceinline__ int tile_col(int c) {
   return (c & ~7) | (((c & 7) + (c >> 5)) & 7);
 }
 
-// Line i < lines of a tile staged in shared memory ([kTile][kPitch]: row i, or with kColumns
+// How a 128x128 tile is staged in shared memory: FP32 values with an odd row pitch (column
+// reads hit 32 banks), or — for values that are BF16 (every value of a BF16 tensor) — their
+// 16-bit patterns with a pitch of 130 halves (65 words: again 32 banks down a column), half the
+// shared memory, so twice the blocks per SM. Both hold the values exactly.
+template <class S>
+struct Stage;
+template <>
+struct Stage<float> {
+  static constexpr int kPitch = kTile + 1;
+  __device__ static float get(const float* t, int i) { return t[i]; }
+  __device__ static void put(float* t, int i, float v) { t[i] = v; }
+};
+template <>
+struct Stage<uint16_t> {
+  static constexpr int kPitch = kTile + 2;
+  __device__ static float get(const uint16_t* t, int i) {
+    return __uint_as_float(static_cast<unsigned>(t[i]) << 16);
+  }
+  // v is a BF16 value (its low 16 bits zero): exact.
+  __device__ static void put(uint16_t* t, int i, float v) {
+    t[i] = static_cast<uint16_t>(__float_as_uint(v) >> 16);
+  }
+};
+// Shared memory of a staged tile.
+template <class S>
+inline constexpr size_t kStageSmem = sizeof(S) * kTile* Stage<S>::kPitch;
+
+// Line i < lines of a tile staged in shared memory ([kTile][pitch]: row i, or with kColumns
 // column i) is one 1x128 block of len values: its codes go to row r0 + i of q [rows, cols] from
 // column c0, its 1/s to the matching entry of qs. Warp w takes lines w, w + kWarps, ...
-template <Fp8Format F, bool kStats, bool kColumns>
-__device__ __forceinline__ void quantize_staged_lines(
-    const float* tile, int lines, int len, int lane, int warp, bool pow2, uint8_t* __restrict__ q,
-    float* __restrict__ qs, int64_t rows, int64_t cols, int64_t r0, int64_t c0, ThreadStats& st) {
+template <Fp8Format F, bool kStats, bool kColumns, class S = float>
+__device__ __forceinline__ void quantize_staged_lines(const S* tile, int lines, int len, int lane,
+                                                      int warp, bool pow2, uint8_t* __restrict__ q,
+                                                      float* __restrict__ qs, int64_t rows,
+                                                      int64_t cols, int64_t r0, int64_t c0,
+                                                      ThreadStats& st) {
+  constexpr int kP = Stage<S>::kPitch;
   for (int i = warp; i < lines; i += kWarps) {  // warp-uniform
     float v[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int e = lane + 32 * j;
-      v[j] = e < len ? tile[kColumns ? e * kPitch + tile_col(i) : i * kPitch + tile_col(e)] : 0.0f;
+      v[j] = e < len ? Stage<S>::get(tile, kColumns ? e * kP + tile_col(i) : i * kP + tile_col(e))
+                     : 0.0f;
     }
     const int64_t r = r0 + i;
     quantize_warp_block<F, kStats>(v, len, lane, pow2, q + r * cols + c0,
@@ -211,11 +242,14 @@ struct QuantTarget {
 // Producer: value(o, r, c) → element (r, c) of output o; value8(o, r, c, v) → elements
 // (r, c .. c + 7) (c a multiple of 8; used when vec: K % 8 == 0 and the producer's operands are
 // 16-byte aligned, for whole tiles).
-template <class Producer, Fp8Format F, bool kStats>
+// S: the staging (Stage), uint16_t only for outputs whose values are BF16.
+template <class Producer, Fp8Format F, bool kStats, class S>
 __global__ void __launch_bounds__(kThreads)
     quantize_produced_kernel(Producer prod, int64_t M, int64_t K, bool pow2, QuantTarget t0,
                              QuantTarget t1, bool vec) {
-  extern __shared__ float tile[];  // [kTile][kPitch]
+  extern __shared__ __align__(16) unsigned char stage_smem[];
+  S* tile = reinterpret_cast<S*>(stage_smem);  // [kTile][Stage<S>::kPitch]
+  constexpr int kP = Stage<S>::kPitch;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t kbs = blocks_of(K);
   const int64_t tiles = blocks_of(M) * kbs;
@@ -236,24 +270,24 @@ __global__ void __launch_bounds__(kThreads)
           float v[8];
           prod.value8(o, m0 + i, k0 + 8 * h, v);
 #pragma unroll
-          for (int j = 0; j < 8; ++j) tile[i * kPitch + tile_col(8 * h + j)] = v[j];
+          for (int j = 0; j < 8; ++j) Stage<S>::put(tile, i * kP + tile_col(8 * h + j), v[j]);
         }
       } else {
         for (int i = warp; i < nm; i += kWarps) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int c = lane + 32 * j;
-            if (c < nk) tile[i * kPitch + tile_col(c)] = prod.value(o, m0 + i, k0 + c);
+            if (c < nk) Stage<S>::put(tile, i * kP + tile_col(c), prod.value(o, m0 + i, k0 + c));
           }
         }
       }
       __syncthreads();
-      quantize_staged_lines<F, kStats, false>(tile, nm, nk, lane, warp, pow2, tg.q, tg.qs, M, K, m0,
-                                              k0, st[o]);
+      quantize_staged_lines<F, kStats, false, S>(tile, nm, nk, lane, warp, pow2, tg.q, tg.qs, M, K,
+                                                 m0, k0, st[o]);
       if (tg.qt)  // block-uniform; no statistics of the transposed copy (as
                   // quantize_with_transpose)
-        quantize_staged_lines<F, false, true>(tile, nk, nm, lane, warp, pow2, tg.qt, tg.qts, K, M,
-                                              k0, m0, st[o]);
+        quantize_staged_lines<F, false, true, S>(tile, nk, nm, lane, warp, pow2, tg.qt, tg.qts, K,
+                                                 M, k0, m0, st[o]);
     }
   }
   if constexpr (kStats) {
@@ -310,7 +344,7 @@ __global__ void __launch_bounds__(kThreads)
 // Launches quantize_produced_kernel over [M, K] (both > 0) on the stream — or, for one
 // forward-only output of whole 1x128 blocks on the 16-byte path, quantize_produced_rows_kernel:
 // enough blocks to fill the device (sm_count SMs), no more than there is work.
-template <class Producer, Fp8Format F, bool kStats>
+template <class Producer, Fp8Format F, bool kStats, class S>
 void launch_produced(const Producer& prod, int64_t M, int64_t K, bool pow2, const QuantTarget& t0,
                      const QuantTarget& t1, bool vec, cudaStream_t stream, int sm_count) {
   if constexpr (Producer::kOutputs == 1) {
@@ -327,36 +361,47 @@ void launch_produced(const Producer& prod, int64_t M, int64_t K, bool pow2, cons
       return;
     }
   }
-  auto kernel = quantize_produced_kernel<Producer, F, kStats>;
+  auto kernel = quantize_produced_kernel<Producer, F, kStats, S>;
+  constexpr size_t kSmem = kStageSmem<S>;
   FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(kTransposeSmem)));
+                                        static_cast<int>(kSmem)));
   int per_sm = 0;
-  FP8RL_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kTransposeSmem));
+  FP8RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmem));
   const int64_t cap = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sm_count, 1);
   const unsigned grid =
       static_cast<unsigned>(std::clamp<int64_t>(blocks_of(M) * blocks_of(K), 1, cap));
-  kernel<<<grid, kThreads, kTransposeSmem, stream>>>(prod, M, K, pow2, t0, t1, vec);
+  kernel<<<grid, kThreads, kSmem, stream>>>(prod, M, K, pow2, t0, t1, vec);
   cuda::check_launch("quantize_produced_kernel");
 }
 
-// The same for the run-time format and the targets' statistics.
+// The same for the run-time format, the targets' statistics and the staging (stage_bf16: the
+// outputs' values are BF16 and the 16-bit staging is asked for).
+template <class Producer, Fp8Format F, bool kStats>
+void launch_produced(const Producer& prod, int64_t M, int64_t K, bool pow2, const QuantTarget& t0,
+                     const QuantTarget& t1, bool vec, bool stage_bf16, cudaStream_t stream,
+                     int sm_count) {
+  if (stage_bf16) {
+    launch_produced<Producer, F, kStats, uint16_t>(prod, M, K, pow2, t0, t1, vec, stream, sm_count);
+  } else {
+    launch_produced<Producer, F, kStats, float>(prod, M, K, pow2, t0, t1, vec, stream, sm_count);
+  }
+}
 template <class Producer>
 void launch_produced(const Producer& prod, int64_t M, int64_t K, const QuantOptions& opt,
-                     const QuantTarget& t0, const QuantTarget& t1, bool vec, cudaStream_t stream,
-                     int sm_count) {
+                     const QuantTarget& t0, const QuantTarget& t1, bool vec, bool stage_bf16,
+                     cudaStream_t stream, int sm_count) {
   const bool stats = t0.stats || t1.stats;
   const bool pow2 = opt.pow2_scales;
   if (opt.format == Fp8Format::e4m3) {
-    stats ? launch_produced<Producer, Fp8Format::e4m3, true>(prod, M, K, pow2, t0, t1, vec, stream,
-                                                             sm_count)
-          : launch_produced<Producer, Fp8Format::e4m3, false>(prod, M, K, pow2, t0, t1, vec, stream,
-                                                              sm_count);
+    stats ? launch_produced<Producer, Fp8Format::e4m3, true>(prod, M, K, pow2, t0, t1, vec,
+                                                             stage_bf16, stream, sm_count)
+          : launch_produced<Producer, Fp8Format::e4m3, false>(prod, M, K, pow2, t0, t1, vec,
+                                                              stage_bf16, stream, sm_count);
   } else {
-    stats ? launch_produced<Producer, Fp8Format::e5m2, true>(prod, M, K, pow2, t0, t1, vec, stream,
-                                                             sm_count)
-          : launch_produced<Producer, Fp8Format::e5m2, false>(prod, M, K, pow2, t0, t1, vec, stream,
-                                                              sm_count);
+    stats ? launch_produced<Producer, Fp8Format::e5m2, true>(prod, M, K, pow2, t0, t1, vec,
+                                                             stage_bf16, stream, sm_count)
+          : launch_produced<Producer, Fp8Format::e5m2, false>(prod, M, K, pow2, t0, t1, vec,
+                                                              stage_bf16, stream, sm_count);
   }
 }
 

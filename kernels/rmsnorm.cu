@@ -207,7 +207,9 @@ void CudaBackend::rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float ep
                    cuda::pointer_alignment(w.data) >= 16 &&
                    (y.data == nullptr || cuda::pointer_alignment(y.data) >= 16);
   const RmsnormProducer prod{cuda::in_of(x), cuda::in_of(w), rstd, cuda::out_of(y), H};
-  quant::launch_produced(prod, M, H, opt, tg, quant::QuantTarget{}, vec, stream_, sm_count_);
+  const bool stage_bf16 = options_.quantize_stage_bf16 == 1 && y.dtype == DType::bf16;
+  quant::launch_produced(prod, M, H, opt, tg, quant::QuantTarget{}, vec, stage_bf16, stream_,
+                         sm_count_);
 }
 
 void CudaBackend::rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w,

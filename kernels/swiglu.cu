@@ -197,8 +197,9 @@ void CudaBackend::swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const
   const quant::QuantTarget tg = quant::produced_target(op, M, I, out, opt);
   make_current();
   const SwigluProducer prod{cuda::in_of(gate), cuda::in_of(up), cuda::out_of(h), I};
+  const bool stage_bf16 = options_.quantize_stage_bf16 == 1 && h.dtype == DType::bf16;
   quant::launch_produced(prod, M, I, opt, tg, quant::QuantTarget{}, vector_ok(I, {&gate, &up, &h}),
-                         stream_, sm_count_);
+                         stage_bf16, stream_, sm_count_);
 }
 
 void CudaBackend::swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, const Matrix& up,
@@ -226,8 +227,11 @@ void CudaBackend::swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, cons
   make_current();
   const SwigluGradProducer prod{cuda::in_of(dh),     cuda::in_of(gate), cuda::in_of(up),
                                 cuda::out_of(dgate), cuda::out_of(dup), I};
+  const bool stage_bf16 =
+      options_.quantize_stage_bf16 == 1 && dgate.dtype == DType::bf16 && dup.dtype == DType::bf16;
   quant::launch_produced(prod, M, I, opt_gate, tg, tu,
-                         vector_ok(I, {&dh, &gate, &up, &dgate, &dup}), stream_, sm_count_);
+                         vector_ok(I, {&dh, &gate, &up, &dgate, &dup}), stage_bf16, stream_,
+                         sm_count_);
 }
 
 }  // namespace fp8rl

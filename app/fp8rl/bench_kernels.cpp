@@ -270,6 +270,20 @@ Json bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& sh
           be.quantize_with_transpose(Y, q.m, qt.m, opt, nullptr, nullptr);
           be.quantize_with_transpose(Y2, q2.m, qt2.m, opt, nullptr, nullptr);
         });
+
+    // The same staged kernels with BF16 tiles staged as 16-bit patterns (half the shared memory,
+    // twice the blocks per SM), where the backend has that kernel option.
+    if (be.set_kernel_option("quantize_stage_bf16", 1)) {
+      row("quantize x, x^T stage16", 2.0 * R * C + operands,
+          [&] { be.quantize_with_transpose(X, q.m, qt.m, opt, nullptr, nullptr); });
+      row("rmsnorm->fp8 stage16", 2.0 * R * C + operands,
+          [&] { be.rmsnorm_forward_fp8(X, Wn, 1e-6f, none, rs, ops, opt); });
+      row("swiglu->fp8 stage16", 4.0 * R * C + operands,
+          [&] { be.swiglu_forward_fp8(X, X2, none, ops, opt); });
+      row("swiglu bwd->fp8 stage16", 6.0 * R * C + 2 * operands,
+          [&] { be.swiglu_backward_fp8(X3, X, X2, none, none, ops, opt, ops2, opt); });
+      be.set_kernel_option("quantize_stage_bf16", 0);
+    }
   }
   std::printf(
       "GB/s counts bytes read + written; 'vs copy' is against a plain copy of the BF16 input\n"

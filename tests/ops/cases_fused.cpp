@@ -6,6 +6,7 @@
 // the reference path itself, so the cases there check the plumbing (an output left unwritten,
 // forward-only operands, two gradients with their own sums).
 #include <cmath>
+#include <functional>
 
 #include "core/bf16.hpp"
 #include "op_case.hpp"
@@ -114,6 +115,12 @@ std::string compare_operands(const DevOperands& got, const DevOperands& want, co
   return {};
 }
 
+// The case with the default staging of the tiles, then with the 16-bit staging of BF16 tiles
+// (the CUDA kernel option quantize_stage_bf16 = 1).
+Result staged_both_ways(Backend& test, const std::function<Result()>& body) {
+  return with_kernel_option(test, "quantize_stage_bf16", {1}, body);
+}
+
 std::string what_of(DType dt, int64_t M, int64_t K, bool transposed, bool written,
                     const QuantOptions& opt) {
   return fmt("%s %s %s%s%s%s", dtype_name(dt), shape_str(M, K).c_str(), fp8_format_name(opt.format),
@@ -123,46 +130,50 @@ std::string what_of(DType dt, int64_t M, int64_t K, bool transposed, bool writte
 
 void add_rmsnorm_case(Registry& reg, int64_t M, int64_t H, DType dt, bool transposed, bool written,
                       QuantOptions opt) {
-  reg.push_back({"rmsnorm_forward_fp8 " + what_of(dt, M, H, transposed, written, opt),
-                 [=](Backend&, Backend& test, Rng& rng) {
-                   const DevMatrix x(test, rng, M, H, dt, 3.0), w(test, rng, 1, H, dt);
-                   DevMatrix y(test, M, H, dt), y_ref(test, M, H, dt), rstd(test, M, 1, DType::f32),
-                       rstd_ref(test, M, 1, DType::f32);
-                   DevOperands got(test, M, H, transposed, opt), want(test, M, H, transposed, opt);
-                   const Matrix yo = written ? y.m : Matrix{nullptr, M, H, dt};
-                   test.rmsnorm_forward_fp8(x.m, w.m, 1e-6f, yo, static_cast<float*>(rstd.m.data),
-                                            got.ops, got.opt);
-                   test.rmsnorm_forward(x.m, w.m, 1e-6f, y_ref.m,
-                                        static_cast<float*>(rstd_ref.m.data));
-                   want.quantize_unfused(test, y_ref.m);
-                   if (rstd.bytes() != rstd_ref.bytes())
-                     return fail("rstd differs from rmsnorm_forward's");
-                   if (written && y.bytes() != y_ref.bytes())
-                     return fail("y differs from rmsnorm_forward's");
-                   if (!written && y.bytes() != std::vector<uint8_t>(y.buf.bytes(), 0))
-                     return fail("an unwritten y changed");
-                   const std::string d = compare_operands(got, want, "y");
-                   return d.empty() ? pass("bit-exact with rmsnorm_forward + quantize") : fail(d);
-                 }});
+  reg.push_back(
+      {"rmsnorm_forward_fp8 " + what_of(dt, M, H, transposed, written, opt),
+       [=](Backend&, Backend& test, Rng& rng) {
+         return staged_both_ways(test, [&]() -> Result {
+           const DevMatrix x(test, rng, M, H, dt, 3.0), w(test, rng, 1, H, dt);
+           DevMatrix y(test, M, H, dt), y_ref(test, M, H, dt), rstd(test, M, 1, DType::f32),
+               rstd_ref(test, M, 1, DType::f32);
+           DevOperands got(test, M, H, transposed, opt), want(test, M, H, transposed, opt);
+           const Matrix yo = written ? y.m : Matrix{nullptr, M, H, dt};
+           test.rmsnorm_forward_fp8(x.m, w.m, 1e-6f, yo, static_cast<float*>(rstd.m.data), got.ops,
+                                    got.opt);
+           test.rmsnorm_forward(x.m, w.m, 1e-6f, y_ref.m, static_cast<float*>(rstd_ref.m.data));
+           want.quantize_unfused(test, y_ref.m);
+           if (rstd.bytes() != rstd_ref.bytes()) return fail("rstd differs from rmsnorm_forward's");
+           if (written && y.bytes() != y_ref.bytes())
+             return fail("y differs from rmsnorm_forward's");
+           if (!written && y.bytes() != std::vector<uint8_t>(y.buf.bytes(), 0))
+             return fail("an unwritten y changed");
+           const std::string d = compare_operands(got, want, "y");
+           return d.empty() ? pass("bit-exact with rmsnorm_forward + quantize") : fail(d);
+         });
+       }});
 }
 
 void add_swiglu_case(Registry& reg, int64_t M, int64_t I, DType dt, bool transposed, bool written,
                      QuantOptions opt) {
   reg.push_back({"swiglu_forward_fp8 " + what_of(dt, M, I, transposed, written, opt),
                  [=](Backend&, Backend& test, Rng& rng) {
-                   const DevMatrix g(test, rng, M, I, dt, 2.0), u(test, rng, M, I, dt);
-                   DevMatrix h(test, M, I, dt), h_ref(test, M, I, dt);
-                   DevOperands got(test, M, I, transposed, opt), want(test, M, I, transposed, opt);
-                   test.swiglu_forward_fp8(g.m, u.m, written ? h.m : Matrix{nullptr, M, I, dt},
-                                           got.ops, got.opt);
-                   test.swiglu_forward(g.m, u.m, h_ref.m);
-                   want.quantize_unfused(test, h_ref.m);
-                   if (written && h.bytes() != h_ref.bytes())
-                     return fail("h differs from swiglu_forward's");
-                   if (!written && h.bytes() != std::vector<uint8_t>(h.buf.bytes(), 0))
-                     return fail("an unwritten h changed");
-                   const std::string d = compare_operands(got, want, "h");
-                   return d.empty() ? pass("bit-exact with swiglu_forward + quantize") : fail(d);
+                   return staged_both_ways(test, [&]() -> Result {
+                     const DevMatrix g(test, rng, M, I, dt, 2.0), u(test, rng, M, I, dt);
+                     DevMatrix h(test, M, I, dt), h_ref(test, M, I, dt);
+                     DevOperands got(test, M, I, transposed, opt),
+                         want(test, M, I, transposed, opt);
+                     test.swiglu_forward_fp8(g.m, u.m, written ? h.m : Matrix{nullptr, M, I, dt},
+                                             got.ops, got.opt);
+                     test.swiglu_forward(g.m, u.m, h_ref.m);
+                     want.quantize_unfused(test, h_ref.m);
+                     if (written && h.bytes() != h_ref.bytes())
+                       return fail("h differs from swiglu_forward's");
+                     if (!written && h.bytes() != std::vector<uint8_t>(h.buf.bytes(), 0))
+                       return fail("an unwritten h changed");
+                     const std::string d = compare_operands(got, want, "h");
+                     return d.empty() ? pass("bit-exact with swiglu_forward + quantize") : fail(d);
+                   });
                  }});
 }
 
@@ -173,29 +184,31 @@ void add_swiglu_backward_case(Registry& reg, int64_t M, int64_t I, DType dt, boo
                           ? " (up in " + std::string(fp8_format_name(opt_up.format)) + ")"
                           : std::string()),
                  [=](Backend&, Backend& test, Rng& rng) {
-                   const DevMatrix dh(test, rng, M, I, dt, 0.5), g(test, rng, M, I, dt, 2.0),
-                       u(test, rng, M, I, dt);
-                   DevMatrix dg(test, M, I, dt), du(test, M, I, dt), dg_ref(test, M, I, dt),
-                       du_ref(test, M, I, dt);
-                   DevOperands got_g(test, M, I, true, opt_gate), got_u(test, M, I, true, opt_up),
-                       want_g(test, M, I, true, opt_gate), want_u(test, M, I, true, opt_up);
-                   const Matrix none{nullptr, M, I, dt};
-                   test.swiglu_backward_fp8(dh.m, g.m, u.m, written ? dg.m : none,
-                                            written ? du.m : none, got_g.ops, got_g.opt, got_u.ops,
-                                            got_u.opt);
-                   test.swiglu_backward(dh.m, g.m, u.m, dg_ref.m, du_ref.m);
-                   want_g.quantize_unfused(test, dg_ref.m);
-                   want_u.quantize_unfused(test, du_ref.m);
-                   const std::vector<uint8_t> zero(dg.buf.bytes(), 0);
-                   if (written && (dg.bytes() != dg_ref.bytes() || du.bytes() != du_ref.bytes()))
-                     return fail("dgate / dup differ from swiglu_backward's");
-                   if (!written && (dg.bytes() != zero || du.bytes() != zero))
-                     return fail("an unwritten gradient changed");
-                   std::string d = compare_operands(got_g, want_g, "dgate");
-                   if (d.empty()) d = compare_operands(got_u, want_u, "dup");
-                   return d.empty()
-                              ? pass("bit-exact with swiglu_backward + quantize_with_transpose")
-                              : fail(d);
+                   return staged_both_ways(test, [&]() -> Result {
+                     const DevMatrix dh(test, rng, M, I, dt, 0.5), g(test, rng, M, I, dt, 2.0),
+                         u(test, rng, M, I, dt);
+                     DevMatrix dg(test, M, I, dt), du(test, M, I, dt), dg_ref(test, M, I, dt),
+                         du_ref(test, M, I, dt);
+                     DevOperands got_g(test, M, I, true, opt_gate), got_u(test, M, I, true, opt_up),
+                         want_g(test, M, I, true, opt_gate), want_u(test, M, I, true, opt_up);
+                     const Matrix none{nullptr, M, I, dt};
+                     test.swiglu_backward_fp8(dh.m, g.m, u.m, written ? dg.m : none,
+                                              written ? du.m : none, got_g.ops, got_g.opt,
+                                              got_u.ops, got_u.opt);
+                     test.swiglu_backward(dh.m, g.m, u.m, dg_ref.m, du_ref.m);
+                     want_g.quantize_unfused(test, dg_ref.m);
+                     want_u.quantize_unfused(test, du_ref.m);
+                     const std::vector<uint8_t> zero(dg.buf.bytes(), 0);
+                     if (written && (dg.bytes() != dg_ref.bytes() || du.bytes() != du_ref.bytes()))
+                       return fail("dgate / dup differ from swiglu_backward's");
+                     if (!written && (dg.bytes() != zero || du.bytes() != zero))
+                       return fail("an unwritten gradient changed");
+                     std::string d = compare_operands(got_g, want_g, "dgate");
+                     if (d.empty()) d = compare_operands(got_u, want_u, "dup");
+                     return d.empty()
+                                ? pass("bit-exact with swiglu_backward + quantize_with_transpose")
+                                : fail(d);
+                   });
                  }});
 }
 

@@ -80,6 +80,13 @@ double global_difference(const std::vector<double>& x, const std::vector<double>
 // ‖x − y‖ / ‖y‖ (0 when both are zero).
 double relative_error(const std::vector<double>& x, const std::vector<double>& y);
 
+// Runs body once with the backend's defaults, then once with each value of a kernel option the
+// backend has (the CPU has none: once), setting the option back to its default after each; the
+// first result that is not a pass is returned, else a pass joining the details, labelled by
+// "option=value".
+Result with_kernel_option(Backend& be, const std::string& option,
+                          const std::vector<int64_t>& values, const std::function<Result()>& body);
+
 std::string shape_str(int64_t r, int64_t c);
 
 // Formats with printf syntax.

@@ -159,7 +159,8 @@ class Summary:
             if r.get("speedup") is not None:
                 self.info.append((f"{r['op']}, {r['rows']}x{r['cols']}",
                                   fmt_ratio(r["speedup"])))
-            elif "->fp8" in str(r.get("op", "")) and r.get("vs_copy") is not None:
+            elif any(w in str(r.get("op", "")) for w in ("->fp8", "stage16")) and \
+                    r.get("vs_copy") is not None:
                 self.info.append((f"{r['op']} vs copy bandwidth, {r['rows']}x{r['cols']}",
                                   fmt_pct(r["vs_copy"])))
 
