@@ -230,6 +230,15 @@ class Summary:
                                       fmt_ratio(bf16 / eager)))
                 if graphed.get("graphs_unused"):
                     self.info.append((f"decode graphs unused, {where}", graphed["graphs_unused"]))
+                # Ragged finishing (--ragged): decode time per token against the forced lengths'
+                # (1: finished sequences cost nothing), and FP8 + FP8 KV against BF16 there.
+                for mode in ("bf16 linears, bf16 KV", "fp8 linears, fp8 KV"):
+                    r = mine.get(mode + ", ragged")
+                    if r and r.get("seconds_per_token_vs_forced") is not None:
+                        self.info.append((f"ragged lengths ({r.get('ragged_min')}+), {mode}, {where}: "
+                                          "s/token vs forced; vs BF16",
+                                          f"{fmt_ratio(r['seconds_per_token_vs_forced'])}; "
+                                          f"{fmt_ratio(r.get('vs_bf16'))}"))
 
     def step(self):
         run = first_run(load(self.folder, "bench-step-gpu"))
