@@ -11,9 +11,10 @@
 //
 // Block-scaled FP8 (gemm_fp8_grouped): cuBLASLt has no grouped block-scaled matmul, so each
 // non-empty group is one gemm_fp8 (cuBLASLt VEC128 x BLK128x128) issued from this one call, with
-// no host synchronisation; gemm_fp8 pads groups whose row count is not a multiple of 8, and
-// groups whose scales do not start 16-byte aligned in the grouped layout get an aligned copy of
-// them first. A single-launch kernel over all groups is future work.
+// no host synchronisation; groups whose row count is not a multiple of 8 run over the rounded row
+// count where the contiguous layout allows it (see there), else gemm_fp8 pads them, and groups
+// whose scales do not start 16-byte aligned in the grouped layout get an aligned copy of them
+// first. A single-launch kernel over all groups is future work.
 #include <dlfcn.h>
 
 #include <cublas_api.h>
@@ -217,37 +218,65 @@ void CudaBackend::gemm_fp8_grouped(const Fp8Matrix& a, const std::vector<Fp8Matr
   check(c.rows == a.rows,
         "gemm_fp8_grouped: c has " + std::to_string(c.rows) + " rows, a " + std::to_string(a.rows));
   const int64_t K = a.cols, kb = blocks_of(K);
+  // cuBLASLt wants n = M_g % 8 == 0; gemm_fp8 pads other row counts through copies of the codes,
+  // the scales and the output (three more launches per group). In the contiguous layout a group
+  // can instead run over M_g rounded up to 8 rows (the over-read rows are the next groups' codes)
+  // and write those extra rows' garbage into the next groups' output rows, which their own
+  // matmuls, queued after it on the stream, overwrite — when it overwrites (beta 0), when no other
+  // padding is needed (K % 16 == 0, every N % 8 == 0) and when the rounded rows stay inside a and
+  // c. Its scales are then re-laid for the rounded row count (one 2-D copy; the extra rows' scales
+  // are 0, so their products are zeros, not NaNs). Kernel option gemm_grouped_kernel=2 turns this
+  // off (then gemm_fp8's padding).
+  bool overread = beta == 0.0f && K > 0 && K % 16 == 0 && options_.gemm_grouped_kernel != 2;
+  for (size_t g = 0; g < rows.size(); ++g)
+    if (rows[g] > 0 && b[g].rows % 8 != 0) overread = false;
   // A group's scales start at a.scale_inv + kb·first_g, 4-byte aligned only; cuBLASLt's scale
   // pointers are given 16-byte alignment (what standalone operands have: pool allocations) by
-  // copying such groups' scales into slots of one allocation. Small: kb·M_g floats each.
-  auto misaligned = [&](int64_t first) {
-    return cuda::pointer_alignment(a.scale_inv + kb * first) < 16;
+  // copying such groups' scales into 256-byte aligned slots of one allocation (kb·M_g floats
+  // each, small).
+  auto rounded = [&](int64_t first, int64_t n) {
+    const int64_t np = (n + 7) / 8 * 8;
+    return overread && np != n && first + np <= a.rows ? np : n;
+  };
+  auto needs_slot = [&](int64_t first, int64_t n) {
+    return kb > 0 &&
+           (rounded(first, n) != n || cuda::pointer_alignment(a.scale_inv + kb * first) < 16);
+  };
+  auto slot_bytes = [&](int64_t first, int64_t n) {
+    return (static_cast<size_t>(kb * rounded(first, n)) * sizeof(float) + 255) / 256 * 256;
   };
   size_t bytes = 0;
   int64_t first = 0;
   for (const int64_t n : rows) {
-    if (n > 0 && misaligned(first))
-      bytes += (static_cast<size_t>(kb * n) * sizeof(float) + 255) / 256 * 256;
+    if (n > 0 && needs_slot(first, n)) bytes += slot_bytes(first, n);
     first += n;
   }
   const Buffer slots = bytes > 0 ? alloc(bytes) : Buffer{};
-  if (bytes > 0) make_current();
+  if (bytes > 0) {
+    make_current();
+    FP8RL_CUDA_CHECK(cudaMemsetAsync(slots.data(), 0, bytes, stream_));
+  }
   size_t at = 0;
   first = 0;
   for (size_t g = 0; g < rows.size(); ++g) {
     const int64_t n = rows[g];
     if (n > 0) {
       const float* scales = a.scale_inv + kb * first;
-      if (misaligned(first)) {
+      const int64_t np = rounded(first, n);
+      if (needs_slot(first, n)) {
         float* slot = reinterpret_cast<float*>(static_cast<char*>(slots.data()) + at);
-        const size_t size = static_cast<size_t>(kb * n) * sizeof(float);
-        FP8RL_CUDA_CHECK(cudaMemcpyAsync(slot, scales, size, cudaMemcpyDeviceToDevice, stream_));
-        at += (size + 255) / 256 * 256;
+        // [kb, n] (pitch n) into [kb, np] (pitch np).
+        FP8RL_CUDA_CHECK(cudaMemcpy2DAsync(
+            slot, static_cast<size_t>(np) * sizeof(float), scales,
+            static_cast<size_t>(n) * sizeof(float), static_cast<size_t>(n) * sizeof(float),
+            static_cast<size_t>(kb), cudaMemcpyDeviceToDevice, stream_));
+        at += slot_bytes(first, n);
         scales = slot;
       }
-      gemm_fp8(Fp8Matrix{a.codes + first * K, const_cast<float*>(scales), n, K,
+      gemm_fp8(Fp8Matrix{a.codes + first * K, const_cast<float*>(scales), np, K,
                          ScaleBlock::row1x128, a.format},
-               b[g], Matrix{row_at(c.data, first, c.cols, dtype_size(c.dtype)), n, c.cols, c.dtype},
+               b[g],
+               Matrix{row_at(c.data, first, c.cols, dtype_size(c.dtype)), np, c.cols, c.dtype},
                beta);
     }
     first += n;
