@@ -81,7 +81,8 @@ experts [--tokens T[,T...]] [--experts E] [--top-k K] [--hidden H] [--inter I] [
     one mixture-of-experts layer's expert GEMMs (gate, up, down; tokens routed uniformly to K
     experts each, sorted by expert) per pass (fprop, dgrad, wgrad): one GEMM call per expert
     against one grouped call for all experts, BF16 and block-scaled FP8 on the same operands
-    (quantized before the timing): TFLOP/s, the grouped speed-up, FP8 against BF16. Target:
+    (quantized before the timing): TFLOP/s, the grouped speed-up, FP8 against BF16; on a
+    device also the grouped call under kernel option gemm_grouped_kernel=2. Target:
     >= 1000 TFLOP/s in FP8 at Qwen3-30B-A3B's expert shapes. Defaults on GPUs: Qwen3-30B-A3B
     (128 experts of 768 on hidden 2048, top 8), tokens 4096,16384, S 0.2; on the CPU a tiny
     layer (8 experts of 128 on 256, top 2), 64 tokens, S 0.

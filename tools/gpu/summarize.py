@@ -156,10 +156,14 @@ class Summary:
         self.target(label, pick and pick.get("grouped_tflops"), "≥",
                     TARGETS["experts_fp8_tflops"], lambda v: f"{v:.4g}", "bench-experts")
         for r in rows:
+            other = r.get("grouped_kernel2_seconds")
             self.info.append((f"MoE expert GEMMs {r['precision']} {r['pass']}, {r['tokens']} "
-                              f"tokens: TFLOP/s per expert / grouped, grouped speed-up",
+                              f"tokens: TFLOP/s per expert / grouped, grouped speed-up"
+                              + (", grouped ms (kernel 2)" if other else ""),
                               f"{r['loop_tflops']:.4g} / {r['grouped_tflops']:.4g}, "
-                              f"{fmt_ratio(r.get('grouped_speedup'))}"))
+                              f"{fmt_ratio(r.get('grouped_speedup'))}"
+                              + (f", {r['grouped_seconds'] * 1e3:.3f} ({other * 1e3:.3f})"
+                                 if other else "")))
 
     def quant(self):
         run = first_run(load(self.folder, "bench-quant"))
