@@ -413,7 +413,7 @@ part_experts() {
     cmd bench-experts "$fp8rl" bench experts --backend cpu --json "$j/bench-experts.json"
   else
     # Qwen3-30B-A3B's experts (the defaults on a GPU), 4,096 and 16,384 tokens.
-    cmd bench-experts "$fp8rl" bench experts --backend cuda --tokens 4096,16384 --seconds 0.1 \
+    cmd bench-experts "$fp8rl" bench experts --backend cuda --tokens 4096,16384 --seconds 0.05 \
       --json "$j/bench-experts.json"
   fi
 }
