@@ -114,6 +114,8 @@ void CudaBackend::release() noexcept {
   if (scratch_) (void)cudaFree(scratch_);
   if (workspace_) (void)cudaFree(workspace_);
   if (lt_) (void)cublasLtDestroy(lt_);
+  cuda::destroy_cublas_handle(cublas_);
+  cublas_ = nullptr;
   // Blocks still allocated (buffers outliving the backend) keep the pool alive until freed.
   if (pool_) (void)cudaMemPoolDestroy(pool_);
   if (stream_) (void)cudaStreamDestroy(stream_);
@@ -378,6 +380,7 @@ constexpr OptionField kOptionFields[] = {
     {"attention_splits", &CudaBackend::KernelOptions::attention_splits, 1, 256},
     {"attention_ctas_per_sm", &CudaBackend::KernelOptions::attention_ctas_per_sm, 1, 64},
     {"quantize_stage_bf16", &CudaBackend::KernelOptions::quantize_stage_bf16, 1, 2},
+    {"gemm_grouped_kernel", &CudaBackend::KernelOptions::gemm_grouped_kernel, 1, 2},
 };
 }  // namespace
 

@@ -84,6 +84,9 @@ struct GemmPlan {
 // Largest power of two dividing the address of p, at most 256 (256 for null).
 uint32_t pointer_alignment(const void* p);
 
+// gemm_grouped.cu: destroys a cuBLAS handle (cublasHandle_t; null: nothing).
+void destroy_cublas_handle(void* handle) noexcept;
+
 }  // namespace cuda
 
 class CudaBackend final : public Backend {
@@ -137,6 +140,22 @@ class CudaBackend final : public Backend {
   std::optional<std::string> gemm_fp8_unsupported(const Fp8Matrix& a, const Fp8Matrix& b,
                                                   const Matrix& c) const override;
 
+  // gemm_grouped.cu: the grouped GEMMs of the experts (Backend: shapes and semantics).
+  // gemm_grouped: one cublasGemmGroupedBatchedEx call (cuBLAS, loaded at run time) for bf16 →
+  // bf16 and f32 → f32, else, or when cuBLAS is missing or has no kernel, one cuBLASLt matmul per
+  // group. gemm_fp8_grouped and the weight-gradient forms: one cuBLASLt matmul per non-empty
+  // group, all queued from the one call (no host synchronisation). group_scales: one kernel per
+  // 256 groups.
+  void gemm_grouped(const Matrix& a, const std::vector<Matrix>& b, const Matrix& c,
+                    const std::vector<int64_t>& rows, float beta) override;
+  void gemm_fp8_grouped(const Fp8Matrix& a, const std::vector<Fp8Matrix>& b, const Matrix& c,
+                        const std::vector<int64_t>& rows, float beta) override;
+  void group_scales(const Fp8Matrix& q, const std::vector<int64_t>& rows, float* out) override;
+  void gemm_wgrad_grouped(const Matrix& dy, const Matrix& x, const std::vector<Matrix>& c,
+                          const std::vector<int64_t>& rows) override;
+  void gemm_fp8_wgrad_grouped(const std::vector<Fp8Matrix>& a, const std::vector<Fp8Matrix>& b,
+                              const std::vector<Matrix>& c) override;
+
   // linear_fp8.cu: the decode GEMM. Up to linear_fp8_max_rows rows (option
   // "linear_fp8_max_rows", default 256), for E4M3, K % 16 == 0 and 16-byte aligned weight codes,
   // one kernel quantizes x's 1x128 blocks into shared memory (the codes and scales of quantize())
@@ -162,6 +181,8 @@ class CudaBackend final : public Backend {
   //   attention_splits       sequence splits of the decode kernel (flash-decoding; 1: none;
   //                          default: enough CTAs for attention_ctas_per_sm per SM)
   //   attention_ctas_per_sm  the decode kernel's CTA target per SM (default 4)
+  //   gemm_grouped_kernel    1: gemm_grouped through cublasGemmGroupedBatchedEx where it
+  //                          applies (default); 2: one cuBLASLt matmul per group
   bool set_kernel_option(const std::string& name, int64_t value) override;
   std::vector<std::pair<std::string, int64_t>> kernel_options() const override;
 
@@ -325,6 +346,7 @@ class CudaBackend final : public Backend {
     int64_t attention_splits = 0;
     int64_t attention_ctas_per_sm = 4;
     int64_t attention_kernel = 1;
+    int64_t gemm_grouped_kernel = 1;
     // Staging of BF16 tiles by quantize_with_transpose and the fused producers: 2 (FP32, 66 KB,
     // 3 blocks per SM) or 1 (16-bit patterns, 33 KB, 6 blocks per SM; until a GPU round has
     // measured it, not the default).
@@ -412,7 +434,9 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;              // inside capture(): allocations are graph memory
   std::vector<void*> capture_scratch_;  // scratch() taken while recording, freed at its end
   cublasLtHandle_t lt_ = nullptr;
-  void* workspace_ = nullptr;  // kWorkspaceBytes, from cudaMalloc (256-byte aligned)
+  void* cublas_ = nullptr;              // cublasHandle_t of gemm_grouped, made on first use
+  std::string grouped_cublas_problem_;  // why gemm_grouped stopped using cuBLAS ("" : it does)
+  void* workspace_ = nullptr;           // kWorkspaceBytes, from cudaMalloc (256-byte aligned)
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
   DeviceQuantStats* stats_dev_ = nullptr;   // 2 records

@@ -135,6 +135,17 @@ struct StepOptions {
 };
 Json bench_step(Backend& be, const StepOptions& o);
 
+// bench experts: one mixture-of-experts layer's expert GEMMs (gate, up, down of `experts`
+// experts of `inter` features on `hidden`, tokens routed uniformly to top_k each) for each count
+// of `tokens`: fprop, dgrad and wgrad, one call per expert against one grouped call, BF16 and
+// block-scaled FP8; TFLOP/s, the grouped call's speed-up and FP8 against BF16. Each timing at
+// least `seconds`.
+struct ExpertsOptions {
+  std::vector<int64_t> tokens;
+  int64_t experts = 0, top_k = 0, hidden = 0, inter = 0;
+  double seconds = 0;
+};
+Json bench_experts(Backend& be, const ExpertsOptions& o);
 // bench moe: GRPO steps of a mixture-of-experts preset, a dense model with the same active
 // parameters, and routing replay off and on (o.model is not used).
 Json bench_moe(Backend& be, const StepOptions& o);

@@ -1,6 +1,6 @@
-// fp8rl bench gemm|quant|rollout|decode|train|step|telemetry: the command line of the benchmarks
-// (bench_*.cpp). Each prints a table per backend, ratios against the baseline measured in the
-// same run; --json FILE also writes the measured rows as one JSON document.
+// fp8rl bench gemm|quant|rollout|decode|experts|train|step|telemetry: the command line of the
+// benchmarks (bench_*.cpp). Each prints a table per backend, ratios against the baseline measured
+// in the same run; --json FILE also writes the measured rows as one JSON document.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -18,7 +18,7 @@ namespace fp8rl::cli {
 namespace {
 
 constexpr const char* kUsage =
-    R"(usage: fp8rl bench gemm|quant|rollout|decode|train|step|telemetry|tokenize|ranks [options]
+    R"(usage: fp8rl bench gemm|quant|rollout|decode|experts|train|step|telemetry|tokenize|ranks [options]
 
 common options:
   --backend all|cpu|cuda|auto   where to measure (default: all; train and step: auto)
@@ -79,6 +79,15 @@ telemetry [--steps N] [--warmup W]
     encoding, sending on a PUB socket to a draining subscriber) against the step itself;
     W warm-up steps (default 2), then N timed (default 20). Target: below 1% of the step time.
 
+experts [--tokens T[,T...]] [--experts E] [--top-k K] [--hidden H] [--inter I] [--seconds S]
+    one mixture-of-experts layer's expert GEMMs (gate, up, down; tokens routed uniformly to K
+    experts each, sorted by expert) per pass (fprop, dgrad, wgrad): one GEMM call per expert
+    against one grouped call for all experts, BF16 and block-scaled FP8 on the same operands
+    (quantized before the timing): TFLOP/s, the grouped speed-up, FP8 against BF16; on a
+    device also the grouped call under kernel option gemm_grouped_kernel=2. Target:
+    >= 1000 TFLOP/s in FP8 at Qwen3-30B-A3B's expert shapes. Defaults on GPUs: Qwen3-30B-A3B
+    (128 experts of 768 on hidden 2048, top 8), tokens 4096,16384, S 0.2; on the CPU a tiny
+    layer (8 experts of 128 on 256, top 2), 64 tokens, S 0.
 moe [--preset NAME] [--set key=value ...] [--steps N] [--warmup W]
     whole GRPO steps of a mixture-of-experts preset (default moe-demo; moonlight-demo) against a
     dense model with the same active parameters (a dense MLP as wide as the experts a token
@@ -122,6 +131,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
        {"model", "batch", "seq-len", "steps", "warmup", "seeds", "preset", "set", "target"}},
       {"step", {"preset", "set", "model", "steps", "warmup"}},
       {"moe", {"preset", "set", "steps", "warmup"}},
+      {"experts", {"tokens", "experts", "top-k", "hidden", "inter", "seconds"}},
       {"telemetry", {"steps", "warmup"}},
       {"tokenize", {"tokenizer", "megabytes"}},
       {"import", {"runs", "scalars", "dir"}},
@@ -137,9 +147,10 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   const std::vector<std::string> sets = take_repeated(rest, "set");
   const std::set<std::string> valued = {
-      "backend", "json",  "shapes",  "seconds", "batch",    "model",     "prompt-len", "new-tokens",
-      "seq-len", "steps", "warmup",  "preset",  "seeds",    "tokenizer", "megabytes",  "ranks",
-      "target",  "runs",  "scalars", "dir",     "contexts", "ragged"};
+      "backend",    "json",    "shapes", "seconds", "batch",   "model", "prompt-len",
+      "new-tokens", "seq-len", "steps",  "warmup",  "preset",  "seeds", "tokenizer",
+      "megabytes",  "ranks",   "target", "runs",    "scalars", "dir",   "contexts",
+      "tokens",     "experts", "top-k",  "hidden",  "inter",   "ragged"};
   const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -220,6 +231,9 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (given("batch") && (what == "rollout" || what == "decode"))
     bench::parse_positive_list(a.get("batch", ""), "batch");
   if (given("contexts")) bench::parse_positive_list(a.get("contexts", ""), "contexts");
+  if (given("tokens")) bench::parse_positive_list(a.get("tokens", ""), "tokens");
+  for (const char* name : {"experts", "top-k", "hidden", "inter"})
+    if (given(name)) int_option(name, 0);
   if (given("batch") && what == "train") int_option("batch", 0);
   if (given("model")) bench::model_shape(a.get("model", ""));
   if (given("shapes")) bench::parse_gemm_shapes(a.get("shapes", ""));
@@ -270,6 +284,15 @@ int cmd_bench(const std::vector<std::string>& args) {
         if (b <= 256) o.sweep_batch = std::max(o.sweep_batch, b);
       o.seconds = given("seconds") ? min_s : cpu ? 0.0 : 0.05;
       runs.push_back(bench::bench_decode(*be, o));
+    } else if (what == "experts") {
+      bench::ExpertsOptions o;
+      o.tokens = bench::parse_positive_list(a.get("tokens", cpu ? "64" : "4096,16384"), "tokens");
+      o.experts = int_option("experts", cpu ? 8 : 128);
+      o.top_k = int_option("top-k", cpu ? 2 : 8);
+      o.hidden = int_option("hidden", cpu ? 256 : 2048);
+      o.inter = int_option("inter", cpu ? 128 : 768);
+      o.seconds = given("seconds") ? min_s : cpu ? 0.0 : 0.2;
+      runs.push_back(bench::bench_experts(*be, o));
     } else if (what == "train" && given("seeds")) {
       bench::SeedsOptions o;
       o.preset = a.get("preset", "demo");

@@ -1,6 +1,7 @@
 #include "backend/backend.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.hpp"
 
@@ -97,6 +98,115 @@ void Backend::swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, const Ma
   swiglu_backward(dh, gate, up, dg, du);
   quantize_operands(*this, dg, out_gate, opt_gate);
   quantize_operands(*this, du, out_up, opt_up);
+}
+
+namespace {
+// Row `first` of a row-major matrix at data with cols columns of elem bytes.
+template <class T>
+T* row_at(T* data, int64_t first, int64_t cols, size_t elem) {
+  using Byte = std::conditional_t<std::is_const_v<T>, const uint8_t, uint8_t>;
+  return reinterpret_cast<T*>(reinterpret_cast<Byte*>(data) +
+                              static_cast<size_t>(first * cols) * elem);
+}
+}  // namespace
+
+int64_t check_grouped_rows(const char* op, const std::vector<int64_t>& rows, int64_t stacked_rows,
+                           size_t per_group) {
+  check(!rows.empty(), std::string(op) + ": no groups");
+  check(per_group == rows.size(), std::string(op) + ": " + std::to_string(rows.size()) +
+                                      " groups of rows but " + std::to_string(per_group) +
+                                      " per-group operands");
+  int64_t total = 0;
+  for (size_t g = 0; g < rows.size(); ++g) {
+    check(rows[g] >= 0, std::string(op) + ": group " + std::to_string(g) + " has " +
+                            std::to_string(rows[g]) + " rows");
+    total += rows[g];
+  }
+  check(total == stacked_rows, std::string(op) + ": the groups' rows sum to " +
+                                   std::to_string(total) + ", the stacked operands have " +
+                                   std::to_string(stacked_rows));
+  return total;
+}
+
+void Backend::gemm_grouped(const Matrix& a, const std::vector<Matrix>& b, const Matrix& c,
+                           const std::vector<int64_t>& rows, float beta) {
+  check_grouped_rows("gemm_grouped", rows, a.rows, b.size());
+  check(c.rows == a.rows,
+        "gemm_grouped: c has " + std::to_string(c.rows) + " rows, a " + std::to_string(a.rows));
+  int64_t first = 0;
+  for (size_t g = 0; g < rows.size(); ++g) {
+    const int64_t n = rows[g];
+    if (n > 0)
+      gemm(Matrix{row_at(a.data, first, a.cols, dtype_size(a.dtype)), n, a.cols, a.dtype}, b[g],
+           Matrix{row_at(c.data, first, c.cols, dtype_size(c.dtype)), n, c.cols, c.dtype}, beta);
+    first += n;
+  }
+}
+
+void Backend::gemm_fp8_grouped(const Fp8Matrix& a, const std::vector<Fp8Matrix>& b, const Matrix& c,
+                               const std::vector<int64_t>& rows, float beta) {
+  check_grouped_rows("gemm_fp8_grouped", rows, a.rows, b.size());
+  check(a.block == ScaleBlock::row1x128, "gemm_fp8_grouped: a must be 1x128 blocks");
+  check(c.rows == a.rows,
+        "gemm_fp8_grouped: c has " + std::to_string(c.rows) + " rows, a " + std::to_string(a.rows));
+  const int64_t K = a.cols, kb = blocks_of(K);
+  int64_t first = 0;
+  for (size_t g = 0; g < rows.size(); ++g) {
+    const int64_t n = rows[g];
+    if (n > 0)
+      gemm_fp8(Fp8Matrix{row_at(a.codes, first, K, 1), a.scale_inv + kb * first, n, K,
+                         ScaleBlock::row1x128, a.format},
+               b[g], Matrix{row_at(c.data, first, c.cols, dtype_size(c.dtype)), n, c.cols, c.dtype},
+               beta);
+    first += n;
+  }
+}
+
+void Backend::group_scales(const Fp8Matrix& q, const std::vector<int64_t>& rows, float* out) {
+  check_grouped_rows("group_scales", rows, q.rows, rows.size());
+  check(q.block == ScaleBlock::row1x128, "group_scales: q must be 1x128 blocks");
+  check(out != q.scale_inv, "group_scales: out must not be q's scales");
+  const int64_t kb = blocks_of(q.cols), total = q.rows;
+  int64_t first = 0;
+  for (const int64_t n : rows) {
+    if (n > 0)
+      for (int64_t cb = 0; cb < kb; ++cb)
+        copy(out + kb * first + cb * n, q.scale_inv + cb * total + first,
+             static_cast<size_t>(n) * sizeof(float));
+    first += n;
+  }
+}
+
+void Backend::gemm_wgrad_grouped(const Matrix& dy, const Matrix& x, const std::vector<Matrix>& c,
+                                 const std::vector<int64_t>& rows) {
+  check_grouped_rows("gemm_wgrad_grouped", rows, dy.rows, c.size());
+  check(x.rows == dy.rows && x.dtype == dy.dtype,
+        "gemm_wgrad_grouped: dy and x must have the same rows and dtype");
+  const int64_t N = dy.cols, K = x.cols;
+  int64_t first = 0;
+  for (size_t g = 0; g < rows.size(); ++g) {
+    const int64_t n = rows[g];
+    if (n > 0) {
+      const Buffer dyt = alloc(static_cast<size_t>(N * n) * dtype_size(dy.dtype));
+      const Buffer xt = alloc(static_cast<size_t>(K * n) * dtype_size(x.dtype));
+      transpose(Matrix{row_at(dy.data, first, N, dtype_size(dy.dtype)), n, N, dy.dtype},
+                Matrix{dyt.data(), N, n, dy.dtype});
+      transpose(Matrix{row_at(x.data, first, K, dtype_size(x.dtype)), n, K, x.dtype},
+                Matrix{xt.data(), K, n, x.dtype});
+      gemm(Matrix{dyt.data(), N, n, dy.dtype}, Matrix{xt.data(), K, n, x.dtype}, c[g], 1.0f);
+    }
+    first += n;
+  }
+}
+
+void Backend::gemm_fp8_wgrad_grouped(const std::vector<Fp8Matrix>& a,
+                                     const std::vector<Fp8Matrix>& b,
+                                     const std::vector<Matrix>& c) {
+  check(a.size() == b.size() && a.size() == c.size(),
+        "gemm_fp8_wgrad_grouped: " + std::to_string(a.size()) + " dY operands, " +
+            std::to_string(b.size()) + " X operands, " + std::to_string(c.size()) + " outputs");
+  for (size_t g = 0; g < a.size(); ++g)
+    if (a[g].cols > 0) gemm_fp8(a[g], b[g], c[g], 1.0f);
 }
 
 namespace {

@@ -241,6 +241,50 @@ class Backend {
   // calling gemm_fp8 per linear (q, k and v read one input); 0: never.
   virtual int64_t linear_fp8_max_rows() const { return 0; }
 
+  // --- Grouped GEMMs: one call for one linear of every expert of a mixture-of-experts layer,
+  // over the experts' tokens sorted by expert (the contiguous layout: expert g owns rows
+  // [first_g, first_g + rows[g]) of the row-stacked operands, first_g = Σ_{h<g} rows[h]). rows
+  // is a host vector of G ≥ 1 counts ≥ 0 (empty groups allowed) summing to the stacked row
+  // count. The defaults (the CPU's: the reference) call gemm / gemm_fp8 once per non-empty
+  // group, so their results are exactly those of the per-group calls; a device may run all
+  // groups in fewer launches and sum in another order (within the single op's bound).
+
+  // c [ΣM_g, N] = per group g: a_g [M_g, K] · b[g] [N, K]ᵀ + beta · c_g, where a_g and c_g are
+  // group g's rows of a [ΣM_g, K] and c. gemm's operand rules (a and every b[g] the same
+  // dtype, f32 or bf16; c f32 or bf16, beta 0 for bf16). fprop: b[g] = W_g; dgrad: b[g] = W_gᵀ.
+  virtual void gemm_grouped(const Matrix& a, const std::vector<Matrix>& b, const Matrix& c,
+                            const std::vector<int64_t>& rows, float beta);
+
+  // c [ΣM_g, N] = per group g: dequant(a_g) · dequant(b[g] [N, K])ᵀ + beta · c_g, FP32
+  // accumulation. a [ΣM_g, K] holds 1x128 codes and scales in the grouped layout: group g's codes
+  // are rows [first_g, first_g + M_g) and its scales, [KB, M_g] as a standalone 1x128 matrix
+  // lays them (s[cb·M_g + r], KB = ceil(K/128)), start at a.scale_inv + KB·first_g — what
+  // quantizing each group's rows on their own writes there, and what group_scales makes of one
+  // quantize() of all rows. b[g]: 128x128 tiles (fprop W_g, dgrad W_gᵀ); c f32 or bf16.
+  virtual void gemm_fp8_grouped(const Fp8Matrix& a, const std::vector<Fp8Matrix>& b,
+                                const Matrix& c, const std::vector<int64_t>& rows, float beta);
+
+  // The grouped layout of gemm_fp8_grouped from quantize()'s: q [ΣM_g, K] 1x128 as one quantize()
+  // of all rows wrote it (s[cb·ΣM + r]); out (scale_count(row1x128, ΣM, K) floats, not
+  // q.scale_inv) receives the same scales with each group's [KB, M_g] block at KB·first_g. The
+  // codes need nothing: 1x128 blocks lie within a row, so one quantization of all rows gives each
+  // group's codes and scales exactly as a quantization of its rows alone would.
+  virtual void group_scales(const Fp8Matrix& q, const std::vector<int64_t>& rows, float* out);
+
+  // Weight gradients, one per group: c[g] [N, K] (f32) += dy_gᵀ · x_g, dy [ΣM_g, N] and
+  // x [ΣM_g, K] (f32 or bf16, the same dtype) in the contiguous layout. The default is what
+  // Linear's backward does per linear: dy_gᵀ and x_gᵀ transposed, then gemm with beta 1.
+  virtual void gemm_wgrad_grouped(const Matrix& dy, const Matrix& x, const std::vector<Matrix>& c,
+                                  const std::vector<int64_t>& rows);
+
+  // FP8 weight gradients, one per group: c[g] [N, K] (f32) += dequant(a[g] [N, M_g]) ·
+  // dequant(b[g] [K, M_g])ᵀ with a[g] = dY_gᵀ and b[g] = X_gᵀ quantized 1x128 along M_g (each
+  // group's own quantize_with_transpose: a 1x128 block along M must not span two groups).
+  // Groups with M_g = 0 add nothing. The default calls gemm_fp8 with beta 1 per group.
+  virtual void gemm_fp8_wgrad_grouped(const std::vector<Fp8Matrix>& a,
+                                      const std::vector<Fp8Matrix>& b,
+                                      const std::vector<Matrix>& c);
+
   // --- Model ops (forward beside backward). Tensors are f32 or bf16 ("activation dtype");
   // arithmetic is FP32 and each output is rounded once to its dtype (nearest even), so the CPU
   // and CUDA round at the same points. Parameter gradients are f32 and ACCUMULATED (+=);
@@ -514,5 +558,11 @@ class Backend {
 void check_gemm_operands(const Matrix& a, const Matrix& b, const Matrix& c, float beta);
 void check_gemm_fp8_operands(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix& c, float beta);
 void check_quantize_operands(const Matrix& x, const Fp8Matrix& out);
+// Checks the operands of the grouped GEMMs (Backend::gemm_grouped, gemm_fp8_grouped,
+// gemm_wgrad_grouped: the row counts against the stacked operands, one b or c per group; each
+// group's product is checked by the single op's rules where it runs); throws an Error naming
+// the op and the mismatch. Returns the stacked row count.
+int64_t check_grouped_rows(const char* op, const std::vector<int64_t>& rows, int64_t stacked_rows,
+                           size_t per_group);
 
 }  // namespace fp8rl

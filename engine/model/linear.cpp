@@ -221,3 +221,240 @@ void Linear::backward(LinearInput& x, const Fp8Gradient& dy, const Matrix& dx) {
 }
 
 }  // namespace fp8rl
+
+namespace fp8rl {
+namespace {
+
+// Rows [first, first + n) of x.
+Matrix rows_view(const Matrix& x, int64_t first, int64_t n) {
+  return Matrix{
+      static_cast<uint8_t*>(x.data) + static_cast<size_t>(first * x.cols) * dtype_size(x.dtype), n,
+      x.cols, x.dtype};
+}
+
+// Expert e's rows of a [ΣM_e, K] 1x128 operand in the grouped layout (a standalone 1x128
+// matrix of its own).
+Fp8Matrix grouped_rows(const Fp8Matrix& q, int64_t first, int64_t n) {
+  return Fp8Matrix{q.codes + first * q.cols,
+                   q.scale_inv + blocks_of(q.cols) * first,
+                   n,
+                   q.cols,
+                   ScaleBlock::row1x128,
+                   q.format};
+}
+
+}  // namespace
+
+GroupedLinearInput::GroupedLinearInput(Matrix x, std::vector<int64_t> rows, bool for_backward)
+    : x_(x), rows_(std::move(rows)), for_backward_(for_backward) {
+  check_grouped_rows("grouped linear input", rows_, x_.rows, rows_.size());
+  experts_.resize(rows_.size());
+  expert_made_.assign(rows_.size(), 0);
+}
+
+LinearInput& GroupedLinearInput::expert(int64_t e) {
+  const size_t i = static_cast<size_t>(e);
+  check(e >= 0 && i < rows_.size(), "grouped linear input: expert " + std::to_string(e) + " of " +
+                                        std::to_string(rows_.size()));
+  if (!expert_made_[i]) {
+    int64_t first = 0;
+    for (size_t g = 0; g < i; ++g) first += rows_[g];
+    experts_[i] = LinearInput(rows_view(x_, first, rows_[i]), for_backward_);
+    expert_made_[i] = 1;
+  }
+  return experts_[i];
+}
+
+void GroupedLinearInput::quantize(Backend& be, const QuantOptions& opt) {
+  if (along_) return;
+  const int64_t M = x_.rows, K = x_.cols;
+  along_ = Fp8Tensor::make(be, M, K, ScaleBlock::row1x128, opt.format);
+  if (M == 0) return;
+  if (!for_backward_) {
+    // One quantization of all rows (the codes are already in place), its scales re-laid per expert.
+    const Buffer scales =
+        be.alloc(static_cast<size_t>(scale_count(ScaleBlock::row1x128, M, K)) * sizeof(float));
+    const Fp8Matrix whole{along_->q.codes,      scales.as<float>(), M, K,
+                          ScaleBlock::row1x128, opt.format};
+    be.quantize(x_, whole, opt, nullptr);
+    be.group_scales(whole, rows_, along_->q.scale_inv);
+    return;
+  }
+  transposed_.resize(rows_.size());
+  int64_t first = 0;
+  for (size_t e = 0; e < rows_.size(); ++e) {
+    const int64_t n = rows_[e];
+    if (n > 0) {
+      transposed_[e] = Fp8Tensor::make(be, K, n, ScaleBlock::row1x128, opt.format);
+      be.quantize_with_transpose(rows_view(x_, first, n), grouped_rows(along_->q, first, n),
+                                 transposed_[e].q, opt, nullptr, nullptr);
+    }
+    first += n;
+  }
+}
+
+const Fp8Tensor& GroupedLinearInput::along(Backend& be, const QuantOptions& opt) {
+  quantize(be, opt);
+  return *along_;
+}
+
+const std::vector<Fp8Tensor>& GroupedLinearInput::transposed(Backend& be, const QuantOptions& opt) {
+  check(for_backward_, "linear: backward through an input made for forward only");
+  quantize(be, opt);
+  return transposed_;
+}
+
+void GroupedLinearInput::observe(Backend& be, const QuantOptions& opt, QuantObserver& o,
+                                 int64_t layer, Module m) {
+  if (observed_) return;
+  observed_ = true;
+  if (along_) {
+    // Already quantized without the observer: measure on a fresh quantization (opt carries the
+    // observer's sum). The scale histogram does not depend on the scales' order.
+    Fp8Tensor a = Fp8Tensor::make(be, x_.rows, x_.cols, ScaleBlock::row1x128, opt.format);
+    if (x_.rows > 0) be.quantize(x_, a.q, opt, nullptr);
+    o.observe(layer, m, "activation", a.q);
+    return;
+  }
+  quantize(be, opt);
+  o.observe(layer, m, "activation", along_->q);
+}
+
+bool Linear::groupable(const std::vector<Linear*>& experts) {
+  check(!experts.empty(), "grouped linear: no experts");
+  const Linear& a = *experts[0];
+  for (const Linear* l : experts) {
+    if (l->precision_ != a.precision_ || l->in_features() != a.in_features() ||
+        l->out_features() != a.out_features())
+      return false;
+    if (a.precision_ == Precision::fp8 &&
+        (l->qopt_.format != a.qopt_.format || l->qopt_.pow2_scales != a.qopt_.pow2_scales))
+      return false;
+  }
+  return true;
+}
+
+void Linear::forward_grouped(const std::vector<Linear*>& experts, GroupedLinearInput& x,
+                             const Matrix& y) {
+  const std::vector<int64_t>& rows = x.rows();
+  check(rows.size() == experts.size(), "grouped linear: " + std::to_string(experts.size()) +
+                                           " experts, " + std::to_string(rows.size()) +
+                                           " groups of rows");
+  check(y.rows == x.x().rows, "grouped linear: output rows differ from the input's");
+  if (x.x().rows == 0) return;
+  Linear& l0 = *experts[0];
+  Backend& be = l0.be_;
+  // Decode steps keep one fused linear_fp8 per expert, as forward() chooses it (no statistics
+  // summed then).
+  const bool fused =
+      l0.precision_ == Precision::fp8 && x.fuses_quantization(be) &&
+      !(l0.observer_ && l0.observer_->stats_sum(l0.layer_, l0.module_, "activation"));
+  if (fused || !groupable(experts)) {
+    int64_t first = 0;
+    for (size_t e = 0; e < experts.size(); ++e) {
+      const int64_t n = rows[e];
+      if (n > 0) experts[e]->forward(x.expert(static_cast<int64_t>(e)), rows_view(y, first, n));
+      first += n;
+    }
+    return;
+  }
+  std::vector<Matrix> w;
+  w.reserve(experts.size());
+  switch (l0.precision_) {
+    case Precision::fp32:
+      check(x.x().dtype == DType::f32, "linear " + l0.w_->name + ": fp32 needs f32 activations");
+      for (Linear* l : experts) w.push_back(l->w_->master.m());
+      be.gemm_grouped(x.x(), w, y, rows, 0.0f);
+      break;
+    case Precision::bf16:
+      for (Linear* l : experts) w.push_back(l->bf16_w_->m());
+      be.gemm_grouped(x.x(), w, y, rows, 0.0f);
+      break;
+    case Precision::fp8: {
+      QuantOptions opt = l0.qopt_;  // with the observer's sum, when it keeps one
+      if (l0.observer_)
+        opt.stats_sum = l0.observer_->stats_sum(l0.layer_, l0.module_, "activation");
+      if (QuantObserver* o = l0.observing()) x.observe(be, opt, *o, l0.layer_, l0.module_);
+      std::vector<Fp8Matrix> wq;
+      wq.reserve(experts.size());
+      for (Linear* l : experts) wq.push_back(l->fp8_w_->q);
+      be.gemm_fp8_grouped(x.along(be, opt).q, wq, y, rows, 0.0f);
+      break;
+    }
+  }
+}
+
+void Linear::backward_grouped(const std::vector<Linear*>& experts, GroupedLinearInput& x,
+                              const Matrix& dy, const Matrix& dx) {
+  const std::vector<int64_t>& rows = x.rows();
+  check(rows.size() == experts.size(), "grouped linear: " + std::to_string(experts.size()) +
+                                           " experts, " + std::to_string(rows.size()) +
+                                           " groups of rows");
+  check(dy.rows == x.x().rows, "grouped linear: dy's rows differ from the input's");
+  if (dy.rows == 0) return;
+  if (!groupable(experts)) {
+    int64_t first = 0;
+    for (size_t e = 0; e < experts.size(); ++e) {
+      const int64_t n = rows[e];
+      if (n > 0)
+        experts[e]->backward(x.expert(static_cast<int64_t>(e)), rows_view(dy, first, n),
+                             dx.data ? rows_view(dx, first, n) : Matrix{});
+      first += n;
+    }
+    return;
+  }
+  Linear& l0 = *experts[0];
+  Backend& be = l0.be_;
+  const int64_t M = dy.rows, N = dy.cols;
+  std::vector<Matrix> dw;
+  dw.reserve(experts.size());
+  for (Linear* l : experts) dw.push_back(l->w_->grad.m());
+  if (l0.precision_ == Precision::fp8) {
+    // dY along N in the grouped layout and each expert's dY_eᵀ along M_e, one
+    // quantize_with_transpose per expert (as backward() per expert: the same codes, scales and
+    // statistics).
+    QuantOptions opt = l0.qopt_;
+    if (l0.observer_) opt.stats_sum = l0.observer_->stats_sum(l0.layer_, l0.module_, "gradient");
+    Fp8Tensor dyq = Fp8Tensor::make(be, M, N, ScaleBlock::row1x128, opt.format);
+    std::vector<Fp8Tensor> dytq(experts.size());
+    int64_t first = 0;
+    for (size_t e = 0; e < experts.size(); ++e) {
+      const int64_t n = rows[e];
+      if (n > 0) {
+        dytq[e] = Fp8Tensor::make(be, N, n, ScaleBlock::row1x128, opt.format);
+        be.quantize_with_transpose(rows_view(dy, first, n), grouped_rows(dyq.q, first, n),
+                                   dytq[e].q, opt, nullptr, nullptr);
+      }
+      first += n;
+    }
+    if (QuantObserver* o = l0.observing()) o->observe(l0.layer_, l0.module_, "gradient", dyq.q);
+    if (dx.data) {  // dgrad: dY_e · W_e
+      std::vector<Fp8Matrix> wt;
+      wt.reserve(experts.size());
+      for (Linear* l : experts) wt.push_back(l->fp8_wt_->q);
+      be.gemm_fp8_grouped(dyq.q, wt, dx, rows, 0.0f);
+    }
+    // wgrad: dW_e += dY_eᵀ · X_e
+    const std::vector<Fp8Tensor>& xt = x.transposed(be, l0.qopt_);
+    std::vector<Fp8Matrix> a, b;
+    std::vector<Matrix> c;
+    for (size_t e = 0; e < experts.size(); ++e)
+      if (rows[e] > 0) {
+        a.push_back(dytq[e].q);
+        b.push_back(xt[e].q);
+        c.push_back(dw[e]);
+      }
+    be.gemm_fp8_wgrad_grouped(a, b, c);
+    return;
+  }
+  // fp32 / bf16: dgrad with the transposed copies, wgrad as backward() per expert.
+  if (dx.data) {
+    std::vector<Matrix> wt;
+    wt.reserve(experts.size());
+    for (Linear* l : experts) wt.push_back(l->wt_->m());
+    be.gemm_grouped(dy, wt, dx, rows, 0.0f);
+  }
+  be.gemm_wgrad_grouped(dy, x.x(), dw, rows);
+}
+
+}  // namespace fp8rl

@@ -5,6 +5,7 @@
 
 #include <initializer_list>
 #include <optional>
+#include <vector>
 
 #include "model/config.hpp"
 #include "model/tensor.hpp"
@@ -87,6 +88,55 @@ Linear* produced_reader(std::initializer_list<Linear*> readers, const LinearInpu
 // Whether every one of `readers` takes x from the producer: then x itself need not be written.
 bool all_take_produced(std::initializer_list<Linear*> readers, const LinearInput& x);
 
+// An expert-sorted activation X [ΣM_e, K] feeding one linear of every expert of a
+// mixture-of-experts layer (x feeds the experts' gate and up, the SwiGLU output their down):
+// expert e's rows[e] rows follow expert e − 1's (the contiguous layout of the grouped GEMMs,
+// Backend::gemm_grouped). The grouped form of LinearInput: its FP8 operands are made once, by
+// the first FP8 consumer, and shared — X along K for all experts in the grouped 1x128 layout of
+// Backend::gemm_fp8_grouped and, for backward, each expert's X_eᵀ along M_e.
+//
+// How they are quantized. Along K, 1x128 blocks lie within a row, so one quantize() of all rows
+// gives every expert's codes and scales exactly as a quantization of its rows alone; a
+// forward-only input is quantized that way (one call and one group_scales). An input for
+// backward also needs X_eᵀ quantized along M_e, whose 128-blocks must not span two experts: it
+// is quantized per expert (quantize_with_transpose of its rows, writing X_e along K into its
+// place in the grouped layout), as the linears did one by one. Padding each expert's rows to a
+// multiple of 128 (DeepGEMM's contiguous layout) would let one call make both operands, but it
+// needs a padded copy of X and of every expert-sorted activation, and the padding rows would
+// enter the quantization statistics as degenerate blocks; the per-expert calls keep the
+// numbers and the telemetry of the per-expert path bit for bit.
+class GroupedLinearInput {
+ public:
+  GroupedLinearInput() = default;
+  GroupedLinearInput(Matrix x, std::vector<int64_t> rows, bool for_backward = true);
+  const Matrix& x() const { return x_; }
+  const std::vector<int64_t>& rows() const { return rows_; }
+  // Expert e's rows as a LinearInput, for linears that run one expert at a time.
+  LinearInput& expert(int64_t e);
+  // The FP8 operands, quantized on first use: X along K [ΣM_e, K] in the grouped layout, and
+  // per expert X_eᵀ [K, M_e] along M_e (for_backward only; empty for experts without rows).
+  const Fp8Tensor& along(Backend& be, const QuantOptions& opt);
+  const std::vector<Fp8Tensor>& transposed(Backend& be, const QuantOptions& opt);
+  // Whether FP8 linears should run one expert at a time through Backend::linear_fp8 (decode
+  // steps: a forward-only input of at most linear_fp8_max_rows rows, not quantized yet).
+  bool fuses_quantization(const Backend& be) const {
+    return !for_backward_ && !along_ && x_.rows <= be.linear_fp8_max_rows();
+  }
+  // Quantizes (first call only) and reports X along K once to the observer.
+  void observe(Backend& be, const QuantOptions& opt, QuantObserver& o, int64_t layer, Module m);
+
+ private:
+  void quantize(Backend& be, const QuantOptions& opt);
+  Matrix x_;
+  std::vector<int64_t> rows_;
+  bool for_backward_ = true;
+  std::optional<Fp8Tensor> along_;
+  std::vector<Fp8Tensor> transposed_;
+  std::vector<LinearInput> experts_;
+  std::vector<char> expert_made_;
+  bool observed_ = false;
+};
+
 class Linear {
  public:
   // An owned weight [out, in] named `name` (Hugging Face name without ".weight").
@@ -138,6 +188,20 @@ class Linear {
 
   // y [M, out] = x·Wᵀ; y may be f32 or bf16 (fp8 and bf16 GEMMs accumulate in FP32).
   void forward(LinearInput& x, const Matrix& y);
+  // --- The experts of a mixture-of-experts layer: one linear (gate, up or down) of every expert
+  // (experts[e], all of one shape) on an expert-sorted input. When the experts share a precision
+  // (and, for fp8, a format and scale rule: groupable) each pass is one grouped GEMM; otherwise
+  // (and for decode steps, see GroupedLinearInput::fuses_quantization) the experts run one by one
+  // through forward/backward. Either way each expert's rows get what forward/backward gives them.
+  static bool groupable(const std::vector<Linear*>& experts);
+  // y [ΣM_e, out]: expert e's rows = x_e·W_eᵀ.
+  static void forward_grouped(const std::vector<Linear*>& experts, GroupedLinearInput& x,
+                              const Matrix& y);
+  // dx [ΣM_e, in]: expert e's rows = dy_e·W_e (written; skipped when dx.data is null), and each
+  // W_e.grad += dy_eᵀ·x_e. dy [ΣM_e, out]; FP8 statistics and observations of dy as backward's.
+  static void backward_grouped(const std::vector<Linear*>& experts, GroupedLinearInput& x,
+                               const Matrix& dy, const Matrix& dx);
+
   // dx [M, in] = dy·W (written; skipped when dx.data is null) and W.grad += dyᵀ·x.
   // dy_stats, when given, receives the quantization statistics of dy (fp8).
   void backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantStats* dy_stats = nullptr);

@@ -49,15 +49,15 @@ void RoutingStats::add(const RoutingStats& o) {
 
 struct MoeBlock::Saved {
   int64_t M = 0;
-  std::vector<float> probs;             // [M, E] router softmax (FP32)
-  std::vector<int32_t> chosen;          // [M·k] expert ids
-  std::vector<float> weights;           // [M·k]
-  std::vector<int64_t> first, count;    // each expert's rows of X
-  Tensor pos, w;                        // device [M·k]: row of (token, choice); its weight
-  Tensor x, g, u, a, y;                 // [M·k, H], [M·k, I] ×3, [M·k, H]
-  std::vector<LinearInput> in_x, in_a;  // per expert: views of x and a
-  std::vector<float> aux_grad;          // [E]: d(aux loss)/dP_e · (1/M), added to each token's dp
-  Tensor sg, su, sa;                    // the shared expert's gate, up, SwiGLU output [M, Is]
+  std::vector<float> probs;           // [M, E] router softmax (FP32)
+  std::vector<int32_t> chosen;        // [M·k] expert ids
+  std::vector<float> weights;         // [M·k]
+  std::vector<int64_t> first, count;  // each expert's rows of X
+  Tensor pos, w;                      // device [M·k]: row of (token, choice); its weight
+  Tensor x, g, u, a, y;               // [M·k, H], [M·k, I] ×3, [M·k, H]
+  GroupedLinearInput in_x, in_a;      // x and a, each expert's rows in turn
+  std::vector<float> aux_grad;        // [E]: d(aux loss)/dP_e · (1/M), added to each token's dp
+  Tensor sg, su, sa;                  // the shared expert's gate, up, SwiGLU output [M, Is]
   LinearInput in_sa;
 };
 
@@ -81,6 +81,7 @@ MoeBlock::MoeBlock(Backend& be, const std::string& prefix, int64_t hidden, const
     ex[0] = std::make_unique<Linear>(be, p + "gate_proj", inter_, hidden);
     ex[1] = std::make_unique<Linear>(be, p + "up_proj", inter_, hidden);
     ex[2] = std::make_unique<Linear>(be, p + "down_proj", hidden, inter_);
+    for (size_t i = 0; i < 3; ++i) by_module_[i].push_back(ex[i].get());
   }
   if (cfg.shared_experts > 0) {
     const int64_t I = cfg.intermediate_size * cfg.shared_experts;
@@ -306,25 +307,19 @@ void MoeBlock::forward(LinearInput& h, const Matrix& out, bool training, const i
   S->x = Tensor::make(be_, M * k, H, ad);
   if (M > 0) be_.embedding_forward(tok.buf.as<const int32_t>(), h.x(), S->x.m());
 
-  // 4. Each expert on its rows: down(silu(gate(x))·up(x)).
+  // 4. Each expert on its rows: down(silu(gate(x))·up(x)), each linear one grouped GEMM over all
+  // experts (Linear::forward_grouped), the SwiGLU one call over all rows.
   S->g = Tensor::make(be_, M * k, inter_, ad);
   S->u = Tensor::make(be_, M * k, inter_, ad);
   S->a = Tensor::make(be_, M * k, inter_, ad);
   S->y = Tensor::make(be_, M * k, H, ad);
-  S->in_x.resize(static_cast<size_t>(E));
-  S->in_a.resize(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t f = S->first[static_cast<size_t>(e)], n = S->count[static_cast<size_t>(e)];
-    if (n == 0) continue;
-    auto& ex = experts_[static_cast<size_t>(e)];
-    LinearInput& in_x = S->in_x[static_cast<size_t>(e)] =
-        LinearInput(rows_of(S->x, f, n), training);
-    ex[0]->forward(in_x, rows_of(S->g, f, n));
-    ex[1]->forward(in_x, rows_of(S->u, f, n));
-    be_.swiglu_forward(rows_of(S->g, f, n), rows_of(S->u, f, n), rows_of(S->a, f, n));
-    LinearInput& in_a = S->in_a[static_cast<size_t>(e)] =
-        LinearInput(rows_of(S->a, f, n), training);
-    ex[2]->forward(in_a, rows_of(S->y, f, n));
+  S->in_x = GroupedLinearInput(S->x.m(), S->count, training);
+  S->in_a = GroupedLinearInput(S->a.m(), S->count, training);
+  if (M > 0) {
+    Linear::forward_grouped(by_module_[0], S->in_x, S->g.m());
+    Linear::forward_grouped(by_module_[1], S->in_x, S->u.m());
+    be_.swiglu_forward(S->g.m(), S->u.m(), S->a.m());
+    Linear::forward_grouped(by_module_[2], S->in_a, S->y.m());
   }
 
   // 5. Back to the tokens, weighted.
@@ -365,21 +360,15 @@ void MoeBlock::backward(LinearInput& h, const Matrix& dout, const Matrix& dh) {
   Tensor dw = Tensor::make(be_, M * k, 1, DType::f32);
   be_.moe_combine_backward(dout, S.y.m(), S.pos.buf.as<const int32_t>(), S.w.f32(), k, dy.m(),
                            dw.f32());
-  // 2. Through each expert.
+  // 2. Through the experts, each linear's backward one grouped call over all experts.
   Tensor dx = Tensor::make(be_, M * k, H, ad), tmp = Tensor::make(be_, M * k, H, ad);
   Tensor da = Tensor::make(be_, M * k, inter_, ad), dg = Tensor::make(be_, M * k, inter_, ad),
          du = Tensor::make(be_, M * k, inter_, ad);
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t f = S.first[static_cast<size_t>(e)], n = S.count[static_cast<size_t>(e)];
-    if (n == 0) continue;
-    auto& ex = experts_[static_cast<size_t>(e)];
-    ex[2]->backward(S.in_a[static_cast<size_t>(e)], rows_of(dy, f, n), rows_of(da, f, n));
-    be_.swiglu_backward(rows_of(da, f, n), rows_of(S.g, f, n), rows_of(S.u, f, n),
-                        rows_of(dg, f, n), rows_of(du, f, n));
-    ex[0]->backward(S.in_x[static_cast<size_t>(e)], rows_of(dg, f, n), rows_of(dx, f, n));
-    ex[1]->backward(S.in_x[static_cast<size_t>(e)], rows_of(du, f, n), rows_of(tmp, f, n));
-    be_.add(rows_of(dx, f, n), rows_of(tmp, f, n), rows_of(dx, f, n));
-  }
+  Linear::backward_grouped(by_module_[2], S.in_a, dy.m(), da.m());
+  be_.swiglu_backward(da.m(), S.g.m(), S.u.m(), dg.m(), du.m());
+  Linear::backward_grouped(by_module_[0], S.in_x, dg.m(), dx.m());
+  Linear::backward_grouped(by_module_[1], S.in_x, du.m(), tmp.m());
+  be_.add(dx.m(), tmp.m(), dx.m());
   // 3. The experts' input gradients summed back to their tokens.
   const Tensor ones = upload_f32(be_, std::vector<float>(static_cast<size_t>(M * k), 1.0f));
   be_.moe_combine(dx.m(), S.pos.buf.as<const int32_t>(), ones.f32(), k, dh);

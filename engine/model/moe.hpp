@@ -11,11 +11,14 @@
 //   divided by their sum + 1e-20 (norm_topk_prob), × routed_scaling_factor. Beside the
 //   experts a shared SwiGLU MLP (mlp.shared_experts.*) of every token, added.
 //
-// Dispatch: the (token, choice) pairs are sorted by expert, so each expert runs one GEMM per
-// linear on its contiguous rows (each expert's linears in their own precision: FP8 with
-// per-expert 128x128 weight tiles and 1x128 activation blocks, or BF16); the rows go back to
-// their tokens with Backend::moe_combine. Routing (softmax, top-k) runs on the host in FP32,
-// with softmax_exps (backend/sampling_rules.hpp), the same on every backend.
+// Dispatch: the (token, choice) pairs are sorted by expert, so each expert's rows are contiguous
+// and each linear (gate, up, down) of all experts is one grouped GEMM over them
+// (Linear::forward_grouped / backward_grouped: Backend::gemm_grouped, gemm_fp8_grouped and the
+// weight-gradient forms; FP8 with per-expert 128x128 weight tiles and 1x128 activation blocks,
+// or BF16). Experts whose linears differ in precision (a per-expert override) run one by one,
+// each in its own; either way each expert's rows get the numbers of its own linear. The rows go
+// back to their tokens with Backend::moe_combine. Routing (softmax, top-k) runs on the host in
+// FP32, with softmax_exps (backend/sampling_rules.hpp), the same on every backend.
 //
 // Routing replay: given expert ids per (token, choice) — the generator's — the block routes by
 // them instead of its router's top k, with weights gathered from its own full softmax and
@@ -25,6 +28,7 @@
 // Shapes: h, out, dh, dout [M, H]; E experts of intermediate size I; k choices per token.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,6 +108,7 @@ class MoeBlock {
   std::unique_ptr<Linear> router_;
   std::optional<Param> bias_;
   std::vector<std::array<std::unique_ptr<Linear>, 3>> experts_;  // gate, up, down
+  std::array<std::vector<Linear*>, 3> by_module_;                // every expert's gate, up, down
   std::array<std::unique_ptr<Linear>, 3> shared_;                // the shared expert's
   std::unique_ptr<Saved> saved_;
 };

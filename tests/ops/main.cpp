@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   Registry reg;
   add_quantize_cases(reg);
   add_gemm_cases(reg);
+  add_gemm_grouped_cases(reg);
   add_model_cases(reg);
   add_kv_cases(reg);
   add_sampling_cases(reg);

@@ -36,6 +36,7 @@ using Registry = std::vector<OpCase>;
 
 void add_quantize_cases(Registry& r);
 void add_gemm_cases(Registry& r);
+void add_gemm_grouped_cases(Registry& r);
 void add_model_cases(Registry& r);
 void add_kv_cases(Registry& r);
 void add_sampling_cases(Registry& r);

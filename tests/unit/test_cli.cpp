@@ -96,8 +96,9 @@ class TestCli : public QObject {
         {{"train", "--preset"}, "fp8rl train: option --preset needs a value"},
         {{"train", "--preset", "demo", "--set"}, "fp8rl train: option --set needs a value"},
         {{"audit"}, "fp8rl audit: needs --run ID"},
-        {{"bench"}, "fp8rl bench: needs a benchmark: one of decode, gemm,"},
-        {{"bench", "gemmm"}, "fp8rl bench: unknown benchmark 'gemmm' (one of decode, gemm,"},
+        {{"bench"}, "fp8rl bench: needs a benchmark: one of decode, experts, gemm,"},
+        {{"bench", "gemmm"},
+         "fp8rl bench: unknown benchmark 'gemmm' (one of decode, experts, gemm,"},
         {{"compare", "--json"}, "fp8rl compare: needs the groups to compare"},
         {{"report", "--sweep", "1"}, "fp8rl report: needs --out FILE.html"},
         {{"convert", "--checkpoint", dir.path()}, "fp8rl convert: needs --to fp8 or --to bf16"},
@@ -437,8 +438,8 @@ class TestCli : public QObject {
   void benchDecodeTables() {
     QTemporaryDir tmp;
     const QString json = tmp.filePath("decode.json");
-    const auto r = run(kCli, {"bench", "decode", "--backend", "cpu", "--batch", "1,3",
-                              "--contexts", "33", "--json", json});
+    const auto r = run(kCli, {"bench", "decode", "--backend", "cpu", "--batch", "1,3", "--contexts",
+                              "33", "--json", json});
     QCOMPARE(r.code, 0);
     QVERIFY2(r.out.contains("a layer's linears + attention") && r.out.contains("no sweeps"),
              qPrintable(r.out));
@@ -456,6 +457,31 @@ class TestCli : public QObject {
     QCOMPARE(runObj["layer_step"].toArray().size(), 2);
     // Both batches are at most 256 rows: one weight-stream target each (4096 positions: none).
     QCOMPARE(runObj["targets"].toArray().size(), 2);
+  }
+
+  // One MoE layer's expert GEMMs, per expert and grouped, BF16 and FP8, each pass: the table and
+  // its JSON rows (speed is measured on GPUs, docs/benchmarks.md, not asserted here).
+  void benchExpertsTables() {
+    QTemporaryDir tmp;
+    const QString json = tmp.filePath("experts.json");
+    const auto r =
+        run(kCli, {"bench", "experts", "--backend", "cpu", "--tokens", "16,40", "--experts", "5",
+                   "--top-k", "2", "--hidden", "128", "--inter", "64", "--json", json});
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("grouped, fprop + dgrad + wgrad"), qPrintable(r.out));
+    const auto runObj = benchJson(json, "experts");
+    QCOMPARE(runObj["experts"].toInt(), 5);
+    const auto rows = runObj["rows"].toArray();
+    QCOMPARE(rows.size(), 2 * 2 * 3);  // token counts x precisions x passes
+    for (const auto& v : rows) {
+      const auto row = v.toObject();
+      QVERIFY2(row["loop_seconds"].toDouble() > 0 && row["grouped_seconds"].toDouble() > 0 &&
+                   row["grouped_tflops"].toDouble() > 0,
+               qPrintable(r.out));
+    }
+    QCOMPARE(rows[11].toObject()["precision"].toString(), QStringLiteral("fp8"));
+    QCOMPARE(rows[11].toObject()["pass"].toString(), QStringLiteral("wgrad"));
+    QCOMPARE(rows[11].toObject()["tokens"].toInt(), 40);
   }
 
   // Whole GRPO steps in three modes with the phase split and the verdict on the targets; the

@@ -387,6 +387,114 @@ class TestModel : public QObject {
     QVERIFY_THROWS_EXCEPTION(Error, bf16.backward(produced, g, dx.m()));
   }
 
+  // The experts' grouped linears (Linear::forward_grouped / backward_grouped: one grouped GEMM
+  // per pass) give every expert's rows, input gradient and weight gradient the bits of its own
+  // linear run alone, in fp32, bf16 and fp8, forward-only too, and when the experts' precisions
+  // differ (then they run one by one); the FP8 observer hears each input and gradient once.
+  void groupedExpertLinearsMatchOneByOne() {
+    const std::vector<int64_t> rows = {0, 3, 130, 1, 17};
+    const int64_t E = static_cast<int64_t>(rows.size()), M = 151, N = 72, K = 160;
+    Rng rng(42);
+    auto random = [&](int64_t n) {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& x : v) x = static_cast<float>(rng.normal());
+      return v;
+    };
+    std::vector<std::unique_ptr<Linear>> experts;
+    std::vector<Linear*> ptrs;
+    for (int64_t e = 0; e < E; ++e) {
+      experts.push_back(std::make_unique<Linear>(*cpu_, "e" + std::to_string(e), N, K));
+      upload_floats(*cpu_, experts.back()->weight().master, random(N * K));
+      ptrs.push_back(experts.back().get());
+    }
+    const auto xv = random(M * K), dyv = random(M * N);
+    struct Counting : QuantObserver {
+      int activations = 0, gradients = 0;
+      void observe(int64_t, Module, const char* kind, const Fp8Matrix&) override {
+        ++(std::string(kind) == "activation" ? activations : gradients);
+      }
+    };
+    auto bytes = [&](const Tensor& t) {
+      std::vector<uint8_t> b(t.buf.bytes());
+      cpu_->download(b.data(), t.buf.data(), b.size());
+      return b;
+    };
+    // y, dx and every expert's weight gradient, grouped or one by one.
+    auto run = [&](const std::vector<Precision>& prec, DType ad, bool grouped, bool training,
+                   Counting* obs) {
+      for (int64_t e = 0; e < E; ++e) {
+        experts[e]->set_precision(prec[e], QuantOptions{});
+        experts[e]->set_observer(obs, 0, Module::up);
+        Tensor& g = experts[e]->weight().grad;
+        cpu_->zero(g.buf.data(), g.buf.bytes());
+      }
+      Tensor x = Tensor::make(*cpu_, M, K, DType::f32), dy = Tensor::make(*cpu_, M, N, DType::f32);
+      upload_floats(*cpu_, x, xv);
+      upload_floats(*cpu_, dy, dyv);
+      Tensor xa = Tensor::make(*cpu_, M, K, ad), dya = Tensor::make(*cpu_, M, N, ad);
+      cpu_->convert(x.m(), xa.m());
+      cpu_->convert(dy.m(), dya.m());
+      Tensor y = Tensor::make(*cpu_, M, N, ad), dx = Tensor::make(*cpu_, M, K, ad);
+      cpu_->zero(dx.buf.data(), dx.buf.bytes());
+      auto view = [](const Tensor& t, int64_t first, int64_t n) {
+        return Matrix{static_cast<uint8_t*>(t.buf.data()) +
+                          static_cast<size_t>(first * t.cols) * dtype_size(t.dtype),
+                      n, t.cols, t.dtype};
+      };
+      if (grouped) {
+        GroupedLinearInput in(xa.m(), rows, training);
+        Linear::forward_grouped(ptrs, in, y.m());
+        if (training) Linear::backward_grouped(ptrs, in, dya.m(), dx.m());
+      } else {
+        int64_t first = 0;
+        for (int64_t e = 0; e < E; ++e) {
+          const int64_t n = rows[e];
+          if (n > 0) {
+            LinearInput in(view(xa, first, n), training);
+            experts[e]->forward(in, view(y, first, n));
+            if (training) experts[e]->backward(in, view(dya, first, n), view(dx, first, n));
+          }
+          first += n;
+        }
+      }
+      std::vector<std::vector<uint8_t>> out = {bytes(y), bytes(dx)};
+      for (auto& ex : experts) out.push_back(bytes(ex->weight().grad));
+      for (auto& ex : experts) ex->set_observer(nullptr, 0, Module::up);
+      return out;
+    };
+    const std::vector<Precision> fp8(E, Precision::fp8), bf16(E, Precision::bf16),
+        fp32(E, Precision::fp32);
+    std::vector<Precision> mixed = fp8;
+    mixed[2] = Precision::bf16;
+    struct Case {
+      const char* name;
+      std::vector<Precision> prec;
+      DType ad;
+      bool training;
+    };
+    const Case cases[] = {{"fp8", fp8, DType::bf16, true},
+                          {"fp8 forward-only", fp8, DType::bf16, false},
+                          {"bf16", bf16, DType::bf16, true},
+                          {"fp32", fp32, DType::f32, true},
+                          {"mixed fp8/bf16", mixed, DType::bf16, true}};
+    for (const Case& c : cases) {
+      const auto one = run(c.prec, c.ad, false, c.training, nullptr);
+      const auto all = run(c.prec, c.ad, true, c.training, nullptr);
+      for (size_t i = 0; i < one.size(); ++i)
+        QVERIFY2(one[i] == all[i], (std::string(c.name) + ": output " + std::to_string(i) +
+                                    " differs (0 y, 1 dx, then the weight gradients)")
+                                       .c_str());
+    }
+    QVERIFY(!Linear::groupable(ptrs));  // the last case left them mixed
+    Counting grouped_obs, single_obs;
+    run(fp8, DType::bf16, true, true, &grouped_obs);
+    run(fp8, DType::bf16, false, true, &single_obs);
+    QCOMPARE(grouped_obs.activations, 1);
+    QCOMPARE(grouped_obs.gradients, 1);
+    QCOMPARE(single_obs.activations, 4);  // one per expert with rows
+    QCOMPARE(single_obs.gradients, 4);
+  }
+
   void checkpointRoundTripAndRefusals() {
     QTemporaryDir tmp;
     const std::string dir = tmp.path().toStdString() + "/ckpt";

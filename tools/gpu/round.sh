@@ -26,6 +26,8 @@
 #                4,096: the fused FP8 linear and attention over FP8 / BF16 KV caches against the
 #                copy bandwidth, BF16 / FP8 ratios, the kernel options swept
 #   gemm      8  FP8 vs BF16 GEMMs (fprop, dgrad, wgrad) at 8192^3 and at Qwen3-8B linear shapes
+#   experts   5  one MoE layer's expert GEMMs at Qwen3-30B-A3B's shapes (128 experts of 768 on
+#                2048, top 8; 4,096 and 16,384 tokens): per expert vs grouped, BF16 and FP8
 #   quant     4  the quantization kernels against the device's copy bandwidth
 #   rollout   9  decode tokens/s, Qwen3-0.6B shape, batch 64: BF16, FP8, FP8 + FP8 KV cache, and
 #                BF16 / FP8 + FP8 KV with ragged lengths (32-128: finished sequences leave)
@@ -60,12 +62,14 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-names=(ops recipe decode gemm quant rollout step torch train decode-1.7b ranks learn decode-mla)
-shares=(9 53 6 8 4 9 6 5 20 15 10 30 10)
+names=(ops recipe decode gemm experts quant rollout step torch train decode-1.7b ranks learn
+  decode-mla)
+shares=(9 53 6 8 5 4 9 6 5 20 15 10 30 10)
 whats=("op registry vs the CPU reference"
   "GRPO step at the recipe's workload, by phase"
   "decode kernels vs copy bandwidth, Qwen3-8B"
   "FP8 vs BF16 GEMM, 8192^3 and Qwen3-8B linears"
+  "MoE expert GEMMs, grouped vs per expert"
   "quantization vs copy bandwidth"
   "decode BF16 / FP8 / FP8 + FP8 KV"
   "GRPO step BF16 / FP8 / FP8 + FP8 KV"
@@ -75,7 +79,7 @@ whats=("op registry vs the CPU reference"
   "GRPO steps on 1 and 2 ranks"
   "demo presets learn on the GPU, seeds 1-3"
   "latent-attention decode, Moonlight shape")
-core_parts=8
+core_parts=9
 
 budget=420 smoke=0 plan_only=0 extras=0 only="" bin="" work="" out="${OUT:-}"
 usage_error() {
@@ -403,6 +407,15 @@ part_gemm() {
     cmd bench-gemm-qwen3-8b "$fp8rl" bench gemm --backend cuda \
       --shapes "8192,4096,4096;8192,1024,4096;8192,12288,4096;8192,4096,12288" --seconds 0.2 \
       --json "$j/bench-gemm-qwen3-8b.json"
+  fi
+}
+part_experts() {
+  if [ $smoke -eq 1 ]; then
+    cmd bench-experts "$fp8rl" bench experts --backend cpu --json "$j/bench-experts.json"
+  else
+    # Qwen3-30B-A3B's experts (the defaults on a GPU), 4,096 and 16,384 tokens.
+    cmd bench-experts "$fp8rl" bench experts --backend cuda --tokens 4096,16384 --seconds 0.05 \
+      --json "$j/bench-experts.json"
   fi
 }
 part_quant() {

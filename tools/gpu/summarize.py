@@ -25,6 +25,7 @@ TARGETS = {
     "quant": 0.75,          # quantization kernels vs copy bandwidth
     "fp8_decode": 1.3,      # FP8 + FP8 KV decode vs BF16, Qwen3-0.6B shape, batch 64
     "bf16_vs_torch": 2.0,   # our BF16 decode vs a PyTorch eager decode loop
+    "experts_fp8_tflops": 1000,  # grouped FP8 expert GEMMs, Qwen3-30B-A3B shapes, 16,384 tokens
 }
 # The whole-step targets as `fp8rl bench step` reports them: name → (label, relation, target).
 STEP_TARGETS = [
@@ -142,6 +143,27 @@ class Summary:
             if "fp8_vs_bf16" in r and r is not pick:
                 self.info.append((f"GEMM {r['gemm']} FP8 vs BF16, {r['shape']} "
                                   f"({r['M']}x{r['N']}x{r['K']})", fmt_ratio(r["fp8_vs_bf16"])))
+
+    def experts(self):
+        """bench experts: the grouped FP8 expert GEMMs' TFLOP/s at the largest token count (fprop,
+        the issue's target) and, per row, the grouped call's speed-up over one call per expert."""
+        run = first_run(load(self.folder, "bench-experts"))
+        rows = run.get("rows", []) if run else []
+        fp8 = [r for r in rows if r.get("precision") == "fp8" and r.get("pass") == "fprop"]
+        pick = max(fp8, key=lambda r: r["tokens"]) if fp8 else None
+        label = ("MoE expert GEMMs FP8 grouped fprop TFLOP/s"
+                 + (f", {pick['tokens']} tokens" if pick else ""))
+        self.target(label, pick and pick.get("grouped_tflops"), "≥",
+                    TARGETS["experts_fp8_tflops"], lambda v: f"{v:.4g}", "bench-experts")
+        for r in rows:
+            other = r.get("grouped_kernel2_seconds")
+            self.info.append((f"MoE expert GEMMs {r['precision']} {r['pass']}, {r['tokens']} "
+                              f"tokens: TFLOP/s per expert / grouped, grouped speed-up"
+                              + (", grouped ms (kernel 2)" if other else ""),
+                              f"{r['loop_tflops']:.4g} / {r['grouped_tflops']:.4g}, "
+                              f"{fmt_ratio(r.get('grouped_speedup'))}"
+                              + (f", {r['grouped_seconds'] * 1e3:.3f} ({other * 1e3:.3f})"
+                                 if other else "")))
 
     def quant(self):
         run = first_run(load(self.folder, "bench-quant"))
@@ -393,7 +415,7 @@ def main(argv):
     except (OSError, KeyError) as e:
         print(f"summarize.py: cannot read {args[0]}/status.tsv: {e!r}", file=sys.stderr)
         return 1
-    for part in (s.ops, s.recipe, s.kernels, s.gemm, s.quant, s.decode, s.step, s.train, s.ranks,
+    for part in (s.ops, s.recipe, s.kernels, s.gemm, s.experts, s.quant, s.decode, s.step, s.train, s.ranks,
                  s.learn):
         try:
             part()
