@@ -15,7 +15,9 @@
 //  - dq: one CTA per (query tile, head, sequence) walks the key tiles: dq = scale·dS·K;
 //  - dk, dv: one CTA per (key tile, kv head, sequence) walks the query heads of its group and
 //    the query tiles from the diagonal on: dk = scale·dSᵀ·Q, dv = Pᵀ·dO.
-// The scores are computed twice (once per kernel); tensor cores are the next step.
+// The scores are computed twice (once per kernel). For BF16 operands at head dims 64 and 128 the
+// kernel option attention_mma = 1 runs the backward on the tensor cores instead
+// (attention_mma.cu: the same structure, mma.sync BF16 products).
 //
 // Thread layout, all kernels: 256 threads as a 16x16 grid, ty = tid / 16 and tx = tid % 16. A
 // thread owns rows ty·kR + r of its CTA's tile, columns tx + 16c of a score tile and head-dim
@@ -30,6 +32,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attention_mma.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
 #include "ops_common.cuh"
@@ -660,6 +663,17 @@ void CudaBackend::attention_backward(const Matrix& dout, const Matrix& q, const 
   cuda::check_launch("attention_di_kernel");
 
   const float scale = attention_scale(d.D);
+  // The tensor-core kernels (attention_mma.cu) when the option asks for them and they take the
+  // operands: all BF16, head dim 64 or 128, 16-byte aligned.
+  bool all_bf16 = true;
+  for (const Matrix* m : {&dout, &q, &k, &v, &o, &dq, &dk, &dv})
+    all_bf16 = all_bf16 && m->dtype == DType::bf16;
+  const cuda::AttentionMmaArgs mma{dout.data, q.data, k.data, v.data, lse,   di,  dq.data, dk.data,
+                                   dv.data,   d.B,    d.T,    d.Hq,   d.Hkv, d.D, scale};
+  if (options_.attention_mma == 1 && all_bf16 && cuda::attention_mma_takes(d.D, mma)) {
+    cuda::attention_backward_mma(mma, stream_);
+    return;
+  }
   const In in_dout = cuda::in_of(dout), in_q = cuda::in_of(q), in_k = cuda::in_of(k),
            in_v = cuda::in_of(v);
   with_tiles_for(d.D, [&](auto max_d) {
