@@ -1,6 +1,6 @@
-// fp8rl bench gemm|quant|rollout|decode|train|step|telemetry: the command line of the benchmarks
-// (bench_*.cpp). Each prints a table per backend, ratios against the baseline measured in the
-// same run; --json FILE also writes the measured rows as one JSON document.
+// fp8rl bench gemm|quant|rollout|decode|attention|train|step|telemetry: the command line of the
+// benchmarks (bench_*.cpp). Each prints a table per backend, ratios against the baseline measured
+// in the same run; --json FILE also writes the measured rows as one JSON document.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -18,7 +18,8 @@ namespace fp8rl::cli {
 namespace {
 
 constexpr const char* kUsage =
-    R"(usage: fp8rl bench gemm|quant|rollout|decode|train|step|telemetry|tokenize|ranks [options]
+    R"(usage: fp8rl bench gemm|quant|rollout|decode|attention|train|step|telemetry|tokenize|ranks
+       [options]
 
 common options:
   --backend all|cpu|cuda|auto   where to measure (default: all; train and step: auto)
@@ -46,6 +47,14 @@ decode [--model M] [--batch B[,B...]] [--contexts C[,C...]] [--seconds S]
     of the kernels' split counts and of the rows up to which the fused GEMM pays, at the
     largest batch up to 256. Each timing at least S seconds. Defaults: small, batch 4, context
     48, S 0 on the CPU; qwen3-8b, batches 1,8,64,256,512, contexts 1280,4096, S 0.05 on GPUs.
+attention [--seq-lens T[,T...]] [--tokens N] [--seconds S]
+    causal grouped-query attention at Qwen3-8B's heads (32 query / 8 kv heads of 128), BF16,
+    B = max(1, N / T) sequences of T tokens: forward and backward ms and TFLOP/s (causal FLOPs,
+    FlashAttention's convention: forward 4*B*Hq*T^2*D/2, backward 2.5x the forward). On GPUs
+    the backward on the FP32 kernels and on the tensor cores (kernel option attention_mma), their
+    ratio and the relative difference of their gradients. Target: the tensor-core backward
+    >= 200 TFLOP/s at T >= 1024. Each timing at least S seconds. Defaults: T 512,1024,2048,4096,
+    N 16384, S 0.2 on GPUs; T 32,64, N 128, S 0 on the CPU.
 train [--model M] [--batch B] [--seq-len T] [--steps N] [--warmup W]
     tokens/s of a full training step (forward + backward, AdamW step, re-quantization of the
     FP8 weights) of a random Qwen3-shaped model on random tokens (next-token cross-entropy),
@@ -116,6 +125,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
       {"quant", {"seconds"}},
       {"rollout", {"model", "batch", "prompt-len", "new-tokens"}},
       {"decode", {"model", "batch", "contexts", "seconds"}},
+      {"attention", {"seq-lens", "tokens", "seconds"}},
       {"train",
        {"model", "batch", "seq-len", "steps", "warmup", "seeds", "preset", "set", "target"}},
       {"step", {"preset", "set", "model", "steps", "warmup"}},
@@ -135,9 +145,9 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   const std::vector<std::string> sets = take_repeated(rest, "set");
   const std::set<std::string> valued = {
-      "backend",    "json",    "shapes", "seconds", "batch",   "model", "prompt-len",
-      "new-tokens", "seq-len", "steps",  "warmup",  "preset",  "seeds", "tokenizer",
-      "megabytes",  "ranks",   "target", "runs",    "scalars", "dir",   "contexts"};
+      "backend", "json",  "shapes",  "seconds", "batch",    "model",     "prompt-len", "new-tokens",
+      "seq-len", "steps", "warmup",  "preset",  "seeds",    "tokenizer", "megabytes",  "ranks",
+      "target",  "runs",  "scalars", "dir",     "contexts", "seq-lens",  "tokens"};
   const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -218,6 +228,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (given("batch") && (what == "rollout" || what == "decode"))
     bench::parse_positive_list(a.get("batch", ""), "batch");
   if (given("contexts")) bench::parse_positive_list(a.get("contexts", ""), "contexts");
+  if (given("seq-lens")) bench::parse_positive_list(a.get("seq-lens", ""), "seq-lens");
+  if (given("tokens")) int_option("tokens", 0);
   if (given("batch") && what == "train") int_option("batch", 0);
   if (given("model")) bench::model_shape(a.get("model", ""));
   if (given("shapes")) bench::parse_gemm_shapes(a.get("shapes", ""));
@@ -266,6 +278,13 @@ int cmd_bench(const std::vector<std::string>& args) {
         if (b <= 256) o.sweep_batch = std::max(o.sweep_batch, b);
       o.seconds = given("seconds") ? min_s : cpu ? 0.0 : 0.05;
       runs.push_back(bench::bench_decode(*be, o));
+    } else if (what == "attention") {
+      bench::AttentionOptions o;
+      o.seq_lens = bench::parse_positive_list(
+          a.get("seq-lens", cpu ? "32,64" : "512,1024,2048,4096"), "seq-lens");
+      o.tokens = int_option("tokens", cpu ? 128 : 16384);
+      o.seconds = given("seconds") ? min_s : cpu ? 0.0 : 0.2;
+      runs.push_back(bench::bench_attention(*be, o));
     } else if (what == "train" && given("seeds")) {
       bench::SeedsOptions o;
       o.preset = a.get("preset", "demo");
