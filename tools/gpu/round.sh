@@ -26,6 +26,8 @@
 #                4,096: the fused FP8 linear and attention over FP8 / BF16 KV caches against the
 #                copy bandwidth, BF16 / FP8 ratios, the kernel options swept
 #   gemm      8  FP8 vs BF16 GEMMs (fprop, dgrad, wgrad) at 8192^3 and at Qwen3-8B linear shapes
+#   attention 5  causal attention forward and backward TFLOP/s at Qwen3-8B's heads (32/8 of 128),
+#                T 512 to 4,096 at 16k tokens: the backward on the FP32 and the tensor-core kernels
 #   quant     4  the quantization kernels against the device's copy bandwidth
 #   rollout   9  decode tokens/s, Qwen3-0.6B shape, batch 64: BF16, FP8, FP8 + FP8 KV cache
 #   step      6  whole GRPO steps of the gpu preset (short responses): BF16, FP8, FP8 + FP8 KV
@@ -59,12 +61,14 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-names=(ops recipe decode gemm quant rollout step torch train decode-1.7b ranks learn decode-mla)
-shares=(9 53 6 8 4 9 6 5 20 15 10 30 10)
+names=(ops recipe decode gemm attention quant rollout step torch train decode-1.7b ranks learn
+  decode-mla)
+shares=(9 53 6 8 5 4 9 6 5 20 15 10 30 10)
 whats=("op registry vs the CPU reference"
   "GRPO step at the recipe's workload, by phase"
   "decode kernels vs copy bandwidth, Qwen3-8B"
   "FP8 vs BF16 GEMM, 8192^3 and Qwen3-8B linears"
+  "attention fwd/bwd TFLOP/s, FP32 vs tensor cores"
   "quantization vs copy bandwidth"
   "decode BF16 / FP8 / FP8 + FP8 KV"
   "GRPO step BF16 / FP8 / FP8 + FP8 KV"
@@ -74,7 +78,7 @@ whats=("op registry vs the CPU reference"
   "GRPO steps on 1 and 2 ranks"
   "demo presets learn on the GPU, seeds 1-3"
   "latent-attention decode, Moonlight shape")
-core_parts=8
+core_parts=9
 
 budget=420 smoke=0 plan_only=0 extras=0 only="" bin="" work="" out="${OUT:-}"
 usage_error() {
@@ -402,6 +406,15 @@ part_gemm() {
     cmd bench-gemm-qwen3-8b "$fp8rl" bench gemm --backend cuda \
       --shapes "8192,4096,4096;8192,1024,4096;8192,12288,4096;8192,4096,12288" --seconds 0.2 \
       --json "$j/bench-gemm-qwen3-8b.json"
+  fi
+}
+part_attention() {
+  if [ $smoke -eq 1 ]; then
+    cmd bench-attention "$fp8rl" bench attention --backend cpu --seq-lens 16,33 --tokens 66 \
+      --json "$j/bench-attention.json"
+  else
+    cmd bench-attention "$fp8rl" bench attention --backend cuda --seconds 0.1 \
+      --json "$j/bench-attention.json"
   fi
 }
 part_quant() {
