@@ -1,8 +1,12 @@
-// Causal grouped-query attention backward on the tensor cores, for BF16 operands and head dims
-// 64 and 128 (FlashAttention-2's arithmetic in the structure of attention.cu's FP32 kernels):
-// dq, dk, dv from dout, q, k, v, lse and di = rowsum(dO ⊙ O) (attention.cu's di kernel).
+// Causal grouped-query attention on the tensor cores, for BF16 operands and head dims 64 and 128
+// (FlashAttention-2's arithmetic in the structure of attention.cu's FP32 kernels).
 //
-// Two kernels each own their outputs, as attention.cu's: every output element is summed in a
+// Forward: CTA (query tile, query head, sequence) walks the key tiles up to the diagonal,
+// S = Q·Kᵀ, online softmax in registers (running max and sum per row, the output accumulator
+// rescaled when the max grows), O += P·V; o = O / l and lse = max + log l at the end.
+//
+// Backward: dq, dk, dv from dout, q, k, v, lse and di = rowsum(dO ⊙ O) (attention.cu's di
+// kernel). Two kernels each own their outputs, as attention.cu's: every output element is summed in a
 // fixed order by one thread and written once — no atomics, bit-reproducible run to run.
 //  - dq: CTA (query tile, query head, sequence) walks the key tiles up to the diagonal:
 //    S = Q·Kᵀ, dP = dO·Vᵀ, P = exp(S·scale − lse), dS = P ⊙ (dP − Di), dq += dS·K.
@@ -16,8 +20,9 @@
 //
 // Numerics (FlashAttention-2's): the products sum in FP32 on the tensor cores
 // (mma.sync.m16n8k16 BF16 → FP32); P and dS are rounded to BF16 once, as the A operand of
-// dV += Pᵀ·dO, dq += dS·K and dK += dSᵀ·Q; dS is computed from the FP32 P; the outputs are
-// rounded once to BF16. exp is exp2f of (s·scale·log2 e − lse·log2 e).
+// O += P·V, dV += Pᵀ·dO, dq += dS·K and dK += dSᵀ·Q; the softmax sums and dS are computed from
+// the FP32 P; the outputs are rounded once to BF16. exp is exp2f of (s·scale·log2 e − m) with m
+// the running max (forward) or lse·log2 e (backward).
 //
 // Fragment layouts relied on (PTX ISA, "Matrix fragments for mma.m16n8k16" with .bf16, and
 // "ldmatrix"), for the reviewer: lane = threadIdx.x % 32, g = lane / 4, c = lane % 4.
@@ -47,6 +52,9 @@
 //    16j .. 16j+15), a0 = {C(2j).c0, c1}, a1 = {C(2j).c2, c3}, a2 = {C(2j+1).c0, c1},
 //    a3 = {C(2j+1).c2, c3} by [C] and [A] (C(n) = the n-th 8-column tile); pack_bf16 puts the
 //    first (lower column) value in the low 16 bits.
+//  - Row statistics (forward): by [C] the 64 scores of row g (or g+8) of a warp's tile are held
+//    by the 4 lanes 4g .. 4g+3, so a row's max and sum are each lane's own over its 16 values,
+//    then xor-shuffles over lane bits 0 and 1 (quad_max, quad_sum).
 // Shared tiles are [64][D + 8] BF16: the 16-byte pad shifts each row by 4 banks, so the 8 row
 // addresses of an ldmatrix matrix hit 8 different 4-bank groups (no conflicts), and keeps every
 // row 16-byte aligned for cp.async and ldmatrix. Rows past T are zero-filled (never garbage in
@@ -56,8 +64,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "core/error.hpp"
@@ -73,6 +83,7 @@ constexpr int kPad = 8;                  // BF16 after each row of a shared tile
 constexpr int kScoreTiles = kTile / 8;   // n8 tiles of a warp's 16 x 64 score tile
 constexpr int kScoreSteps = kTile / 16;  // k16 steps over a score tile's columns
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
 template <int D>
 struct Shape {
@@ -485,9 +496,152 @@ __global__ void __launch_bounds__(kThreads) attention_dkv_mma_kernel(Params p) {
   store_rows<D>(p.dv, dv, 1.0f, seq0 + k0 + 16 * warp, 16 * warp, k_valid, kv_ld, kv_col, lane);
 }
 
-template <class Kernel>
+// The forward: grid (query tiles, Hq, B), block x = 0 takes the last query tile (the most key
+// tiles). Each warp keeps its 16 rows' running max m and partial sums l (a quad's four lanes
+// each sum their own columns; the max is quad-wide, so the partial sums share one scale and are
+// added at the end) and its 16 x D output accumulator, rescaled when the max grows.
+struct ForwardParams {
+  const uint16_t *q, *k, *v;
+  uint16_t* o;
+  float* lse;
+  int64_t T;
+  int Hq, Hkv;
+  float scale;
+};
+
+// Max and sum over the quad of lanes that hold one row's columns (lanes 4g .. 4g + 3, [C]).
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_forward_mma_kernel(ForwardParams p) {
+  using S = Shape<D>;
+  extern __shared__ __align__(16) uint16_t smem[];
+  uint16_t* Qs = smem;
+  auto Ks = [&](int buf) { return Qs + (1 + 2 * buf) * S::kTileElems; };
+  auto Vs = [&](int buf) { return Qs + (2 + 2 * buf) * S::kTileElems; };
+
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const int g = lane >> 2, c = lane & 3;
+  const int64_t T = p.T;
+  const int64_t t0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kTile;
+  const int h = static_cast<int>(blockIdx.y), hk = h / (p.Hq / p.Hkv);
+  const int64_t b = blockIdx.z;
+  const int q_valid = static_cast<int>(min(static_cast<int64_t>(kTile), T - t0));
+  const int64_t q_ld = static_cast<int64_t>(p.Hq) * D, kv_ld = static_cast<int64_t>(p.Hkv) * D;
+  const int64_t seq0 = b * T, q_col = static_cast<int64_t>(h) * D,
+                kv_col = static_cast<int64_t>(hk) * D;
+  const int64_t n_kt = (t0 + q_valid - 1) / kTile + 1;
+
+  load_tile<D>(Qs, p.q, seq0 + t0, q_valid, q_ld, q_col);
+  const int k_valid0 = static_cast<int>(min(static_cast<int64_t>(kTile), T));
+  load_tile<D>(Ks(0), p.k, seq0, k_valid0, kv_ld, kv_col);
+  load_tile<D>(Vs(0), p.v, seq0, k_valid0, kv_ld, kv_col);
+  cp_async_commit();
+
+  const float scale2 = p.scale * kLog2e;
+  const uint32_t la = lane_a<S::kPitch>(lane), lb = lane_b<S::kPitch>(lane);
+  const uint32_t q_a = smem_addr(Qs) + block_offset<S::kPitch>(16 * warp, 0) + la;
+
+  // Per row half (rows 16·warp + g and + 8): the running max of s·scale·log2 e (−inf before any
+  // key) and this lane's partial sum of exp2(s·scale·log2 e − max).
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float acc[S::kOutTiles][4];
+#pragma unroll
+  for (int j = 0; j < S::kOutTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+
+  for (int64_t kt = 0; kt < n_kt; ++kt) {
+    const int buf = static_cast<int>(kt & 1);
+    if (kt + 1 < n_kt) {
+      const int64_t k1 = (kt + 1) * kTile;
+      const int valid = static_cast<int>(min(static_cast<int64_t>(kTile), T - k1));
+      load_tile<D>(Ks(buf ^ 1), p.k, seq0 + k1, valid, kv_ld, kv_col);
+      load_tile<D>(Vs(buf ^ 1), p.v, seq0 + k1, valid, kv_ld, kv_col);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+
+    // Live scores as in the dq kernel: key k0 + col with col ≤ last[half].
+    const int64_t k0 = kt * kTile;
+    int last[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = 16 * warp + g + 8 * half;
+      last[half] =
+          row < q_valid ? static_cast<int>(min(t0 + row - k0, static_cast<int64_t>(kTile))) : -1;
+    }
+    float s[kScoreTiles][4];
+    scores<D>(s, q_a, smem_addr(Ks(buf)) + lb);
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kScoreTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int half = e >> 1;
+        s[j][e] = 8 * j + 2 * c + (e & 1) <= last[half] ? s[j][e] * scale2 : -INFINITY;
+        mx[half] = fmaxf(mx[half], s[j][e]);
+      }
+    // A valid row has a live key in every tile it walks (key k0 ≤ its query), so its max is
+    // finite from the first tile on; rows past T stay at −inf and use 0 as their base (every p
+    // and the rescale factor then are 0, never NaN; their outputs are not written).
+    float base[2], alpha[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float m_new = fmaxf(m[half], quad_max(mx[half]));
+      base[half] = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[half] = exp2f(m[half] - base[half]);  // 0 on the first tile (m = −inf)
+      m[half] = m_new;
+      l[half] *= alpha[half];
+    }
+#pragma unroll
+    for (int j = 0; j < kScoreTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int half = e >> 1;
+        s[j][e] = exp2f(s[j][e] - base[half]);  // masked: exp2(−inf) = 0
+        l[half] += s[j][e];
+      }
+#pragma unroll
+    for (int j = 0; j < S::kOutTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] *= alpha[e >> 1];
+    uint32_t a_p[kScoreSteps][4];
+    to_a_fragments(s, a_p);
+    accumulate<D>(acc, a_p, smem_addr(Vs(buf)) + la);  // O += P·V
+    __syncthreads();
+  }
+
+  // o = acc / l (rounded once to BF16), lse = (m + log2 l)·ln 2 (natural log, as the FP32
+  // kernel's and the CPU's).
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float sum = quad_sum(l[half]);
+    const int row = 16 * warp + g + 8 * half;
+    if (row >= q_valid) continue;
+    const float inv = 1.0f / sum;
+    uint16_t* out = p.o + (seq0 + t0 + row) * q_ld + q_col;
+#pragma unroll
+    for (int j = 0; j < S::kOutTiles; ++j)
+      *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * c) =
+          pack_bf16(acc[j][2 * half] * inv, acc[j][2 * half + 1] * inv);
+    if (c == 0) p.lse[(b * p.Hq + h) * T + t0 + row] = (m[half] + log2f(sum)) * kLn2;
+  }
+}
+
+template <class Kernel, class P>
 void launch(Kernel kernel, const char* name, size_t smem, dim3 grid, cudaStream_t stream,
-            const Params& p) {
+            const P& p) {
   int device = 0, optin = 0;
   FP8RL_CUDA_CHECK(cudaGetDevice(&device));
   FP8RL_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
@@ -524,18 +678,43 @@ void run(const AttentionMmaArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-bool attention_mma_takes(int D, const AttentionMmaArgs& a) {
+bool attention_mma_takes(int D, std::initializer_list<const void*> operands) {
   if (D != 64 && D != 128) return false;
-  for (const void* ptr : {a.dout, a.q, a.k, a.v, static_cast<const void*>(a.dq),
-                          static_cast<const void*>(a.dk), static_cast<const void*>(a.dv)})
+  for (const void* ptr : operands)
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return false;
   return true;
 }
 
+void attention_forward_mma(const AttentionMmaForwardArgs& a, cudaStream_t stream) {
+  check(attention_mma_takes(a.D, {a.q, a.k, a.v, a.o}),
+        "attention_forward_mma: head dim " + std::to_string(a.D) +
+            " or an unaligned operand (needs D 64 or 128, 16-byte aligned BF16 operands)");
+  auto go = [&](auto kernel, size_t smem) {
+    const ForwardParams p{static_cast<const uint16_t*>(a.q),
+                          static_cast<const uint16_t*>(a.k),
+                          static_cast<const uint16_t*>(a.v),
+                          static_cast<uint16_t*>(a.o),
+                          a.lse,
+                          a.T,
+                          a.Hq,
+                          a.Hkv,
+                          a.scale};
+    const auto tiles = static_cast<unsigned>((a.T + kTile - 1) / kTile);
+    launch(kernel, "attention_forward_mma_kernel", smem,
+           dim3(tiles, static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B)), stream, p);
+  };
+  // Q and the double-buffered K, V: five tiles.
+  if (a.D == 64)
+    go(attention_forward_mma_kernel<64>, 5 * sizeof(uint16_t) * Shape<64>::kTileElems);
+  else
+    go(attention_forward_mma_kernel<128>, 5 * sizeof(uint16_t) * Shape<128>::kTileElems);
+}
+
 void attention_backward_mma(const AttentionMmaArgs& a, cudaStream_t stream) {
-  check(attention_mma_takes(a.D, a), "attention_backward_mma: head dim " + std::to_string(a.D) +
-                                         " or an unaligned operand (needs D 64 or 128, 16-byte "
-                                         "aligned BF16 operands)");
+  check(attention_mma_takes(a.D, {a.dout, a.q, a.k, a.v, a.dq, a.dk, a.dv}),
+        "attention_backward_mma: head dim " + std::to_string(a.D) +
+            " or an unaligned operand (needs D 64 or 128, 16-byte "
+            "aligned BF16 operands)");
   if (a.D == 64)
     run<64>(a, stream);
   else

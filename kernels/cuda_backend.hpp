@@ -162,9 +162,9 @@ class CudaBackend final : public Backend {
   //   attention_splits       sequence splits of the decode kernel (flash-decoding; 1: none;
   //                          default: enough CTAs for attention_ctas_per_sm per SM)
   //   attention_ctas_per_sm  the decode kernel's CTA target per SM (default 4)
-  //   attention_mma          1: attention_backward on the tensor cores (attention_mma.cu) for
-  //                          BF16 operands at head dims 64 and 128; 2: the FP32 kernels
-  //                          everywhere (default until measured on a GPU)
+  //   attention_mma          1: attention_forward and _backward on the tensor cores
+  //                          (attention_mma.cu) for BF16 operands at head dims 64 and 128;
+  //                          2: the FP32 kernels everywhere (default until measured on a GPU)
   bool set_kernel_option(const std::string& name, int64_t value) override;
   std::vector<std::pair<std::string, int64_t>> kernel_options() const override;
 
@@ -209,7 +209,7 @@ class CudaBackend final : public Backend {
   // attention.cu. FP32 tiled attention with online softmax (D ≤ 256). Backward recomputes the
   // probabilities from lse; dq and dk/dv come from two kernels that each own their outputs
   // (deterministic, no atomics); rowsum(dO ⊙ O) goes through the scratch buffer. With the
-  // option attention_mma = 1, BF16 backward at head dims 64 and 128 runs on the tensor cores
+  // option attention_mma = 1, BF16 attention at head dims 64 and 128 runs on the tensor cores
   // (attention_mma.cu: P and dS rounded to BF16 for the products, FP32 sums).
   void attention_forward(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B, int64_t T,
                          int64_t Hq, int64_t Hkv, const Matrix& o, float* lse) override;

@@ -1,10 +1,12 @@
 // fp8rl bench attention: causal grouped-query attention forward and backward at one head shape,
-// for several sequence lengths, in TFLOP/s; the backward on each kernel a backend offers (the
-// CUDA backend's FP32 kernels and its tensor-core kernels, kernel option attention_mma) with
-// the ratio and the two kernels' difference, in one run.
+// for several sequence lengths, in TFLOP/s, on each kernel a backend offers (the CUDA backend's
+// FP32 kernels and its tensor-core kernels, kernel option attention_mma) with the ratios and the
+// two kernels' difference, in one run.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
+#include <utility>
 
 #include "bench.hpp"
 #include "core/bf16.hpp"
@@ -72,10 +74,10 @@ Json bench_attention(Backend& be, const AttentionOptions& o) {
   run["tokens"] = o.tokens;
   run["flops"] = "forward 4*B*Hq*T^2*D/2 (causal), backward 2.5x forward";
 
-  // The backward's kernels: the backend's defaults, or with kernel options both of CUDA's.
+  // The kernels: the backend's own, or with kernel options both of CUDA's (attention_mma).
   const bool options = !be.kernel_options().empty();
   struct Kernel {
-    const char* name;  // "": the backend's only backward
+    const char* name;  // "": the backend's only kernels
     int64_t mma;       // attention_mma's value; 0: the backend's default
   };
   std::vector<Kernel> kernels;
@@ -83,13 +85,13 @@ Json bench_attention(Backend& be, const AttentionOptions& o) {
     kernels = {{"fp32", 2}, {"mma", 1}};
   else
     kernels = {{"", 0}};
-  std::printf("%6s %4s %9s %9s", "T", "B", "fwd ms", "fwd TF/s");
-  for (const Kernel& k : kernels) {
-    const std::string name = *k.name ? k.name : "bwd";
-    const std::string ms = name + " ms", tf = name + " TF/s";
-    std::printf(" %9s %10s", ms.c_str(), tf.c_str());
-  }
-  if (options) std::printf(" %9s %12s", "mma/fp32", "mma vs fp32");
+  std::printf("%6s %4s", "T", "B");
+  for (const Kernel& k : kernels)
+    for (const char* pass : {"fwd", "bwd"}) {
+      const std::string name = *k.name ? std::string(k.name) + " " + pass : pass;
+      std::printf(" %10s %10s", (name + " ms").c_str(), (name + " TF/s").c_str());
+    }
+  if (options) std::printf(" %8s %8s %10s", "fwd x", "bwd x", "mma diff");
   std::printf("\n");
   std::fflush(stdout);
 
@@ -116,49 +118,49 @@ Json bench_attention(Backend& be, const AttentionOptions& o) {
     auto* L = lse.as<float>();
     const double fwd_flops = 4.0 * B * Hq * double(T) * T * D / 2, bwd_flops = 2.5 * fwd_flops;
 
-    const double t_fwd = time_op(
-        be, [&] { be.attention_forward(Q, K, V, B, T, Hq, Hkv, O, L); }, o.seconds, 3);
     Json row;
     row["T"] = T;
     row["B"] = B;
-    row["forward_ms"] = number(t_fwd * 1e3);
-    row["forward_tflops"] = number(fwd_flops / t_fwd / 1e12);
-    std::printf("%6lld %4lld %9.3f %9.3g", (long long)T, (long long)B, t_fwd * 1e3,
-                fwd_flops / t_fwd / 1e12);
-
-    std::vector<double> times;
-    std::vector<std::vector<float>> grads;  // dq, dk, dv of each kernel, concatenated
+    std::printf("%6lld %4lld", (long long)T, (long long)B);
+    std::vector<double> t_fwd, t_bwd;
+    std::vector<std::vector<float>> outputs;  // o, dq, dk, dv of each kernel, concatenated
     for (const Kernel& kern : kernels) {
       const OptionGuard guard(be, "attention_mma", kern.mma);
       check(kern.mma == 0 || guard.ok(),
-            "bench attention: the backend has kernel options but no "
-            "attention_mma");
-      const double t = time_op(
+            "bench attention: the backend has kernel options but no attention_mma");
+      // The backward reads the o and lse of the same kernel's forward (its last call).
+      t_fwd.push_back(time_op(
+          be, [&] { be.attention_forward(Q, K, V, B, T, Hq, Hkv, O, L); }, o.seconds, 3));
+      t_bwd.push_back(time_op(
           be, [&] { be.attention_backward(dO, Q, K, V, O, L, B, T, Hq, Hkv, dQ, dK, dV); },
-          o.seconds, 3);
-      times.push_back(t);
-      const std::string key = *kern.name ? std::string("backward_") + kern.name : "backward";
-      row[key + "_ms"] = number(t * 1e3);
-      row[key + "_tflops"] = number(bwd_flops / t / 1e12);
-      std::printf(" %9.3f %10.3g", t * 1e3, bwd_flops / t / 1e12);
+          o.seconds, 3));
+      const std::string suffix = *kern.name ? std::string("_") + kern.name : "";
+      for (const auto& [pass, t, flops] : {std::make_tuple("forward", t_fwd.back(), fwd_flops),
+                                           std::make_tuple("backward", t_bwd.back(), bwd_flops)}) {
+        row[pass + suffix + "_ms"] = number(t * 1e3);
+        row[pass + suffix + "_tflops"] = number(flops / t / 1e12);
+        std::printf(" %10.3f %10.3g", t * 1e3, flops / t / 1e12);
+      }
       std::fflush(stdout);
       if (options) {
-        std::vector<float> g = download_bf16(be, dq, rows_n * Hq * D);
-        for (const Buffer* b : {&dk, &dv}) {
-          const std::vector<float> part = download_bf16(be, *b, rows_n * Hkv * D);
-          g.insert(g.end(), part.begin(), part.end());
+        std::vector<float> all;
+        for (const auto& [b, n] :
+             {std::make_pair(&out, rows_n * Hq * D), std::make_pair(&dq, rows_n * Hq * D),
+              std::make_pair(&dk, rows_n * Hkv * D), std::make_pair(&dv, rows_n * Hkv * D)}) {
+          const std::vector<float> part = download_bf16(be, *b, n);
+          all.insert(all.end(), part.begin(), part.end());
         }
-        grads.push_back(std::move(g));
+        outputs.push_back(std::move(all));
       }
     }
     if (options) {
-      const double ratio = times[0] / times[1];
-      // ‖mma − fp32‖ / ‖fp32‖ over dq, dk, dv together: the tensor cores' BF16 rounding of P
-      // and dS (the op cases bound it by 1e-2 per output).
-      const double diff = relative_difference(grads[1], grads[0]);
-      row["mma_speedup"] = number(ratio);
+      // ‖mma − fp32‖ / ‖fp32‖ over o, dq, dk, dv together: the tensor cores' BF16 rounding of P
+      // and dS (the op cases bound it by 1e-2 per output against the CPU).
+      const double diff = relative_difference(outputs[1], outputs[0]);
+      row["mma_forward_speedup"] = number(t_fwd[0] / t_fwd[1]);
+      row["mma_backward_speedup"] = number(t_bwd[0] / t_bwd[1]);
       row["mma_vs_fp32_rel_diff"] = number(diff);
-      std::printf(" %8.2fx %12.1e", ratio, diff);
+      std::printf(" %7.2fx %7.2fx %10.1e", t_fwd[0] / t_fwd[1], t_bwd[0] / t_bwd[1], diff);
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -166,9 +168,10 @@ Json bench_attention(Backend& be, const AttentionOptions& o) {
   }
   if (options)
     std::printf(
-        "fp32: the FP32 kernels (attention_mma = 2), mma: the tensor-core kernels "
-        "(attention_mma = 1); mma vs fp32: |dq,dk,dv(mma) - (fp32)| / |(fp32)|. Target: mma "
-        ">= 200 TF/s at T >= 1024 (FlashAttention-2: 214-322 on H100).\n");
+        "fp32: the FP32 kernels (attention_mma = 2, the default), mma: the tensor-core kernels "
+        "(attention_mma = 1); x: fp32 ms / mma ms; mma diff: |o,dq,dk,dv (mma) - (fp32)| / "
+        "|(fp32)|.\nTarget: mma bwd >= 200 TF/s at T >= 1024 (FlashAttention-2: 214-322 on "
+        "an H100).\n");
   std::printf("\n");
   run["rows"] = rows;
   return run;

@@ -51,8 +51,8 @@ attention [--seq-lens T[,T...]] [--tokens N] [--seconds S]
     causal grouped-query attention at Qwen3-8B's heads (32 query / 8 kv heads of 128), BF16,
     B = max(1, N / T) sequences of T tokens: forward and backward ms and TFLOP/s (causal FLOPs,
     FlashAttention's convention: forward 4*B*Hq*T^2*D/2, backward 2.5x the forward). On GPUs
-    the backward on the FP32 kernels and on the tensor cores (kernel option attention_mma), their
-    ratio and the relative difference of their gradients. Target: the tensor-core backward
+    both on the FP32 kernels and on the tensor cores (kernel option attention_mma), their
+    ratios and the relative difference of their outputs. Target: the tensor-core backward
     >= 200 TFLOP/s at T >= 1024. Each timing at least S seconds. Defaults: T 512,1024,2048,4096,
     N 16384, S 0.2 on GPUs; T 32,64, N 128, S 0 on the CPU.
 train [--model M] [--batch B] [--seq-len T] [--steps N] [--warmup W]

@@ -395,14 +395,15 @@ void add_with_variants(Registry& reg, ModelCase c, std::vector<OptionVariant> va
                  }});
 }
 
-// The attention backward's kernel choices (CudaBackend's attention_mma) for BF16 operands: the
-// FP32 kernels (the case's bound: the outputs' BF16 rounding, 3e-2 as every BF16 model op), and
-// the tensor cores, which also round P and dS to BF16 before the products (FlashAttention-2's
-// arithmetic). Bound for those: 1e-2 = 2.5·u, u = 2^-8 the unit roundoff of BF16. dq, dk, dv
-// each sum products of one rounded factor (dS or P, relative error ≤ u, unbiased) with exact
-// BF16 operands and are rounded once more; both roundings together, emulated in FP64 at these
-// cases' shapes (normal inputs, T 7–257, D 64 and 128), leave 2.4–3.1e-3 against the unrounded
-// products — a third of the bound. Other dtypes run on the FP32 kernels: no variants.
+// The attention kernel choices (CudaBackend's attention_mma) for BF16 operands: the FP32 kernels
+// (the case's bound: the outputs' BF16 rounding, 3e-2 as every BF16 model op), and the tensor
+// cores, forward and backward, which also round P (and dS) to BF16 before the products
+// (FlashAttention-2's arithmetic). Bound for those: 1e-2 = 2.5·u, u = 2^-8 the unit roundoff of
+// BF16. o, dq, dk, dv each sum products of one rounded factor (P or dS, relative error ≤ u,
+// unbiased) with exact BF16 operands and are rounded once more (and dS sees o's rounding
+// through Di); all of it, emulated in FP64 at these cases' shapes (normal inputs, T 7–257,
+// D 64 and 128), leaves 2.3–3.3e-3 against the unrounded arithmetic — a third of the bound.
+// Other dtypes run on the FP32 kernels: no variants.
 std::vector<OptionVariant> attention_variants(DType dt) {
   if (dt != DType::bf16) return {};
   return {{"fp32 kernels", "attention_mma", 2, 3e-2}, {"tensor cores", "attention_mma", 1, 1e-2}};

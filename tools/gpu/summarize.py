@@ -164,13 +164,17 @@ class Summary:
         tf = lambda v: "–" if v is None else f"{v:.1f}" if v >= 1 else f"{v:.2g}"
         sci = lambda v: "–" if v is None else f"{v:.1e}"
         for r in rows:
-            text = f"fwd {tf(r.get('forward_tflops'))}"
             if r.get("backward_mma_tflops") is not None:
-                text += (f", bwd FP32 {tf(r.get('backward_fp32_tflops'))}, tensor cores "
-                         f"{tf(r.get('backward_mma_tflops'))} ({fmt_ratio(r.get('mma_speedup'))}), "
-                         f"gradients differ by {sci(r.get('mma_vs_fp32_rel_diff'))}")
+                text = (f"fwd FP32 {tf(r.get('forward_fp32_tflops'))}, tensor cores "
+                        f"{tf(r.get('forward_mma_tflops'))} "
+                        f"({fmt_ratio(r.get('mma_forward_speedup'))}); bwd FP32 "
+                        f"{tf(r.get('backward_fp32_tflops'))}, tensor cores "
+                        f"{tf(r.get('backward_mma_tflops'))} "
+                        f"({fmt_ratio(r.get('mma_backward_speedup'))}); outputs differ by "
+                        f"{sci(r.get('mma_vs_fp32_rel_diff'))}")
             else:
-                text += f", bwd {tf(r.get('backward_tflops'))}"
+                text = (f"fwd {tf(r.get('forward_tflops'))}, "
+                        f"bwd {tf(r.get('backward_tflops'))}")
             self.info.append((f"attention TFLOP/s, T {r['T']} x {r['B']} sequences", text))
 
     def quant(self):
