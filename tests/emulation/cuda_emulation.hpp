@@ -1,13 +1,17 @@
 // A host emulation of the CUDA features kernels/attention_mma.cu uses, so that its kernels run on
-// the CPU (tests/emulation/test_attention_mma_emulated.cpp): a CTA's 128 threads are fibers
-// (ucontext) run one at a time, __syncthreads and warp collectives are barriers that yield,
-// ldmatrix .x4 (.trans) and mma.sync m16n8k16 BF16 → FP32 follow the PTX ISA's fragment tables
-// (written here independently of the kernel), shfl.xor reads another lane's slot, and cp.async
-// is a deferred copy per thread that only cp.async.wait_group completes (a tile read before its
-// wait holds stale bytes). Shared memory starts as 0xFF bytes (BF16 NaN), so a read of a byte
-// never written shows in the results. The kernel file is compiled as host C++ after its asm
-// wrappers are replaced (emulate_kernel.py); this header stands in for cuda_runtime.h and
-// cuda_bf16.h. CUDA's own names (dim3, threadIdx, __syncthreads, ...) are kept on purpose.
+// the CPU (tests/emulation/test_attention_mma_emulated.cpp):
+//  - a CTA's 128 threads are fibers (ucontext) run one at a time; one warp leads and the others
+//    run in a random quarter of the scheduler's passes, so warps drift apart between barriers;
+//  - __syncthreads and the warp collectives are barriers that yield;
+//  - ldmatrix .x4 (.trans) and mma.sync m16n8k16 BF16 → FP32 follow the PTX ISA's fragment
+//    tables (written here independently of the kernel), shfl.xor reads another lane's slot;
+//  - cp.async is a copy deferred to the thread's cp.async.wait_group (a tile read before its wait
+//    holds stale bytes) or made at once (a buffer refilled while a lagging warp still reads it
+//    shows); a test runs both;
+//  - shared memory starts as 0xFF bytes (BF16 NaN): a read of a byte never written shows.
+// The kernel file is compiled as host C++ after its PTX wrappers are replaced
+// (emulate_kernel.py); this header stands in for cuda_runtime.h and cuda_bf16.h. CUDA's own names
+// (dim3, threadIdx, __syncthreads, ...) are kept on purpose.
 #pragma once
 #include <math.h>
 
@@ -22,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include <setjmp.h>
 #include <ucontext.h>
 
 #define __global__
@@ -86,6 +91,8 @@ struct Warp {
   uint32_t addr[32];
   uint32_t a[32][4], b[32][2];
   float c[32][4], f[32];
+  float d[16][8];        // an mma's result, computed once by the first lane past the barrier
+  unsigned d_gen = ~0u;  // the barrier generation d belongs to
 };
 struct Cta {
   std::vector<uint8_t> smem;
@@ -97,20 +104,30 @@ struct Copy {
   const void* src;
 };
 struct Fiber {
-  ucontext_t ctx;
+  ucontext_t ctx;  // its start (makecontext)
+  jmp_buf jmp;     // where it yielded
+  bool started = false;
   std::vector<char> stack;
   bool done = false;
   uint3 idx;
   std::deque<std::vector<Copy>> committed;
   std::vector<Copy> pending;
+  const Barrier* waiting_on = nullptr;  // the barrier it waits at (skipped until it opens)
+  unsigned waiting_gen = 0;
 };
 inline Cta* cta = nullptr;
+// cp.async's copies land at wait_group (deferred: a read before the wait sees stale bytes) or
+// at once (eager: a refill of a buffer that another warp still reads shows, since a fiber runs
+// ahead until it blocks). A test runs both.
+inline bool eager_copies = false;
 inline Fiber* current = nullptr;
-inline ucontext_t scheduler;
+// Switches: a fiber starts through swapcontext and then moves by _setjmp/_longjmp (no signal-mask
+// system call per switch, which made swapcontext the emulation's main cost).
+inline jmp_buf scheduler;
 inline uint3 block_idx, grid_dim;
 inline std::function<void()> body;
 inline void yield() {
-  swapcontext(&current->ctx, &scheduler);
+  if (!_setjmp(current->jmp)) _longjmp(scheduler, 1);
 }
 inline void Barrier::wait() {
   const unsigned g = gen;
@@ -119,7 +136,10 @@ inline void Barrier::wait() {
     ++gen;
     return;
   }
+  current->waiting_on = this;
+  current->waiting_gen = g;
   while (gen == g) yield();
+  current->waiting_on = nullptr;
 }
 inline int lane() {
   return static_cast<int>(current->idx.x & 31);
@@ -195,7 +215,10 @@ inline void cp_async16(void* smem, const void* gmem) {
     std::abort();
   }
   __cvta_generic_to_shared(smem);
-  current->pending.push_back({smem, gmem});
+  if (eager_copies)
+    std::memcpy(smem, gmem, 16);
+  else
+    current->pending.push_back({smem, gmem});
 }
 inline void commit() {
   current->committed.push_back(std::move(current->pending));
@@ -236,27 +259,32 @@ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
   w.b[l][0] = b0;
   w.b[l][1] = b1;
   w.bar.wait();
-  float A[16][16], B[16][8], C[16][8];
-  auto lo = [](uint32_t v) { return emu_bf2f(static_cast<uint16_t>(v & 0xffff)); };
-  auto hi = [](uint32_t v) { return emu_bf2f(static_cast<uint16_t>(v >> 16)); };
-  for (int L = 0; L < 32; ++L) {
-    const int g = L >> 2, c = L & 3;
-    A[g][2 * c] = lo(w.a[L][0]), A[g][2 * c + 1] = hi(w.a[L][0]);
-    A[g + 8][2 * c] = lo(w.a[L][1]), A[g + 8][2 * c + 1] = hi(w.a[L][1]);
-    A[g][2 * c + 8] = lo(w.a[L][2]), A[g][2 * c + 9] = hi(w.a[L][2]);
-    A[g + 8][2 * c + 8] = lo(w.a[L][3]), A[g + 8][2 * c + 9] = hi(w.a[L][3]);
-    B[2 * c][g] = lo(w.b[L][0]), B[2 * c + 1][g] = hi(w.b[L][0]);
-    B[2 * c + 8][g] = lo(w.b[L][1]), B[2 * c + 9][g] = hi(w.b[L][1]);
-    C[g][2 * c] = w.c[L][0], C[g][2 * c + 1] = w.c[L][1];
-    C[g + 8][2 * c] = w.c[L][2], C[g + 8][2 * c + 1] = w.c[L][3];
+  if (w.d_gen != w.bar.gen) {  // the first lane after the barrier computes D = A·B + C
+    float A[16][16], B[16][8];
+    auto lo = [](uint32_t v) { return emu_bf2f(static_cast<uint16_t>(v & 0xffff)); };
+    auto hi = [](uint32_t v) { return emu_bf2f(static_cast<uint16_t>(v >> 16)); };
+    for (int L = 0; L < 32; ++L) {
+      const int g = L >> 2, c = L & 3;
+      A[g][2 * c] = lo(w.a[L][0]), A[g][2 * c + 1] = hi(w.a[L][0]);
+      A[g + 8][2 * c] = lo(w.a[L][1]), A[g + 8][2 * c + 1] = hi(w.a[L][1]);
+      A[g][2 * c + 8] = lo(w.a[L][2]), A[g][2 * c + 9] = hi(w.a[L][2]);
+      A[g + 8][2 * c + 8] = lo(w.a[L][3]), A[g + 8][2 * c + 9] = hi(w.a[L][3]);
+      B[2 * c][g] = lo(w.b[L][0]), B[2 * c + 1][g] = hi(w.b[L][0]);
+      B[2 * c + 8][g] = lo(w.b[L][1]), B[2 * c + 9][g] = hi(w.b[L][1]);
+      w.d[g][2 * c] = w.c[L][0], w.d[g][2 * c + 1] = w.c[L][1];
+      w.d[g + 8][2 * c] = w.c[L][2], w.d[g + 8][2 * c + 1] = w.c[L][3];
+    }
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 8; ++n) {
+        float sum = 0;
+        for (int k = 0; k < 16; ++k) sum += A[m][k] * B[k][n];
+        w.d[m][n] += sum;
+      }
+    w.d_gen = w.bar.gen;
   }
   const int g = l >> 2, c = l & 3;
-  const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * c, 2 * c + 1, 2 * c, 2 * c + 1};
-  for (int e = 0; e < 4; ++e) {
-    float s = 0;
-    for (int k = 0; k < 16; ++k) s += A[rows[e]][k] * B[k][cols[e]];
-    d[e] = C[rows[e]][cols[e]] + s;
-  }
+  d[0] = w.d[g][2 * c], d[1] = w.d[g][2 * c + 1];
+  d[2] = w.d[g + 8][2 * c], d[3] = w.d[g + 8][2 * c + 1];
   w.bar.wait();
 }
 
@@ -264,7 +292,18 @@ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 inline void fiber_entry() {
   body();
   current->done = true;
-  swapcontext(&current->ctx, &scheduler);
+  _longjmp(scheduler, 1);
+}
+// Runs fiber f until it yields or ends. Its own frame holds the _setjmp (noinline), so the
+// scheduler's locals never live across the jump back.
+[[gnu::noinline]] inline void resume(Fiber& f) {
+  current = &f;
+  if (!_setjmp(scheduler)) {
+    if (f.started) _longjmp(f.jmp, 1);
+    f.started = true;
+    ucontext_t from;
+    swapcontext(&from, &f.ctx);  // does not return: the fiber jumps back
+  }
 }
 template <class Kernel, class P>
 void launch(Kernel kernel, dim3 grid, int threads, size_t smem_bytes, const P& p) {
@@ -283,6 +322,8 @@ void launch(Kernel kernel, dim3 grid, int threads, size_t smem_bytes, const P& p
         for (unsigned t = 0; t < 128; ++t) {
           Fiber& f = fibers[t];
           f.done = false;
+          f.started = false;
+          f.waiting_on = nullptr;
           f.idx = {t, 0, 0};
           f.committed.clear();
           f.pending.clear();
@@ -292,14 +333,25 @@ void launch(Kernel kernel, dim3 grid, int threads, size_t smem_bytes, const P& p
           f.ctx.uc_link = nullptr;
           makecontext(&f.ctx, fiber_entry, 0);
         }
+        // One warp leads (a different one per CTA); the others run in a quarter of the
+        // scheduler's passes, at random, so warps drift apart between barriers as on a GPU.
+        const unsigned lead = (x + y + z) % 4;
+        unsigned state = 2654435761u * (x + 1) + 40503u * (y + 1) + 97u * (z + 1);
         for (bool left = true; left;) {
           left = false;
-          for (auto& f : fibers)
-            if (!f.done) {
-              current = &f;
-              swapcontext(&scheduler, &f.ctx);
+          for (unsigned w = 0; w < 4; ++w) {
+            state = state * 1664525u + 1013904223u;
+            const bool runs = w == lead || (state >> 30) == 0;
+            for (unsigned t = 32 * w; t < 32 * w + 32; ++t) {
+              Fiber& f = fibers[t];
+              if (f.done) continue;
+              const bool blocked = f.waiting_on && f.waiting_on->gen == f.waiting_gen;
+              if (runs && !blocked) {
+                resume(f);
+              }
               left = left || !f.done;
             }
+          }
         }
         for (auto& f : fibers)
           if (!f.pending.empty() || !f.committed.empty()) {
