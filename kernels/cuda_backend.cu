@@ -378,6 +378,7 @@ constexpr OptionField kOptionFields[] = {
     {"attention_splits", &CudaBackend::KernelOptions::attention_splits, 1, 256},
     {"attention_ctas_per_sm", &CudaBackend::KernelOptions::attention_ctas_per_sm, 1, 64},
     {"attention_mma", &CudaBackend::KernelOptions::attention_mma, 1, 2},
+    {"quantize_stage_bf16", &CudaBackend::KernelOptions::quantize_stage_bf16, 1, 2},
 };
 }  // namespace
 

@@ -197,6 +197,11 @@ class CudaBackend final : public Backend {
                        float* rstd) override;
   void rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w, const float* rstd,
                         const Matrix& dx, const Matrix& dw) override;
+  // An rstd pass, then one pass over 128x128 tiles that normalizes, writes y (when it has
+  // data) and quantizes the tile's rows and columns (quantize.cuh: quantize_produced_kernel);
+  // forward-only operands of whole 1x128 blocks skip the staging (a half-warp per block).
+  void rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
+                           float* rstd, const Fp8Operands& out, const QuantOptions& opt) override;
 
   // rope.cu.
   void moe_combine(const Matrix& y, const int32_t* pos, const float* w, int64_t k,
@@ -222,6 +227,14 @@ class CudaBackend final : public Backend {
   void swiglu_forward(const Matrix& gate, const Matrix& up, const Matrix& h) override;
   void swiglu_backward(const Matrix& dh, const Matrix& gate, const Matrix& up, const Matrix& dgate,
                        const Matrix& dup) override;
+  // One pass over 128x128 tiles that computes, writes (when it has data) and quantizes the
+  // output(s): the backward stages dgate's tile, then dup's (one kernel, one format).
+  void swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Matrix& h,
+                          const Fp8Operands& out, const QuantOptions& opt) override;
+  void swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, const Matrix& up,
+                           const Matrix& dgate, const Matrix& dup, const Fp8Operands& out_gate,
+                           const QuantOptions& opt_gate, const Fp8Operands& out_up,
+                           const QuantOptions& opt_up) override;
 
   // logprobs.cu. One block per row, one read of the row for the softmax statistics.
   void token_logprobs(const Matrix& logits, const int32_t* targets, float inv_temperature,
@@ -318,6 +331,10 @@ class CudaBackend final : public Backend {
     int64_t attention_ctas_per_sm = 4;
     int64_t attention_kernel = 1;
     int64_t attention_mma = 2;
+    // Staging of BF16 tiles by quantize_with_transpose and the fused producers: 2 (FP32, 66 KB,
+    // 3 blocks per SM) or 1 (16-bit patterns, 33 KB, 6 blocks per SM; until a GPU round has
+    // measured it, not the default).
+    int64_t quantize_stage_bf16 = 2;
   };
   // Tiles the decode GEMM's split-K counters cover (one unsigned each, zero between launches).
   static constexpr int64_t kSplitCounters = int64_t{1} << 16;

@@ -45,6 +45,10 @@ struct Out {
     else
       static_cast<float*>(p)[i] = v;
   }
+  // v as store() leaves it in memory (rounded to nearest even for bf16).
+  __device__ __forceinline__ float round(float v) const {
+    return bf16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
+  }
   __device__ __forceinline__ float load(int64_t i) const {
     return bf16 ? __uint_as_float(static_cast<unsigned>(static_cast<const uint16_t*>(p)[i]) << 16)
                 : static_cast<const float*>(p)[i];

@@ -12,167 +12,19 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <type_traits>
 
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
 #include "fp8/format.hpp"
 #include "grid_stride.cuh"
 #include "ops_common.cuh"
+#include "quantize.cuh"
 
 namespace fp8rl {
 namespace {
 
-constexpr int kThreads = 256;  // every kernel here: 8 warps
-constexpr int kWarps = kThreads / 32;
-constexpr int kTile = static_cast<int>(kBlock);  // 128
-constexpr int kPitch = kTile + 1;  // shared tile row pitch in floats: odd, so columns are
-                                   // read without bank conflicts
-constexpr size_t kTransposeSmem = sizeof(float) * kTile * kPitch;  // 66,048 bytes
-constexpr unsigned kFullMask = 0xffffffffu;
-
-// --- element helpers
-
-__device__ __forceinline__ float load_elem(const float* __restrict__ p, int64_t i) {
-  return __ldg(p + i);
-}
-// bf16 as raw bits: the value is bits << 16 (exact).
-__device__ __forceinline__ float load_elem(const uint16_t* __restrict__ p, int64_t i) {
-  return __uint_as_float(static_cast<unsigned>(__ldg(p + i)) << 16);
-}
-
-template <Fp8Format F>
-__device__ __forceinline__ __nv_fp8_interpretation_t interpretation() {
-  return F == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2;
-}
-
-// Round to nearest even, saturating to the finite maximum (±inf too), NaN → 0x7f.
-template <Fp8Format F>
-__device__ __forceinline__ uint8_t encode(float v) {
-  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, interpretation<F>());
-}
-
-// Exact: every FP8 value is a half value.
-template <Fp8Format F>
-__device__ __forceinline__ float decode(uint8_t code) {
-  return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, interpretation<F>())));
-}
-
-// max of two |x| values where NaN wins (fmaxf would drop it).
-__device__ __forceinline__ float amax_combine(float a, float b) {
-  return (a != a || a > b) ? a : b;
-}
-
-__device__ __forceinline__ float warp_amax(float a) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) a = amax_combine(a, __shfl_xor_sync(kFullMask, a, off));
-  return a;
-}
-
-// --- statistics
-
-struct ThreadStats {
-  unsigned long long elements = 0, blocks = 0, saturated = 0, flushed = 0, degenerate = 0;
-  double err_sq = 0.0, ref_sq = 0.0;
-};
-
-// One quantized element: x the input, v = x·s, code = encode(v), sinv = 1/s.
-template <Fp8Format F>
-__device__ __forceinline__ void count_element(ThreadStats& st, float x, float v, uint8_t code,
-                                              float sinv) {
-  ++st.elements;
-  if (!isnan(v) && fabsf(v) > fp8_max(F)) ++st.saturated;
-  if (isfinite(x)) {
-    if (x != 0.0f && (code & 0x7f) == 0) ++st.flushed;
-    const float d = __fmul_rn(decode<F>(code), sinv);
-    const double e = static_cast<double>(x) - static_cast<double>(d);
-    st.err_sq += e * e;
-    st.ref_sq += static_cast<double>(x) * static_cast<double>(x);
-  }
-}
-
-// Adds a thread's partial sums into out. Every thread of the block must call it.
-__device__ void flush_stats(ThreadStats st, DeviceQuantStats* out) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    st.elements += __shfl_down_sync(kFullMask, st.elements, off);
-    st.blocks += __shfl_down_sync(kFullMask, st.blocks, off);
-    st.saturated += __shfl_down_sync(kFullMask, st.saturated, off);
-    st.flushed += __shfl_down_sync(kFullMask, st.flushed, off);
-    st.degenerate += __shfl_down_sync(kFullMask, st.degenerate, off);
-    st.err_sq += __shfl_down_sync(kFullMask, st.err_sq, off);
-    st.ref_sq += __shfl_down_sync(kFullMask, st.ref_sq, off);
-  }
-  if ((threadIdx.x & 31) != 0) return;
-  if (st.elements) atomicAdd(&out->elements, st.elements);
-  if (st.blocks) atomicAdd(&out->blocks, st.blocks);
-  if (st.saturated) atomicAdd(&out->saturated, st.saturated);
-  if (st.flushed) atomicAdd(&out->flushed_to_zero, st.flushed);
-  if (st.degenerate) atomicAdd(&out->degenerate_blocks, st.degenerate);
-  if (st.err_sq != 0.0) atomicAdd(&out->err_sq, st.err_sq);
-  if (st.ref_sq != 0.0) atomicAdd(&out->ref_sq, st.ref_sq);
-}
-
-// --- one 1x128 block held by a warp: lane l holds elements l, l+32, l+64, l+96 (v[j]); n ≤ 128
-// of them are valid. Writes the n codes to q[0..n) and 1/s to *scale. Warp-collective.
-template <Fp8Format F, bool kStats>
-__device__ __forceinline__ void quantize_warp_block(const float (&v)[4], int n, int lane, bool pow2,
-                                                    uint8_t* __restrict__ q,
-                                                    float* __restrict__ scale, ThreadStats& st) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    if (lane + 32 * j < n) amax = amax_combine(amax, fabsf(v[j]));
-  amax = warp_amax(amax);
-  bool degenerate = false;
-  const float s = block_scale(amax, F, pow2, &degenerate);
-  const float sinv = __fdiv_rn(1.0f, s);
-  if (lane == 0) {
-    *scale = sinv;
-    if constexpr (kStats) {
-      ++st.blocks;
-      st.degenerate += degenerate ? 1 : 0;
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int c = lane + 32 * j;
-    if (c < n) {
-      const float x = v[j];
-      const float xs = __fmul_rn(x, s);
-      const uint8_t code = encode<F>(xs);
-      q[c] = code;
-      if constexpr (kStats) count_element<F>(st, x, xs, code, sinv);
-    }
-  }
-}
-
-// Where column c of a 128-wide tile row lives in the staged tile: each group of 8 columns is
-// rotated by c / 32, so that the 16-byte staging (lane h writes columns 8h .. 8h + 7) spreads
-// over the banks (at most 2-way), while rows (lane + 32j) and columns (row e = lane + 32j,
-// pitch 129) are still read without conflicts.
-__device__ __forceinline__ int tile_col(int c) {
-  return (c & ~7) | (((c & 7) + (c >> 5)) & 7);
-}
-
-// Line i < lines of a tile staged in shared memory ([kTile][kPitch]: row i, or with kColumns
-// column i) is one 1x128 block of len values: its codes go to row r0 + i of q [rows, cols] from
-// column c0, its 1/s to the matching entry of qs. Warp w takes lines w, w + kWarps, ...
-template <Fp8Format F, bool kStats, bool kColumns>
-__device__ __forceinline__ void quantize_staged_lines(
-    const float* tile, int lines, int len, int lane, int warp, bool pow2, uint8_t* __restrict__ q,
-    float* __restrict__ qs, int64_t rows, int64_t cols, int64_t r0, int64_t c0, ThreadStats& st) {
-  for (int i = warp; i < lines; i += kWarps) {  // warp-uniform
-    float v[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int e = lane + 32 * j;
-      v[j] = e < len ? tile[kColumns ? e * kPitch + tile_col(i) : i * kPitch + tile_col(e)] : 0.0f;
-    }
-    const int64_t r = r0 + i;
-    quantize_warp_block<F, kStats>(v, len, lane, pow2, q + r * cols + c0,
-                                   qs + scale_index(ScaleBlock::row1x128, rows, cols, r, c0), st);
-  }
-}
+using namespace quant;  // the block quantization shared with the producers' fused kernels
 
 // Calls inside(v[i][j], rr, cc) for each element v[i][j] a thread holds of a 128x128 tile that
 // lies in the tile's valid nr x nc part, outside(v[i][j]) for the others: tile row
@@ -325,25 +177,6 @@ __device__ __forceinline__ void load8(const float* __restrict__ x, float (&v)[8]
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
-// The codes of v·s into q[0..8) (q 8-byte aligned); statistics per element when asked.
-template <Fp8Format F, bool kStats>
-__device__ __forceinline__ void encode8(const float (&v)[8], float s, float sinv,
-                                        uint8_t* __restrict__ q, ThreadStats& st) {
-  unsigned lo = 0, hi = 0;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float xs = __fmul_rn(v[j], s);
-    const uint8_t code = encode<F>(xs);
-    if (j < 4) {
-      lo |= static_cast<unsigned>(code) << (8 * j);
-    } else {
-      hi |= static_cast<unsigned>(code) << (8 * (j - 4));
-    }
-    if constexpr (kStats) count_element<F>(st, v[j], xs, code, sinv);
-  }
-  *reinterpret_cast<uint2*>(q) = make_uint2(lo, hi);
-}
-
 // 1x128 blocks along cols (cols % 128 == 0): a half-warp per block, lane h of the half holds
 // elements 8h .. 8h + 7; a warp takes two consecutive blocks and the loads of its next pair are
 // issued before the current pair is quantized (two pairs in flight per warp).
@@ -444,13 +277,16 @@ __global__ void __launch_bounds__(kThreads)
 // x [M, K] → q [M, K] 1x128 along K and qt [K, M] 1x128 along M, from one read of x: a 128x128
 // tile of x is staged in shared memory (dynamic, kTransposeSmem bytes); warps then quantize its
 // rows (blocks of q) and its columns (blocks of qt). stats: 2 records (q, qt) or null.
-template <typename T, Fp8Format F, bool kStats>
+// S: the staging (quantize.cuh: Stage), uint16_t only for a BF16 x.
+template <typename T, Fp8Format F, bool kStats, class S>
 __global__ void __launch_bounds__(kThreads)
     quantize_transpose_kernel(const T* __restrict__ x, int64_t M, int64_t K, bool pow2,
                               uint8_t* __restrict__ q, float* __restrict__ qs,
                               uint8_t* __restrict__ qt, float* __restrict__ qts,
                               DeviceQuantStats* stats, bool vec) {
-  extern __shared__ float tile[];  // [kTile][kPitch]
+  extern __shared__ __align__(16) unsigned char stage_smem[];
+  S* tile = reinterpret_cast<S*>(stage_smem);  // [kTile][Stage<S>::kPitch]
+  constexpr int kP = Stage<S>::kPitch;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t kbs = blocks_of(K);
   const int64_t tiles = blocks_of(M) * kbs;
@@ -468,7 +304,7 @@ __global__ void __launch_bounds__(kThreads)
         float v[8];
         load8(x + (m0 + i) * K + k0 + 8 * h, v);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) tile[i * kPitch + tile_col(8 * h + j)] = v[j];
+        for (int j = 0; j < 8; ++j) Stage<S>::put(tile, i * kP + tile_col(8 * h + j), v[j]);
       }
     } else {
       for (int i = warp; i < nm; i += kWarps) {
@@ -476,17 +312,17 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int c = lane + 32 * j;
-          if (c < nk) tile[i * kPitch + tile_col(c)] = load_elem(xr, c);
+          if (c < nk) Stage<S>::put(tile, i * kP + tile_col(c), load_elem(xr, c));
         }
       }
     }
     __syncthreads();
     // Rows of the tile: blocks of q (row m0 + i, cols k0 ..).
-    quantize_staged_lines<F, kStats, false>(tile, nm, nk, lane, warp, pow2, q, qs, M, K, m0, k0,
-                                            st_along);
+    quantize_staged_lines<F, kStats, false, S>(tile, nm, nk, lane, warp, pow2, q, qs, M, K, m0, k0,
+                                               st_along);
     // Columns of the tile: blocks of qt (row k0 + i of xᵀ, cols m0 ..).
-    quantize_staged_lines<F, kStats, true>(tile, nk, nm, lane, warp, pow2, qt, qts, K, M, k0, m0,
-                                           st_trans);
+    quantize_staged_lines<F, kStats, true, S>(tile, nk, nm, lane, warp, pow2, qt, qts, K, M, k0, m0,
+                                              st_trans);
   }
   if constexpr (kStats) {
     flush_stats(st_along, stats);
@@ -574,6 +410,7 @@ struct QuantLaunch {
   float* qts = nullptr;
   DeviceQuantStats* stats = nullptr;
   ScaleBlock block = ScaleBlock::row1x128;
+  bool stage_bf16 = false;  // quantize_with_transpose of a BF16 x: 16-bit staging (Stage)
   cudaStream_t stream = nullptr;
   int sm_count = 1;
 };
@@ -634,15 +471,23 @@ struct LaunchQuantize {
 
 template <typename T, Fp8Format F, bool kStats>
 struct LaunchQuantizeTranspose {
-  static void run(const QuantLaunch& p) {
-    auto kernel = quantize_transpose_kernel<T, F, kStats>;
+  template <class S>
+  static void run_staged(const QuantLaunch& p) {
+    auto kernel = quantize_transpose_kernel<T, F, kStats, S>;
+    constexpr size_t kSmem = kStageSmem<S>;
     FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kTransposeSmem)));
+                                          static_cast<int>(kSmem)));
     // Whole tiles stage with 16-byte loads when every row start is 16-byte aligned.
     const bool vec = p.cols % 8 == 0 && cuda::pointer_alignment(p.x) >= 16;
-    launch_grid_stride(kernel, "quantize_transpose_kernel", kTransposeSmem,
+    launch_grid_stride(kernel, "quantize_transpose_kernel", kSmem,
                        blocks_of(p.rows) * blocks_of(p.cols), p, static_cast<const T*>(p.x), p.rows,
                        p.cols, p.pow2, p.q, p.qs, p.qt, p.qts, p.stats, vec);
+  }
+  static void run(const QuantLaunch& p) {
+    if constexpr (std::is_same_v<T, uint16_t>) {
+      if (p.stage_bf16) return run_staged<uint16_t>(p);
+    }
+    run_staged<float>(p);
   }
 };
 
@@ -768,6 +613,7 @@ void CudaBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& alon
       quant_launch(x, along, opt, want_stats ? begin_stats() : nullptr, stream_, sm_count_);
   p.qt = transposed.codes;
   p.qts = transposed.scale_inv;
+  p.stage_bf16 = options_.quantize_stage_bf16 == 1;
   dispatch<LaunchQuantizeTranspose>(p, x.dtype, opt.format);
   if (opt.stats_sum) add_stats(opt.stats_sum);
   if (stats_along || stats_transposed) finish_stats(stats_along, stats_transposed);

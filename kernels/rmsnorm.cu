@@ -15,6 +15,7 @@
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
 #include "ops_common.cuh"
+#include "quantize.cuh"
 
 namespace fp8rl {
 namespace {
@@ -49,9 +50,16 @@ __device__ __forceinline__ RowGroup row_group() {
           static_cast<int64_t>(gridDim.x) * kRowsPerBlock};
 }
 
+// One normalized element: x·r·w in this order (the reference's), one spelling for the forward
+// kernel and the fused producer below so that both round the same products.
+__device__ __forceinline__ float normalized(float x, float r, float w) {
+  return x * r * w;
+}
+
 // kGroup threads per row (row_group). The row loop is uniform across each group (a whole block
-// when kGroup == kThreads), as group_sum needs.
-template <int kGroup>
+// when kGroup == kThreads), as group_sum needs. Without kWriteY only rstd is written (the fused
+// producer normalizes and quantizes in its own pass).
+template <int kGroup, bool kWriteY = true>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_forward_kernel(In x, In w, float eps, Out y, float* __restrict__ rstd, int64_t M,
                            int64_t H) {
@@ -67,7 +75,8 @@ __global__ void __launch_bounds__(kThreads)
     ss = group_sum<kGroup>(ss, warp_sums);
     const float r = 1.0f / sqrtf(ss / static_cast<float>(H) + eps);
     if (lane == 0) rstd[m] = r;
-    for (int64_t h = lane; h < H; h += kGroup) y.store(row + h, x[row + h] * r * w[h]);
+    if constexpr (kWriteY)
+      for (int64_t h = lane; h < H; h += kGroup) y.store(row + h, normalized(x[row + h], r, w[h]));
   }
 }
 
@@ -106,6 +115,49 @@ __global__ void __launch_bounds__(kThreads)
   atomicAdd(dw + h, acc);
 }
 
+// The normalized rows y = x·rstd·w of [M, H] for quantize_produced_kernel (rstd already
+// computed), stored to y when it has data.
+struct RmsnormProducer {
+  static constexpr int kOutputs = 1;
+  In x, w;
+  const float* rstd;
+  Out y;
+  int64_t H;
+  __device__ __forceinline__ float value(int, int64_t r, int64_t c) const {
+    const int64_t i = r * H + c;
+    const float v = y.round(normalized(x[i], rstd[r], w[c]));
+    if (y.p) y.store(i, v);
+    return v;
+  }
+  __device__ __forceinline__ void value8(int, int64_t r, int64_t c, float (&v)[8]) const {
+    const int64_t i = r * H + c;
+    float xv[8], wv[8];
+    quant::load8(x, i, xv);
+    quant::load8(w, c, wv);
+    const float rr = rstd[r];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = y.round(normalized(xv[j], rr, wv[j]));
+    if (y.p) quant::store8(y, i, v);
+  }
+};
+
+// Launches the forward kernel's rstd pass (kWriteY false) or the whole forward.
+template <bool kWriteY>
+void launch_rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
+                            float* rstd, cudaStream_t stream, int sm_count) {
+  const int64_t M = x.rows, H = x.cols;
+  const int64_t cap = int64_t{32} * sm_count;
+  if (H <= kWarpRowMax) {
+    rmsnorm_forward_kernel<32, kWriteY>
+        <<<cuda::grid_for(M, kThreads / 32, cap), kThreads, 0, stream>>>(
+            cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H);
+  } else {
+    rmsnorm_forward_kernel<kThreads, kWriteY><<<cuda::grid_for(M, 1, cap), kThreads, 0, stream>>>(
+        cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H);
+  }
+  cuda::check_launch("rmsnorm_forward_kernel");
+}
+
 }  // namespace
 
 void CudaBackend::rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
@@ -125,15 +177,39 @@ void CudaBackend::rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, c
   // A row is read completely before it is written, so y may alias x of the same dtype.
   check(y.data != x.data || y.dtype == x.dtype, std::string(op) + ": y aliases x of another dtype");
   make_current();
-  const int64_t cap = int64_t{32} * sm_count_;
-  if (H <= kWarpRowMax) {
-    rmsnorm_forward_kernel<32><<<cuda::grid_for(M, kThreads / 32, cap), kThreads, 0, stream_>>>(
-        cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H);
-  } else {
-    rmsnorm_forward_kernel<kThreads><<<cuda::grid_for(M, 1, cap), kThreads, 0, stream_>>>(
-        cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H);
+  launch_rmsnorm_forward<true>(x, w, eps, y, rstd, stream_, sm_count_);
+}
+
+void CudaBackend::rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
+                                      float* rstd, const Fp8Operands& out,
+                                      const QuantOptions& opt) {
+  const OpScope scope(*this, "rmsnorm_forward_fp8");
+  const char* op = "rmsnorm_forward_fp8";
+  cuda::check_activation(op, "x", x);
+  const int64_t M = x.rows, H = x.cols;
+  cuda::check_activation(op, "w", w, 1, H);
+  cuda::check_activation(op, "y", y, M, H);
+  if (M == 0) return;
+  cuda::check_data(op, "rstd", rstd);
+  if (H == 0) {  // no elements to quantize; rstd (NaN) as rmsnorm_forward writes it
+    make_current();
+    launch_rmsnorm_forward<false>(x, w, eps, y, rstd, stream_, sm_count_);
+    return;
   }
-  cuda::check_launch("rmsnorm_forward_kernel");
+  cuda::check_data(op, "x", x.data);
+  cuda::check_data(op, "w", w.data);
+  // The tiles read x after the rstd pass, so y must not overwrite it.
+  check(y.data == nullptr || y.data != x.data, std::string(op) + ": y may not alias x");
+  const quant::QuantTarget tg = quant::produced_target(op, M, H, out, opt);
+  make_current();
+  launch_rmsnorm_forward<false>(x, w, eps, y, rstd, stream_, sm_count_);
+  const bool vec = H % 8 == 0 && cuda::pointer_alignment(x.data) >= 16 &&
+                   cuda::pointer_alignment(w.data) >= 16 &&
+                   (y.data == nullptr || cuda::pointer_alignment(y.data) >= 16);
+  const RmsnormProducer prod{cuda::in_of(x), cuda::in_of(w), rstd, cuda::out_of(y), H};
+  const bool stage_bf16 = options_.quantize_stage_bf16 == 1 && y.dtype == DType::bf16;
+  quant::launch_produced(prod, M, H, opt, tg, quant::QuantTarget{}, vec, stage_bf16, stream_,
+                         sm_count_);
 }
 
 void CudaBackend::rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w,

@@ -13,6 +13,7 @@
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
 #include "ops_common.cuh"
+#include "quantize.cuh"
 
 namespace fp8rl {
 namespace {
@@ -21,12 +22,22 @@ using cuda::In, cuda::Out;
 
 constexpr int kThreads = 256;
 
+// The element formulas, one spelling for the plain kernels and the fused producers below (so
+// that both round the same operations).
+__device__ __forceinline__ float swiglu_value(float g, float u) {
+  return g / (1.0f + expf(-g)) * u;
+}
+struct SwigluGrads {
+  float dgate, dup;
+};
+__device__ __forceinline__ SwigluGrads swiglu_grads(float d, float g, float u) {
+  const float sig = 1.0f / (1.0f + expf(-g));
+  return {d * u * sig * __fadd_rn(1.0f, __fmul_rn(g, 1.0f - sig)), d * (g * sig)};
+}
+
 __global__ void __launch_bounds__(kThreads)
     swiglu_forward_kernel(In gate, In up, Out h, int64_t n) {
-  cuda::for_each_index<kThreads>(n, [&](int64_t i) {
-    const float g = gate[i];
-    h.store(i, g / (1.0f + expf(-g)) * up[i]);
-  });
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) { h.store(i, swiglu_value(gate[i], up[i])); });
 }
 
 // Every input element is read before the thread writes its outputs, so an output may alias an
@@ -34,12 +45,65 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     swiglu_backward_kernel(In dh, In gate, In up, Out dgate, Out dup, int64_t n) {
   cuda::for_each_index<kThreads>(n, [&](int64_t i) {
-    const float g = gate[i], u = up[i], d = dh[i];
-    const float sig = 1.0f / (1.0f + expf(-g));
-    dgate.store(i, d * u * sig * __fadd_rn(1.0f, __fmul_rn(g, 1.0f - sig)));
-    dup.store(i, d * (g * sig));
+    const SwigluGrads r = swiglu_grads(dh[i], gate[i], up[i]);
+    dgate.store(i, r.dgate);
+    dup.store(i, r.dup);
   });
 }
+
+// h = SwiGLU(gate, up) [M, I] for quantize_produced_kernel, stored to h when it has data.
+struct SwigluProducer {
+  static constexpr int kOutputs = 1;
+  In gate, up;
+  Out h;
+  int64_t I;
+  __device__ __forceinline__ float value(int, int64_t r, int64_t c) const {
+    const int64_t i = r * I + c;
+    const float v = h.round(swiglu_value(gate[i], up[i]));
+    if (h.p) h.store(i, v);
+    return v;
+  }
+  __device__ __forceinline__ void value8(int, int64_t r, int64_t c, float (&v)[8]) const {
+    const int64_t i = r * I + c;
+    float g[8], u[8];
+    quant::load8(gate, i, g);
+    quant::load8(up, i, u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = h.round(swiglu_value(g[j], u[j]));
+    if (h.p) quant::store8(h, i, v);
+  }
+};
+
+// Output 0: dgate, output 1: dup of SwiGLU's backward [M, I], each stored when it has data. The
+// second output recomputes from the inputs the first just read (cached).
+struct SwigluGradProducer {
+  static constexpr int kOutputs = 2;
+  In dh, gate, up;
+  Out dgate, dup;
+  int64_t I;
+  __device__ __forceinline__ float value(int o, int64_t r, int64_t c) const {
+    const int64_t i = r * I + c;
+    const SwigluGrads g = swiglu_grads(dh[i], gate[i], up[i]);
+    const Out& out = o == 0 ? dgate : dup;
+    const float v = out.round(o == 0 ? g.dgate : g.dup);
+    if (out.p) out.store(i, v);
+    return v;
+  }
+  __device__ __forceinline__ void value8(int o, int64_t r, int64_t c, float (&v)[8]) const {
+    const int64_t i = r * I + c;
+    float d[8], g[8], u[8];
+    quant::load8(dh, i, d);
+    quant::load8(gate, i, g);
+    quant::load8(up, i, u);
+    const Out& out = o == 0 ? dgate : dup;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const SwigluGrads gr = swiglu_grads(d[j], g[j], u[j]);
+      v[j] = out.round(o == 0 ? gr.dgate : gr.dup);
+    }
+    if (out.p) quant::store8(out, i, v);
+  }
+};
 
 unsigned swiglu_grid(int64_t n, int sm_count) {
   return cuda::grid_for(n, kThreads, int64_t{32} * std::max(sm_count, 1));
@@ -98,6 +162,76 @@ void CudaBackend::swiglu_backward(const Matrix& dh, const Matrix& gate, const Ma
       cuda::in_of(dh), cuda::in_of(gate), cuda::in_of(up), cuda::out_of(dgate), cuda::out_of(dup),
       n);
   cuda::check_launch("swiglu_backward_kernel");
+}
+
+namespace {
+
+// Whether the 16-byte path applies: I % 8 == 0 and every operand with data 16-byte aligned.
+bool vector_ok(int64_t I, std::initializer_list<const Matrix*> operands) {
+  if (I % 8 != 0) return false;
+  for (const Matrix* m : operands)
+    if (m->data && cuda::pointer_alignment(m->data) < 16) return false;
+  return true;
+}
+
+// Throws unless out (data may be null: not written) is an f32 or bf16 [M, I] that does not
+// alias any input (the fused kernels read the inputs after writing some outputs).
+void check_output(const char* op, const char* name, const Matrix& out, const Matrix& gate,
+                  std::initializer_list<const Matrix*> inputs) {
+  cuda::check_activation(op, name, out, gate.rows, gate.cols);
+  for (const Matrix* in : inputs)
+    check(out.data == nullptr || out.data != in->data,
+          std::string(op) + ": " + name + " may not alias an input");
+}
+
+}  // namespace
+
+void CudaBackend::swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Matrix& h,
+                                     const Fp8Operands& out, const QuantOptions& opt) {
+  const OpScope scope(*this, "swiglu_forward_fp8");
+  const char* op = "swiglu_forward_fp8";
+  const int64_t n = check_operands(op, gate, {{"gate", &gate}, {"up", &up}});
+  check_output(op, "h", h, gate, {&gate, &up});
+  if (n == 0) return;
+  const int64_t M = gate.rows, I = gate.cols;
+  const quant::QuantTarget tg = quant::produced_target(op, M, I, out, opt);
+  make_current();
+  const SwigluProducer prod{cuda::in_of(gate), cuda::in_of(up), cuda::out_of(h), I};
+  const bool stage_bf16 = options_.quantize_stage_bf16 == 1 && h.dtype == DType::bf16;
+  quant::launch_produced(prod, M, I, opt, tg, quant::QuantTarget{}, vector_ok(I, {&gate, &up, &h}),
+                         stage_bf16, stream_, sm_count_);
+}
+
+void CudaBackend::swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, const Matrix& up,
+                                      const Matrix& dgate, const Matrix& dup,
+                                      const Fp8Operands& out_gate, const QuantOptions& opt_gate,
+                                      const Fp8Operands& out_up, const QuantOptions& opt_up) {
+  const char* op = "swiglu_backward_fp8";
+  check(out_gate.transposed.codes && out_up.transposed.codes,
+        std::string(op) + ": the gradients' operands need their transposed copies (wgrad)");
+  if (opt_gate.format != opt_up.format || opt_gate.pow2_scales != opt_up.pow2_scales) {
+    // One kernel quantizes both with one format: otherwise the unfused path.
+    Backend::swiglu_backward_fp8(dh, gate, up, dgate, dup, out_gate, opt_gate, out_up, opt_up);
+    return;
+  }
+  const OpScope scope(*this, "swiglu_backward_fp8");
+  const int64_t n = check_operands(op, gate, {{"dh", &dh}, {"gate", &gate}, {"up", &up}});
+  check_output(op, "dgate", dgate, gate, {&dh, &gate, &up});
+  check_output(op, "dup", dup, gate, {&dh, &gate, &up});
+  check(dgate.data == nullptr || dgate.data != dup.data,
+        std::string(op) + ": dgate and dup must be distinct");
+  if (n == 0) return;
+  const int64_t M = gate.rows, I = gate.cols;
+  const quant::QuantTarget tg = quant::produced_target(op, M, I, out_gate, opt_gate);
+  const quant::QuantTarget tu = quant::produced_target(op, M, I, out_up, opt_up);
+  make_current();
+  const SwigluGradProducer prod{cuda::in_of(dh),     cuda::in_of(gate), cuda::in_of(up),
+                                cuda::out_of(dgate), cuda::out_of(dup), I};
+  const bool stage_bf16 =
+      options_.quantize_stage_bf16 == 1 && dgate.dtype == DType::bf16 && dup.dtype == DType::bf16;
+  quant::launch_produced(prod, M, I, opt_gate, tg, tu,
+                         vector_ok(I, {&dh, &gate, &up, &dgate, &dup}), stage_bf16, stream_,
+                         sm_count_);
 }
 
 }  // namespace fp8rl

@@ -85,6 +85,9 @@ struct RolloutOptions {
   std::string model;
   std::vector<int64_t> batches;
   int64_t prompt_len = 0, new_tokens = 0;
+  // > 0: also generate with ragged lengths, each response's drawn uniformly from
+  // [ragged_min, new_tokens] (BF16 and FP8 + FP8 KV): finished sequences leave the batch.
+  int64_t ragged_min = 0;
 };
 Json bench_rollout(Backend& be, const RolloutOptions& o);
 

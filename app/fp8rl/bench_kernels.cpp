@@ -208,6 +208,7 @@ Json bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& sh
       std::printf("%-24s %6lld %6lld %10.3f %10.1f %8.0f%%\n", name, (long long)R, (long long)C,
                   t * 1e3, gbs, 100.0 * gbs / copy_gbs);
       record(name, t, gbs);
+      return t;
     };
     std::printf("%-24s %6lld %6lld %10.3f %10.1f %8s\n", "copy bf16 (baseline)", (long long)R,
                 (long long)C, t_copy * 1e3, copy_gbs, "100%");
@@ -220,10 +221,74 @@ Json bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& sh
     row("dequantize 1x128", R * C + scales + 2.0 * R * C, [&] {
       be.dequantize(q.m, Matrix{out.data(), R, C, DType::bf16});
     });
+
+    // The producers that quantize what they write (RMSNorm -> x, x^T; SwiGLU -> h, h^T; its
+    // backward -> dgate, dup and their transposes), the tensor itself not written, against the op
+    // followed by its quantization. GB/s counts the fused pass's bytes for both.
+    Buffer x2 = upload_random_bf16(be, R * C, rng), x3 = upload_random_bf16(be, R * C, rng);
+    Buffer w = upload_random_bf16(be, C, rng), rstd = be.alloc(static_cast<size_t>(R) * 4);
+    Buffer out2 = be.alloc(static_cast<size_t>(R * C) * 2);
+    auto q2 = alloc_fp8(be, R, C, ScaleBlock::row1x128);
+    auto qt2 = alloc_fp8(be, C, R, ScaleBlock::row1x128);
+    const Matrix X2{x2.data(), R, C, DType::bf16}, X3{x3.data(), R, C, DType::bf16};
+    const Matrix Wn{w.data(), 1, C, DType::bf16}, Y{out.data(), R, C, DType::bf16};
+    const Matrix Y2{out2.data(), R, C, DType::bf16}, none{nullptr, R, C, DType::bf16};
+    auto* rs = rstd.as<float>();
+    const Fp8Operands ops{q.m, qt.m}, ops2{q2.m, qt2.m};
+    const double operands = 2.0 * R * C + 2 * scales;  // x and x^T codes and scales
+    auto pair = [&](const char* fused_name, const char* unfused_name, double bytes,
+                    const std::function<void()>& fused, const std::function<void()>& unfused) {
+      const double tf = row(fused_name, bytes, fused), tu = row(unfused_name, bytes, unfused);
+      std::printf("%-24s %6lld %6lld %10s %10s %8.2fx\n", "  fused vs unfused", (long long)R,
+                  (long long)C, "", "", tu / tf);
+      Json r;
+      r["op"] = std::string(fused_name) + " vs unfused";
+      r["rows"] = R;
+      r["cols"] = C;
+      r["speedup"] = number(tu / tf);
+      rows.push_back(r);
+    };
+    pair(
+        "rmsnorm->fp8 x, x^T", "rmsnorm, quantize x, x^T", 2.0 * R * C + operands,
+        [&] { be.rmsnorm_forward_fp8(X, Wn, 1e-6f, none, rs, ops, opt); },
+        [&] {
+          be.rmsnorm_forward(X, Wn, 1e-6f, Y, rs);
+          be.quantize_with_transpose(Y, q.m, qt.m, opt, nullptr, nullptr);
+        });
+    pair(
+        "swiglu->fp8 h, h^T", "swiglu, quantize h, h^T", 4.0 * R * C + operands,
+        [&] { be.swiglu_forward_fp8(X, X2, none, ops, opt); },
+        [&] {
+          be.swiglu_forward(X, X2, Y);
+          be.quantize_with_transpose(Y, q.m, qt.m, opt, nullptr, nullptr);
+        });
+    pair(
+        "swiglu bwd->fp8 x2", "swiglu bwd, quantize x2", 6.0 * R * C + 2 * operands,
+        [&] { be.swiglu_backward_fp8(X3, X, X2, none, none, ops, opt, ops2, opt); },
+        [&] {
+          be.swiglu_backward(X3, X, X2, Y, Y2);
+          be.quantize_with_transpose(Y, q.m, qt.m, opt, nullptr, nullptr);
+          be.quantize_with_transpose(Y2, q2.m, qt2.m, opt, nullptr, nullptr);
+        });
+
+    // The same staged kernels with BF16 tiles staged as 16-bit patterns (half the shared memory,
+    // twice the blocks per SM), where the backend has that kernel option.
+    if (be.set_kernel_option("quantize_stage_bf16", 1)) {
+      row("quantize x, x^T stage16", 2.0 * R * C + operands,
+          [&] { be.quantize_with_transpose(X, q.m, qt.m, opt, nullptr, nullptr); });
+      row("rmsnorm->fp8 stage16", 2.0 * R * C + operands,
+          [&] { be.rmsnorm_forward_fp8(X, Wn, 1e-6f, none, rs, ops, opt); });
+      row("swiglu->fp8 stage16", 4.0 * R * C + operands,
+          [&] { be.swiglu_forward_fp8(X, X2, none, ops, opt); });
+      row("swiglu bwd->fp8 stage16", 6.0 * R * C + 2 * operands,
+          [&] { be.swiglu_backward_fp8(X3, X, X2, none, none, ops, opt, ops2, opt); });
+      be.set_kernel_option("quantize_stage_bf16", 0);
+    }
   }
   std::printf(
-      "GB/s counts bytes read + written; 'vs copy' is against a plain copy of the BF16 "
-      "input measured in the same run.\n\n");
+      "GB/s counts bytes read + written; 'vs copy' is against a plain copy of the BF16 input\n"
+      "measured in the same run; 'fused vs unfused' is the time of the op and its quantization\n"
+      "one after the other over the time of the producer that quantizes as it writes.\n\n");
   run["rows"] = Json(rows);
   return run;
 }

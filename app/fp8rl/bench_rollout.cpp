@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <optional>
 
 #include "bench.hpp"
 #include "core/error.hpp"
@@ -59,6 +60,18 @@ Json bench_rollout(Backend& be, const RolloutOptions& o) {
   DecoderModel model(be, cfg, uniform_precision(cfg, Precision::bf16), 7);
   std::vector<std::vector<RolloutStats>> stats(o.batches.size(),
                                                std::vector<RolloutStats>(modes.size()));
+  // Ragged lengths (--ragged): each response's drawn from [ragged_min, new_tokens], the same
+  // draws in every mode; only BF16 and FP8 + FP8 KV.
+  std::vector<std::vector<std::optional<RolloutStats>>> ragged(
+      o.batches.size(), std::vector<std::optional<RolloutStats>>(modes.size()));
+  std::vector<int64_t> ragged_lengths;
+  if (o.ragged_min > 0) {
+    Rng lr(11);
+    for (int64_t i = 0; i < most; ++i)
+      ragged_lengths.push_back(
+          o.ragged_min +
+          static_cast<int64_t>(lr.next() % static_cast<uint64_t>(o.new_tokens - o.ragged_min + 1)));
+  }
   for (int mi = 0; mi < kModes; ++mi) {
     const Mode& m = modes[mi];
     model.set_precision(uniform_precision(cfg, m.p));
@@ -70,6 +83,16 @@ Json bench_rollout(Backend& be, const RolloutOptions& o) {
       gen.generate(prompts, warm);
       gen.generate(prompts, sp);
       stats[bi][static_cast<size_t>(mi)] = gen.last_stats();
+      const bool ragged_mode = m.graphs == DecodeGraphs::automatic &&
+                               ((m.p == Precision::bf16 && m.kv == KvDType::bf16) ||
+                                (m.p == Precision::fp8 && m.kv == KvDType::fp8));
+      if (!ragged_lengths.empty() && ragged_mode) {
+        SamplingParams rp = sp;
+        rp.response_lengths.assign(ragged_lengths.begin(),
+                                   ragged_lengths.begin() + static_cast<ptrdiff_t>(o.batches[bi]));
+        gen.generate(prompts, rp);
+        ragged[bi][static_cast<size_t>(mi)] = gen.last_stats();
+      }
     }
   }
 
@@ -114,6 +137,39 @@ Json bench_rollout(Backend& be, const RolloutOptions& o) {
       rows.push_back(row);
     }
     if (!unused.empty()) std::printf("decode graphs unused: %s\n", unused.c_str());
+    if (!ragged_lengths.empty()) {
+      // Finished sequences should cost nothing: the decode time per token of the ragged run over
+      // the forced run's is then near 1 (above 1: the shrinking batch's smaller steps cost more
+      // per token).
+      std::printf("ragged lengths in [%lld, %lld]:\n%-26s %12s %12s %12s %10s %14s\n",
+                  static_cast<long long>(o.ragged_min), static_cast<long long>(o.new_tokens),
+                  "mode", "decode tok", "decode s", "decode tok/s", "vs bf16", "s/tok vs forced");
+      double ragged_base = 0;
+      for (int mi = 0; mi < kModes; ++mi) {
+        const auto& r = ragged[bi][static_cast<size_t>(mi)];
+        if (!r) continue;
+        const RolloutStats& f = stats[bi][static_cast<size_t>(mi)];
+        const double tokens = static_cast<double>(r->generated_tokens - r->sequences);
+        const double tps = tokens / r->decode_seconds;
+        const double forced_tps =
+            static_cast<double>(f.generated_tokens - f.sequences) / f.decode_seconds;
+        if (ragged_base == 0) ragged_base = tps;
+        std::printf("%-26s %12.0f %12.3f %12.1f %9.2fx %13.2fx\n", modes[mi].name, tokens,
+                    r->decode_seconds, tps, tps / ragged_base, forced_tps / tps);
+        Json row;
+        row["batch"] = batch;
+        row["mode"] = std::string(modes[mi].name) + ", ragged";
+        row["precision"] = precision_name(modes[mi].p);
+        row["kv_cache"] = kv_dtype_name(modes[mi].kv);
+        row["ragged_min"] = o.ragged_min;
+        row["decode_seconds"] = number(r->decode_seconds);
+        row["decode_tokens"] = r->generated_tokens - r->sequences;
+        row["decode_tokens_per_s"] = number(tps);
+        row["vs_bf16"] = number(tps / ragged_base);
+        row["seconds_per_token_vs_forced"] = number(forced_tps / tps);
+        rows.push_back(row);
+      }
+    }
     std::printf("\n");
   }
   run["rows"] = Json(rows);

@@ -32,10 +32,12 @@ gemm [--shapes M,N,K;...] [--seconds S]
     0.6B-model linears on the CPU.
 quant [--seconds S]
     quantization and dequantization GB/s against a plain copy in the same run.
-rollout [--model M] [--batch B[,B...]] [--prompt-len P] [--new-tokens N]
+rollout [--model M] [--batch B[,B...]] [--prompt-len P] [--new-tokens N] [--ragged MIN]
     decode tokens/s of a random Qwen3-shaped model with BF16, FP8 linears, FP8 linears + FP8
     KV cache; a comma list of batch sizes measures each. Defaults: small, batch 16, prompt 32,
-    32 new tokens on the CPU; qwen3-0.6b, batch 64, prompt 128, 128 new tokens on GPUs.
+    32 new tokens on the CPU; qwen3-0.6b, batch 64, prompt 128, 128 new tokens on GPUs. With
+    --ragged, BF16 and FP8 + FP8 KV also generate responses of lengths drawn from [MIN, N]
+    (finished sequences leave the batch): decode time per token against the forced lengths'.
 decode [--model M] [--batch B[,B...]] [--contexts C[,C...]] [--seconds S]
     one decode step's kernels at the model's shapes, for each batch of B rows, against a device
     copy measured in the same run: the FP8 linear with its activation quantization fused
@@ -123,7 +125,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
   static const std::map<std::string, std::set<std::string>> m = {
       {"gemm", {"shapes", "seconds"}},
       {"quant", {"seconds"}},
-      {"rollout", {"model", "batch", "prompt-len", "new-tokens"}},
+      {"rollout", {"model", "batch", "prompt-len", "new-tokens", "ragged"}},
       {"decode", {"model", "batch", "contexts", "seconds"}},
       {"attention", {"seq-lens", "tokens", "seconds"}},
       {"train",
@@ -147,7 +149,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   const std::set<std::string> valued = {
       "backend", "json",  "shapes",  "seconds", "batch",    "model",     "prompt-len", "new-tokens",
       "seq-len", "steps", "warmup",  "preset",  "seeds",    "tokenizer", "megabytes",  "ranks",
-      "target",  "runs",  "scalars", "dir",     "contexts", "seq-lens",  "tokens"};
+      "target",  "runs",  "scalars", "dir",     "contexts", "ragged",    "seq-lens",   "tokens"};
   const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -222,7 +224,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     return given(name) ? bench::integer_option(a.get(name, ""), name, 0) : fallback;
   };
   // Every given option is checked before anything is measured.
-  for (const char* name : {"prompt-len", "new-tokens", "seq-len", "steps", "seeds"})
+  for (const char* name : {"prompt-len", "new-tokens", "seq-len", "steps", "seeds", "ragged"})
     if (given(name)) int_option(name, 0);
   if (given("warmup")) count_option("warmup", 0);
   if (given("batch") && (what == "rollout" || what == "decode"))
@@ -267,6 +269,8 @@ int cmd_bench(const std::vector<std::string>& args) {
       o.batches = bench::parse_positive_list(a.get("batch", cpu ? "16" : "64"), "batch");
       o.prompt_len = int_option("prompt-len", cpu ? 32 : 128);
       o.new_tokens = int_option("new-tokens", cpu ? 32 : 128);
+      o.ragged_min = int_option("ragged", 0);
+      check(o.ragged_min <= o.new_tokens, "--ragged must be at most --new-tokens");
       runs.push_back(bench::bench_rollout(*be, o));
     } else if (what == "decode") {
       bench::DecodeOptions o;

@@ -47,6 +47,59 @@ void Backend::linear_fp8(const Matrix& x, const Fp8Matrix& w, const Matrix& y,
 }
 
 namespace {
+
+// out's FP8 operands of t (already written, rounded to its dtype).
+void quantize_operands(Backend& be, const Matrix& t, const Fp8Operands& out,
+                       const QuantOptions& opt) {
+  if (out.transposed.codes) {
+    be.quantize_with_transpose(t, out.along, out.transposed, opt, nullptr, nullptr);
+  } else {
+    be.quantize(t, out.along, opt, nullptr);
+  }
+}
+
+// t itself, or — when its data is null (the producer need not write it) — a temporary of its
+// shape and dtype held by `storage`.
+Matrix written(Backend& be, const Matrix& t, Buffer& storage) {
+  if (t.data || t.rows == 0 || t.cols == 0) return t;
+  storage = be.alloc(static_cast<size_t>(t.rows * t.cols) * dtype_size(t.dtype));
+  Matrix m = t;
+  m.data = storage.data();
+  return m;
+}
+
+}  // namespace
+
+void Backend::rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
+                                  float* rstd, const Fp8Operands& out, const QuantOptions& opt) {
+  Buffer storage;
+  const Matrix yw = written(*this, y, storage);
+  rmsnorm_forward(x, w, eps, yw, rstd);
+  quantize_operands(*this, yw, out, opt);
+}
+
+void Backend::swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Matrix& h,
+                                 const Fp8Operands& out, const QuantOptions& opt) {
+  Buffer storage;
+  const Matrix hw = written(*this, h, storage);
+  swiglu_forward(gate, up, hw);
+  quantize_operands(*this, hw, out, opt);
+}
+
+void Backend::swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, const Matrix& up,
+                                  const Matrix& dgate, const Matrix& dup,
+                                  const Fp8Operands& out_gate, const QuantOptions& opt_gate,
+                                  const Fp8Operands& out_up, const QuantOptions& opt_up) {
+  check(out_gate.transposed.codes && out_up.transposed.codes,
+        "swiglu_backward_fp8: the gradients' operands need their transposed copies (wgrad)");
+  Buffer storage_gate, storage_up;
+  const Matrix dg = written(*this, dgate, storage_gate), du = written(*this, dup, storage_up);
+  swiglu_backward(dh, gate, up, dg, du);
+  quantize_operands(*this, dg, out_gate, opt_gate);
+  quantize_operands(*this, du, out_up, opt_up);
+}
+
+namespace {
 [[noreturn]] void missing_op(const Backend& be, const char* op) {
   throw Error("the " + be.name() + " backend has no " + op +
               " (multi-head latent attention runs on the backends that implement it)");

@@ -130,6 +130,15 @@ struct QuantOptions {
   QuantStatsSum* stats_sum = nullptr;
 };
 
+// The FP8 operands of a tensor that linears read, made by the op that produces the tensor (an
+// RMSNorm, a SwiGLU) while it writes it, instead of a separate quantization pass: `along` [M, K]
+// 1x128 along K (fprop), and `transposed` [K, M] 1x128 along M (wgrad) unless its codes are
+// null (a forward-only input). Both in the options' format.
+struct Fp8Operands {
+  Fp8Matrix along;
+  Fp8Matrix transposed;
+};
+
 // A recorded sequence of a backend's ops (a CUDA graph), replayed with the pointers, sizes and
 // scalar arguments it was recorded with (see Backend::capture). Destroying it waits for its last
 // replay and frees the memory the recording allocated.
@@ -292,6 +301,28 @@ class Backend {
   virtual void swiglu_forward(const Matrix& gate, const Matrix& up, const Matrix& h) = 0;
   virtual void swiglu_backward(const Matrix& dh, const Matrix& gate, const Matrix& up,
                                const Matrix& dgate, const Matrix& dup) = 0;
+
+  // --- Producers that quantize what they write (the FP8 operands of the linears reading it).
+  // Each gives, bit for bit, its op followed by quantize() (forward-only operands) or
+  // quantize_with_transpose() of the output as rounded to its dtype, with opt (opt.stats_sum:
+  // the statistics of `along` added). An output whose data is null is not written (its dtype
+  // still says how the values are rounded before quantization): when only FP8 linears read it,
+  // the tensor itself need not exist. These defaults (the CPU's: the reference) run the op and
+  // the quantization one after the other; a device does both in one pass over the data.
+
+  // rmsnorm_forward(x, w, eps, y, rstd), then y's FP8 operands into out.
+  virtual void rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
+                                   float* rstd, const Fp8Operands& out, const QuantOptions& opt);
+  // swiglu_forward(gate, up, h), then h's FP8 operands into out.
+  virtual void swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Matrix& h,
+                                  const Fp8Operands& out, const QuantOptions& opt);
+  // swiglu_backward(dh, gate, up, dgate, dup), then dgate's FP8 operands into out_gate (with
+  // opt_gate) and dup's into out_up (with opt_up): the gradients the gate and up projections'
+  // backward reads. Both outputs need `transposed` (wgrad).
+  virtual void swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, const Matrix& up,
+                                   const Matrix& dgate, const Matrix& dup,
+                                   const Fp8Operands& out_gate, const QuantOptions& opt_gate,
+                                   const Fp8Operands& out_up, const QuantOptions& opt_up);
 
   // Token log-probabilities of logits [M, V] scaled by inv_temperature: logp[m] =
   // log_softmax(logits[m]·inv_t)[targets[m]] (f32); entropy[m] of that distribution when

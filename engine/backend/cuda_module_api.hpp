@@ -10,7 +10,7 @@ namespace fp8rl {
 class Backend;
 }
 
-inline constexpr int kFp8rlCudaAbi = 14;
+inline constexpr int kFp8rlCudaAbi = 15;
 
 extern "C" {
 

@@ -49,6 +49,50 @@ struct LayerActs {
   LinearInput in_down;  // mlp → down
 };
 
+// An input of rows x cols in dtype ad for linears that may take it as FP8 operands made by its
+// producer: y is allocated unless every one of `readers` takes it so (then the producer does
+// not write it: its Matrix has null data), with for_backward as for LinearInput.
+struct ProducedInput {
+  LinearInput in;
+  Linear* first = nullptr;  // the reader whose input options the producer quantizes with
+};
+ProducedInput produced_input(Backend& be, int64_t rows, int64_t cols, DType ad, Tensor& y,
+                             bool for_backward, std::initializer_list<Linear*> readers) {
+  const LinearInput probe(Matrix{nullptr, rows, cols, ad}, for_backward);
+  Linear* first = produced_reader(readers, probe);
+  if (!first || !all_take_produced(readers, probe)) y = Tensor::make(be, rows, cols, ad);
+  return {LinearInput(y.buf.data() ? y.m() : Matrix{nullptr, rows, cols, ad}, for_backward), first};
+}
+
+// y = RMSNorm(x) (rstd saved) as the input of `readers` (none: a block that reads y itself):
+// when they take FP8 operands from the producer, the norm makes them in the same pass, and y
+// exists only if some reader needs it (see produced_input).
+LinearInput norm_input(Backend& be, const Matrix& x, const Matrix& w, float eps, DType ad,
+                       Tensor& y, float* rstd, bool for_backward,
+                       std::initializer_list<Linear*> readers) {
+  ProducedInput p = produced_input(be, x.rows, x.cols, ad, y, for_backward, readers);
+  if (!p.first) {
+    be.rmsnorm_forward(x, w, eps, y.m(), rstd);
+  } else {
+    const QuantOptions opt = p.first->input_options();
+    be.rmsnorm_forward_fp8(x, w, eps, p.in.x(), rstd, p.in.produce(be, opt), opt);
+  }
+  return std::move(p.in);
+}
+
+// h = SwiGLU(gate, up) as the input of `down`, made as for norm_input.
+LinearInput swiglu_input(Backend& be, const Matrix& gate, const Matrix& up, DType ad, Tensor& h,
+                         bool for_backward, Linear& down) {
+  ProducedInput p = produced_input(be, gate.rows, gate.cols, ad, h, for_backward, {&down});
+  if (!p.first) {
+    be.swiglu_forward(gate, up, h.m());
+  } else {
+    const QuantOptions opt = p.first->input_options();
+    be.swiglu_forward_fp8(gate, up, p.in.x(), p.in.produce(be, opt), opt);
+  }
+  return std::move(p.in);
+}
+
 // [rows·heads, D] view of a [rows, heads·D] tensor (per-head norms).
 Matrix heads_view(const Tensor& t, int64_t heads) {
   return Matrix{t.buf.data(), t.rows * heads, t.cols / heads, t.dtype};
@@ -462,9 +506,11 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
     LayerActs a;
     a.x_in = std::move(x);
     a.rstd1 = Tensor::make(be_, M, 1, DType::f32);
-    a.h1 = Tensor::make(be_, M, H, ad);
-    be_.rmsnorm_forward(a.x_in.m(), norm_weight(L.in_norm), eps, a.h1.m(), a.rstd1.f32());
-    a.in1 = LinearInput(a.h1.m(), training);
+    // Latent attention reads h1 itself (its low-rank projections and norms).
+    a.in1 = norm_input(
+        be_, a.x_in.m(), norm_weight(L.in_norm), eps, ad, a.h1, a.rstd1.f32(), training,
+        L.mla ? std::initializer_list<Linear*>{}
+              : std::initializer_list<Linear*>{L.lin[0].get(), L.lin[1].get(), L.lin[2].get()});
     Tensor attn_out = Tensor::make(be_, M, H, ad);
     if (L.mla) {
       std::array<float, 3> am{};
@@ -504,9 +550,11 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
     a.x_mid = Tensor::make(be_, M, H, ad);
     be_.add(a.x_in.m(), attn_out.m(), a.x_mid.m());
     a.rstd2 = Tensor::make(be_, M, 1, DType::f32);
-    a.h2 = Tensor::make(be_, M, H, ad);
-    be_.rmsnorm_forward(a.x_mid.m(), norm_weight(L.post_norm), eps, a.h2.m(), a.rstd2.f32());
-    a.in2 = LinearInput(a.h2.m(), training);
+    // The experts read h2 itself (gathered by expert).
+    a.in2 = norm_input(be_, a.x_mid.m(), norm_weight(L.post_norm), eps, ad, a.h2, a.rstd2.f32(),
+                       training,
+                       L.moe ? std::initializer_list<Linear*>{}
+                             : std::initializer_list<Linear*>{L.lin[4].get(), L.lin[5].get()});
     Tensor mlp_out = Tensor::make(be_, M, H, ad);
     if (L.moe) {
       moe_forward(l, a.in2, mlp_out.m(), training, &differing);
@@ -515,9 +563,7 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
       a.up = Tensor::make(be_, M, I, ad);
       L.lin[4]->forward(a.in2, a.gate.m());
       L.lin[5]->forward(a.in2, a.up.m());
-      a.mlp = Tensor::make(be_, M, I, ad);
-      be_.swiglu_forward(a.gate.m(), a.up.m(), a.mlp.m());
-      a.in_down = LinearInput(a.mlp.m(), training);
+      a.in_down = swiglu_input(be_, a.gate.m(), a.up.m(), ad, a.mlp, training, *L.lin[6]);
       L.lin[6]->forward(a.in_down, mlp_out.m());
     }
     x = Tensor::make(be_, M, H, ad);
@@ -607,12 +653,26 @@ void DecoderModel::backward(const std::vector<float>& dlogp) {
     if (L.moe) {
       L.moe->backward(a.in2, dx.m(), dh2.m());
     } else {
-      Tensor dmlp = Tensor::make(be_, M, I, ad), dgate = Tensor::make(be_, M, I, ad),
-             dup = Tensor::make(be_, M, I, ad);
+      Tensor dmlp = Tensor::make(be_, M, I, ad);
       L.lin[6]->backward(a.in_down, dx.m(), dmlp.m());
-      be_.swiglu_backward(dmlp.m(), a.gate.m(), a.up.m(), dgate.m(), dup.m());
-      L.lin[4]->backward(a.in2, dgate.m(), dh2.m());
-      L.lin[5]->backward(a.in2, dup.m(), tmp_h.m());
+      Linear &gate = *L.lin[4], &up = *L.lin[5];
+      if (gate.precision() == Precision::fp8 && up.precision() == Precision::fp8) {
+        // SwiGLU's backward quantizes the gradients for the FP8 gate and up projections as it
+        // computes them; dgate and dup themselves are never written.
+        const QuantOptions og = gate.grad_options(), ou = up.grad_options();
+        const Fp8Gradient gg = Fp8Gradient::make(be_, M, I, og.format),
+                          gu = Fp8Gradient::make(be_, M, I, ou.format);
+        const Matrix none{nullptr, M, I, ad};
+        be_.swiglu_backward_fp8(dmlp.m(), a.gate.m(), a.up.m(), none, none, gg.operands(), og,
+                                gu.operands(), ou);
+        gate.backward(a.in2, gg, dh2.m());
+        up.backward(a.in2, gu, tmp_h.m());
+      } else {
+        Tensor dgate = Tensor::make(be_, M, I, ad), dup = Tensor::make(be_, M, I, ad);
+        be_.swiglu_backward(dmlp.m(), a.gate.m(), a.up.m(), dgate.m(), dup.m());
+        gate.backward(a.in2, dgate.m(), dh2.m());
+        up.backward(a.in2, dup.m(), tmp_h.m());
+      }
       be_.add(dh2.m(), tmp_h.m(), dh2.m());
     }
     be_.rmsnorm_backward(dh2.m(), a.x_mid.m(), norm_weight(L.post_norm), a.rstd2.f32(), tmp_h.m(),
@@ -704,6 +764,20 @@ Tensor DecoderModel::forward_cached_device(const std::vector<int32_t>& tokens,
                              cache);
 }
 
+LinearInput DecoderModel::cached_norm_input(const Matrix& x, const Matrix& w, float eps,
+                                            const Matrix& h, float* rstd,
+                                            std::initializer_list<Linear*> readers) {
+  LinearInput in(h, false);
+  // Prefill rows (more than a fused decode GEMM takes): quantized as the norm writes h.
+  if (Linear* first = produced_reader(readers, in)) {
+    const QuantOptions opt = first->input_options();
+    be_.rmsnorm_forward_fp8(x, w, eps, h, rstd, in.produce(be_, opt), opt);
+  } else {
+    be_.rmsnorm_forward(x, w, eps, h, rstd);
+  }
+  return in;
+}
+
 Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& cache) {
   if (in.r == 0) return Tensor{};
   const int64_t n = in.n, r = in.r;
@@ -724,8 +798,10 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
   be_.embedding_forward(in.tokens, norm_weight(embed_), x.m());
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     Layer& L = *layers_[l];
-    be_.rmsnorm_forward(x.m(), norm_weight(L.in_norm), eps, h.m(), rstd.f32());
-    LinearInput in1(h.m(), false);
+    LinearInput in1 = cached_norm_input(
+        x.m(), norm_weight(L.in_norm), eps, h.m(), rstd.f32(),
+        L.mla ? std::initializer_list<Linear*>{}
+              : std::initializer_list<Linear*>{L.lin[0].get(), L.lin[1].get(), L.lin[2].get()});
     if (L.mla) {
       L.mla->forward_cached(in1, in.positions, in.slot_ids, in.lengths,
                             mla_norm_weights(*L.mla, [&](Param& p) { return norm_weight(p); }),
@@ -750,15 +826,22 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
       L.lin[3]->forward(in_o, out.m());
     }
     be_.add(x.m(), out.m(), x.m());
-    be_.rmsnorm_forward(x.m(), norm_weight(L.post_norm), eps, h.m(), rstd.f32());
-    LinearInput in2(h.m(), false);
+    LinearInput in2 =
+        cached_norm_input(x.m(), norm_weight(L.post_norm), eps, h.m(), rstd.f32(),
+                          L.moe ? std::initializer_list<Linear*>{}
+                                : std::initializer_list<Linear*>{L.lin[4].get(), L.lin[5].get()});
     if (L.moe) {
       moe_forward(l, in2, out.m(), false, nullptr);
     } else {
       L.lin[4]->forward(in2, gate.m());
       L.lin[5]->forward(in2, up.m());
-      be_.swiglu_forward(gate.m(), up.m(), mlp.m());
       LinearInput in_down(mlp.m(), false);
+      if (L.lin[6]->takes_produced(in_down)) {  // prefill rows: quantized as SwiGLU writes h
+        const QuantOptions opt = L.lin[6]->input_options();
+        be_.swiglu_forward_fp8(gate.m(), up.m(), mlp.m(), in_down.produce(be_, opt), opt);
+      } else {
+        be_.swiglu_forward(gate.m(), up.m(), mlp.m());
+      }
       L.lin[6]->forward(in_down, out.m());
     }
     be_.add(x.m(), out.m(), x.m());

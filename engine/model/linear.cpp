@@ -6,6 +6,9 @@ namespace fp8rl {
 
 void LinearInput::quantize(Backend& be, const QuantOptions& opt, QuantStats* stats) {
   if (along_) return;
+  check(x_.data || x_.rows == 0 || x_.cols == 0,
+        "linear input: quantizing an input its producer did not write");
+  made_sum_ = opt.stats_sum;
   along_ = Fp8Tensor::make(be, x_.rows, x_.cols, ScaleBlock::row1x128, opt.format);
   if (!for_backward_) {
     be.quantize(x_, along_->q, opt, stats);
@@ -19,7 +22,7 @@ void LinearInput::observe(Backend& be, const QuantOptions& opt, QuantObserver& o
                           Module m) {
   if (observed_) return;
   observed_ = true;
-  if (along_) {
+  if (along_ && made_sum_ != opt.stats_sum) {
     // Already quantized without the observer: measure on a fresh quantization (opt carries
     // the observer's sum).
     Fp8Tensor a = Fp8Tensor::make(be, x_.rows, x_.cols, ScaleBlock::row1x128, opt.format);
@@ -29,6 +32,35 @@ void LinearInput::observe(Backend& be, const QuantOptions& opt, QuantObserver& o
   }
   quantize(be, opt);
   o.observe(layer, m, "activation", along_->q);
+}
+
+Fp8Operands LinearInput::produce(Backend& be, const QuantOptions& opt) {
+  check(!along_, "linear input: its FP8 operands were already made");
+  made_sum_ = opt.stats_sum;
+  along_ = Fp8Tensor::make(be, x_.rows, x_.cols, ScaleBlock::row1x128, opt.format);
+  Fp8Operands out{along_->q, {}};
+  if (for_backward_) {
+    transposed_ = Fp8Tensor::make(be, x_.cols, x_.rows, ScaleBlock::row1x128, opt.format);
+    out.transposed = transposed_->q;
+  }
+  return out;
+}
+
+Fp8Gradient Fp8Gradient::make(Backend& be, int64_t M, int64_t N, Fp8Format f) {
+  return {Fp8Tensor::make(be, M, N, ScaleBlock::row1x128, f),
+          Fp8Tensor::make(be, N, M, ScaleBlock::row1x128, f)};
+}
+
+Linear* produced_reader(std::initializer_list<Linear*> readers, const LinearInput& x) {
+  for (Linear* r : readers)
+    if (r && r->takes_produced(x)) return r;
+  return nullptr;
+}
+
+bool all_take_produced(std::initializer_list<Linear*> readers, const LinearInput& x) {
+  for (Linear* r : readers)
+    if (!r || !r->takes_produced(x)) return false;
+  return readers.size() > 0;
 }
 
 const Fp8Tensor& LinearInput::along(Backend& be, const QuantOptions& opt) {
@@ -118,7 +150,27 @@ void Linear::rebuild() {
   }
 }
 
+QuantOptions Linear::input_options() const {
+  QuantOptions opt = qopt_;  // with the observer's sum, when it keeps one
+  if (observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "activation");
+  return opt;
+}
+
+QuantOptions Linear::grad_options() const {
+  QuantOptions opt = qopt_;
+  if (observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "gradient");
+  return opt;
+}
+
+bool Linear::takes_produced(const LinearInput& x) const {
+  return precision_ == Precision::fp8 &&
+         !(input_options().stats_sum == nullptr && x.fuses_quantization(be_));
+}
+
 void Linear::forward(LinearInput& x, const Matrix& y) {
+  check(precision_ == Precision::fp8 || x.x().data || x.x().rows == 0 || x.x().cols == 0,
+        "linear " + w_->name + ": its input was made only as FP8 operands (a " +
+            precision_name(precision_) + " linear reads the tensor itself)");
   switch (precision_) {
     case Precision::fp32:
       check(x.x().dtype == DType::f32, "linear " + w_->name + ": fp32 needs f32 activations");
@@ -128,8 +180,7 @@ void Linear::forward(LinearInput& x, const Matrix& y) {
       be_.gemm(x.x(), bf16_w_->m(), y, 0.0f);
       break;
     case Precision::fp8: {
-      QuantOptions opt = qopt_;  // with the observer's sum, when it keeps one
-      if (observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "activation");
+      const QuantOptions opt = input_options();
       if (QuantObserver* o = observing()) x.observe(be_, opt, *o, layer_, module_);
       // Decode: one pass per linear (see LinearInput); the fused kernel sums no statistics.
       if (!opt.stats_sum && x.fuses_quantization(be_)) {
@@ -146,14 +197,9 @@ void Linear::backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantS
   const int64_t M = dy.rows, N = dy.cols, K = in_features();
   const Matrix dw = w_->grad.m();
   if (precision_ == Precision::fp8) {
-    Fp8Tensor dyq = Fp8Tensor::make(be_, M, N, ScaleBlock::row1x128, qopt_.format);
-    Fp8Tensor dytq = Fp8Tensor::make(be_, N, M, ScaleBlock::row1x128, qopt_.format);
-    QuantOptions opt = qopt_;
-    if (observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "gradient");
-    be_.quantize_with_transpose(dy, dyq.q, dytq.q, opt, dy_stats, nullptr);
-    if (QuantObserver* o = observing()) o->observe(layer_, module_, "gradient", dyq.q);
-    if (dx.data) be_.gemm_fp8(dyq.q, fp8_wt_->q, dx, 0.0f);      // dgrad: dY · W
-    be_.gemm_fp8(dytq.q, x.transposed(be_, qopt_).q, dw, 1.0f);  // wgrad: dW += dYᵀ · X
+    Fp8Gradient g = Fp8Gradient::make(be_, M, N, qopt_.format);
+    be_.quantize_with_transpose(dy, g.along.q, g.transposed.q, grad_options(), dy_stats, nullptr);
+    backward(x, g, dx);
     return;
   }
   // fp32 / bf16: the same TN GEMM form with transposed copies.
@@ -162,6 +208,16 @@ void Linear::backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantS
   be_.transpose(dy, dyt.m());
   be_.transpose(x.x(), xt.m());
   be_.gemm(dyt.m(), xt.m(), dw, 1.0f);
+}
+
+void Linear::backward(LinearInput& x, const Fp8Gradient& dy, const Matrix& dx) {
+  check(precision_ == Precision::fp8, "linear " + w_->name + ": FP8 gradient operands for a " +
+                                          precision_name(precision_) + " linear");
+  check(dy.along.q.cols == out_features() && dy.along.q.format == qopt_.format,
+        "linear " + w_->name + ": FP8 gradient operands of another shape or format");
+  if (QuantObserver* o = observing()) o->observe(layer_, module_, "gradient", dy.along.q);
+  if (dx.data) be_.gemm_fp8(dy.along.q, fp8_wt_->q, dx, 0.0f);                    // dgrad: dY · W
+  be_.gemm_fp8(dy.transposed.q, x.transposed(be_, qopt_).q, w_->grad.m(), 1.0f);  // wgrad
 }
 
 }  // namespace fp8rl

@@ -3,6 +3,7 @@
 // all in FP8). FP32 master weights; compute copies are refreshed after every optimizer step.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 
 #include "model/config.hpp"
@@ -52,13 +53,39 @@ class LinearInput {
   // Quantizes with statistics (first call only) and reports them once to the observer.
   void observe(Backend& be, const QuantOptions& opt, QuantObserver& o, int64_t layer, Module m);
 
+  // For the op that produces x and quantizes it in the same pass (Backend::rmsnorm_forward_fp8,
+  // swiglu_forward_fp8): the operands' storage it must fill, as quantize() would with opt (the
+  // transposed codes null for a forward-only input). From then on they count as made with opt.
+  // x's data may be null when that op does not write x: then only FP8 linears may read this
+  // input (a BF16 or fused-decode read throws).
+  Fp8Operands produce(Backend& be, const QuantOptions& opt);
+
  private:
   void quantize(Backend& be, const QuantOptions& opt, QuantStats* stats = nullptr);
   Matrix x_;
   bool for_backward_ = true;
   std::optional<Fp8Tensor> along_, transposed_;
+  // The statistics sum the operands were made with: an observer summing into the same one
+  // needs no second quantization.
+  QuantStatsSum* made_sum_ = nullptr;
   bool observed_ = false;
 };
+
+// The FP8 operands of a gradient dY [M, N] a linear's backward reads: dY 1x128 along N (dgrad)
+// and dYᵀ 1x128 along M (wgrad).
+struct Fp8Gradient {
+  Fp8Tensor along, transposed;
+  static Fp8Gradient make(Backend& be, int64_t M, int64_t N, Fp8Format f);
+  Fp8Operands operands() const { return {along.q, transposed.q}; }
+};
+
+class Linear;
+
+// The first of `readers` (null entries skipped) that takes its input from the producer
+// (Linear::takes_produced), or null: the producer of x quantizes with its input_options().
+Linear* produced_reader(std::initializer_list<Linear*> readers, const LinearInput& x);
+// Whether every one of `readers` takes x from the producer: then x itself need not be written.
+bool all_take_produced(std::initializer_list<Linear*> readers, const LinearInput& x);
 
 class Linear {
  public:
@@ -114,6 +141,17 @@ class Linear {
   // dx [M, in] = dy·W (written; skipped when dx.data is null) and W.grad += dyᵀ·x.
   // dy_stats, when given, receives the quantization statistics of dy (fp8).
   void backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantStats* dy_stats = nullptr);
+  // The same for an fp8 linear whose gradient's operands dy's producer made with
+  // grad_options() (Backend::swiglu_backward_fp8).
+  void backward(LinearInput& x, const Fp8Gradient& dy, const Matrix& dx);
+
+  // Whether this linear reads x through FP8 operands made by x's producer (LinearInput::produce):
+  // fp8, and x not one it quantizes inside its own GEMM (decode rows, Backend::linear_fp8).
+  bool takes_produced(const LinearInput& x) const;
+  // The options this linear quantizes its input / its output gradient with (the observer's
+  // statistics sums included): what a producer making those operands must use.
+  QuantOptions input_options() const;
+  QuantOptions grad_options() const;
 
  private:
   Backend& be_;

@@ -835,6 +835,13 @@ class TestRunViews : public QObject {
     QCOMPARE(cell->background().color(), p->grid()->table()->item(0, down)->background().color());
     QVERIFY(a->budget()->text().contains("Holds nothing in BF16"));
     QVERIFY(a->budget()->text().contains("pinned by a person: 1 linear"));
+    // A whole layer pinned ("0.*"): its seven linears, not the latent attention's modules a
+    // dense layer does not have.
+    run.events.push_back({6, 9.5, EventRecord{event::kPrecision, "0.*=fp8", precisionMap()}});
+    ++run.version;
+    view.refresh();
+    QVERIFY2(a->budget()->text().contains("pinned by a person: 8 linears"),
+             qPrintable(a->budget()->text()));
   }
 
   void samplesAndEvents() {

@@ -225,38 +225,41 @@ void add_transpose_quantize_case(Registry& reg, int64_t rows, int64_t cols, DTyp
   reg.push_back(
       {fmt("quantize_with_transpose 1x128 %s %s", dtype_name(dt), shape_str(rows, cols).c_str()),
        [=](Backend& ref, Backend& test, Rng& rng) {
-         const QuantOptions opt;
-         const Host in = make_input(random_matrix(rng, rows, cols), dt);
-         // Explicit transpose on the host: the reference for the transposed output.
-         std::vector<float> xt(in.values.size());
-         for (int64_t r = 0; r < rows; ++r)
-           for (int64_t c = 0; c < cols; ++c) xt[c * rows + r] = in.values[r * cols + c];
-         const Host in_t = make_input(xt, dt);
-         Guarded x(test, in.bytes.size()), a(test, rows * cols),
-             as(test, scale_count(ScaleBlock::row1x128, rows, cols) * 4), t(test, rows * cols),
-             ts(test, scale_count(ScaleBlock::row1x128, cols, rows) * 4);
-         x.upload(in.bytes.data());
-         Quantized ga, gt;
-         test.quantize_with_transpose(
-             Matrix{x.data(), rows, cols, dt},
-             Fp8Matrix{static_cast<uint8_t*>(a.data()), static_cast<float*>(as.data()), rows, cols,
-                       ScaleBlock::row1x128, opt.format},
-             Fp8Matrix{static_cast<uint8_t*>(t.data()), static_cast<float*>(ts.data()), cols, rows,
-                       ScaleBlock::row1x128, opt.format},
-             opt, &ga.stats, &gt.stats);
-         ga.codes.resize(rows * cols);
-         gt.codes.resize(rows * cols);
-         ga.scales.resize(as.bytes() / 4);
-         gt.scales.resize(ts.bytes() / 4);
-         ga.guards_ok = a.download(ga.codes.data()) && as.download(ga.scales.data());
-         gt.guards_ok = t.download(gt.codes.data()) && ts.download(gt.scales.data());
-         const auto wa = run_quantize(ref, in, dt, rows, cols, ScaleBlock::row1x128, opt);
-         const auto wt = run_quantize(ref, in_t, dt, cols, rows, ScaleBlock::row1x128, opt);
-         Result r = compare(ga, wa, ScaleBlock::row1x128, rows, cols, 1e-6);
-         if (r.outcome != Outcome::pass) return fail("along K: " + r.detail);
-         r = compare(gt, wt, ScaleBlock::row1x128, cols, rows, 1e-6);
-         if (r.outcome != Outcome::pass) return fail("transposed: " + r.detail);
-         return pass("both operands bit-exact with the reference");
+         // The default staging of the tiles, then the 16-bit staging of BF16 ones (CUDA).
+         return with_kernel_option(test, "quantize_stage_bf16", {1}, [&]() -> Result {
+           const QuantOptions opt;
+           const Host in = make_input(random_matrix(rng, rows, cols), dt);
+           // Explicit transpose on the host: the reference for the transposed output.
+           std::vector<float> xt(in.values.size());
+           for (int64_t r = 0; r < rows; ++r)
+             for (int64_t c = 0; c < cols; ++c) xt[c * rows + r] = in.values[r * cols + c];
+           const Host in_t = make_input(xt, dt);
+           Guarded x(test, in.bytes.size()), a(test, rows * cols),
+               as(test, scale_count(ScaleBlock::row1x128, rows, cols) * 4), t(test, rows * cols),
+               ts(test, scale_count(ScaleBlock::row1x128, cols, rows) * 4);
+           x.upload(in.bytes.data());
+           Quantized ga, gt;
+           test.quantize_with_transpose(
+               Matrix{x.data(), rows, cols, dt},
+               Fp8Matrix{static_cast<uint8_t*>(a.data()), static_cast<float*>(as.data()), rows,
+                         cols, ScaleBlock::row1x128, opt.format},
+               Fp8Matrix{static_cast<uint8_t*>(t.data()), static_cast<float*>(ts.data()), cols,
+                         rows, ScaleBlock::row1x128, opt.format},
+               opt, &ga.stats, &gt.stats);
+           ga.codes.resize(rows * cols);
+           gt.codes.resize(rows * cols);
+           ga.scales.resize(as.bytes() / 4);
+           gt.scales.resize(ts.bytes() / 4);
+           ga.guards_ok = a.download(ga.codes.data()) && as.download(ga.scales.data());
+           gt.guards_ok = t.download(gt.codes.data()) && ts.download(gt.scales.data());
+           const auto wa = run_quantize(ref, in, dt, rows, cols, ScaleBlock::row1x128, opt);
+           const auto wt = run_quantize(ref, in_t, dt, cols, rows, ScaleBlock::row1x128, opt);
+           Result r = compare(ga, wa, ScaleBlock::row1x128, rows, cols, 1e-6);
+           if (r.outcome != Outcome::pass) return fail("along K: " + r.detail);
+           r = compare(gt, wt, ScaleBlock::row1x128, cols, rows, 1e-6);
+           if (r.outcome != Outcome::pass) return fail("transposed: " + r.detail);
+           return pass("both operands bit-exact with the reference");
+         });
        }});
 }
 

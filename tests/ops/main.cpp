@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   add_generation_cases(reg);
   add_moe_cases(reg);
   add_mla_cases(reg);
+  add_fused_cases(reg);
   if (list) {
     for (const auto& c : reg) std::printf("%s\n", c.name.c_str());
     return 0;

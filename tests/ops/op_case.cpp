@@ -53,6 +53,27 @@ double global_difference(const std::vector<double>& x, const std::vector<double>
   return xx + yy == 0 ? 0.0 : 1.0 - 2.0 * xy / (xx + yy);
 }
 
+Result with_kernel_option(Backend& be, const std::string& option,
+                          const std::vector<int64_t>& values, const std::function<Result()>& body) {
+  Result r = body();
+  if (r.outcome != Outcome::pass) return r;
+  std::string detail = r.detail;
+  for (int64_t v : values) {
+    if (!be.set_kernel_option(option, v)) break;
+    try {
+      r = body();
+    } catch (...) {
+      be.set_kernel_option(option, 0);
+      throw;
+    }
+    be.set_kernel_option(option, 0);
+    const std::string label = option + "=" + std::to_string(v);
+    if (r.outcome != Outcome::pass) return Result{r.outcome, label + ": " + r.detail};
+    detail += "; " + label + ": " + r.detail;
+  }
+  return pass(detail);
+}
+
 double relative_error(const std::vector<double>& x, const std::vector<double>& y) {
   double num = 0, den = 0;
   for (size_t i = 0; i < x.size(); ++i) {

@@ -42,6 +42,7 @@ void add_sampling_cases(Registry& r);
 void add_generation_cases(Registry& r);
 void add_moe_cases(Registry& r);
 void add_mla_cases(Registry& r);
+void add_fused_cases(Registry& r);
 
 // ---- helpers shared by the case files
 
@@ -78,6 +79,13 @@ ModelConfig small_decoder(int64_t vocab_size, int64_t max_positions);
 double global_difference(const std::vector<double>& x, const std::vector<double>& y);
 // ‖x − y‖ / ‖y‖ (0 when both are zero).
 double relative_error(const std::vector<double>& x, const std::vector<double>& y);
+
+// Runs body once with the backend's defaults, then once with each value of a kernel option the
+// backend has (the CPU has none: once), setting the option back to its default after each; the
+// first result that is not a pass is returned, else a pass joining the details, labelled by
+// "option=value".
+Result with_kernel_option(Backend& be, const std::string& option,
+                          const std::vector<int64_t>& values, const std::function<Result()>& body);
 
 std::string shape_str(int64_t r, int64_t c);
 

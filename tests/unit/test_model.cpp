@@ -321,6 +321,72 @@ class TestModel : public QObject {
     QVERIFY_THROWS_EXCEPTION(Error, forward_only.transposed(*cpu_, q));
   }
 
+  // An input whose FP8 operands its producer made (RMSNorm quantizing as it normalizes, the
+  // tensor itself unwritten) gives an FP8 linear the outputs and gradients of the plain path; a
+  // BF16 reader of such an input is refused by name; an FP8 gradient made by its producer gives
+  // the weight gradient and dx of backward(dy).
+  void producedInputsMatchThePlainPath() {
+    Backend& be = *cpu_;
+    const int64_t M = 130, K = 256, N = 128;
+    Rng rng(17);
+    auto random = [&](int64_t rows, int64_t cols, DType dt) {
+      Tensor t = Tensor::make(be, rows, cols, DType::f32);
+      std::vector<float> v(static_cast<size_t>(rows * cols));
+      for (float& f : v) f = static_cast<float>(rng.normal());
+      upload_floats(be, t, v);
+      if (dt == DType::f32) return t;
+      Tensor c = Tensor::make(be, rows, cols, dt);
+      be.convert(t.m(), c.m());
+      return c;
+    };
+    Linear fp8(be, "fp8", N, K), bf16(be, "bf16", N, K);
+    for (Linear* l : {&fp8, &bf16}) {
+      const Tensor w = random(N, K, DType::f32);
+      be.copy(l->weight().master.buf.data(), w.buf.data(), w.buf.bytes());
+      be.zero(l->weight().grad.buf.data(), l->weight().grad.buf.bytes());
+    }
+    fp8.set_precision(Precision::fp8, QuantOptions{});
+    bf16.set_precision(Precision::bf16, QuantOptions{});
+    const Tensor x = random(M, K, DType::bf16), nw = random(1, K, DType::bf16);
+    const Tensor dy = random(M, N, DType::bf16);
+
+    // The plain path: y written, then quantized by the linear.
+    Tensor y = Tensor::make(be, M, K, DType::bf16), rstd = Tensor::make(be, M, 1, DType::f32);
+    be.rmsnorm_forward(x.m(), nw.m(), 1e-6f, y.m(), rstd.f32());
+    LinearInput plain(y.m(), true);
+    Tensor out_plain = Tensor::make(be, M, N, DType::bf16),
+           dx_plain = Tensor::make(be, M, K, DType::bf16);
+    fp8.forward(plain, out_plain.m());
+    fp8.backward(plain, dy.m(), dx_plain.m());
+    const std::vector<float> grad_plain = download_floats(be, fp8.weight().grad);
+    be.zero(fp8.weight().grad.buf.data(), fp8.weight().grad.buf.bytes());
+
+    // The produced path: y never written.
+    LinearInput produced(Matrix{nullptr, M, K, DType::bf16}, true);
+    QCOMPARE(produced_reader({&bf16, &fp8}, produced), &fp8);
+    QVERIFY(!all_take_produced({&bf16, &fp8}, produced));
+    QVERIFY(all_take_produced({&fp8}, produced));
+    const QuantOptions opt = fp8.input_options();
+    Tensor rstd2 = Tensor::make(be, M, 1, DType::f32);
+    be.rmsnorm_forward_fp8(x.m(), nw.m(), 1e-6f, produced.x(), rstd2.f32(),
+                           produced.produce(be, opt), opt);
+    Tensor out = Tensor::make(be, M, N, DType::bf16), dx = Tensor::make(be, M, K, DType::bf16);
+    fp8.forward(produced, out.m());
+    QVERIFY(be.equal_bytes(out.buf.data(), out_plain.buf.data(), out.buf.bytes()));
+    QVERIFY(be.equal_bytes(rstd2.buf.data(), rstd.buf.data(), rstd.buf.bytes()));
+    QVERIFY_THROWS_EXCEPTION(Error, bf16.forward(produced, out.m()));
+    QVERIFY_THROWS_EXCEPTION(Error, produced.produce(be, opt));  // made once
+
+    // The gradient's operands made by its producer (here quantize_with_transpose itself).
+    const QuantOptions gopt = fp8.grad_options();
+    const Fp8Gradient g = Fp8Gradient::make(be, M, N, gopt.format);
+    be.quantize_with_transpose(dy.m(), g.along.q, g.transposed.q, gopt, nullptr, nullptr);
+    fp8.backward(produced, g, dx.m());
+    QVERIFY(be.equal_bytes(dx.buf.data(), dx_plain.buf.data(), dx.buf.bytes()));
+    QVERIFY(download_floats(be, fp8.weight().grad) == grad_plain);
+    QVERIFY_THROWS_EXCEPTION(Error, bf16.backward(produced, g, dx.m()));
+  }
+
   void checkpointRoundTripAndRefusals() {
     QTemporaryDir tmp;
     const std::string dir = tmp.path().toStdString() + "/ckpt";

@@ -29,7 +29,8 @@
 #   attention 5  causal attention forward and backward TFLOP/s at Qwen3-8B's heads (32/8 of 128),
 #                T 512 to 4,096 at 16k tokens: the backward on the FP32 and the tensor-core kernels
 #   quant     4  the quantization kernels against the device's copy bandwidth
-#   rollout   9  decode tokens/s, Qwen3-0.6B shape, batch 64: BF16, FP8, FP8 + FP8 KV cache
+#   rollout   9  decode tokens/s, Qwen3-0.6B shape, batch 64: BF16, FP8, FP8 + FP8 KV cache, and
+#                BF16 / FP8 + FP8 KV with ragged lengths (32-128: finished sequences leave)
 #   step      6  whole GRPO steps of the gpu preset (short responses): BF16, FP8, FP8 + FP8 KV
 #   torch     5  a PyTorch eager decode loop at the rollout's shape (the BF16 decode baseline)
 # Extra parts (--extras; tools/gpu/run.sh asks for them): train 20 (training steps, Qwen3-0.6B
@@ -425,10 +426,10 @@ part_quant() {
 part_rollout() {
   if [ $smoke -eq 1 ]; then
     cmd bench-rollout-0.6b "$fp8rl" bench rollout --backend cpu --model small --batch 4 \
-      --prompt-len 8 --new-tokens 8 --json "$j/bench-rollout-0.6b.json"
+      --prompt-len 8 --new-tokens 8 --ragged 2 --json "$j/bench-rollout-0.6b.json"
   else
     cmd bench-rollout-0.6b "$fp8rl" bench rollout --backend cuda --model qwen3-0.6b --batch 64 \
-      --prompt-len 128 --new-tokens 128 --json "$j/bench-rollout-0.6b.json"
+      --prompt-len 128 --new-tokens 128 --ragged 32 --json "$j/bench-rollout-0.6b.json"
   fi
 }
 # One decode step's kernels (bench decode): what the generation phase is made of.

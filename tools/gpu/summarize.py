@@ -187,6 +187,16 @@ class Summary:
                 f" (worst shape, {worst['rows']}x{worst['cols']})" if worst else "")
             self.target(label, worst and worst["vs_copy"], "≥", TARGETS["quant"], fmt_pct,
                         "bench-quant")
+        # The producers that quantize as they write: their bandwidth and their gain over the op
+        # followed by its quantization.
+        for r in rows:
+            if r.get("speedup") is not None:
+                self.info.append((f"{r['op']}, {r['rows']}x{r['cols']}",
+                                  fmt_ratio(r["speedup"])))
+            elif any(w in str(r.get("op", "")) for w in ("->fp8", "stage16")) and \
+                    r.get("vs_copy") is not None:
+                self.info.append((f"{r['op']} vs copy bandwidth, {r['rows']}x{r['cols']}",
+                                  fmt_pct(r["vs_copy"])))
 
     def kernels(self):
         """bench decode: its own targets (a layer's FP8 weight stream, the FP8 KV cache read, each
@@ -254,6 +264,15 @@ class Summary:
                                       fmt_ratio(bf16 / eager)))
                 if graphed.get("graphs_unused"):
                     self.info.append((f"decode graphs unused, {where}", graphed["graphs_unused"]))
+                # Ragged finishing (--ragged): decode time per token against the forced lengths'
+                # (1: finished sequences cost nothing), and FP8 + FP8 KV against BF16 there.
+                for mode in ("bf16 linears, bf16 KV", "fp8 linears, fp8 KV"):
+                    r = mine.get(mode + ", ragged")
+                    if r and r.get("seconds_per_token_vs_forced") is not None:
+                        self.info.append((f"ragged lengths ({r.get('ragged_min')}+), {mode}, {where}: "
+                                          "s/token vs forced; vs BF16",
+                                          f"{fmt_ratio(r['seconds_per_token_vs_forced'])}; "
+                                          f"{fmt_ratio(r.get('vs_bf16'))}"))
 
     def step(self):
         run = first_run(load(self.folder, "bench-step-gpu"))

@@ -122,11 +122,20 @@ AutopilotView autopilotView(const RunData& run) {
   const auto on = settingValue(run, autopilot::kLive);
   v.on = on && std::holds_alternative<bool>(*on) && std::get<bool>(*on);
   const int64_t layers = run.layers();
+  // The linears the layers have (a pattern such as "0.*" pins only those), when the run's map
+  // says; otherwise every module.
+  std::optional<PrecisionMap> shape;
+  try {
+    if (const Json p = run.currentPrecision(); p.is_array()) shape = PrecisionMap::from_json(p);
+  } catch (const Error&) {
+  }
   // Pins: the launch configuration's overrides, then every person's precision edit.
   auto pin = [&](const PrecisionOverride& o) {
     for (int64_t l = 0; l < layers; ++l)
       for (int mi = 0; mi < kModules; ++mi)
-        if (autopilot::pins(o, l, Module(mi))) addUnique(v.pinned, {l, Module(mi)});
+        if ((!shape || l >= shape->layers() || shape->has(l, Module(mi))) &&
+            autopilot::pins(o, l, Module(mi)))
+          addUnique(v.pinned, {l, Module(mi)});
   };
   if (const Json* ov = find_setting_value(run.row.config, setting_key::kPrecisionOverrides);
       ov && ov->is_array())

@@ -229,8 +229,10 @@ void SensitivityPanel::showReport() {
       d.cell_tips[static_cast<qsizetype>(to)] =
           e ? QString::fromStdString(r->describe(*e)) : tr("not measured");
     }
-  d.value_label = which == SensitivityValue::only_fp8_kl ? tr("log10 KL, only this linear in FP8")
-                                                         : tr("log10 KL, all FP8 but this linear");
+  // Short: the rotated caption must fit the bar's height at the studio's default size; the
+  // Colour box above says which KL it is.
+  d.value_label = which == SensitivityValue::only_fp8_kl ? tr("log10 KL, only it FP8")
+                                                         : tr("log10 KL, all but it FP8");
   heatmap_->setData(d);
 
   const auto& rec = r->recommendation;

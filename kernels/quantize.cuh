@@ -1,0 +1,462 @@
+// Block quantization on the device, shared by the quantize kernels (quantize.cu) and the
+// producers that quantize what they write (RMSNorm, SwiGLU: quantize_produced_kernel below).
+// Bit-exact with the CPU reference (engine/backend/cpu/quantize.cpp): see quantize.cu.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cuda_backend.hpp"
+#include "cuda_check.hpp"
+#include "fp8/format.hpp"
+#include "ops_common.cuh"
+
+namespace fp8rl::quant {
+
+inline constexpr int kThreads = 256;  // every kernel here: 8 warps
+inline constexpr int kWarps = kThreads / 32;
+inline constexpr int kTile = static_cast<int>(kBlock);  // 128
+inline constexpr int kPitch = kTile + 1;  // shared tile row pitch in floats: odd, so columns are
+                                          // read without bank conflicts
+inline constexpr size_t kTransposeSmem = sizeof(float) * kTile * kPitch;  // 66,048 bytes
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+// --- element helpers
+
+__device__ __forceinline__ float load_elem(const float* __restrict__ p, int64_t i) {
+  return __ldg(p + i);
+}
+// bf16 as raw bits: the value is bits << 16 (exact).
+__device__ __forceinline__ float load_elem(const uint16_t* __restrict__ p, int64_t i) {
+  return __uint_as_float(static_cast<unsigned>(__ldg(p + i)) << 16);
+}
+
+template <Fp8Format F>
+__device__ __forceinline__ __nv_fp8_interpretation_t interpretation() {
+  return F == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2;
+}
+
+// Round to nearest even, saturating to the finite maximum (±inf too), NaN → 0x7f.
+template <Fp8Format F>
+__device__ __forceinline__ uint8_t encode(float v) {
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, interpretation<F>());
+}
+
+// Exact: every FP8 value is a half value.
+template <Fp8Format F>
+__device__ __forceinline__ float decode(uint8_t code) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, interpretation<F>())));
+}
+
+// max of two |x| values where NaN wins (fmaxf would drop it).
+__device__ __forceinline__ float amax_combine(float a, float b) {
+  return (a != a || a > b) ? a : b;
+}
+
+__device__ __forceinline__ float warp_amax(float a) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) a = amax_combine(a, __shfl_xor_sync(kFullMask, a, off));
+  return a;
+}
+
+// --- statistics
+
+struct ThreadStats {
+  unsigned long long elements = 0, blocks = 0, saturated = 0, flushed = 0, degenerate = 0;
+  double err_sq = 0.0, ref_sq = 0.0;
+};
+
+// One quantized element: x the input, v = x·s, code = encode(v), sinv = 1/s.
+template <Fp8Format F>
+__device__ __forceinline__ void count_element(ThreadStats& st, float x, float v, uint8_t code,
+                                              float sinv) {
+  ++st.elements;
+  if (!isnan(v) && fabsf(v) > fp8_max(F)) ++st.saturated;
+  if (isfinite(x)) {
+    if (x != 0.0f && (code & 0x7f) == 0) ++st.flushed;
+    const float d = __fmul_rn(decode<F>(code), sinv);
+    const double e = static_cast<double>(x) - static_cast<double>(d);
+    st.err_sq += e * e;
+    st.ref_sq += static_cast<double>(x) * static_cast<double>(x);
+  }
+}
+
+// Adds a thread's partial sums into out. Every thread of the block must call it.
+__device__ __forceinline__ void flush_stats(ThreadStats st, DeviceQuantStats* out) {
+  if (out == nullptr) return;  // uniform: a kernel argument
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    st.elements += __shfl_down_sync(kFullMask, st.elements, off);
+    st.blocks += __shfl_down_sync(kFullMask, st.blocks, off);
+    st.saturated += __shfl_down_sync(kFullMask, st.saturated, off);
+    st.flushed += __shfl_down_sync(kFullMask, st.flushed, off);
+    st.degenerate += __shfl_down_sync(kFullMask, st.degenerate, off);
+    st.err_sq += __shfl_down_sync(kFullMask, st.err_sq, off);
+    st.ref_sq += __shfl_down_sync(kFullMask, st.ref_sq, off);
+  }
+  if ((threadIdx.x & 31) != 0) return;
+  if (st.elements) atomicAdd(&out->elements, st.elements);
+  if (st.blocks) atomicAdd(&out->blocks, st.blocks);
+  if (st.saturated) atomicAdd(&out->saturated, st.saturated);
+  if (st.flushed) atomicAdd(&out->flushed_to_zero, st.flushed);
+  if (st.degenerate) atomicAdd(&out->degenerate_blocks, st.degenerate);
+  if (st.err_sq != 0.0) atomicAdd(&out->err_sq, st.err_sq);
+  if (st.ref_sq != 0.0) atomicAdd(&out->ref_sq, st.ref_sq);
+}
+
+// --- one 1x128 block held by a warp: lane l holds elements l, l+32, l+64, l+96 (v[j]); n ≤ 128
+// of them are valid. Writes the n codes to q[0..n) and 1/s to *scale. Warp-collective.
+template <Fp8Format F, bool kStats>
+__device__ __forceinline__ void quantize_warp_block(const float (&v)[4], int n, int lane, bool pow2,
+                                                    uint8_t* __restrict__ q,
+                                                    float* __restrict__ scale, ThreadStats& st) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if (lane + 32 * j < n) amax = amax_combine(amax, fabsf(v[j]));
+  amax = warp_amax(amax);
+  bool degenerate = false;
+  const float s = block_scale(amax, F, pow2, &degenerate);
+  const float sinv = __fdiv_rn(1.0f, s);
+  if (lane == 0) {
+    *scale = sinv;
+    if constexpr (kStats) {
+      ++st.blocks;
+      st.degenerate += degenerate ? 1 : 0;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int c = lane + 32 * j;
+    if (c < n) {
+      const float x = v[j];
+      const float xs = __fmul_rn(x, s);
+      const uint8_t code = encode<F>(xs);
+      q[c] = code;
+      if constexpr (kStats) count_element<F>(st, x, xs, code, sinv);
+    }
+  }
+}
+
+// Where column c of a 128-wide tile row lives in the staged tile: each group of 8 columns is
+// rotated by c / 32, so that the 16-byte staging (lane h writes columns 8h .. 8h + 7) spreads
+// over the banks (at most 2-way), while rows (lane + 32j) and columns (row e = lane + 32j,
+// pitch 129) are still read without conflicts.
+__device__ __forceinline__ int tile_col(int c) {
+  return (c & ~7) | (((c & 7) + (c >> 5)) & 7);
+}
+
+// How a 128x128 tile is staged in shared memory: FP32 values with an odd row pitch (column
+// reads hit 32 banks), or — for values that are BF16 (every value of a BF16 tensor) — their
+// 16-bit patterns with a pitch of 130 halves (65 words: again 32 banks down a column), half the
+// shared memory, so twice the blocks per SM. Both hold the values exactly.
+template <class S>
+struct Stage;
+template <>
+struct Stage<float> {
+  static constexpr int kPitch = kTile + 1;
+  __device__ static float get(const float* t, int i) { return t[i]; }
+  __device__ static void put(float* t, int i, float v) { t[i] = v; }
+};
+template <>
+struct Stage<uint16_t> {
+  static constexpr int kPitch = kTile + 2;
+  __device__ static float get(const uint16_t* t, int i) {
+    return __uint_as_float(static_cast<unsigned>(t[i]) << 16);
+  }
+  // v is a BF16 value (its low 16 bits zero): exact.
+  __device__ static void put(uint16_t* t, int i, float v) {
+    t[i] = static_cast<uint16_t>(__float_as_uint(v) >> 16);
+  }
+};
+// Shared memory of a staged tile.
+template <class S>
+inline constexpr size_t kStageSmem = sizeof(S) * kTile* Stage<S>::kPitch;
+
+// Line i < lines of a tile staged in shared memory ([kTile][pitch]: row i, or with kColumns
+// column i) is one 1x128 block of len values: its codes go to row r0 + i of q [rows, cols] from
+// column c0, its 1/s to the matching entry of qs. Warp w takes lines w, w + kWarps, ...
+template <Fp8Format F, bool kStats, bool kColumns, class S = float>
+__device__ __forceinline__ void quantize_staged_lines(const S* tile, int lines, int len, int lane,
+                                                      int warp, bool pow2, uint8_t* __restrict__ q,
+                                                      float* __restrict__ qs, int64_t rows,
+                                                      int64_t cols, int64_t r0, int64_t c0,
+                                                      ThreadStats& st) {
+  constexpr int kP = Stage<S>::kPitch;
+  for (int i = warp; i < lines; i += kWarps) {  // warp-uniform
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int e = lane + 32 * j;
+      v[j] = e < len ? Stage<S>::get(tile, kColumns ? e * kP + tile_col(i) : i * kP + tile_col(e))
+                     : 0.0f;
+    }
+    const int64_t r = r0 + i;
+    quantize_warp_block<F, kStats>(v, len, lane, pow2, q + r * cols + c0,
+                                   qs + scale_index(ScaleBlock::row1x128, rows, cols, r, c0), st);
+  }
+}
+
+// The codes of v·s into q[0..8) (q 8-byte aligned); statistics per element when asked.
+template <Fp8Format F, bool kStats>
+__device__ __forceinline__ void encode8(const float (&v)[8], float s, float sinv,
+                                        uint8_t* __restrict__ q, ThreadStats& st) {
+  unsigned lo = 0, hi = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float xs = __fmul_rn(v[j], s);
+    const uint8_t code = encode<F>(xs);
+    if (j < 4) {
+      lo |= static_cast<unsigned>(code) << (8 * j);
+    } else {
+      hi |= static_cast<unsigned>(code) << (8 * (j - 4));
+    }
+    if constexpr (kStats) count_element<F>(st, v[j], xs, code, sinv);
+  }
+  *reinterpret_cast<uint2*>(q) = make_uint2(lo, hi);
+}
+
+// --- producers that quantize what they write
+
+// Where a produced tensor's FP8 operands go: along [M, K] 1x128 along K (q, qs) and transposed
+// [K, M] 1x128 along M (qt, qts; null: a forward-only input); the statistics of `along` are
+// added to stats (null: none).
+struct QuantTarget {
+  uint8_t* q = nullptr;
+  float* qs = nullptr;
+  uint8_t* qt = nullptr;
+  float* qts = nullptr;
+  DeviceQuantStats* stats = nullptr;
+};
+
+// One pass over the 128x128 tiles of a tensor [M, K] that a producer computes element by element
+// (an RMSNorm, a SwiGLU). For each of its Producer::kOutputs outputs (1 or 2) a tile is staged in
+// shared memory (dynamic, kTransposeSmem bytes) as the producer gives it — rounded to the output's
+// dtype, and stored to the output by the producer when it has one — then the tile's rows are
+// quantized into the target's `along` and its columns into `transposed`: the codes and scales
+// quantize_1x128 / quantize_transpose_kernel make when they read the written output.
+// Producer: value(o, r, c) → element (r, c) of output o; value8(o, r, c, v) → elements
+// (r, c .. c + 7) (c a multiple of 8; used when vec: K % 8 == 0 and the producer's operands are
+// 16-byte aligned, for whole tiles).
+// S: the staging (Stage), uint16_t only for outputs whose values are BF16.
+template <class Producer, Fp8Format F, bool kStats, class S>
+__global__ void __launch_bounds__(kThreads)
+    quantize_produced_kernel(Producer prod, int64_t M, int64_t K, bool pow2, QuantTarget t0,
+                             QuantTarget t1, bool vec) {
+  extern __shared__ __align__(16) unsigned char stage_smem[];
+  S* tile = reinterpret_cast<S*>(stage_smem);  // [kTile][Stage<S>::kPitch]
+  constexpr int kP = Stage<S>::kPitch;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t kbs = blocks_of(K);
+  const int64_t tiles = blocks_of(M) * kbs;
+  ThreadStats st[Producer::kOutputs];
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // block-uniform
+    const int64_t m0 = (t / kbs) * kBlock, k0 = (t % kbs) * kBlock;
+    const int nm = static_cast<int>(min(kBlock, M - m0));
+    const int nk = static_cast<int>(min(kBlock, K - k0));
+#pragma unroll
+    for (int o = 0; o < Producer::kOutputs; ++o) {
+      const QuantTarget& tg = o == 0 ? t0 : t1;
+      __syncthreads();                          // readers of the previous tile are done
+      if (vec && nm == kTile && nk == kTile) {  // block-uniform: 8 consecutive elements a thread
+        const int h = threadIdx.x & 15;
+#pragma unroll 2
+        for (int p = 0; p < kTile / 16; ++p) {
+          const int i = (threadIdx.x >> 4) + 16 * p;
+          float v[8];
+          prod.value8(o, m0 + i, k0 + 8 * h, v);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) Stage<S>::put(tile, i * kP + tile_col(8 * h + j), v[j]);
+        }
+      } else {
+        for (int i = warp; i < nm; i += kWarps) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int c = lane + 32 * j;
+            if (c < nk) Stage<S>::put(tile, i * kP + tile_col(c), prod.value(o, m0 + i, k0 + c));
+          }
+        }
+      }
+      __syncthreads();
+      quantize_staged_lines<F, kStats, false, S>(tile, nm, nk, lane, warp, pow2, tg.q, tg.qs, M, K,
+                                                 m0, k0, st[o]);
+      if (tg.qt)  // block-uniform; no statistics of the transposed copy (as
+                  // quantize_with_transpose)
+        quantize_staged_lines<F, false, true, S>(tile, nk, nm, lane, warp, pow2, tg.qt, tg.qts, K,
+                                                 M, k0, m0, st[o]);
+    }
+  }
+  if constexpr (kStats) {
+    flush_stats(st[0], t0.stats);
+    if constexpr (Producer::kOutputs > 1) flush_stats(st[1], t1.stats);
+  }
+}
+
+// The forward-only case (no transposed copy) of one output, K % 128 == 0, vec: no staging. A
+// half-warp per 1x128 block, lane h of the half computing elements 8h .. 8h + 7 (value8) —
+// the arithmetic of quantize_1x128_vec_kernel, so the same codes and scales.
+template <class Producer, Fp8Format F, bool kStats>
+__global__ void __launch_bounds__(kThreads)
+    quantize_produced_rows_kernel(Producer prod, int64_t M, int64_t K, bool pow2, QuantTarget t0) {
+  const int lane = threadIdx.x & 31, h = lane & 15, half = lane >> 4;
+  const int64_t kbs = K / kBlock;
+  const int64_t tasks = M * kbs;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) >> 5;
+  const int64_t step = 2 * ((static_cast<int64_t>(gridDim.x) * kThreads) >> 5);
+  ThreadStats st;
+  for (int64_t base = 2 * warp; base < tasks; base += step) {  // warp-uniform
+    const int64_t t = base + half;
+    const int64_t r = t / kbs, c0 = (t % kbs) * kBlock;
+    float v[8];
+    if (t < tasks) {
+      prod.value8(0, r, c0 + 8 * h, v);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = 0.0f;
+    }
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = amax_combine(amax, fabsf(v[j]));
+#pragma unroll
+    for (int off = 8; off > 0; off >>= 1)  // within the half-warp
+      amax = amax_combine(amax, __shfl_xor_sync(kFullMask, amax, off));
+    if (t < tasks) {
+      bool degenerate = false;
+      const float s = block_scale(amax, F, pow2, &degenerate);
+      const float sinv = __fdiv_rn(1.0f, s);
+      if (h == 0) {
+        t0.qs[scale_index(ScaleBlock::row1x128, M, K, r, c0)] = sinv;
+        if constexpr (kStats) {
+          ++st.blocks;
+          st.degenerate += degenerate ? 1 : 0;
+        }
+      }
+      encode8<F, kStats>(v, s, sinv, t0.q + r * K + c0 + 8 * h, st);
+    }
+  }
+  if constexpr (kStats) flush_stats(st, t0.stats);
+}
+
+// Launches quantize_produced_kernel over [M, K] (both > 0) on the stream — or, for one
+// forward-only output of whole 1x128 blocks on the 16-byte path, quantize_produced_rows_kernel:
+// enough blocks to fill the device (sm_count SMs), no more than there is work.
+template <class Producer, Fp8Format F, bool kStats, class S>
+void launch_produced(const Producer& prod, int64_t M, int64_t K, bool pow2, const QuantTarget& t0,
+                     const QuantTarget& t1, bool vec, cudaStream_t stream, int sm_count) {
+  if constexpr (Producer::kOutputs == 1) {
+    if (t0.qt == nullptr && vec && K % kBlock == 0 && cuda::pointer_alignment(t0.q) >= 8) {
+      auto kernel = quantize_produced_rows_kernel<Producer, F, kStats>;
+      int per_sm = 0;
+      FP8RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+      const int64_t cap = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sm_count, 1);
+      const int64_t warps = (M * (K / kBlock) + 1) / 2;  // two blocks per warp
+      const unsigned grid =
+          static_cast<unsigned>(std::clamp<int64_t>((warps + kWarps - 1) / kWarps, 1, cap));
+      kernel<<<grid, kThreads, 0, stream>>>(prod, M, K, pow2, t0);
+      cuda::check_launch("quantize_produced_rows_kernel");
+      return;
+    }
+  }
+  auto kernel = quantize_produced_kernel<Producer, F, kStats, S>;
+  constexpr size_t kSmem = kStageSmem<S>;
+  FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kSmem)));
+  int per_sm = 0;
+  FP8RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmem));
+  const int64_t cap = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sm_count, 1);
+  const unsigned grid =
+      static_cast<unsigned>(std::clamp<int64_t>(blocks_of(M) * blocks_of(K), 1, cap));
+  kernel<<<grid, kThreads, kSmem, stream>>>(prod, M, K, pow2, t0, t1, vec);
+  cuda::check_launch("quantize_produced_kernel");
+}
+
+// The same for the run-time format, the targets' statistics and the staging (stage_bf16: the
+// outputs' values are BF16 and the 16-bit staging is asked for).
+template <class Producer, Fp8Format F, bool kStats>
+void launch_produced(const Producer& prod, int64_t M, int64_t K, bool pow2, const QuantTarget& t0,
+                     const QuantTarget& t1, bool vec, bool stage_bf16, cudaStream_t stream,
+                     int sm_count) {
+  if (stage_bf16) {
+    launch_produced<Producer, F, kStats, uint16_t>(prod, M, K, pow2, t0, t1, vec, stream, sm_count);
+  } else {
+    launch_produced<Producer, F, kStats, float>(prod, M, K, pow2, t0, t1, vec, stream, sm_count);
+  }
+}
+template <class Producer>
+void launch_produced(const Producer& prod, int64_t M, int64_t K, const QuantOptions& opt,
+                     const QuantTarget& t0, const QuantTarget& t1, bool vec, bool stage_bf16,
+                     cudaStream_t stream, int sm_count) {
+  const bool stats = t0.stats || t1.stats;
+  const bool pow2 = opt.pow2_scales;
+  if (opt.format == Fp8Format::e4m3) {
+    stats ? launch_produced<Producer, Fp8Format::e4m3, true>(prod, M, K, pow2, t0, t1, vec,
+                                                             stage_bf16, stream, sm_count)
+          : launch_produced<Producer, Fp8Format::e4m3, false>(prod, M, K, pow2, t0, t1, vec,
+                                                              stage_bf16, stream, sm_count);
+  } else {
+    stats ? launch_produced<Producer, Fp8Format::e5m2, true>(prod, M, K, pow2, t0, t1, vec,
+                                                             stage_bf16, stream, sm_count)
+          : launch_produced<Producer, Fp8Format::e5m2, false>(prod, M, K, pow2, t0, t1, vec,
+                                                              stage_bf16, stream, sm_count);
+  }
+}
+
+// The target of out for a produced tensor [M, K] with opt (checked: shapes, blocks, formats,
+// data), op naming the producer in errors.
+inline QuantTarget produced_target(const char* op, int64_t M, int64_t K, const Fp8Operands& out,
+                                   const QuantOptions& opt) {
+  const std::string where = std::string(op) + ": ";
+  const Fp8Matrix &a = out.along, &t = out.transposed;
+  check(a.rows == M && a.cols == K && a.block == ScaleBlock::row1x128 && a.format == opt.format,
+        where + "`along` must be [" + std::to_string(M) + ", " + std::to_string(K) +
+            "] 1x128 in the options' format");
+  check(a.codes && a.scale_inv, where + "null `along` data");
+  QuantTarget tg{a.codes, a.scale_inv, nullptr, nullptr, opt.stats_sum};
+  if (t.codes) {
+    check(t.rows == K && t.cols == M && t.block == ScaleBlock::row1x128 && t.format == opt.format,
+          where + "`transposed` must be [" + std::to_string(K) + ", " + std::to_string(M) +
+              "] 1x128 in the options' format");
+    check(t.scale_inv != nullptr, where + "null `transposed` scales");
+    tg.qt = t.codes;
+    tg.qts = t.scale_inv;
+  }
+  return tg;
+}
+
+// Eight consecutive elements x[i .. i + 8) of an f32 or bf16 operand (16-byte aligned) and their
+// store, the 16-byte accesses of the vector path.
+__device__ __forceinline__ void load8(const cuda::In& x, int64_t i, float (&v)[8]) {
+  if (x.bf16) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x.p) + i));
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[2 * j] = __uint_as_float(w[j] << 16);  // little-endian: the first bf16 is the low half
+      v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+    }
+  } else {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(x.p) + i);
+    const float4 a = __ldg(p), b = __ldg(p + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  }
+}
+// v must already be rounded to y's dtype (the bits are then exact).
+__device__ __forceinline__ void store8(const cuda::Out& y, int64_t i, const float (&v)[8]) {
+  if (y.bf16) {
+    unsigned w[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      w[j] = (__float_as_uint(v[2 * j]) >> 16) | (__float_as_uint(v[2 * j + 1]) & 0xffff0000u);
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(y.p) + i) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+    float4* p = reinterpret_cast<float4*>(static_cast<float*>(y.p) + i);
+    p[0] = make_float4(v[0], v[1], v[2], v[3]);
+    p[1] = make_float4(v[4], v[5], v[6], v[7]);
+  }
+}
+
+}  // namespace fp8rl::quant

@@ -1,0 +1,250 @@
+// Op cases: the producers that quantize what they write (Backend::rmsnorm_forward_fp8,
+// swiglu_forward_fp8, swiglu_backward_fp8). Each must give, bit for bit on the backend under
+// test, what its op followed by quantize / quantize_with_transpose gives there: the output
+// (when written), rstd, the codes and scales of both operands, and the statistics summed into
+// opt.stats_sum (counts exact; squared sums to summation order). On the CPU the fused ops are
+// the reference path itself, so the cases there check the plumbing (an output left unwritten,
+// forward-only operands, two gradients with their own sums).
+#include <cmath>
+#include <functional>
+
+#include "core/bf16.hpp"
+#include "op_case.hpp"
+
+namespace fp8rl::optest {
+namespace {
+
+// A backend-resident f32 or bf16 matrix with guards, filled with random values.
+struct DevMatrix {
+  Guarded buf;
+  Matrix m;
+  DevMatrix(Backend& be, Rng& rng, int64_t rows, int64_t cols, DType dt, double scale = 1.0)
+      : buf(be, static_cast<size_t>(rows * cols) * dtype_size(dt)), m{buf.data(), rows, cols, dt} {
+    std::vector<uint8_t> bytes(buf.bytes());
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const float v = static_cast<float>(rng.normal() * scale);
+      if (dt == DType::f32) {
+        std::memcpy(&bytes[static_cast<size_t>(i) * 4], &v, 4);
+      } else {
+        const bf16 b = float_to_bf16(v);
+        std::memcpy(&bytes[static_cast<size_t>(i) * 2], &b, 2);
+      }
+    }
+    buf.upload(bytes.data());
+  }
+  // An output of the same shape (zero-filled); unwritten: null data, the dtype kept.
+  DevMatrix(Backend& be, int64_t rows, int64_t cols, DType dt)
+      : buf(be, static_cast<size_t>(rows * cols) * dtype_size(dt)), m{buf.data(), rows, cols, dt} {
+    std::vector<uint8_t> zero(buf.bytes(), 0);
+    buf.upload(zero.data());
+  }
+  std::vector<uint8_t> bytes() const {
+    std::vector<uint8_t> out(buf.bytes());
+    check(buf.download(out.data()), "op wrote outside its output (guard bytes changed)");
+    return out;
+  }
+};
+
+// The FP8 operands of an [M, K] tensor in the backend's memory, with a statistics record.
+struct DevOperands {
+  Guarded a, as, t, ts, sum;
+  Fp8Operands ops;
+  QuantOptions opt;
+  DevOperands(Backend& be, int64_t M, int64_t K, bool transposed, QuantOptions o)
+      : a(be, static_cast<size_t>(M * K)),
+        as(be, static_cast<size_t>(scale_count(ScaleBlock::row1x128, M, K)) * 4),
+        t(be, static_cast<size_t>(M * K)),
+        ts(be, static_cast<size_t>(scale_count(ScaleBlock::row1x128, K, M)) * 4),
+        sum(be, sizeof(QuantStatsSum)),
+        opt(o) {
+    const QuantStatsSum zero;
+    sum.upload(&zero);
+    opt.stats_sum = static_cast<QuantStatsSum*>(sum.data());
+    ops.along = Fp8Matrix{static_cast<uint8_t*>(a.data()),
+                          static_cast<float*>(as.data()),
+                          M,
+                          K,
+                          ScaleBlock::row1x128,
+                          o.format};
+    if (transposed)
+      ops.transposed = Fp8Matrix{static_cast<uint8_t*>(t.data()),
+                                 static_cast<float*>(ts.data()),
+                                 K,
+                                 M,
+                                 ScaleBlock::row1x128,
+                                 o.format};
+  }
+  // Quantizes x as a linear's input would be without a fused producer.
+  void quantize_unfused(Backend& be, const Matrix& x) {
+    if (ops.transposed.codes) {
+      be.quantize_with_transpose(x, ops.along, ops.transposed, opt, nullptr, nullptr);
+    } else {
+      be.quantize(x, ops.along, opt, nullptr);
+    }
+  }
+};
+
+template <class T>
+std::vector<T> download(const Guarded& g) {
+  std::vector<T> out(g.bytes() / sizeof(T));
+  check(g.download(out.data()), "op wrote outside its output (guard bytes changed)");
+  return out;
+}
+
+// "" when the operands (and their sums) are the same, else what differs.
+std::string compare_operands(const DevOperands& got, const DevOperands& want, const char* what) {
+  const std::string w = std::string(what) + ": ";
+  if (download<uint8_t>(got.a) != download<uint8_t>(want.a)) return w + "`along` codes differ";
+  if (download<uint32_t>(got.as) != download<uint32_t>(want.as)) return w + "`along` scales differ";
+  if (got.ops.transposed.codes) {
+    if (download<uint8_t>(got.t) != download<uint8_t>(want.t))
+      return w + "`transposed` codes differ";
+    if (download<uint32_t>(got.ts) != download<uint32_t>(want.ts))
+      return w + "`transposed` scales differ";
+  }
+  QuantStatsSum g, s;
+  check(got.sum.download(&g) && want.sum.download(&s), "wrote outside a statistics record");
+  if (g.elements != s.elements || g.blocks != s.blocks || g.saturated != s.saturated ||
+      g.flushed_to_zero != s.flushed_to_zero || g.degenerate_blocks != s.degenerate_blocks)
+    return w + fmt("statistics counts differ (elements %llu vs %llu, blocks %llu vs %llu)",
+                   g.elements, s.elements, g.blocks, s.blocks);
+  // Sums of squares: the same terms, added in another order.
+  auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::fabs(b) + 1e-300; };
+  if (!close(g.err_sq, s.err_sq) || !close(g.ref_sq, s.ref_sq))
+    return w + fmt("squared sums differ (err %.17g vs %.17g)", g.err_sq, s.err_sq);
+  return {};
+}
+
+// The case with the default staging of the tiles, then with the 16-bit staging of BF16 tiles
+// (the CUDA kernel option quantize_stage_bf16 = 1).
+Result staged_both_ways(Backend& test, const std::function<Result()>& body) {
+  return with_kernel_option(test, "quantize_stage_bf16", {1}, body);
+}
+
+std::string what_of(DType dt, int64_t M, int64_t K, bool transposed, bool written,
+                    const QuantOptions& opt) {
+  return fmt("%s %s %s%s%s%s", dtype_name(dt), shape_str(M, K).c_str(), fp8_format_name(opt.format),
+             opt.pow2_scales ? " pow2" : "", transposed ? " +transposed" : " forward-only",
+             written ? "" : " unwritten");
+}
+
+void add_rmsnorm_case(Registry& reg, int64_t M, int64_t H, DType dt, bool transposed, bool written,
+                      QuantOptions opt) {
+  reg.push_back(
+      {"rmsnorm_forward_fp8 " + what_of(dt, M, H, transposed, written, opt),
+       [=](Backend&, Backend& test, Rng& rng) {
+         return staged_both_ways(test, [&]() -> Result {
+           const DevMatrix x(test, rng, M, H, dt, 3.0), w(test, rng, 1, H, dt);
+           DevMatrix y(test, M, H, dt), y_ref(test, M, H, dt), rstd(test, M, 1, DType::f32),
+               rstd_ref(test, M, 1, DType::f32);
+           DevOperands got(test, M, H, transposed, opt), want(test, M, H, transposed, opt);
+           const Matrix yo = written ? y.m : Matrix{nullptr, M, H, dt};
+           test.rmsnorm_forward_fp8(x.m, w.m, 1e-6f, yo, static_cast<float*>(rstd.m.data), got.ops,
+                                    got.opt);
+           test.rmsnorm_forward(x.m, w.m, 1e-6f, y_ref.m, static_cast<float*>(rstd_ref.m.data));
+           want.quantize_unfused(test, y_ref.m);
+           if (rstd.bytes() != rstd_ref.bytes()) return fail("rstd differs from rmsnorm_forward's");
+           if (written && y.bytes() != y_ref.bytes())
+             return fail("y differs from rmsnorm_forward's");
+           if (!written && y.bytes() != std::vector<uint8_t>(y.buf.bytes(), 0))
+             return fail("an unwritten y changed");
+           const std::string d = compare_operands(got, want, "y");
+           return d.empty() ? pass("bit-exact with rmsnorm_forward + quantize") : fail(d);
+         });
+       }});
+}
+
+void add_swiglu_case(Registry& reg, int64_t M, int64_t I, DType dt, bool transposed, bool written,
+                     QuantOptions opt) {
+  reg.push_back({"swiglu_forward_fp8 " + what_of(dt, M, I, transposed, written, opt),
+                 [=](Backend&, Backend& test, Rng& rng) {
+                   return staged_both_ways(test, [&]() -> Result {
+                     const DevMatrix g(test, rng, M, I, dt, 2.0), u(test, rng, M, I, dt);
+                     DevMatrix h(test, M, I, dt), h_ref(test, M, I, dt);
+                     DevOperands got(test, M, I, transposed, opt),
+                         want(test, M, I, transposed, opt);
+                     test.swiglu_forward_fp8(g.m, u.m, written ? h.m : Matrix{nullptr, M, I, dt},
+                                             got.ops, got.opt);
+                     test.swiglu_forward(g.m, u.m, h_ref.m);
+                     want.quantize_unfused(test, h_ref.m);
+                     if (written && h.bytes() != h_ref.bytes())
+                       return fail("h differs from swiglu_forward's");
+                     if (!written && h.bytes() != std::vector<uint8_t>(h.buf.bytes(), 0))
+                       return fail("an unwritten h changed");
+                     const std::string d = compare_operands(got, want, "h");
+                     return d.empty() ? pass("bit-exact with swiglu_forward + quantize") : fail(d);
+                   });
+                 }});
+}
+
+void add_swiglu_backward_case(Registry& reg, int64_t M, int64_t I, DType dt, bool written,
+                              QuantOptions opt_gate, QuantOptions opt_up) {
+  reg.push_back({"swiglu_backward_fp8 " + what_of(dt, M, I, true, written, opt_gate) +
+                     (opt_up.format != opt_gate.format
+                          ? " (up in " + std::string(fp8_format_name(opt_up.format)) + ")"
+                          : std::string()),
+                 [=](Backend&, Backend& test, Rng& rng) {
+                   return staged_both_ways(test, [&]() -> Result {
+                     const DevMatrix dh(test, rng, M, I, dt, 0.5), g(test, rng, M, I, dt, 2.0),
+                         u(test, rng, M, I, dt);
+                     DevMatrix dg(test, M, I, dt), du(test, M, I, dt), dg_ref(test, M, I, dt),
+                         du_ref(test, M, I, dt);
+                     DevOperands got_g(test, M, I, true, opt_gate), got_u(test, M, I, true, opt_up),
+                         want_g(test, M, I, true, opt_gate), want_u(test, M, I, true, opt_up);
+                     const Matrix none{nullptr, M, I, dt};
+                     test.swiglu_backward_fp8(dh.m, g.m, u.m, written ? dg.m : none,
+                                              written ? du.m : none, got_g.ops, got_g.opt,
+                                              got_u.ops, got_u.opt);
+                     test.swiglu_backward(dh.m, g.m, u.m, dg_ref.m, du_ref.m);
+                     want_g.quantize_unfused(test, dg_ref.m);
+                     want_u.quantize_unfused(test, du_ref.m);
+                     const std::vector<uint8_t> zero(dg.buf.bytes(), 0);
+                     if (written && (dg.bytes() != dg_ref.bytes() || du.bytes() != du_ref.bytes()))
+                       return fail("dgate / dup differ from swiglu_backward's");
+                     if (!written && (dg.bytes() != zero || du.bytes() != zero))
+                       return fail("an unwritten gradient changed");
+                     std::string d = compare_operands(got_g, want_g, "dgate");
+                     if (d.empty()) d = compare_operands(got_u, want_u, "dup");
+                     return d.empty()
+                                ? pass("bit-exact with swiglu_backward + quantize_with_transpose")
+                                : fail(d);
+                   });
+                 }});
+}
+
+}  // namespace
+
+void add_fused_cases(Registry& reg) {
+  const QuantOptions e4m3;
+  QuantOptions e5m2_pow2;
+  e5m2_pow2.format = Fp8Format::e5m2;
+  e5m2_pow2.pow2_scales = true;
+  // Awkward shapes: one element, partial blocks both ways, one whole tile, rows past a tile,
+  // a Qwen-like width; the 16-byte path needs K % 8 == 0 and whole tiles.
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {1, 1}, {3, 129}, {128, 128}, {130, 300}, {257, 1024}};
+  for (const auto& [M, K] : shapes)
+    for (DType dt : {DType::bf16, DType::f32}) {
+      add_rmsnorm_case(reg, M, K, dt, true, true, e4m3);
+      add_swiglu_case(reg, M, K, dt, true, true, e4m3);
+      add_swiglu_backward_case(reg, M, K, dt, true, e4m3, e4m3);
+    }
+  add_rmsnorm_case(reg, 257, 1024, DType::bf16, true, false, e4m3);
+  add_rmsnorm_case(reg, 130, 300, DType::bf16, false, true, e4m3);
+  add_rmsnorm_case(reg, 200, 2048, DType::bf16, false, false, e4m3);  // row wider than a warp's
+  add_rmsnorm_case(reg, 129, 256, DType::bf16, true, true, e5m2_pow2);
+  // Forward-only with whole 1x128 blocks: the unstaged row kernel on CUDA (an odd block count
+  // leaves the last half-warp idle).
+  add_rmsnorm_case(reg, 257, 1024, DType::bf16, false, true, e4m3);
+  add_rmsnorm_case(reg, 3, 128, DType::f32, false, true, e4m3);
+  add_swiglu_case(reg, 130, 384, DType::bf16, false, true, e4m3);
+  add_swiglu_case(reg, 65, 256, DType::f32, false, false, e5m2_pow2);
+  add_swiglu_case(reg, 257, 1024, DType::bf16, true, false, e4m3);
+  add_swiglu_case(reg, 3, 129, DType::bf16, false, false, e4m3);
+  add_swiglu_case(reg, 129, 256, DType::bf16, true, true, e5m2_pow2);
+  add_swiglu_backward_case(reg, 257, 1024, DType::bf16, false, e4m3, e4m3);
+  add_swiglu_backward_case(reg, 130, 300, DType::bf16, false, e5m2_pow2, e5m2_pow2);
+  add_swiglu_backward_case(reg, 64, 256, DType::bf16, false, e4m3, e5m2_pow2);
+}
+
+}  // namespace fp8rl::optest
