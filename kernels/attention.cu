@@ -15,7 +15,9 @@
 //  - dq: one CTA per (query tile, head, sequence) walks the key tiles: dq = scale·dS·K;
 //  - dk, dv: one CTA per (key tile, kv head, sequence) walks the query heads of its group and
 //    the query tiles from the diagonal on: dk = scale·dSᵀ·Q, dv = Pᵀ·dO.
-// The scores are computed twice (once per kernel); tensor cores are the next step.
+// The scores are computed twice (once per kernel). For BF16 operands at head dims 64 and 128 the
+// kernel option attention_mma = 1 runs the forward and the backward on the tensor cores instead
+// (attention_mma.cu: the same structure, mma.sync BF16 products).
 //
 // Thread layout, all kernels: 256 threads as a 16x16 grid, ty = tid / 16 and tx = tid % 16. A
 // thread owns rows ty·kR + r of its CTA's tile, columns tx + 16c of a score tile and head-dim
@@ -26,10 +28,12 @@
 
 #include <climits>
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <utility>
 
+#include "attention_mma.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
 #include "ops_common.cuh"
@@ -598,6 +602,15 @@ float attention_scale(int D) {
   return 1.0f / std::sqrt(static_cast<float>(D));
 }
 
+// Whether the tensor-core kernels (attention_mma.cu) run: the option asks for them (1) and they
+// take the operands (all BF16, head dim 64 or 128, 16-byte aligned).
+bool mma_takes(int64_t option, int D, std::initializer_list<const Matrix*> operands) {
+  if (option != 1) return false;
+  for (const Matrix* m : operands)
+    if (m->dtype != DType::bf16 || !cuda::attention_mma_takes(D, {m->data})) return false;
+  return true;
+}
+
 }  // namespace
 
 void CudaBackend::attention_forward(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B,
@@ -613,6 +626,11 @@ void CudaBackend::attention_forward(const Matrix& q, const Matrix& k, const Matr
         std::string(op) + ": o must not alias q, k or v");
   make_current();
   const float scale = attention_scale(d.D);
+  if (mma_takes(options_.attention_mma, d.D, {&q, &k, &v, &o})) {
+    cuda::attention_forward_mma(
+        {q.data, k.data, v.data, o.data, lse, d.B, d.T, d.Hq, d.Hkv, d.D, scale}, stream_);
+    return;
+  }
   with_tiles_for(d.D, [&](auto max_d) {
     constexpr int kMaxD = decltype(max_d)::value;
     launch_tiles<kMaxD>(attention_forward_kernel<kMaxD>, forward_smem_floats<kMaxD>(d.D),
@@ -660,6 +678,12 @@ void CudaBackend::attention_backward(const Matrix& dout, const Matrix& q, const 
   cuda::check_launch("attention_di_kernel");
 
   const float scale = attention_scale(d.D);
+  if (mma_takes(options_.attention_mma, d.D, {&dout, &q, &k, &v, &o, &dq, &dk, &dv})) {
+    cuda::attention_backward_mma({dout.data, q.data, k.data, v.data, lse, di, dq.data, dk.data,
+                                  dv.data, d.B, d.T, d.Hq, d.Hkv, d.D, scale},
+                                 stream_);
+    return;
+  }
   const In in_dout = cuda::in_of(dout), in_q = cuda::in_of(q), in_k = cuda::in_of(k),
            in_v = cuda::in_of(v);
   with_tiles_for(d.D, [&](auto max_d) {

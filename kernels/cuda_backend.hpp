@@ -183,6 +183,12 @@ class CudaBackend final : public Backend {
   //   attention_ctas_per_sm  the decode kernel's CTA target per SM (default 4)
   //   gemm_grouped_kernel    1: gemm_grouped through cublasGemmGroupedBatchedEx where it
   //                          applies (default); 2: one cuBLASLt matmul per group
+  //   attention_mma          1: attention_forward and _backward on the tensor cores
+  //                          (attention_mma.cu) for BF16 operands at head dims 64 and 128;
+  //                          2: the FP32 kernels everywhere (default until measured on a GPU)
+  //   quantize_stage_bf16    1: quantize_with_transpose and the fused producers stage BF16
+  //                          tiles as 16-bit patterns (33 KB, twice the blocks per SM);
+  //                          2: as FP32 values (66 KB; default until measured on a GPU)
   bool set_kernel_option(const std::string& name, int64_t value) override;
   std::vector<std::pair<std::string, int64_t>> kernel_options() const override;
 
@@ -231,7 +237,9 @@ class CudaBackend final : public Backend {
 
   // attention.cu. FP32 tiled attention with online softmax (D ≤ 256). Backward recomputes the
   // probabilities from lse; dq and dk/dv come from two kernels that each own their outputs
-  // (deterministic, no atomics); rowsum(dO ⊙ O) goes through the scratch buffer.
+  // (deterministic, no atomics); rowsum(dO ⊙ O) goes through the scratch buffer. With the
+  // option attention_mma = 1, BF16 attention at head dims 64 and 128 runs on the tensor cores
+  // (attention_mma.cu: P and dS rounded to BF16 for the products, FP32 sums).
   void attention_forward(const Matrix& q, const Matrix& k, const Matrix& v, int64_t B, int64_t T,
                          int64_t Hq, int64_t Hkv, const Matrix& o, float* lse) override;
   void attention_backward(const Matrix& dout, const Matrix& q, const Matrix& k, const Matrix& v,
@@ -347,9 +355,7 @@ class CudaBackend final : public Backend {
     int64_t attention_ctas_per_sm = 4;
     int64_t attention_kernel = 1;
     int64_t gemm_grouped_kernel = 1;
-    // Staging of BF16 tiles by quantize_with_transpose and the fused producers: 2 (FP32, 66 KB,
-    // 3 blocks per SM) or 1 (16-bit patterns, 33 KB, 6 blocks per SM; until a GPU round has
-    // measured it, not the default).
+    int64_t attention_mma = 2;
     int64_t quantize_stage_bf16 = 2;
   };
   // Tiles the decode GEMM's split-K counters cover (one unsigned each, zero between launches).

@@ -108,6 +108,19 @@ struct DecodeOptions {
 };
 Json bench_decode(Backend& be, const DecodeOptions& o);
 
+// bench attention: causal GQA attention forward and backward (BF16) at heads_q / heads_kv heads
+// of head_dim, for each sequence length T with max(1, tokens / T) sequences: ms and TFLOP/s
+// (causal FLOPs: forward 4·B·Hq·T²·D/2, backward 2.5x), on each kernel the backend has (CUDA:
+// attention_mma 2, the FP32 kernels, and 1, the tensor cores, with their speed ratios and the
+// relative difference of their outputs). Each timing takes at least `seconds`.
+struct AttentionOptions {
+  std::vector<int64_t> seq_lens;
+  int64_t tokens = 0;
+  int64_t heads_q = 32, heads_kv = 8, head_dim = 128;  // Qwen3-8B
+  double seconds = 0.2;
+};
+Json bench_attention(Backend& be, const AttentionOptions& o);
+
 struct TrainOptions {
   std::string model;
   int64_t batch = 0, seq_len = 0, warmup = 1, steps = 0;

@@ -1,5 +1,5 @@
-// fp8rl bench gemm|quant|rollout|decode|experts|train|step|telemetry: the command line of the
-// benchmarks (bench_*.cpp). Each prints a table per backend, ratios against the baseline measured
+// fp8rl bench gemm|quant|rollout|decode|experts|attention|train|step|telemetry: the command line
+// of the benchmarks (bench_*.cpp). Each prints a table per backend, ratios against the baseline measured
 // in the same run; --json FILE also writes the measured rows as one JSON document.
 #include <algorithm>
 #include <cstdio>
@@ -18,7 +18,8 @@ namespace fp8rl::cli {
 namespace {
 
 constexpr const char* kUsage =
-    R"(usage: fp8rl bench gemm|quant|rollout|decode|experts|train|step|telemetry|tokenize|ranks [options]
+    R"(usage: fp8rl bench gemm|quant|rollout|decode|experts|attention|train|step|telemetry|tokenize|
+       ranks [options]
 
 common options:
   --backend all|cpu|cuda|auto   where to measure (default: all; train and step: auto)
@@ -48,6 +49,14 @@ decode [--model M] [--batch B[,B...]] [--contexts C[,C...]] [--seconds S]
     of the kernels' split counts and of the rows up to which the fused GEMM pays, at the
     largest batch up to 256. Each timing at least S seconds. Defaults: small, batch 4, context
     48, S 0 on the CPU; qwen3-8b, batches 1,8,64,256,512, contexts 1280,4096, S 0.05 on GPUs.
+attention [--seq-lens T[,T...]] [--tokens N] [--seconds S]
+    causal grouped-query attention at Qwen3-8B's heads (32 query / 8 kv heads of 128), BF16,
+    B = max(1, N / T) sequences of T tokens: forward and backward ms and TFLOP/s (causal FLOPs,
+    FlashAttention's convention: forward 4*B*Hq*T^2*D/2, backward 2.5x the forward). On GPUs
+    both on the FP32 kernels and on the tensor cores (kernel option attention_mma), their
+    ratios and the relative difference of their outputs. Target: the tensor-core backward
+    >= 200 TFLOP/s at T >= 1024. Each timing at least S seconds. Defaults: T 512,1024,2048,4096,
+    N 16384, S 0.2 on GPUs; T 32,64, N 128, S 0 on the CPU.
 train [--model M] [--batch B] [--seq-len T] [--steps N] [--warmup W]
     tokens/s of a full training step (forward + backward, AdamW step, re-quantization of the
     FP8 weights) of a random Qwen3-shaped model on random tokens (next-token cross-entropy),
@@ -127,6 +136,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
       {"quant", {"seconds"}},
       {"rollout", {"model", "batch", "prompt-len", "new-tokens", "ragged"}},
       {"decode", {"model", "batch", "contexts", "seconds"}},
+      {"attention", {"seq-lens", "tokens", "seconds"}},
       {"train",
        {"model", "batch", "seq-len", "steps", "warmup", "seeds", "preset", "set", "target"}},
       {"step", {"preset", "set", "model", "steps", "warmup"}},
@@ -150,7 +160,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       "backend",    "json",    "shapes", "seconds", "batch",   "model", "prompt-len",
       "new-tokens", "seq-len", "steps",  "warmup",  "preset",  "seeds", "tokenizer",
       "megabytes",  "ranks",   "target", "runs",    "scalars", "dir",   "contexts",
-      "tokens",     "experts", "top-k",  "hidden",  "inter",   "ragged"};
+      "tokens",     "experts", "top-k",  "hidden",  "inter",   "ragged", "seq-lens"};
   const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -231,9 +241,16 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (given("batch") && (what == "rollout" || what == "decode"))
     bench::parse_positive_list(a.get("batch", ""), "batch");
   if (given("contexts")) bench::parse_positive_list(a.get("contexts", ""), "contexts");
-  if (given("tokens")) bench::parse_positive_list(a.get("tokens", ""), "tokens");
+  // --tokens: a list for experts, one count for attention.
+  if (given("tokens")) {
+    if (what == "attention")
+      int_option("tokens", 0);
+    else
+      bench::parse_positive_list(a.get("tokens", ""), "tokens");
+  }
   for (const char* name : {"experts", "top-k", "hidden", "inter"})
     if (given(name)) int_option(name, 0);
+  if (given("seq-lens")) bench::parse_positive_list(a.get("seq-lens", ""), "seq-lens");
   if (given("batch") && what == "train") int_option("batch", 0);
   if (given("model")) bench::model_shape(a.get("model", ""));
   if (given("shapes")) bench::parse_gemm_shapes(a.get("shapes", ""));
@@ -293,6 +310,13 @@ int cmd_bench(const std::vector<std::string>& args) {
       o.inter = int_option("inter", cpu ? 128 : 768);
       o.seconds = given("seconds") ? min_s : cpu ? 0.0 : 0.2;
       runs.push_back(bench::bench_experts(*be, o));
+    } else if (what == "attention") {
+      bench::AttentionOptions o;
+      o.seq_lens = bench::parse_positive_list(
+          a.get("seq-lens", cpu ? "32,64" : "512,1024,2048,4096"), "seq-lens");
+      o.tokens = int_option("tokens", cpu ? 128 : 16384);
+      o.seconds = given("seconds") ? min_s : cpu ? 0.0 : 0.2;
+      runs.push_back(bench::bench_attention(*be, o));
     } else if (what == "train" && given("seeds")) {
       bench::SeedsOptions o;
       o.preset = a.get("preset", "demo");

@@ -351,6 +351,64 @@ void add_moe_combine(Registry& reg, int64_t M, int64_t k, int64_t H, DType dt) {
 }
 
 // ---------------------------------------------------------------- attention
+// A kernel option's setting a case also runs on a backend that has the option (label, option,
+// value, bound on the relative error against the CPU).
+struct OptionVariant {
+  const char* label;
+  const char* option;
+  int64_t value;
+  double tol;
+};
+
+// Registers a model case that a backend with kernel options runs with its defaults and with
+// each variant (the CPU has none: its self check runs once). Each setting runs twice on the same
+// inputs and must give the same bits (the kernels are deterministic), then is compared with the
+// CPU within the case's bound (the variant's own for a variant).
+void add_with_variants(Registry& reg, ModelCase c, std::vector<OptionVariant> variants) {
+  variants.insert(variants.begin(), {"defaults", nullptr, 0, c.tol});
+  reg.push_back({c.name, [c, variants](Backend& ref, Backend& test, Rng& rng) {
+                   if (&ref == &test) return c.self_check(ref, rng);
+                   Rng r0 = rng;
+                   const Outputs want = c.run(ref, r0);
+                   std::string detail;
+                   for (const OptionVariant& v : variants) {
+                     if (v.option && !test.set_kernel_option(v.option, v.value)) continue;
+                     Outputs got, again;
+                     try {
+                       Rng r1 = rng, r2 = rng;  // the reference's inputs
+                       got = c.run(test, r1);
+                       again = c.run(test, r2);
+                     } catch (...) {
+                       if (v.option) test.set_kernel_option(v.option, 0);
+                       throw;
+                     }
+                     if (v.option) test.set_kernel_option(v.option, 0);
+                     const Result r = compare_outputs(got, want, v.tol);
+                     if (r.outcome != Outcome::pass)
+                       return fail(std::string(v.label) + ": " + r.detail);
+                     if (got != again)
+                       return fail(std::string(v.label) + ": two runs gave different bits");
+                     detail +=
+                         (detail.empty() ? "" : "; ") + std::string(v.label) + ": " + r.detail;
+                   }
+                   return pass(detail);
+                 }});
+}
+
+// The attention kernel choices (CudaBackend's attention_mma) for BF16 operands: the FP32 kernels
+// (the case's bound: the outputs' BF16 rounding, 3e-2 as every BF16 model op), and the tensor
+// cores, forward and backward, which also round P (and dS) to BF16 before the products
+// (FlashAttention-2's arithmetic). Bound for those: 1e-2 = 2.5·u, u = 2^-8 the unit roundoff of
+// BF16. o, dq, dk, dv each sum products of one rounded factor (P or dS, relative error ≤ u,
+// unbiased) with exact BF16 operands and are rounded once more (and dS sees o's rounding
+// through Di); all of it, emulated in FP64 at these cases' shapes (normal inputs, T 7–257,
+// D 64 and 128), leaves 2.3–3.3e-3 against the unrounded arithmetic — a third of the bound.
+// Other dtypes run on the FP32 kernels: no variants.
+std::vector<OptionVariant> attention_variants(DType dt) {
+  if (dt != DType::bf16) return {};
+  return {{"fp32 kernels", "attention_mma", 2, 3e-2}, {"tensor cores", "attention_mma", 1, 1e-2}};
+}
+
 void add_attention(Registry& reg, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                    DType dt) {
   auto fwd = [=](Backend& be, const HostTensor& q, const HostTensor& k, const HostTensor& v) {
@@ -370,68 +428,71 @@ void add_attention(Registry& reg, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                           DK.m(), DV.m());
     return Outputs{{"o", o}, {"lse", l}, {"dq", DQ.get()}, {"dk", DK.get()}, {"dv", DV.get()}};
   };
-  add(reg, {fmt("attention %s B%lld T%lld Hq%lld Hkv%lld D%lld", dtype_name(dt), (long long)B,
-                (long long)T, (long long)Hq, (long long)Hkv, (long long)D),
-            dt == DType::f32 ? 2e-4 : 3e-2,
-            [=](Backend& be, Rng& rng) {
-              const auto q = make(rng, B * T, Hq * D, dt), k = make(rng, B * T, Hkv * D, dt),
-                         v = make(rng, B * T, Hkv * D, dt), dout = make(rng, B * T, Hq * D, dt);
-              return bwd(be, q, k, v, dout);
-            },
-            [=](Backend& be, Rng& rng) {
-              const auto q = make(rng, B * T, Hq * D, DType::f32),
-                         k = make(rng, B * T, Hkv * D, DType::f32),
-                         v = make(rng, B * T, Hkv * D, DType::f32);
-              const auto rr = randv(rng, B * T * Hq * D);
-              const auto out = bwd(be, q, k, v, HostTensor{rr, B * T, Hq * D, DType::f32});
-              // Forward against FP64.
-              std::vector<double> want(out[0].second.size());
-              const double scale = 1.0 / std::sqrt(double(D));
-              for (int64_t b = 0; b < B; ++b)
-                for (int64_t h = 0; h < Hq; ++h)
-                  for (int64_t t = 0; t < T; ++t) {
-                    const int64_t kvh = h / (Hq / Hkv);
-                    std::vector<double> s(t + 1);
-                    double mx = -1e300, sum = 0;
-                    for (int64_t j = 0; j <= t; ++j) {
-                      double d = 0;
-                      for (int64_t e = 0; e < D; ++e)
-                        d += double(q.v[(b * T + t) * Hq * D + h * D + e]) *
-                             k.v[(b * T + j) * Hkv * D + kvh * D + e];
-                      s[j] = d * scale;
-                      mx = std::max(mx, s[j]);
-                    }
-                    for (double x : s) sum += std::exp(x - mx);
-                    for (int64_t e = 0; e < D; ++e) {
-                      double acc = 0;
-                      for (int64_t j = 0; j <= t; ++j)
-                        acc += std::exp(s[j] - mx) / sum * v.v[(b * T + j) * Hkv * D + kvh * D + e];
-                      want[(b * T + t) * Hq * D + h * D + e] = acc;
-                    }
-                  }
-              const double err = relative_error(out[0].second, want);
-              if (err > 1e-5) return fail(fmt("forward vs FP64: %.3g", err));
-              auto loss_q = [&](const std::vector<float>& x) {
-                return dot(fwd(be, HostTensor{x, B * T, Hq * D, DType::f32}, k, v).first, rr);
-              };
-              auto loss_k = [&](const std::vector<float>& x) {
-                return dot(fwd(be, q, HostTensor{x, B * T, Hkv * D, DType::f32}, v).first, rr);
-              };
-              auto loss_v = [&](const std::vector<float>& x) {
-                return dot(fwd(be, q, k, HostTensor{x, B * T, Hkv * D, DType::f32}).first, rr);
-              };
-              for (auto [name, x, g, loss] :
-                   {std::make_tuple("dq", &q.v, &out[2].second,
-                                    std::function<double(const std::vector<float>&)>(loss_q)),
-                    std::make_tuple("dk", &k.v, &out[3].second,
-                                    std::function<double(const std::vector<float>&)>(loss_k)),
-                    std::make_tuple("dv", &v.v, &out[4].second,
-                                    std::function<double(const std::vector<float>&)>(loss_v))}) {
-                Result r = fd_check(name, *x, *g, loss, rng);
-                if (r.outcome != Outcome::pass) return r;
-              }
-              return pass(fmt("fwd err %.1e (bound 1e-5), finite differences within 2e-2", err));
-            }});
+  add_with_variants(
+      reg,
+      {fmt("attention %s B%lld T%lld Hq%lld Hkv%lld D%lld", dtype_name(dt), (long long)B,
+           (long long)T, (long long)Hq, (long long)Hkv, (long long)D),
+       dt == DType::f32 ? 2e-4 : 3e-2,
+       [=](Backend& be, Rng& rng) {
+         const auto q = make(rng, B * T, Hq * D, dt), k = make(rng, B * T, Hkv * D, dt),
+                    v = make(rng, B * T, Hkv * D, dt), dout = make(rng, B * T, Hq * D, dt);
+         return bwd(be, q, k, v, dout);
+       },
+       [=](Backend& be, Rng& rng) {
+         const auto q = make(rng, B * T, Hq * D, DType::f32),
+                    k = make(rng, B * T, Hkv * D, DType::f32),
+                    v = make(rng, B * T, Hkv * D, DType::f32);
+         const auto rr = randv(rng, B * T * Hq * D);
+         const auto out = bwd(be, q, k, v, HostTensor{rr, B * T, Hq * D, DType::f32});
+         // Forward against FP64.
+         std::vector<double> want(out[0].second.size());
+         const double scale = 1.0 / std::sqrt(double(D));
+         for (int64_t b = 0; b < B; ++b)
+           for (int64_t h = 0; h < Hq; ++h)
+             for (int64_t t = 0; t < T; ++t) {
+               const int64_t kvh = h / (Hq / Hkv);
+               std::vector<double> s(t + 1);
+               double mx = -1e300, sum = 0;
+               for (int64_t j = 0; j <= t; ++j) {
+                 double d = 0;
+                 for (int64_t e = 0; e < D; ++e)
+                   d += double(q.v[(b * T + t) * Hq * D + h * D + e]) *
+                        k.v[(b * T + j) * Hkv * D + kvh * D + e];
+                 s[j] = d * scale;
+                 mx = std::max(mx, s[j]);
+               }
+               for (double x : s) sum += std::exp(x - mx);
+               for (int64_t e = 0; e < D; ++e) {
+                 double acc = 0;
+                 for (int64_t j = 0; j <= t; ++j)
+                   acc += std::exp(s[j] - mx) / sum * v.v[(b * T + j) * Hkv * D + kvh * D + e];
+                 want[(b * T + t) * Hq * D + h * D + e] = acc;
+               }
+             }
+         const double err = relative_error(out[0].second, want);
+         if (err > 1e-5) return fail(fmt("forward vs FP64: %.3g", err));
+         auto loss_q = [&](const std::vector<float>& x) {
+           return dot(fwd(be, HostTensor{x, B * T, Hq * D, DType::f32}, k, v).first, rr);
+         };
+         auto loss_k = [&](const std::vector<float>& x) {
+           return dot(fwd(be, q, HostTensor{x, B * T, Hkv * D, DType::f32}, v).first, rr);
+         };
+         auto loss_v = [&](const std::vector<float>& x) {
+           return dot(fwd(be, q, k, HostTensor{x, B * T, Hkv * D, DType::f32}).first, rr);
+         };
+         for (auto [name, x, g, loss] :
+              {std::make_tuple("dq", &q.v, &out[2].second,
+                               std::function<double(const std::vector<float>&)>(loss_q)),
+               std::make_tuple("dk", &k.v, &out[3].second,
+                               std::function<double(const std::vector<float>&)>(loss_k)),
+               std::make_tuple("dv", &v.v, &out[4].second,
+                               std::function<double(const std::vector<float>&)>(loss_v))}) {
+           Result r = fd_check(name, *x, *g, loss, rng);
+           if (r.outcome != Outcome::pass) return r;
+         }
+         return pass(fmt("fwd err %.1e (bound 1e-5), finite differences within 2e-2", err));
+       }},
+      attention_variants(dt));
 }
 
 // ---------------------------------------------------------------- SwiGLU
@@ -716,6 +777,15 @@ void add_model_cases(Registry& reg) {
   }
   add_rmsnorm(reg, 64, 1024, DType::bf16);
   add_attention(reg, 1, 33, 2, 1, 128, DType::bf16);
+  // The tensor-core backward's shapes (head dims 64 and 128, 64-row tiles): one token, less than
+  // a tile, a tile and one, two tiles and two, four tiles and one; 2 and 8 query heads per kv
+  // head; 1–3 sequences.
+  add_attention(reg, 2, 1, 8, 1, 128, DType::bf16);
+  add_attention(reg, 2, 7, 4, 2, 64, DType::bf16);
+  add_attention(reg, 1, 65, 8, 1, 128, DType::bf16);
+  add_attention(reg, 3, 130, 4, 2, 64, DType::bf16);
+  add_attention(reg, 1, 257, 4, 2, 128, DType::bf16);
+  add_attention(reg, 2, 257, 8, 1, 64, DType::bf16);
   add_logprobs(reg, 3, 151, DType::f32, 1.0f / 0.7f);
   add_misc(reg);
 }

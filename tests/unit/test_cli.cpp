@@ -96,9 +96,9 @@ class TestCli : public QObject {
         {{"train", "--preset"}, "fp8rl train: option --preset needs a value"},
         {{"train", "--preset", "demo", "--set"}, "fp8rl train: option --set needs a value"},
         {{"audit"}, "fp8rl audit: needs --run ID"},
-        {{"bench"}, "fp8rl bench: needs a benchmark: one of decode, experts, gemm,"},
+        {{"bench"}, "fp8rl bench: needs a benchmark: one of attention, decode, experts, gemm,"},
         {{"bench", "gemmm"},
-         "fp8rl bench: unknown benchmark 'gemmm' (one of decode, experts, gemm,"},
+         "fp8rl bench: unknown benchmark 'gemmm' (one of attention, decode, experts, gemm,"},
         {{"compare", "--json"}, "fp8rl compare: needs the groups to compare"},
         {{"report", "--sweep", "1"}, "fp8rl report: needs --out FILE.html"},
         {{"convert", "--checkpoint", dir.path()}, "fp8rl convert: needs --to fp8 or --to bf16"},
@@ -364,6 +364,37 @@ class TestCli : public QObject {
     const auto m = got.match(r.out);
     QVERIFY2(m.hasMatch() && m.captured(1) == m.captured(2) && m.captured(2).toInt() > 3,
              qPrintable(r.out));
+  }
+
+  // Attention forward and backward TFLOP/s at Qwen3-8B's heads, tiny on the CPU (one backward:
+  // the CPU has no kernel options); the FLOP convention is stated in the output.
+  void benchAttentionPrintsTflops() {
+    QTemporaryDir tmp;
+    const QString json = tmp.filePath("attention.json");
+    const auto r = run(kCli, {"bench", "attention", "--backend", "cpu", "--seq-lens", "16,33",
+                              "--tokens", "66", "--json", json});
+    QCOMPARE(r.code, 0);
+    for (const char* text : {"32 query / 8 kv heads of 128", "forward 4·B·Hq·T²·D / 2",
+                             "backward 2.5x the forward", "fwd TF/s", "bwd TF/s"})
+      QVERIFY2(r.out.contains(QString::fromUtf8(text)), qPrintable(r.out));
+    QVERIFY2(!r.out.contains("mma"), qPrintable(r.out));
+    const auto runObj = benchJson(json, "attention");
+    QCOMPARE(runObj["head_dim"].toInt(), 128);
+    const auto rows = runObj["rows"].toArray();
+    QCOMPARE(rows.size(), 2);
+    QCOMPARE(rows[0].toObject()["T"].toInt(), 16);
+    QCOMPARE(rows[0].toObject()["B"].toInt(), 4);  // 66 / 16 sequences
+    QCOMPARE(rows[1].toObject()["B"].toInt(), 2);
+    for (const auto& v : rows) {
+      const auto row = v.toObject();
+      QVERIFY(row["forward_tflops"].toDouble() > 0);
+      QVERIFY(row["backward_tflops"].toDouble() > 0);
+      // The backward's FLOPs are 2.5x the forward's: its time is the FLOP ratio over the speeds.
+      const double ratio = row["backward_ms"].toDouble() / row["forward_ms"].toDouble();
+      QVERIFY2(std::abs(ratio - 2.5 * row["forward_tflops"].toDouble() /
+                                    row["backward_tflops"].toDouble()) < 1e-6 * ratio,
+               qPrintable(r.out));
+    }
   }
 
   // bench --json documents: {"bench", "version", "runs": [{"backend", "device", ..., "rows"}]}.

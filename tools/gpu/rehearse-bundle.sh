@@ -129,11 +129,12 @@ if [ $cublas -eq 1 ]; then
 fi
 grep -q '^== backend cpu' "$details/logs/ops.log" 2>/dev/null || problems+=("the op registry did not run on the CPU")
 for c in version doctor ops bench-step-recipe-8b bench-step-recipe-0.6b bench-step-recipe-8b-long bench-decode \
-  bench-gemm bench-gemm-qwen3-8b bench-experts bench-quant bench-rollout-0.6b bench-step-gpu; do
+  bench-gemm bench-gemm-qwen3-8b bench-experts bench-attention bench-quant bench-rollout-0.6b \
+  bench-step-gpu; do
   code=$(awk -F'\t' -v c="$c" '$1 == c { print $3 }' "$details/status.tsv" 2>/dev/null)
   [ "$code" = 0 ] || problems+=("$c: ${code:-did not run}")
 done
-grep -q 'recipe .* 201 ' "$out/round.log" 2>/dev/null || [ ${#run_args[@]} -gt 0 ] ||
+grep -q 'recipe .* 192 ' "$out/round.log" 2>/dev/null || [ ${#run_args[@]} -gt 0 ] ||
   problems+=("round.log does not show the plan with each part's cap")
 # (The listing is read whole: a grep -q that stops early would fail tar's write under pipefail.)
 tar -tzf "$out/results.tar.gz" 2>/dev/null | grep -c 'logs/ops.log' >/dev/null ||

@@ -28,6 +28,8 @@
 #   gemm      8  FP8 vs BF16 GEMMs (fprop, dgrad, wgrad) at 8192^3 and at Qwen3-8B linear shapes
 #   experts   5  one MoE layer's expert GEMMs at Qwen3-30B-A3B's shapes (128 experts of 768 on
 #                2048, top 8; 4,096 and 16,384 tokens): per expert vs grouped, BF16 and FP8
+#   attention 5  causal attention forward and backward TFLOP/s at Qwen3-8B's heads (32/8 of 128),
+#                T 512 to 4,096 at 16k tokens: the backward on the FP32 and the tensor-core kernels
 #   quant     4  the quantization kernels against the device's copy bandwidth
 #   rollout   9  decode tokens/s, Qwen3-0.6B shape, batch 64: BF16, FP8, FP8 + FP8 KV cache, and
 #                BF16 / FP8 + FP8 KV with ragged lengths (32-128: finished sequences leave)
@@ -62,14 +64,15 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-names=(ops recipe decode gemm experts quant rollout step torch train decode-1.7b ranks learn
-  decode-mla)
-shares=(9 53 6 8 5 4 9 6 5 20 15 10 30 10)
+names=(ops recipe decode gemm experts attention quant rollout step torch train decode-1.7b ranks
+  learn decode-mla)
+shares=(9 53 6 8 5 5 4 9 6 5 20 15 10 30 10)
 whats=("op registry vs the CPU reference"
   "GRPO step at the recipe's workload, by phase"
   "decode kernels vs copy bandwidth, Qwen3-8B"
   "FP8 vs BF16 GEMM, 8192^3 and Qwen3-8B linears"
   "MoE expert GEMMs, grouped vs per expert"
+  "attention fwd/bwd TFLOP/s, FP32 vs tensor cores"
   "quantization vs copy bandwidth"
   "decode BF16 / FP8 / FP8 + FP8 KV"
   "GRPO step BF16 / FP8 / FP8 + FP8 KV"
@@ -79,7 +82,7 @@ whats=("op registry vs the CPU reference"
   "GRPO steps on 1 and 2 ranks"
   "demo presets learn on the GPU, seeds 1-3"
   "latent-attention decode, Moonlight shape")
-core_parts=9
+core_parts=10
 
 budget=420 smoke=0 plan_only=0 extras=0 only="" bin="" work="" out="${OUT:-}"
 usage_error() {
@@ -416,6 +419,15 @@ part_experts() {
     # Qwen3-30B-A3B's experts (the defaults on a GPU), 4,096 and 16,384 tokens.
     cmd bench-experts "$fp8rl" bench experts --backend cuda --tokens 4096,16384 --seconds 0.05 \
       --json "$j/bench-experts.json"
+  fi
+}
+part_attention() {
+  if [ $smoke -eq 1 ]; then
+    cmd bench-attention "$fp8rl" bench attention --backend cpu --seq-lens 16,33 --tokens 66 \
+      --json "$j/bench-attention.json"
+  else
+    cmd bench-attention "$fp8rl" bench attention --backend cuda --seconds 0.1 \
+      --json "$j/bench-attention.json"
   fi
 }
 part_quant() {

@@ -26,6 +26,7 @@ TARGETS = {
     "fp8_decode": 1.3,      # FP8 + FP8 KV decode vs BF16, Qwen3-0.6B shape, batch 64
     "bf16_vs_torch": 2.0,   # our BF16 decode vs a PyTorch eager decode loop
     "experts_fp8_tflops": 1000,  # grouped FP8 expert GEMMs, Qwen3-30B-A3B shapes, 16,384 tokens
+    "attention_bwd": 200,   # TFLOP/s of the tensor-core attention backward, D 128, T >= 1024
 }
 # The whole-step targets as `fp8rl bench step` reports them: name → (label, relation, target).
 STEP_TARGETS = [
@@ -164,6 +165,38 @@ class Summary:
                               f"{fmt_ratio(r.get('grouped_speedup'))}"
                               + (f", {r['grouped_seconds'] * 1e3:.3f} ({other * 1e3:.3f})"
                                  if other else "")))
+    def attention(self):
+        """bench attention: the tensor-core backward's TFLOP/s at T >= 1024 (the worst shape),
+        and each shape's forward and backward numbers."""
+        run = first_run(load(self.folder, "bench-attention"))
+        if not run and "bench-attention" not in self.status:
+            return  # the part was not asked for
+        rows = (run or {}).get("rows", [])
+        label = "attention backward on tensor cores, D 128, T ≥ 1024 (worst), TFLOP/s"
+        mma = [r for r in rows if r.get("backward_mma_tflops") is not None]
+        if rows and not mma:
+            self.targets.append((label, "–", f"≥ {TARGETS['attention_bwd']}",
+                                 f"not measured (no tensor-core kernels on {run.get('backend')})"))
+        else:
+            long = [r for r in mma if r.get("T", 0) >= 1024]
+            worst = min(long, key=lambda r: r["backward_mma_tflops"]) if long else None
+            self.target(label, worst and worst["backward_mma_tflops"], "≥",
+                        TARGETS["attention_bwd"], lambda v: f"{v:.0f}", "bench-attention")
+        tf = lambda v: "–" if v is None else f"{v:.1f}" if v >= 1 else f"{v:.2g}"
+        sci = lambda v: "–" if v is None else f"{v:.1e}"
+        for r in rows:
+            if r.get("backward_mma_tflops") is not None:
+                text = (f"fwd FP32 {tf(r.get('forward_fp32_tflops'))}, tensor cores "
+                        f"{tf(r.get('forward_mma_tflops'))} "
+                        f"({fmt_ratio(r.get('mma_forward_speedup'))}); bwd FP32 "
+                        f"{tf(r.get('backward_fp32_tflops'))}, tensor cores "
+                        f"{tf(r.get('backward_mma_tflops'))} "
+                        f"({fmt_ratio(r.get('mma_backward_speedup'))}); outputs differ by "
+                        f"{sci(r.get('mma_vs_fp32_rel_diff'))}")
+            else:
+                text = (f"fwd {tf(r.get('forward_tflops'))}, "
+                        f"bwd {tf(r.get('backward_tflops'))}")
+            self.info.append((f"attention TFLOP/s, T {r['T']} x {r['B']} sequences", text))
 
     def quant(self):
         run = first_run(load(self.folder, "bench-quant"))
@@ -415,8 +448,8 @@ def main(argv):
     except (OSError, KeyError) as e:
         print(f"summarize.py: cannot read {args[0]}/status.tsv: {e!r}", file=sys.stderr)
         return 1
-    for part in (s.ops, s.recipe, s.kernels, s.gemm, s.experts, s.quant, s.decode, s.step, s.train, s.ranks,
-                 s.learn):
+    for part in (s.ops, s.recipe, s.kernels, s.gemm, s.experts, s.attention, s.quant, s.decode,
+                 s.step, s.train, s.ranks, s.learn):
         try:
             part()
         except (KeyError, TypeError, ValueError, AttributeError) as e:
