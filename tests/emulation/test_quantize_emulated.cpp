@@ -1,0 +1,548 @@
+// The FP8 quantization kernels of kernels/quantize.cuh run on the CPU through the CUDA emulation
+// (cuda_emulation.hpp: 256 fibers a CTA, shuffles and __syncthreads as yielding barriers, shared
+// memory starting as NaN, FP8 conversions from the formats' definitions), bit-exact against the
+// CPU backend's quantize_with_transpose (the reference):
+//  - quantize_produced_kernel (a 128x128 tile a producer computes, staged as FP32 or as BF16
+//    patterns, its rows and columns quantized), through launch_produced, with one output (an
+//    RMSNorm's element formula) and two (SwiGLU's dgate and dup), the outputs stored or not;
+//  - quantize_produced_rows_kernel (forward-only, K % 128 == 0, the 16-byte path), which
+//    launch_produced picks for one output without a transposed copy;
+//  - quantize_transpose_kernel (x and xᵀ from one staged read) for f32 and bf16 x.
+// Codes and scales must equal the reference's bits, statistics its counts (sums to 1e-9), for
+// E4M3 and E5M2 (with power-of-two scales), the scalar and 16-byte stagings, at awkward shapes,
+// on data with NaN, ±inf, huge and tiny values and all-zero blocks. The producers here compute
+// the element formulas of kernels/rmsnorm.cu and swiglu.cu; the reference computes them the same
+// way on the host (same bits), so what is checked is the kernels' staging and quantization. A
+// small sm_count makes each CTA take several tiles (the grid-stride loop's barriers). What it
+// cannot check: timing, bank conflicts, races the round-robin schedule does not expose, and the
+// device's own expf (the GPU round's op checks compare those).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend_registry.hpp"
+#include "fp8/codec.hpp"
+#include "quantize_emulated.cuh"
+
+namespace {
+
+using namespace fp8rl;
+using cuda::In, cuda::Out;
+
+// --- the producers (the element formulas of kernels/rmsnorm.cu and kernels/swiglu.cu)
+
+float normalized(float x, float r, float w) {
+  return x * r * w;
+}
+struct Grads {
+  float dgate, dup;
+};
+Grads swiglu_grads(float d, float g, float u) {
+  const float sig = 1.0f / (1.0f + expf(-g));
+  return {d * u * sig * (1.0f + g * (1.0f - sig)), d * (g * sig)};
+}
+
+// y = x·rstd·w [M, K] (RMSNorm's), stored to y when it has data.
+struct NormProducer {
+  static constexpr int kOutputs = 1;
+  In x, w;
+  const float* rstd;
+  Out y;
+  int64_t K;
+  float value(int, int64_t r, int64_t c) const {
+    const int64_t i = r * K + c;
+    const float v = y.round(normalized(x[i], rstd[r], w[c]));
+    if (y.p) y.store(i, v);
+    return v;
+  }
+  void value8(int, int64_t r, int64_t c, float (&v)[8]) const {
+    const int64_t i = r * K + c;
+    float xv[8], wv[8];
+    quant::load8(x, i, xv);
+    quant::load8(w, c, wv);
+    for (int j = 0; j < 8; ++j) v[j] = y.round(normalized(xv[j], rstd[r], wv[j]));
+    if (y.p) quant::store8(y, i, v);
+  }
+};
+
+// Output 0 dgate, output 1 dup of SwiGLU's backward [M, K], each stored when it has data.
+struct GradProducer {
+  static constexpr int kOutputs = 2;
+  In dh, gate, up;
+  Out dgate, dup;
+  int64_t K;
+  float value(int o, int64_t r, int64_t c) const {
+    const int64_t i = r * K + c;
+    const Grads g = swiglu_grads(dh[i], gate[i], up[i]);
+    const Out& out = o == 0 ? dgate : dup;
+    const float v = out.round(o == 0 ? g.dgate : g.dup);
+    if (out.p) out.store(i, v);
+    return v;
+  }
+  void value8(int o, int64_t r, int64_t c, float (&v)[8]) const {
+    const int64_t i = r * K + c;
+    float d[8], g[8], u[8];
+    quant::load8(dh, i, d);
+    quant::load8(gate, i, g);
+    quant::load8(up, i, u);
+    const Out& out = o == 0 ? dgate : dup;
+    for (int j = 0; j < 8; ++j) {
+      const Grads gr = swiglu_grads(d[j], g[j], u[j]);
+      v[j] = out.round(o == 0 ? gr.dgate : gr.dup);
+    }
+    if (out.p) quant::store8(out, i, v);
+  }
+};
+
+// --- data
+
+uint16_t bf16_bits(float f) {  // round to nearest even (no NaN reaches it)
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float bf16_value(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+float round_to(float v, bool bf16) {
+  return bf16 && !std::isnan(v) ? bf16_value(bf16_bits(v)) : v;
+}
+
+// A tensor [M, K] of f32 or bf16 (raw bits) values, also kept as floats (the values).
+struct Tensor {
+  int64_t M = 0, K = 0;
+  bool bf16 = false;
+  std::vector<float> f32;
+  std::vector<uint16_t> b16;
+  std::vector<float> value;
+  const void* data() const { return bf16 ? static_cast<const void*>(b16.data()) : f32.data(); }
+  Matrix matrix() const {
+    return {const_cast<void*>(data()), M, K, bf16 ? DType::bf16 : DType::f32};
+  }
+  In in() const { return {data(), bf16}; }
+};
+
+// Normal values times a per-row magnitude (10^-3 .. 10^3); with specials: NaN, ±inf, huge, tiny
+// (subnormal and FP8-underflowing) elements and all-zero 128-blocks along K and along M.
+Tensor make_tensor(int64_t M, int64_t K, bool bf16, bool specials, std::mt19937& rng) {
+  Tensor t;
+  t.M = M, t.K = K, t.bf16 = bf16;
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<float> uni(-3, 3);
+  std::vector<float> v(static_cast<size_t>(M * K));
+  for (int64_t r = 0; r < M; ++r) {
+    const float mag = std::pow(10.0f, uni(rng));
+    for (int64_t c = 0; c < K; ++c) v[r * K + c] = normal(rng) * mag;
+  }
+  if (specials && M * K >= 4) {
+    const float special[] = {NAN, INFINITY, -INFINITY, 3.0e38f, -2.5e38f, 1e-40f, -3e-42f, 1e-30f};
+    std::uniform_int_distribution<int64_t> pick(0, M * K - 1);
+    for (int i = 0; i < 12; ++i) v[pick(rng)] = special[i % 8];
+    // Zero blocks: row 1's first 128 columns; column 2's first 128 rows.
+    if (M > 1)
+      for (int64_t c = 0; c < std::min<int64_t>(K, 128); ++c) v[K + c] = 0.0f;
+    if (K > 2)
+      for (int64_t r = 0; r < std::min<int64_t>(M, 128); ++r) v[r * K + 2] = 0.0f;
+  }
+  t.value.resize(v.size());
+  if (bf16) t.b16.resize(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (bf16) {
+      t.b16[i] = std::isnan(v[i]) ? uint16_t{0x7fc0} : bf16_bits(v[i]);
+      t.value[i] = bf16_value(t.b16[i]);
+    } else {
+      t.value[i] = v[i];
+    }
+  }
+  if (!bf16) t.f32 = t.value;
+  return t;
+}
+
+// --- outputs and their comparison with the reference
+
+constexpr uint8_t kCodeFill = 0xee;
+constexpr uint32_t kScaleFill = 0x7fbadbadu;  // a NaN no quantization writes
+constexpr size_t kGuard = 64;
+
+// An FP8 operand [rows, cols] 1x128 with guard entries past its end.
+struct Operand {
+  int64_t rows, cols;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  Operand(int64_t r, int64_t c)
+      : rows(r),
+        cols(c),
+        codes(static_cast<size_t>(r * c) + kGuard, kCodeFill),
+        scales(static_cast<size_t>(scale_count(ScaleBlock::row1x128, r, c)) + kGuard) {
+    for (float& s : scales) std::memcpy(&s, &kScaleFill, 4);
+  }
+  Fp8Matrix matrix(Fp8Format f) {
+    return {codes.data(), scales.data(), rows, cols, ScaleBlock::row1x128, f};
+  }
+};
+
+// Counts mismatches of got against want (codes, scale bits, guards), printing the first.
+int compare(const char* what, const Operand& got, const Operand& want) {
+  int bad = 0;
+  const size_t n = static_cast<size_t>(got.rows * got.cols);
+  for (size_t i = 0; i < got.codes.size(); ++i)
+    if (got.codes[i] != (i < n ? want.codes[i] : kCodeFill)) {
+      if (bad++ == 0)
+        std::printf("  %s: code %zu (row %lld col %lld) is 0x%02x, want 0x%02x\n", what, i,
+                    static_cast<long long>(i < n ? i / got.cols : -1),
+                    static_cast<long long>(i < n ? i % got.cols : -1), got.codes[i],
+                    i < n ? want.codes[i] : kCodeFill);
+    }
+  const size_t ns = got.scales.size() - kGuard;
+  for (size_t i = 0; i < got.scales.size(); ++i) {
+    uint32_t g, w = kScaleFill;
+    std::memcpy(&g, &got.scales[i], 4);
+    if (i < ns) std::memcpy(&w, &want.scales[i], 4);
+    if (g != w && bad++ == 0)
+      std::printf("  %s: scale %zu is 0x%08x (%g), want 0x%08x\n", what, i, g, got.scales[i], w);
+  }
+  return bad;
+}
+
+bool close(double a, double b) {
+  return a == b || std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
+}
+int compare_stats(const char* what, const QuantStatsSum& got, const QuantStats& want) {
+  const bool ok = static_cast<int64_t>(got.elements) == want.elements &&
+                  static_cast<int64_t>(got.blocks) == want.blocks &&
+                  static_cast<int64_t>(got.saturated) == want.saturated &&
+                  static_cast<int64_t>(got.flushed_to_zero) == want.flushed_to_zero &&
+                  static_cast<int64_t>(got.degenerate_blocks) == want.degenerate_blocks &&
+                  close(got.err_sq, want.err_sq) && close(got.ref_sq, want.ref_sq);
+  if (!ok)
+    std::printf(
+        "  %s statistics: elements %llu/%lld blocks %llu/%lld saturated %llu/%lld flushed "
+        "%llu/%lld degenerate %llu/%lld err_sq %.17g/%.17g ref_sq %.17g/%.17g (got/want)\n",
+        what, got.elements, static_cast<long long>(want.elements), got.blocks,
+        static_cast<long long>(want.blocks), got.saturated, static_cast<long long>(want.saturated),
+        got.flushed_to_zero, static_cast<long long>(want.flushed_to_zero), got.degenerate_blocks,
+        static_cast<long long>(want.degenerate_blocks), got.err_sq, want.err_sq, got.ref_sq,
+        want.ref_sq);
+  return ok ? 0 : 1;
+}
+
+// The reference's operands of t (and its statistics) with opt.
+struct Reference {
+  Operand along, transposed;
+  QuantStats stats_along, stats_transposed;
+  Reference(Backend& cpu, const Tensor& t, const QuantOptions& opt)
+      : along(t.M, t.K), transposed(t.K, t.M) {
+    cpu.quantize_with_transpose(t.matrix(), along.matrix(opt.format), transposed.matrix(opt.format),
+                                opt, &stats_along, &stats_transposed);
+  }
+};
+
+// --- the cases
+
+struct Case {
+  int64_t M, K;
+  Fp8Format format;
+  bool pow2;
+  int outputs;      // 1: NormProducer, 2: GradProducer
+  bool out_bf16;    // the outputs' dtype
+  bool stage_bf16;  // 16-bit staging (outputs bf16 only)
+  bool vec;         // the 16-byte path (K % 8 == 0)
+  bool transposed;  // a transposed copy (always with two outputs)
+  bool stats;
+  bool store;  // the outputs written (else quantized only)
+};
+
+std::string describe(const Case& c) {
+  char buf[256];
+  std::snprintf(
+      buf, sizeof buf, "%lldx%lld %s%s %d out %s %s-staged %s%s%s%s", static_cast<long long>(c.M),
+      static_cast<long long>(c.K), fp8_format_name(c.format), c.pow2 ? " pow2" : "", c.outputs,
+      c.out_bf16 ? "bf16" : "f32", c.stage_bf16 ? "bf16" : "f32", c.vec ? "vec" : "scalar",
+      c.transposed ? " +transposed" : "", c.stats ? " +stats" : "", c.store ? " +stored" : "");
+  return buf;
+}
+
+// The values output o of the producer gives (the reference's input), from the same formulas.
+Tensor produced(const Case& c, int o, const std::vector<const Tensor*>& in,
+                const std::vector<float>& rstd) {
+  Tensor t;
+  t.M = c.M, t.K = c.K, t.bf16 = c.out_bf16;
+  const size_t n = static_cast<size_t>(c.M * c.K);
+  t.value.resize(n);
+  for (int64_t r = 0; r < c.M; ++r)
+    for (int64_t k = 0; k < c.K; ++k) {
+      const size_t i = static_cast<size_t>(r * c.K + k);
+      float v;
+      if (c.outputs == 1) {
+        v = normalized(in[0]->value[i], rstd[r], in[1]->value[k]);
+      } else {
+        const Grads g = swiglu_grads(in[0]->value[i], in[1]->value[i], in[2]->value[i]);
+        v = o == 0 ? g.dgate : g.dup;
+      }
+      t.value[i] = round_to(v, c.out_bf16);
+    }
+  if (c.out_bf16) {
+    t.b16.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      t.b16[i] = std::isnan(t.value[i]) ? uint16_t{0x7fc0} : bf16_bits(t.value[i]);
+  } else {
+    t.f32 = t.value;
+  }
+  return t;
+}
+
+// An output as stored: equal to the reference's values (NaN where they are NaN).
+int compare_stored(const char* what, const std::vector<float>& f32,
+                   const std::vector<uint16_t>& b16, const Tensor& want) {
+  for (size_t i = 0; i < want.value.size(); ++i) {
+    const float g = want.bf16 ? bf16_value(b16[i]) : f32[i];
+    const bool same =
+        std::isnan(want.value[i]) ? std::isnan(g) : std::memcmp(&g, &want.value[i], 4) == 0;
+    if (!same) {
+      std::printf("  %s: stored element %zu is %g, want %g\n", what, i, g, want.value[i]);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
+  std::mt19937 rng(seed);
+  const int64_t M = c.M, K = c.K;
+  const QuantOptions opt_ref{c.format, c.pow2, nullptr};
+  // Inputs: x and w (norm) or dh, gate, up (grads), f32 or bf16 each.
+  std::vector<Tensor> in;
+  std::vector<float> rstd(static_cast<size_t>(M));
+  if (c.outputs == 1) {
+    in.push_back(make_tensor(M, K, !c.out_bf16, true, rng));
+    in.push_back(make_tensor(1, K, c.out_bf16, false, rng));
+    std::uniform_real_distribution<float> r(0.5f, 2.0f);
+    for (float& v : rstd) v = r(rng);
+  } else {
+    in.push_back(make_tensor(M, K, c.out_bf16, true, rng));
+    in.push_back(make_tensor(M, K, !c.out_bf16, false, rng));
+    in.push_back(make_tensor(M, K, c.out_bf16, true, rng));
+  }
+  std::vector<const Tensor*> inp;
+  for (const Tensor& t : in) inp.push_back(&t);
+
+  // The kernels' outputs and targets.
+  const size_t n = static_cast<size_t>(M * K);
+  std::vector<float> y32[2];
+  std::vector<uint16_t> y16[2];
+  Out out[2];
+  for (int o = 0; o < c.outputs; ++o) {
+    out[o].bf16 = c.out_bf16;
+    out[o].p = nullptr;
+    if (c.store) {
+      if (c.out_bf16) {
+        y16[o].assign(n, 0xffff);
+        out[o].p = y16[o].data();
+      } else {
+        y32[o].assign(n, NAN);
+        out[o].p = y32[o].data();
+      }
+    }
+  }
+  std::vector<Operand> along, trans;
+  QuantStatsSum sums[2];
+  quant::QuantTarget tg[2];
+  for (int o = 0; o < c.outputs; ++o) {
+    along.emplace_back(M, K);
+    trans.emplace_back(K, M);
+  }
+  for (int o = 0; o < c.outputs; ++o) {
+    tg[o].q = along[o].codes.data();
+    tg[o].qs = along[o].scales.data();
+    if (c.transposed) {
+      tg[o].qt = trans[o].codes.data();
+      tg[o].qts = trans[o].scales.data();
+    }
+    tg[o].stats = c.stats ? &sums[o] : nullptr;
+  }
+  const QuantOptions opt{c.format, c.pow2, c.stats ? &sums[0] : nullptr};
+  if (c.outputs == 1) {
+    const NormProducer prod{in[0].in(), in[1].in(), rstd.data(), out[0], K};
+    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
+                           nullptr, sm_count);
+  } else {
+    const GradProducer prod{in[0].in(), in[1].in(), in[2].in(), out[0], out[1], K};
+    quant::launch_produced(prod, M, K, opt, tg[0], tg[1], c.vec, c.stage_bf16, nullptr, sm_count);
+  }
+
+  int bad = 0;
+  QuantStats seen;  // the reference's statistics: what the data held
+  for (int o = 0; o < c.outputs; ++o) {
+    const Tensor y = produced(c, o, inp, rstd);
+    const Reference ref(cpu, y, opt_ref);
+    const std::string name = c.outputs == 1 ? "y" : o == 0 ? "dgate" : "dup";
+    bad += compare((name + " along").c_str(), along[o], ref.along);
+    if (c.transposed) bad += compare((name + " transposed").c_str(), trans[o], ref.transposed);
+    if (c.stats) bad += compare_stats(name.c_str(), sums[o], ref.stats_along);
+    if (c.store) bad += compare_stored(name.c_str(), y32[o], y16[o], y);
+    seen += ref.stats_along;
+  }
+  std::printf("%s produced %s (%lld blocks: %lld degenerate, %lld saturated, %lld flushed)\n",
+              bad ? "FAIL" : "PASS", describe(c).c_str(), static_cast<long long>(seen.blocks),
+              static_cast<long long>(seen.degenerate_blocks),
+              static_cast<long long>(seen.saturated), static_cast<long long>(seen.flushed_to_zero));
+  return bad == 0;
+}
+
+// quantize_transpose_kernel: x [M, K] f32 or bf16 against the reference's
+// quantize_with_transpose, statistics of both outputs.
+template <typename T, Fp8Format F, bool kStats, class S>
+int transpose_case(const Tensor& x, bool pow2, int sm_count, const Reference& ref) {
+  Operand along(x.M, x.K), trans(x.K, x.M);
+  QuantStatsSum sums[2];
+  quant::launch_quantize_transpose<T, F, kStats, S>(
+      static_cast<const T*>(x.data()), x.M, x.K, pow2, along.codes.data(), along.scales.data(),
+      trans.codes.data(), trans.scales.data(), kStats ? sums : nullptr, nullptr, sm_count);
+  int bad = compare("along", along, ref.along) + compare("transposed", trans, ref.transposed);
+  if (kStats)
+    bad += compare_stats("along", sums[0], ref.stats_along) +
+           compare_stats("transposed", sums[1], ref.stats_transposed);
+  return bad;
+}
+
+bool run_transpose(Backend& cpu, int64_t M, int64_t K, bool bf16, bool stage_bf16, Fp8Format f,
+                   bool pow2, bool stats, unsigned seed, int sm_count) {
+  std::mt19937 rng(seed);
+  const Tensor x = make_tensor(M, K, bf16, true, rng);
+  const Reference ref(cpu, x, QuantOptions{f, pow2, nullptr});
+  int bad = 0;
+  using E4 = std::integral_constant<Fp8Format, Fp8Format::e4m3>;
+  using E5 = std::integral_constant<Fp8Format, Fp8Format::e5m2>;
+  auto go = [&](auto fmt) {
+    constexpr Fp8Format F = decltype(fmt)::value;
+    if (!bf16) {
+      bad += stats ? transpose_case<float, F, true, float>(x, pow2, sm_count, ref)
+                   : transpose_case<float, F, false, float>(x, pow2, sm_count, ref);
+    } else if (stage_bf16) {
+      bad += stats ? transpose_case<uint16_t, F, true, uint16_t>(x, pow2, sm_count, ref)
+                   : transpose_case<uint16_t, F, false, uint16_t>(x, pow2, sm_count, ref);
+    } else {
+      bad += stats ? transpose_case<uint16_t, F, true, float>(x, pow2, sm_count, ref)
+                   : transpose_case<uint16_t, F, false, float>(x, pow2, sm_count, ref);
+    }
+  };
+  f == Fp8Format::e4m3 ? go(E4{}) : go(E5{});
+  std::printf("%s transpose %lldx%lld %s x, %s-staged, %s%s%s (%s path)\n", bad ? "FAIL" : "PASS",
+              static_cast<long long>(M), static_cast<long long>(K), bf16 ? "bf16" : "f32",
+              stage_bf16 ? "bf16" : "f32", fp8_format_name(f), pow2 ? " pow2" : "",
+              stats ? " +stats" : "", K % 8 == 0 ? "16-byte" : "scalar");
+  return bad == 0;
+}
+
+// The emulation's FP8 conversion (from the formats' definitions) against the CPU codec, which
+// the reference uses: every 257th float bit pattern and every float near an FP8 value or a
+// midpoint between two (ties). Returns the number of disagreements.
+int check_conversions() {
+  int bad = 0;
+  auto one = [&](float x) {
+    for (const Fp8Format f : {Fp8Format::e4m3, Fp8Format::e5m2}) {
+      const uint8_t emu =
+          __nv_cvt_float_to_fp8(x, __NV_SATFINITE, f == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2);
+      const uint8_t ref = float_to_fp8(x, f);
+      if (emu != ref && bad++ < 5)
+        std::printf("  %s of %a: emulation 0x%02x, codec 0x%02x\n", fp8_format_name(f), x, emu,
+                    ref);
+    }
+  };
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 257)
+    one(__uint_as_float(static_cast<unsigned>(u)));
+  for (const bool e4m3 : {true, false})
+    for (unsigned c = 0; c < 0x7f; ++c) {
+      const double v = emu::fp8_value(c, e4m3), next = emu::fp8_value(c + 1, e4m3);
+      for (const double p : {v, (v + next) / 2}) {  // the midpoint: a tie when a float
+        const float x = static_cast<float>(p);
+        for (const float y : {x, std::nextafter(x, -INFINITY), std::nextafter(x, INFINITY)}) {
+          one(y);
+          one(-y);
+        }
+      }
+    }
+  std::printf("%s FP8 conversions of the emulation and the CPU codec agree\n",
+              bad ? "FAIL" : "PASS");
+  return bad;
+}
+
+}  // namespace
+
+int main() {
+  const auto cpu = make_cpu_backend();
+  if (check_conversions() != 0) {
+    std::printf("the emulation's FP8 conversion disagrees with the codec: nothing else is run\n");
+    return 1;
+  }
+  using F = Fp8Format;
+  const F e4 = F::e4m3, e5 = F::e5m2;
+  // {M, K, format, pow2, outputs, out_bf16, stage_bf16, vec, transposed, stats, store}
+  const std::vector<Case> cases = {
+      // quantize_produced_kernel, one output with its transposed copy.
+      {1, 1, e4, false, 1, false, false, false, true, true, true},
+      {3, 129, e4, false, 1, true, true, false, true, true, true},
+      {128, 128, e4, false, 1, false, false, true, true, true, false},
+      {128, 128, e5, true, 1, true, true, true, true, false, true},
+      {130, 300, e5, false, 1, true, false, false, true, true, true},
+      {257, 1024, e4, false, 1, true, true, true, true, true, true},
+      {257, 1024, e4, true, 1, false, false, true, true, false, false},
+      {64, 256, e5, false, 1, false, false, false, true, true, false},
+      // One output, no transposed copy, K % 128 ≠ 0 or scalar: still the staged kernel.
+      {130, 264, e4, false, 1, false, false, true, false, true, true},
+      {64, 256, e4, false, 1, true, true, false, false, true, true},
+      // quantize_produced_rows_kernel: forward-only, K % 128 == 0, vec (odd block counts too).
+      {1, 128, e4, false, 1, true, false, true, false, true, true},
+      {3, 384, e5, false, 1, false, false, true, false, true, true},
+      {257, 1024, e4, true, 1, true, false, true, false, true, false},
+      {65, 256, e5, true, 1, false, false, true, false, false, true},
+      // Two outputs (dgate, dup), both with transposed copies.
+      {1, 1, e5, false, 2, true, true, false, true, true, true},
+      {3, 129, e4, false, 2, false, false, false, true, true, false},
+      {128, 128, e4, false, 2, true, true, true, true, true, true},
+      {130, 300, e4, true, 2, true, true, false, true, true, true},
+      {257, 1024, e5, false, 2, true, true, true, true, true, false},
+      {257, 1024, e4, false, 2, false, false, true, true, true, true},
+      {64, 256, e5, true, 2, true, false, true, true, false, true},
+  };
+  int failed = 0, runs = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i].vec && cases[i].K % 8 != 0) {  // the backends' rule: whole 16-byte vectors
+      std::printf("case %zu: the 16-byte path needs K %% 8 == 0\n", i);
+      return 1;
+    }
+    failed += run_produced(*cpu, cases[i], 1000 + static_cast<unsigned>(i), 1 + i % 2) ? 0 : 1;
+    ++runs;
+  }
+  // quantize_transpose_kernel: {M, K, bf16 x, 16-bit staging, format, pow2, stats}.
+  struct TCase {
+    int64_t M, K;
+    bool bf16, stage_bf16;
+    F f;
+    bool pow2, stats;
+  };
+  const std::vector<TCase> tcases = {
+      {1, 1, false, false, e4, false, true},      {3, 129, true, true, e5, false, true},
+      {128, 128, true, true, e4, true, true},     {130, 300, false, false, e5, true, false},
+      {257, 1024, false, false, e4, false, true}, {257, 1024, true, true, e4, false, true},
+      {257, 1024, true, false, e5, false, true},  {64, 256, true, true, e5, false, false},
+      {130, 300, true, false, e4, false, true},
+  };
+  for (size_t i = 0; i < tcases.size(); ++i) {
+    const TCase& t = tcases[i];
+    failed += run_transpose(*cpu, t.M, t.K, t.bf16, t.stage_bf16, t.f, t.pow2, t.stats,
+                            2000 + static_cast<unsigned>(i), 1 + i % 2)
+                  ? 0
+                  : 1;
+    ++runs;
+  }
+  std::printf("%d of %d runs failed\n", failed, runs);
+  return failed == 0 ? 0 : 1;
+}
