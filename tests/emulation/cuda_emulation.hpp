@@ -34,7 +34,9 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -124,6 +126,7 @@ struct Cta {
   size_t smem_bytes = 0;
   Barrier bar;
   std::vector<Warp> warps;
+  std::map<std::string, std::vector<uint8_t>> statics;  // the kernel's __shared__ arrays by name
   explicit Cta(int threads) : bar(threads), warps(static_cast<size_t>(threads / 32)) {}
 };
 inline constexpr size_t kGuard = 256;
@@ -176,6 +179,13 @@ inline int lane() {
 template <class T>
 T* shared_memory() {
   return reinterpret_cast<T*>(cta->smem.data());
+}
+// The CTA's __shared__ array `name` of count T (0xFF bytes at first): the same for every thread.
+template <class T>
+T* static_shared(size_t count, const char* name) {
+  auto& a = cta->statics[name];
+  if (a.empty()) a.assign(count * sizeof(T), 0xff);
+  return reinterpret_cast<T*>(a.data());
 }
 inline Warp& warp() {
   return cta->warps[current->linear >> 5];

@@ -24,9 +24,16 @@ WRAPPERS = {
         ("__device__ __forceinline__ void mma(", "emu::mma(c, a, b0, b1);"),
     ],
     "quantize.cuh": [],
+    "rmsnorm.cuh": [],
+    "swiglu.cuh": [],
 }
-# How many dynamic shared memory declarations and launches each file has.
-EXPECTED = {"attention_mma.cu": (3, 1), "quantize.cuh": (2, 3)}
+# How many dynamic and static shared memory declarations and launches each file has.
+EXPECTED = {
+    "attention_mma.cu": (3, 0, 1),
+    "quantize.cuh": (2, 0, 3),
+    "rmsnorm.cuh": (0, 1, 2),
+    "swiglu.cuh": (0, 0, 0),
+}
 
 
 def replace_body(text, head, body):
@@ -52,14 +59,20 @@ def main(args):
     text, shared = re.subn(
         r"extern __shared__ __align__\(\d+\) ((?:unsigned )?\w+) (\w+)\[\];",
         r"\1* \2 = emu::shared_memory<\1>();", text)
-    # kernel<<<config>>>(args)  →  emu::launch_kernel(kernel, emu::Config{config}, args)
+    # __shared__ T name[N];  →  T* name = the emulated CTA's array `name` (one per CTA).
+    text, static = re.subn(
+        r"__shared__ (?:__align__\(\d+\) )?((?:unsigned )?\w+) (\w+)\[([^\]]+)\];",
+        r'\1* \2 = emu::static_shared<\1>(\3, "\2");', text)
+    # kernel<<<config>>>(args)  →  emu::launch_kernel(kernel, emu::Config{config}, args); the
+    # kernel a name or a template's (kernel<A, B>).
     text, launches = re.subn(
-        r"(\w+)\s*<<<(.*?)>>>\((\s*\))?",
+        r"([\w:]+(?:<[^<>;()]*>)?)\s*<<<(.*?)>>>\((\s*\))?",
         lambda m: f"emu::launch_kernel({m.group(1)}, emu::Config{{{m.group(2)}}}"
         + (")" if m.group(3) else ", "), text, flags=re.S)
-    if (shared, launches) != EXPECTED[name]:
-        sys.exit(f"emulate_kernel.py: {name} has {shared} dynamic shared memory declarations and "
-                 f"{launches} launches, the emulation expects {EXPECTED[name]}")
+    if (shared, static, launches) != EXPECTED[name]:
+        sys.exit(f"emulate_kernel.py: {name} has {shared} dynamic and {static} static shared "
+                 f"memory declarations and {launches} launches, the emulation expects "
+                 f"{EXPECTED[name]}")
     if "<<<" in text or "__shared__" in text:
         sys.exit("emulate_kernel.py: a launch or shared memory declaration left")
     if "asm" in text.replace("emu::", ""):

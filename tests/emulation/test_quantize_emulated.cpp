@@ -1,21 +1,25 @@
 // The FP8 quantization kernels of kernels/quantize.cuh run on the CPU through the CUDA emulation
 // (cuda_emulation.hpp: 256 fibers a CTA, shuffles and __syncthreads as yielding barriers, shared
 // memory starting as NaN, FP8 conversions from the formats' definitions), bit-exact against the
-// CPU backend's quantize_with_transpose (the reference):
+// CPU backend (the reference):
 //  - quantize_produced_kernel (a 128x128 tile a producer computes, staged as FP32 or as BF16
-//    patterns, its rows and columns quantized), through launch_produced, with one output (an
-//    RMSNorm's element formula) and two (SwiGLU's dgate and dup), the outputs stored or not;
+//    patterns, its rows and columns quantized), through launch_produced, with the real producers
+//    of kernels/rmsnorm.cuh and swiglu.cuh: RMSNorm's (after its rstd pass, the forward kernel
+//    without y, warp and block reductions), SwiGLU's, and SwiGLU's backward (two outputs, dgate
+//    and dup), the outputs stored or not;
 //  - quantize_produced_rows_kernel (forward-only, K % 128 == 0, the 16-byte path), which
 //    launch_produced picks for one output without a transposed copy;
 //  - quantize_transpose_kernel (x and xᵀ from one staged read) for f32 and bf16 x.
-// Codes and scales must equal the reference's bits, statistics its counts (sums to 1e-9), for
-// E4M3 and E5M2 (with power-of-two scales), the scalar and 16-byte stagings, at awkward shapes,
-// on data with NaN, ±inf, huge and tiny values and all-zero blocks. The producers here compute
-// the element formulas of kernels/rmsnorm.cu and swiglu.cu; the reference computes them the same
-// way on the host (same bits), so what is checked is the kernels' staging and quantization. A
-// small sm_count makes each CTA take several tiles (the grid-stride loop's barriers). What it
-// cannot check: timing, bank conflicts, races the round-robin schedule does not expose, and the
-// device's own expf (the GPU round's op checks compare those).
+// The SwiGLU cases compare with the CPU's swiglu_forward_fp8 / swiglu_backward_fp8 (the op, then
+// its quantization; the host's expf on both sides); RMSNorm's rstd is a sum in another order, so
+// it is compared to the CPU's to 1e-5 and its operands with quantize_with_transpose of the
+// normalized values computed from the kernel's rstd. Codes and scales must equal the reference's
+// bits, statistics its counts (sums to 1e-9), stored outputs its values, for E4M3 and E5M2 (with
+// power-of-two scales), both stagings and both tile paths, at awkward shapes, on data with NaN,
+// ±inf, huge and tiny values and all-zero blocks. A small sm_count makes each CTA take several
+// tiles (the grid-stride loop's barriers). What it cannot check: timing, bank conflicts, races
+// the round-robin schedule does not expose, and the device's own expf and sqrtf (the GPU round's
+// op cases compare those).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -26,77 +30,14 @@
 
 #include "backend/backend_registry.hpp"
 #include "fp8/codec.hpp"
-#include "quantize_emulated.cuh"
+#include "quantize.cuh"  // the emulated copies (emulate_kernel.py)
+#include "rmsnorm.cuh"
+#include "swiglu.cuh"
 
 namespace {
 
 using namespace fp8rl;
 using cuda::In, cuda::Out;
-
-// --- the producers (the element formulas of kernels/rmsnorm.cu and kernels/swiglu.cu)
-
-float normalized(float x, float r, float w) {
-  return x * r * w;
-}
-struct Grads {
-  float dgate, dup;
-};
-Grads swiglu_grads(float d, float g, float u) {
-  const float sig = 1.0f / (1.0f + expf(-g));
-  return {d * u * sig * (1.0f + g * (1.0f - sig)), d * (g * sig)};
-}
-
-// y = x·rstd·w [M, K] (RMSNorm's), stored to y when it has data.
-struct NormProducer {
-  static constexpr int kOutputs = 1;
-  In x, w;
-  const float* rstd;
-  Out y;
-  int64_t K;
-  float value(int, int64_t r, int64_t c) const {
-    const int64_t i = r * K + c;
-    const float v = y.round(normalized(x[i], rstd[r], w[c]));
-    if (y.p) y.store(i, v);
-    return v;
-  }
-  void value8(int, int64_t r, int64_t c, float (&v)[8]) const {
-    const int64_t i = r * K + c;
-    float xv[8], wv[8];
-    quant::load8(x, i, xv);
-    quant::load8(w, c, wv);
-    for (int j = 0; j < 8; ++j) v[j] = y.round(normalized(xv[j], rstd[r], wv[j]));
-    if (y.p) quant::store8(y, i, v);
-  }
-};
-
-// Output 0 dgate, output 1 dup of SwiGLU's backward [M, K], each stored when it has data.
-struct GradProducer {
-  static constexpr int kOutputs = 2;
-  In dh, gate, up;
-  Out dgate, dup;
-  int64_t K;
-  float value(int o, int64_t r, int64_t c) const {
-    const int64_t i = r * K + c;
-    const Grads g = swiglu_grads(dh[i], gate[i], up[i]);
-    const Out& out = o == 0 ? dgate : dup;
-    const float v = out.round(o == 0 ? g.dgate : g.dup);
-    if (out.p) out.store(i, v);
-    return v;
-  }
-  void value8(int o, int64_t r, int64_t c, float (&v)[8]) const {
-    const int64_t i = r * K + c;
-    float d[8], g[8], u[8];
-    quant::load8(dh, i, d);
-    quant::load8(gate, i, g);
-    quant::load8(up, i, u);
-    const Out& out = o == 0 ? dgate : dup;
-    for (int j = 0; j < 8; ++j) {
-      const Grads gr = swiglu_grads(d[j], g[j], u[j]);
-      v[j] = out.round(o == 0 ? gr.dgate : gr.dup);
-    }
-    if (out.p) quant::store8(out, i, v);
-  }
-};
 
 // --- data
 
@@ -111,10 +52,6 @@ float bf16_value(uint16_t b) {
   std::memcpy(&f, &u, 4);
   return f;
 }
-float round_to(float v, bool bf16) {
-  return bf16 && !std::isnan(v) ? bf16_value(bf16_bits(v)) : v;
-}
-
 // A tensor [M, K] of f32 or bf16 (raw bits) values, also kept as floats (the values).
 struct Tensor {
   int64_t M = 0, K = 0;
@@ -246,11 +183,19 @@ struct Reference {
 
 // --- the cases
 
+enum class Op { rmsnorm, swiglu, swiglu_backward };
+int outputs(Op op) {
+  return op == Op::swiglu_backward ? 2 : 1;
+}
+const char* op_name(Op op) {
+  return op == Op::rmsnorm ? "rmsnorm" : op == Op::swiglu ? "swiglu" : "swiglu_backward";
+}
+
 struct Case {
   int64_t M, K;
   Fp8Format format;
   bool pow2;
-  int outputs;      // 1: NormProducer, 2: GradProducer
+  Op op;
   bool out_bf16;    // the outputs' dtype
   bool stage_bf16;  // 16-bit staging (outputs bf16 only)
   bool vec;         // the 16-byte path (K % 8 == 0)
@@ -261,52 +206,36 @@ struct Case {
 
 std::string describe(const Case& c) {
   char buf[256];
-  std::snprintf(
-      buf, sizeof buf, "%lldx%lld %s%s %d out %s %s-staged %s%s%s%s", static_cast<long long>(c.M),
-      static_cast<long long>(c.K), fp8_format_name(c.format), c.pow2 ? " pow2" : "", c.outputs,
-      c.out_bf16 ? "bf16" : "f32", c.stage_bf16 ? "bf16" : "f32", c.vec ? "vec" : "scalar",
-      c.transposed ? " +transposed" : "", c.stats ? " +stats" : "", c.store ? " +stored" : "");
+  std::snprintf(buf, sizeof buf, "%s %lldx%lld %s%s %s %s-staged %s%s%s%s", op_name(c.op),
+                static_cast<long long>(c.M), static_cast<long long>(c.K), fp8_format_name(c.format),
+                c.pow2 ? " pow2" : "", c.out_bf16 ? "bf16" : "f32", c.stage_bf16 ? "bf16" : "f32",
+                c.vec ? "vec" : "scalar", c.transposed ? " +transposed" : "",
+                c.stats ? " +stats" : "", c.store ? " +stored" : "");
   return buf;
 }
 
-// The values output o of the producer gives (the reference's input), from the same formulas.
-Tensor produced(const Case& c, int o, const std::vector<const Tensor*>& in,
-                const std::vector<float>& rstd) {
-  Tensor t;
-  t.M = c.M, t.K = c.K, t.bf16 = c.out_bf16;
-  const size_t n = static_cast<size_t>(c.M * c.K);
-  t.value.resize(n);
-  for (int64_t r = 0; r < c.M; ++r)
-    for (int64_t k = 0; k < c.K; ++k) {
-      const size_t i = static_cast<size_t>(r * c.K + k);
-      float v;
-      if (c.outputs == 1) {
-        v = normalized(in[0]->value[i], rstd[r], in[1]->value[k]);
-      } else {
-        const Grads g = swiglu_grads(in[0]->value[i], in[1]->value[i], in[2]->value[i]);
-        v = o == 0 ? g.dgate : g.dup;
-      }
-      t.value[i] = round_to(v, c.out_bf16);
-    }
-  if (c.out_bf16) {
-    t.b16.resize(n);
-    for (size_t i = 0; i < n; ++i)
-      t.b16[i] = std::isnan(t.value[i]) ? uint16_t{0x7fc0} : bf16_bits(t.value[i]);
-  } else {
-    t.f32 = t.value;
+// An f32 or bf16 output [M, K], NaN at first.
+struct Output {
+  bool bf16 = false;
+  std::vector<float> f32;
+  std::vector<uint16_t> b16;
+  Output(int64_t M, int64_t K, bool is_bf16) : bf16(is_bf16) {
+    if (bf16)
+      b16.assign(static_cast<size_t>(M * K), 0xffff);
+    else
+      f32.assign(static_cast<size_t>(M * K), NAN);
   }
-  return t;
-}
+  void* data() { return bf16 ? static_cast<void*>(b16.data()) : f32.data(); }
+  float at(size_t i) const { return bf16 ? bf16_value(b16[i]) : f32[i]; }
+};
 
-// An output as stored: equal to the reference's values (NaN where they are NaN).
-int compare_stored(const char* what, const std::vector<float>& f32,
-                   const std::vector<uint16_t>& b16, const Tensor& want) {
-  for (size_t i = 0; i < want.value.size(); ++i) {
-    const float g = want.bf16 ? bf16_value(b16[i]) : f32[i];
-    const bool same =
-        std::isnan(want.value[i]) ? std::isnan(g) : std::memcmp(&g, &want.value[i], 4) == 0;
-    if (!same) {
-      std::printf("  %s: stored element %zu is %g, want %g\n", what, i, g, want.value[i]);
+// got's values equal want's (NaN where want is NaN).
+int compare_outputs(const char* what, const Output& got, const Output& want) {
+  const size_t n = got.bf16 ? got.b16.size() : got.f32.size();
+  for (size_t i = 0; i < n; ++i) {
+    const float g = got.at(i), w = want.at(i);
+    if (std::isnan(w) ? !std::isnan(g) : std::memcmp(&g, &w, 4) != 0) {
+      std::printf("  %s: stored element %zu is %g, want %g\n", what, i, g, w);
       return 1;
     }
   }
@@ -316,49 +245,38 @@ int compare_stored(const char* what, const std::vector<float>& f32,
 bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
   std::mt19937 rng(seed);
   const int64_t M = c.M, K = c.K;
-  const QuantOptions opt_ref{c.format, c.pow2, nullptr};
-  // Inputs: x and w (norm) or dh, gate, up (grads), f32 or bf16 each.
+  const int n_out = outputs(c.op);
+  const DType out_dtype = c.out_bf16 ? DType::bf16 : DType::f32;
+  const float eps = 1e-6f;
+  // Inputs, f32 or bf16 each: x and w (rmsnorm), gate and up (swiglu), dh, gate and up.
   std::vector<Tensor> in;
-  std::vector<float> rstd(static_cast<size_t>(M));
-  if (c.outputs == 1) {
+  if (c.op == Op::rmsnorm) {
     in.push_back(make_tensor(M, K, !c.out_bf16, true, rng));
     in.push_back(make_tensor(1, K, c.out_bf16, false, rng));
-    std::uniform_real_distribution<float> r(0.5f, 2.0f);
-    for (float& v : rstd) v = r(rng);
+  } else if (c.op == Op::swiglu) {
+    in.push_back(make_tensor(M, K, c.out_bf16, true, rng));
+    in.push_back(make_tensor(M, K, !c.out_bf16, true, rng));
   } else {
     in.push_back(make_tensor(M, K, c.out_bf16, true, rng));
     in.push_back(make_tensor(M, K, !c.out_bf16, false, rng));
     in.push_back(make_tensor(M, K, c.out_bf16, true, rng));
   }
-  std::vector<const Tensor*> inp;
-  for (const Tensor& t : in) inp.push_back(&t);
 
-  // The kernels' outputs and targets.
-  const size_t n = static_cast<size_t>(M * K);
-  std::vector<float> y32[2];
-  std::vector<uint16_t> y16[2];
-  Out out[2];
-  for (int o = 0; o < c.outputs; ++o) {
-    out[o].bf16 = c.out_bf16;
-    out[o].p = nullptr;
-    if (c.store) {
-      if (c.out_bf16) {
-        y16[o].assign(n, 0xffff);
-        out[o].p = y16[o].data();
-      } else {
-        y32[o].assign(n, NAN);
-        out[o].p = y32[o].data();
-      }
-    }
-  }
-  std::vector<Operand> along, trans;
-  QuantStatsSum sums[2];
-  quant::QuantTarget tg[2];
-  for (int o = 0; o < c.outputs; ++o) {
+  // The kernels: outputs (stored or only quantized), targets, statistics.
+  std::vector<Output> out, want;
+  std::vector<Operand> along, trans, ref_along, ref_trans;
+  for (int o = 0; o < n_out; ++o) {
+    out.emplace_back(M, K, c.out_bf16);
+    want.emplace_back(M, K, c.out_bf16);
     along.emplace_back(M, K);
     trans.emplace_back(K, M);
+    ref_along.emplace_back(M, K);
+    ref_trans.emplace_back(K, M);
   }
-  for (int o = 0; o < c.outputs; ++o) {
+  QuantStatsSum sums[2], ref_sums[2];
+  quant::QuantTarget tg[2];
+  Out dst[2];
+  for (int o = 0; o < n_out; ++o) {
     tg[o].q = along[o].codes.data();
     tg[o].qs = along[o].scales.data();
     if (c.transposed) {
@@ -366,30 +284,87 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
       tg[o].qts = trans[o].scales.data();
     }
     tg[o].stats = c.stats ? &sums[o] : nullptr;
+    dst[o] = {c.store ? out[o].data() : nullptr, c.out_bf16};
   }
   const QuantOptions opt{c.format, c.pow2, c.stats ? &sums[0] : nullptr};
-  if (c.outputs == 1) {
-    const NormProducer prod{in[0].in(), in[1].in(), rstd.data(), out[0], K};
+  std::vector<float> rstd(static_cast<size_t>(M), NAN);
+  if (c.op == Op::rmsnorm) {
+    rmsnorm_kernels::launch_rmsnorm_forward<false>(in[0].matrix(), in[1].matrix(), eps,
+                                                   Matrix{nullptr, M, K, out_dtype}, rstd.data(),
+                                                   nullptr, sm_count);
+    const rmsnorm_kernels::RmsnormProducer prod{in[0].in(), in[1].in(), rstd.data(), dst[0], K};
+    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
+                           nullptr, sm_count);
+  } else if (c.op == Op::swiglu) {
+    const swiglu_kernels::SwigluProducer prod{in[0].in(), in[1].in(), dst[0], K};
     quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
                            nullptr, sm_count);
   } else {
-    const GradProducer prod{in[0].in(), in[1].in(), in[2].in(), out[0], out[1], K};
+    const swiglu_kernels::SwigluGradProducer prod{in[0].in(), in[1].in(), in[2].in(),
+                                                  dst[0],     dst[1],     K};
     quant::launch_produced(prod, M, K, opt, tg[0], tg[1], c.vec, c.stage_bf16, nullptr, sm_count);
   }
 
+  // The reference.
   int bad = 0;
-  QuantStats seen;  // the reference's statistics: what the data held
-  for (int o = 0; o < c.outputs; ++o) {
-    const Tensor y = produced(c, o, inp, rstd);
-    const Reference ref(cpu, y, opt_ref);
-    const std::string name = c.outputs == 1 ? "y" : o == 0 ? "dgate" : "dup";
-    bad += compare((name + " along").c_str(), along[o], ref.along);
-    if (c.transposed) bad += compare((name + " transposed").c_str(), trans[o], ref.transposed);
-    if (c.stats) bad += compare_stats(name.c_str(), sums[o], ref.stats_along);
-    if (c.store) bad += compare_stored(name.c_str(), y32[o], y16[o], y);
-    seen += ref.stats_along;
+  Fp8Operands ref_out[2];
+  QuantOptions ref_opt[2];
+  for (int o = 0; o < n_out; ++o) {
+    ref_out[o].along = ref_along[o].matrix(c.format);
+    if (c.transposed) ref_out[o].transposed = ref_trans[o].matrix(c.format);
+    ref_opt[o] = {c.format, c.pow2, &ref_sums[o]};
   }
-  std::printf("%s produced %s (%lld blocks: %lld degenerate, %lld saturated, %lld flushed)\n",
+  auto matrix = [&](Output& t) { return Matrix{t.data(), M, K, out_dtype}; };
+  if (c.op == Op::rmsnorm) {
+    // rstd against the CPU's (another summation order), then the normalized values from the
+    // kernel's rstd with the producer's formula, quantized by the CPU.
+    std::vector<float> rstd_ref(static_cast<size_t>(M));
+    Output y_cpu(M, K, c.out_bf16);
+    cpu.rmsnorm_forward(in[0].matrix(), in[1].matrix(), eps, matrix(y_cpu), rstd_ref.data());
+    for (int64_t r = 0; r < M; ++r) {
+      const float g = rstd[r], w = rstd_ref[r];
+      if (std::isnan(w) ? !std::isnan(g) : !(std::fabs(g - w) <= 1e-5f * std::fabs(w))) {
+        std::printf("  rstd[%lld] is %g, the CPU's %g\n", static_cast<long long>(r), g, w);
+        ++bad;
+        break;
+      }
+    }
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t k = 0; k < K; ++k) {
+        const size_t i = static_cast<size_t>(r * K + k);
+        const float v = rmsnorm_kernels::normalized(in[0].value[i], rstd[r], in[1].value[k]);
+        if (c.out_bf16)
+          want[0].b16[i] = std::isnan(v) ? uint16_t{0x7fc0} : bf16_bits(v);
+        else
+          want[0].f32[i] = v;
+      }
+    const Matrix y = matrix(want[0]);
+    if (c.transposed) {
+      cpu.quantize_with_transpose(y, ref_out[0].along, ref_out[0].transposed, ref_opt[0], nullptr,
+                                  nullptr);
+    } else {
+      cpu.quantize(y, ref_out[0].along, ref_opt[0], nullptr);
+    }
+  } else if (c.op == Op::swiglu) {
+    cpu.swiglu_forward_fp8(in[0].matrix(), in[1].matrix(), matrix(want[0]), ref_out[0], ref_opt[0]);
+  } else {
+    cpu.swiglu_backward_fp8(in[0].matrix(), in[1].matrix(), in[2].matrix(), matrix(want[0]),
+                            matrix(want[1]), ref_out[0], ref_opt[0], ref_out[1], ref_opt[1]);
+  }
+
+  QuantStats seen;  // the reference's statistics: what the data held
+  for (int o = 0; o < n_out; ++o) {
+    const std::string name = c.op == Op::rmsnorm  ? "y"
+                             : c.op == Op::swiglu ? "h"
+                             : o == 0             ? "dgate"
+                                                  : "dup";
+    bad += compare((name + " along").c_str(), along[o], ref_along[o]);
+    if (c.transposed) bad += compare((name + " transposed").c_str(), trans[o], ref_trans[o]);
+    if (c.stats) bad += compare_stats(name.c_str(), sums[o], ref_sums[o].stats());
+    if (c.store) bad += compare_outputs(name.c_str(), out[o], want[o]);
+    seen += ref_sums[o].stats();
+  }
+  std::printf("%s %s (%lld blocks: %lld degenerate, %lld saturated, %lld flushed)\n",
               bad ? "FAIL" : "PASS", describe(c).c_str(), static_cast<long long>(seen.blocks),
               static_cast<long long>(seen.degenerate_blocks),
               static_cast<long long>(seen.saturated), static_cast<long long>(seen.flushed_to_zero));
@@ -484,33 +459,36 @@ int main() {
   }
   using F = Fp8Format;
   const F e4 = F::e4m3, e5 = F::e5m2;
-  // {M, K, format, pow2, outputs, out_bf16, stage_bf16, vec, transposed, stats, store}
+  const Op norm = Op::rmsnorm, fwd = Op::swiglu, bwd = Op::swiglu_backward;
+  // {M, K, format, pow2, op, out_bf16, stage_bf16, vec, transposed, stats, store}
   const std::vector<Case> cases = {
       // quantize_produced_kernel, one output with its transposed copy.
-      {1, 1, e4, false, 1, false, false, false, true, true, true},
-      {3, 129, e4, false, 1, true, true, false, true, true, true},
-      {128, 128, e4, false, 1, false, false, true, true, true, false},
-      {128, 128, e5, true, 1, true, true, true, true, false, true},
-      {130, 300, e5, false, 1, true, false, false, true, true, true},
-      {257, 1024, e4, false, 1, true, true, true, true, true, true},
-      {257, 1024, e4, true, 1, false, false, true, true, false, false},
-      {64, 256, e5, false, 1, false, false, false, true, true, false},
+      {1, 1, e4, false, norm, false, false, false, true, true, true},
+      {3, 129, e4, false, norm, true, true, false, true, true, true},
+      {128, 128, e4, false, fwd, false, false, true, true, true, false},
+      {128, 128, e5, true, norm, true, true, true, true, false, true},
+      {130, 300, e5, false, fwd, true, false, false, true, true, true},
+      {257, 1024, e4, false, norm, true, true, true, true, true, true},
+      {257, 1024, e4, true, fwd, false, false, true, true, false, false},
+      {64, 256, e5, false, norm, false, false, false, true, true, false},
+      {5, 1100, e4, false, norm, true, true, false, true, true, true},  // rstd: block reduction
       // One output, no transposed copy, K % 128 ≠ 0 or scalar: still the staged kernel.
-      {130, 264, e4, false, 1, false, false, true, false, true, true},
-      {64, 256, e4, false, 1, true, true, false, false, true, true},
+      {130, 264, e4, false, norm, false, false, true, false, true, true},
+      {64, 256, e4, false, fwd, true, true, false, false, true, true},
       // quantize_produced_rows_kernel: forward-only, K % 128 == 0, vec (odd block counts too).
-      {1, 128, e4, false, 1, true, false, true, false, true, true},
-      {3, 384, e5, false, 1, false, false, true, false, true, true},
-      {257, 1024, e4, true, 1, true, false, true, false, true, false},
-      {65, 256, e5, true, 1, false, false, true, false, false, true},
+      {1, 128, e4, false, norm, true, false, true, false, true, true},
+      {3, 384, e5, false, fwd, false, false, true, false, true, true},
+      {257, 1024, e4, true, norm, true, false, true, false, true, false},
+      {65, 256, e5, true, fwd, false, false, true, false, false, true},
+      {9, 1280, e4, false, norm, true, false, true, false, true, true},  // rstd: block reduction
       // Two outputs (dgate, dup), both with transposed copies.
-      {1, 1, e5, false, 2, true, true, false, true, true, true},
-      {3, 129, e4, false, 2, false, false, false, true, true, false},
-      {128, 128, e4, false, 2, true, true, true, true, true, true},
-      {130, 300, e4, true, 2, true, true, false, true, true, true},
-      {257, 1024, e5, false, 2, true, true, true, true, true, false},
-      {257, 1024, e4, false, 2, false, false, true, true, true, true},
-      {64, 256, e5, true, 2, true, false, true, true, false, true},
+      {1, 1, e5, false, bwd, true, true, false, true, true, true},
+      {3, 129, e4, false, bwd, false, false, false, true, true, false},
+      {128, 128, e4, false, bwd, true, true, true, true, true, true},
+      {130, 300, e4, true, bwd, true, true, false, true, true, true},
+      {257, 1024, e5, false, bwd, true, true, true, true, true, false},
+      {257, 1024, e4, false, bwd, false, false, true, true, true, true},
+      {64, 256, e5, true, bwd, true, false, true, true, false, true},
   };
   int failed = 0, runs = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
