@@ -161,22 +161,6 @@ __global__ void __launch_bounds__(kThreads)
 // multiple of 128) and x, q are aligned for it (see vector_ok); the same arithmetic per element,
 // and amax is a max (NaN wins whatever the order), so the codes and scales are the same bits.
 
-// x[0..8) → v (x 16-byte aligned).
-__device__ __forceinline__ void load8(const uint16_t* __restrict__ x, float (&v)[8]) {
-  const uint4 u = __ldg(reinterpret_cast<const uint4*>(x));
-  const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    v[2 * i] = __uint_as_float(w[i] << 16);  // little-endian: the first bf16 is the low half
-    v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-__device__ __forceinline__ void load8(const float* __restrict__ x, float (&v)[8]) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(x));
-  const float4 b = __ldg(reinterpret_cast<const float4*>(x) + 1);
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-
 // 1x128 blocks along cols (cols % 128 == 0): a half-warp per block, lane h of the half holds
 // elements 8h .. 8h + 7; a warp takes two consecutive blocks and the loads of its next pair are
 // issued before the current pair is quantized (two pairs in flight per warp).
@@ -272,62 +256,6 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   if constexpr (kStats) flush_stats(st, stats);
-}
-
-// x [M, K] → q [M, K] 1x128 along K and qt [K, M] 1x128 along M, from one read of x: a 128x128
-// tile of x is staged in shared memory (dynamic, kTransposeSmem bytes); warps then quantize its
-// rows (blocks of q) and its columns (blocks of qt). stats: 2 records (q, qt) or null.
-// S: the staging (quantize.cuh: Stage), uint16_t only for a BF16 x.
-template <typename T, Fp8Format F, bool kStats, class S>
-__global__ void __launch_bounds__(kThreads)
-    quantize_transpose_kernel(const T* __restrict__ x, int64_t M, int64_t K, bool pow2,
-                              uint8_t* __restrict__ q, float* __restrict__ qs,
-                              uint8_t* __restrict__ qt, float* __restrict__ qts,
-                              DeviceQuantStats* stats, bool vec) {
-  extern __shared__ __align__(16) unsigned char stage_smem[];
-  S* tile = reinterpret_cast<S*>(stage_smem);  // [kTile][Stage<S>::kPitch]
-  constexpr int kP = Stage<S>::kPitch;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t kbs = blocks_of(K);
-  const int64_t tiles = blocks_of(M) * kbs;
-  ThreadStats st_along, st_trans;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // block-uniform
-    const int64_t m0 = (t / kbs) * kBlock, k0 = (t % kbs) * kBlock;
-    const int nm = static_cast<int>(min(kBlock, M - m0));
-    const int nk = static_cast<int>(min(kBlock, K - k0));
-    __syncthreads();                          // readers of the previous tile are done
-    if (vec && nm == kTile && nk == kTile) {  // block-uniform: 16-byte loads of a whole tile
-      const int h = threadIdx.x & 15;
-#pragma unroll
-      for (int p = 0; p < kTile / 16; ++p) {
-        const int i = (threadIdx.x >> 4) + 16 * p;
-        float v[8];
-        load8(x + (m0 + i) * K + k0 + 8 * h, v);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) Stage<S>::put(tile, i * kP + tile_col(8 * h + j), v[j]);
-      }
-    } else {
-      for (int i = warp; i < nm; i += kWarps) {
-        const T* xr = x + (m0 + i) * K + k0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int c = lane + 32 * j;
-          if (c < nk) Stage<S>::put(tile, i * kP + tile_col(c), load_elem(xr, c));
-        }
-      }
-    }
-    __syncthreads();
-    // Rows of the tile: blocks of q (row m0 + i, cols k0 ..).
-    quantize_staged_lines<F, kStats, false, S>(tile, nm, nk, lane, warp, pow2, q, qs, M, K, m0, k0,
-                                               st_along);
-    // Columns of the tile: blocks of qt (row k0 + i of xᵀ, cols m0 ..).
-    quantize_staged_lines<F, kStats, true, S>(tile, nk, nm, lane, warp, pow2, qt, qts, K, M, k0, m0,
-                                              st_trans);
-  }
-  if constexpr (kStats) {
-    flush_stats(st_along, stats);
-    flush_stats(st_trans, stats + 1);
-  }
 }
 
 // out[r, c] = decode(q[r, c]) · scale_inv[block of (r, c)] (one FP32 multiply). Block x covers
@@ -473,15 +401,9 @@ template <typename T, Fp8Format F, bool kStats>
 struct LaunchQuantizeTranspose {
   template <class S>
   static void run_staged(const QuantLaunch& p) {
-    auto kernel = quantize_transpose_kernel<T, F, kStats, S>;
-    constexpr size_t kSmem = kStageSmem<S>;
-    FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kSmem)));
-    // Whole tiles stage with 16-byte loads when every row start is 16-byte aligned.
-    const bool vec = p.cols % 8 == 0 && cuda::pointer_alignment(p.x) >= 16;
-    launch_grid_stride(kernel, "quantize_transpose_kernel", kSmem,
-                       blocks_of(p.rows) * blocks_of(p.cols), p, static_cast<const T*>(p.x), p.rows,
-                       p.cols, p.pow2, p.q, p.qs, p.qt, p.qts, p.stats, vec);
+    launch_quantize_transpose<T, F, kStats, S>(static_cast<const T*>(p.x), p.rows, p.cols, p.pow2,
+                                               p.q, p.qs, p.qt, p.qts, p.stats, p.stream,
+                                               p.sm_count);
   }
   static void run(const QuantLaunch& p) {
     if constexpr (std::is_same_v<T, uint16_t>) {

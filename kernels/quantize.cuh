@@ -1,5 +1,7 @@
-// Block quantization on the device, shared by the quantize kernels (quantize.cu) and the
-// producers that quantize what they write (RMSNorm, SwiGLU: quantize_produced_kernel below).
+// Block quantization on the device, shared by the quantize kernels (quantize.cu; the staged x / xᵀ
+// kernel quantize_transpose_kernel lives here) and the producers that quantize what they write
+// (RMSNorm, SwiGLU: quantize_produced_kernel below). The CUDA emulation runs this file on the CPU
+// (tests/emulation/test_quantize_emulated.cpp).
 // Bit-exact with the CPU reference (engine/backend/cpu/quantize.cpp): see quantize.cu.
 #pragma once
 
@@ -220,6 +222,103 @@ __device__ __forceinline__ void encode8(const float (&v)[8], float s, float sinv
   *reinterpret_cast<uint2*>(q) = make_uint2(lo, hi);
 }
 
+// --- 16-byte loads of x (the 16-byte paths of quantize.cu and the staging below)
+
+// x[0..8) → v (x 16-byte aligned).
+__device__ __forceinline__ void load8(const uint16_t* __restrict__ x, float (&v)[8]) {
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(x));
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = __uint_as_float(w[i] << 16);  // little-endian: the first bf16 is the low half
+    v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void load8(const float* __restrict__ x, float (&v)[8]) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(x));
+  const float4 b = __ldg(reinterpret_cast<const float4*>(x) + 1);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+// --- x and xᵀ quantized from one staged read (quantize_with_transpose)
+
+// x [M, K] → q [M, K] 1x128 along K and qt [K, M] 1x128 along M, from one read of x: a 128x128
+// tile of x is staged in shared memory (dynamic, kStageSmem<S> bytes); warps then quantize its
+// rows (blocks of q) and its columns (blocks of qt). stats: 2 records (q, qt) or null.
+// S: the staging (Stage), uint16_t only for a BF16 x.
+template <typename T, Fp8Format F, bool kStats, class S>
+__global__ void __launch_bounds__(kThreads)
+    quantize_transpose_kernel(const T* __restrict__ x, int64_t M, int64_t K, bool pow2,
+                              uint8_t* __restrict__ q, float* __restrict__ qs,
+                              uint8_t* __restrict__ qt, float* __restrict__ qts,
+                              DeviceQuantStats* stats, bool vec) {
+  extern __shared__ __align__(16) unsigned char stage_smem[];
+  S* tile = reinterpret_cast<S*>(stage_smem);  // [kTile][Stage<S>::kPitch]
+  constexpr int kP = Stage<S>::kPitch;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t kbs = blocks_of(K);
+  const int64_t tiles = blocks_of(M) * kbs;
+  ThreadStats st_along, st_trans;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // block-uniform
+    const int64_t m0 = (t / kbs) * kBlock, k0 = (t % kbs) * kBlock;
+    const int nm = static_cast<int>(min(kBlock, M - m0));
+    const int nk = static_cast<int>(min(kBlock, K - k0));
+    __syncthreads();                          // readers of the previous tile are done
+    if (vec && nm == kTile && nk == kTile) {  // block-uniform: 16-byte loads of a whole tile
+      const int h = threadIdx.x & 15;
+#pragma unroll
+      for (int p = 0; p < kTile / 16; ++p) {
+        const int i = (threadIdx.x >> 4) + 16 * p;
+        float v[8];
+        load8(x + (m0 + i) * K + k0 + 8 * h, v);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) Stage<S>::put(tile, i * kP + tile_col(8 * h + j), v[j]);
+      }
+    } else {
+      for (int i = warp; i < nm; i += kWarps) {
+        const T* xr = x + (m0 + i) * K + k0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c = lane + 32 * j;
+          if (c < nk) Stage<S>::put(tile, i * kP + tile_col(c), load_elem(xr, c));
+        }
+      }
+    }
+    __syncthreads();
+    // Rows of the tile: blocks of q (row m0 + i, cols k0 ..).
+    quantize_staged_lines<F, kStats, false, S>(tile, nm, nk, lane, warp, pow2, q, qs, M, K, m0, k0,
+                                               st_along);
+    // Columns of the tile: blocks of qt (row k0 + i of xᵀ, cols m0 ..).
+    quantize_staged_lines<F, kStats, true, S>(tile, nk, nm, lane, warp, pow2, qt, qts, K, M, k0, m0,
+                                              st_trans);
+  }
+  if constexpr (kStats) {
+    flush_stats(st_along, stats);
+    flush_stats(st_trans, stats + 1);
+  }
+}
+
+// Launches quantize_transpose_kernel over x [M, K] (both > 0) on the stream: enough blocks to
+// fill the device (sm_count SMs), no more than there are tiles. Whole tiles stage with 16-byte
+// loads when every row start is 16-byte aligned.
+template <typename T, Fp8Format F, bool kStats, class S>
+void launch_quantize_transpose(const T* x, int64_t M, int64_t K, bool pow2, uint8_t* q, float* qs,
+                               uint8_t* qt, float* qts, DeviceQuantStats* stats,
+                               cudaStream_t stream, int sm_count) {
+  auto kernel = quantize_transpose_kernel<T, F, kStats, S>;
+  constexpr size_t kSmem = kStageSmem<S>;
+  FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kSmem)));
+  const bool vec = K % 8 == 0 && cuda::pointer_alignment(x) >= 16;
+  int per_sm = 0;
+  FP8RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmem));
+  const int64_t cap = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sm_count, 1);
+  const unsigned grid =
+      static_cast<unsigned>(std::clamp<int64_t>(blocks_of(M) * blocks_of(K), 1, cap));
+  kernel<<<grid, kThreads, kSmem, stream>>>(x, M, K, pow2, q, qs, qt, qts, stats, vec);
+  cuda::check_launch("quantize_transpose_kernel");
+}
+
 // --- producers that quantize what they write
 
 // Where a produced tensor's FP8 operands go: along [M, K] 1x128 along K (q, qs) and transposed
@@ -235,7 +334,7 @@ struct QuantTarget {
 
 // One pass over the 128x128 tiles of a tensor [M, K] that a producer computes element by element
 // (an RMSNorm, a SwiGLU). For each of its Producer::kOutputs outputs (1 or 2) a tile is staged in
-// shared memory (dynamic, kTransposeSmem bytes) as the producer gives it — rounded to the output's
+// shared memory (dynamic, kStageSmem<S> bytes) as the producer gives it — rounded to the output's
 // dtype, and stored to the output by the producer when it has one — then the tile's rows are
 // quantized into the target's `along` and its columns into `transposed`: the codes and scales
 // quantize_1x128 / quantize_transpose_kernel make when they read the written output.
