@@ -188,26 +188,12 @@ __global__ void __launch_bounds__(kThreads)
   load(t, v);
   for (int64_t base = 2 * warp; base < tasks; base += step) {  // warp-uniform
     load(t + step, next);
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) amax = amax_combine(amax, fabsf(v[j]));
-#pragma unroll
-    for (int off = 8; off > 0; off >>= 1)  // within the half-warp
-      amax = amax_combine(amax, __shfl_xor_sync(kFullMask, amax, off));
-    if (t < tasks) {
-      bool degenerate = false;
-      const float s = block_scale(amax, F, pow2, &degenerate);
-      const float sinv = __fdiv_rn(1.0f, s);
-      const int64_t r = t / kbs, c0 = (t % kbs) * kBlock;
-      if (h == 0) {
-        qs[scale_index(ScaleBlock::row1x128, rows, cols, r, c0)] = sinv;
-        if constexpr (kStats) {
-          ++st.blocks;
-          st.degenerate += degenerate ? 1 : 0;
-        }
-      }
-      encode8<F, kStats>(v, s, sinv, q + t * kBlock + 8 * h, st);
-    }
+    const bool valid = t < tasks;
+    const int64_t r = t / kbs, c0 = (t % kbs) * kBlock;
+    // Block t starts at element t·128 (whole blocks).
+    quantize_half_warp_block<F, kStats>(
+        v, valid, h, pow2, valid ? q + t * kBlock : nullptr,
+        valid ? qs + scale_index(ScaleBlock::row1x128, rows, cols, r, c0) : nullptr, st);
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = next[j];
     t += step;

@@ -319,6 +319,35 @@ void launch_quantize_transpose(const T* x, int64_t M, int64_t K, bool pow2, uint
   cuda::check_launch("quantize_transpose_kernel");
 }
 
+// One 1x128 block held by a half-warp: lane h of the half holds elements 8h .. 8h + 7 (v).
+// Every lane of the warp must call it (the amax is reduced by shuffles within each half); a half
+// whose `valid` is false only takes part in them. A valid half writes 1/s to *scale (lane h 0)
+// and its codes to block[8h .. 8h + 8) (8-byte aligned).
+template <Fp8Format F, bool kStats>
+__device__ __forceinline__ void quantize_half_warp_block(const float (&v)[8], bool valid, int h,
+                                                         bool pow2, uint8_t* __restrict__ block,
+                                                         float* __restrict__ scale,
+                                                         ThreadStats& st) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = amax_combine(amax, fabsf(v[j]));
+#pragma unroll
+  for (int off = 8; off > 0; off >>= 1)  // within the half-warp
+    amax = amax_combine(amax, __shfl_xor_sync(kFullMask, amax, off));
+  if (!valid) return;
+  bool degenerate = false;
+  const float s = block_scale(amax, F, pow2, &degenerate);
+  const float sinv = __fdiv_rn(1.0f, s);
+  if (h == 0) {
+    *scale = sinv;
+    if constexpr (kStats) {
+      ++st.blocks;
+      st.degenerate += degenerate ? 1 : 0;
+    }
+  }
+  encode8<F, kStats>(v, s, sinv, block + 8 * h, st);
+}
+
 // --- producers that quantize what they write
 
 // Where a produced tensor's FP8 operands go: along [M, K] 1x128 along K (q, qs) and transposed
@@ -417,25 +446,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[j] = 0.0f;
     }
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) amax = amax_combine(amax, fabsf(v[j]));
-#pragma unroll
-    for (int off = 8; off > 0; off >>= 1)  // within the half-warp
-      amax = amax_combine(amax, __shfl_xor_sync(kFullMask, amax, off));
-    if (t < tasks) {
-      bool degenerate = false;
-      const float s = block_scale(amax, F, pow2, &degenerate);
-      const float sinv = __fdiv_rn(1.0f, s);
-      if (h == 0) {
-        t0.qs[scale_index(ScaleBlock::row1x128, M, K, r, c0)] = sinv;
-        if constexpr (kStats) {
-          ++st.blocks;
-          st.degenerate += degenerate ? 1 : 0;
-        }
-      }
-      encode8<F, kStats>(v, s, sinv, t0.q + r * K + c0 + 8 * h, st);
-    }
+    const bool valid = t < tasks;
+    quantize_half_warp_block<F, kStats>(
+        v, valid, h, pow2, valid ? t0.q + r * K + c0 : nullptr,
+        valid ? t0.qs + scale_index(ScaleBlock::row1x128, M, K, r, c0) : nullptr, st);
   }
   if constexpr (kStats) flush_stats(st, t0.stats);
 }

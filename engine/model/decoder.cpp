@@ -64,19 +64,37 @@ ProducedInput produced_input(Backend& be, int64_t rows, int64_t cols, DType ad, 
   return {LinearInput(y.buf.data() ? y.m() : Matrix{nullptr, rows, cols, ad}, for_backward), first};
 }
 
-// y = RMSNorm(x) (rstd saved) as the input of `readers` (none: a block that reads y itself):
-// when they take FP8 operands from the producer, the norm makes them in the same pass, and y
-// exists only if some reader needs it (see produced_input).
+// RMSNorm(x) (rstd saved) into in's tensor (when it has data) and — with `first`, a reader that
+// takes FP8 operands from the producer — those operands in the same pass, quantized with its
+// input options.
+void rmsnorm_into(Backend& be, const Matrix& x, const Matrix& w, float eps, float* rstd,
+                  LinearInput& in, Linear* first) {
+  if (!first) {
+    be.rmsnorm_forward(x, w, eps, in.x(), rstd);
+    return;
+  }
+  const QuantOptions opt = first->input_options();
+  be.rmsnorm_forward_fp8(x, w, eps, in.x(), rstd, in.produce(be, opt), opt);
+}
+
+// SwiGLU(gate, up) into in, as rmsnorm_into does.
+void swiglu_into(Backend& be, const Matrix& gate, const Matrix& up, LinearInput& in,
+                 Linear* first) {
+  if (!first) {
+    be.swiglu_forward(gate, up, in.x());
+    return;
+  }
+  const QuantOptions opt = first->input_options();
+  be.swiglu_forward_fp8(gate, up, in.x(), in.produce(be, opt), opt);
+}
+
+// y = RMSNorm(x) (rstd saved) as the input of `readers` (null entries: a layer whose latent
+// attention or experts read y themselves), y existing only if some reader needs it.
 LinearInput norm_input(Backend& be, const Matrix& x, const Matrix& w, float eps, DType ad,
                        Tensor& y, float* rstd, bool for_backward,
                        std::initializer_list<Linear*> readers) {
   ProducedInput p = produced_input(be, x.rows, x.cols, ad, y, for_backward, readers);
-  if (!p.first) {
-    be.rmsnorm_forward(x, w, eps, y.m(), rstd);
-  } else {
-    const QuantOptions opt = p.first->input_options();
-    be.rmsnorm_forward_fp8(x, w, eps, p.in.x(), rstd, p.in.produce(be, opt), opt);
-  }
+  rmsnorm_into(be, x, w, eps, rstd, p.in, p.first);
   return std::move(p.in);
 }
 
@@ -84,12 +102,7 @@ LinearInput norm_input(Backend& be, const Matrix& x, const Matrix& w, float eps,
 LinearInput swiglu_input(Backend& be, const Matrix& gate, const Matrix& up, DType ad, Tensor& h,
                          bool for_backward, Linear& down) {
   ProducedInput p = produced_input(be, gate.rows, gate.cols, ad, h, for_backward, {&down});
-  if (!p.first) {
-    be.swiglu_forward(gate, up, h.m());
-  } else {
-    const QuantOptions opt = p.first->input_options();
-    be.swiglu_forward_fp8(gate, up, p.in.x(), p.in.produce(be, opt), opt);
-  }
+  swiglu_into(be, gate, up, p.in, p.first);
   return std::move(p.in);
 }
 
@@ -506,11 +519,9 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
     LayerActs a;
     a.x_in = std::move(x);
     a.rstd1 = Tensor::make(be_, M, 1, DType::f32);
-    // Latent attention reads h1 itself (its low-rank projections and norms).
-    a.in1 = norm_input(
-        be_, a.x_in.m(), norm_weight(L.in_norm), eps, ad, a.h1, a.rstd1.f32(), training,
-        L.mla ? std::initializer_list<Linear*>{}
-              : std::initializer_list<Linear*>{L.lin[0].get(), L.lin[1].get(), L.lin[2].get()});
+    // Latent attention (no lin[0..2]) reads h1 itself.
+    a.in1 = norm_input(be_, a.x_in.m(), norm_weight(L.in_norm), eps, ad, a.h1, a.rstd1.f32(),
+                       training, {L.lin[0].get(), L.lin[1].get(), L.lin[2].get()});
     Tensor attn_out = Tensor::make(be_, M, H, ad);
     if (L.mla) {
       std::array<float, 3> am{};
@@ -550,11 +561,9 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
     a.x_mid = Tensor::make(be_, M, H, ad);
     be_.add(a.x_in.m(), attn_out.m(), a.x_mid.m());
     a.rstd2 = Tensor::make(be_, M, 1, DType::f32);
-    // The experts read h2 itself (gathered by expert).
+    // The experts (no lin[4..6]) read h2 itself, gathered by expert.
     a.in2 = norm_input(be_, a.x_mid.m(), norm_weight(L.post_norm), eps, ad, a.h2, a.rstd2.f32(),
-                       training,
-                       L.moe ? std::initializer_list<Linear*>{}
-                             : std::initializer_list<Linear*>{L.lin[4].get(), L.lin[5].get()});
+                       training, {L.lin[4].get(), L.lin[5].get()});
     Tensor mlp_out = Tensor::make(be_, M, H, ad);
     if (L.moe) {
       moe_forward(l, a.in2, mlp_out.m(), training, &differing);
@@ -764,20 +773,6 @@ Tensor DecoderModel::forward_cached_device(const std::vector<int32_t>& tokens,
                              cache);
 }
 
-LinearInput DecoderModel::cached_norm_input(const Matrix& x, const Matrix& w, float eps,
-                                            const Matrix& h, float* rstd,
-                                            std::initializer_list<Linear*> readers) {
-  LinearInput in(h, false);
-  // Prefill rows (more than a fused decode GEMM takes): quantized as the norm writes h.
-  if (Linear* first = produced_reader(readers, in)) {
-    const QuantOptions opt = first->input_options();
-    be_.rmsnorm_forward_fp8(x, w, eps, h, rstd, in.produce(be_, opt), opt);
-  } else {
-    be_.rmsnorm_forward(x, w, eps, h, rstd);
-  }
-  return in;
-}
-
 Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& cache) {
   if (in.r == 0) return Tensor{};
   const int64_t n = in.n, r = in.r;
@@ -798,10 +793,11 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
   be_.embedding_forward(in.tokens, norm_weight(embed_), x.m());
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     Layer& L = *layers_[l];
-    LinearInput in1 = cached_norm_input(
-        x.m(), norm_weight(L.in_norm), eps, h.m(), rstd.f32(),
-        L.mla ? std::initializer_list<Linear*>{}
-              : std::initializer_list<Linear*>{L.lin[0].get(), L.lin[1].get(), L.lin[2].get()});
+    // h stays written (shared by the layers); prefill rows (more than a fused decode GEMM
+    // takes) are quantized as the norm writes h.
+    LinearInput in1(h.m(), false);
+    rmsnorm_into(be_, x.m(), norm_weight(L.in_norm), eps, rstd.f32(), in1,
+                 produced_reader({L.lin[0].get(), L.lin[1].get(), L.lin[2].get()}, in1));
     if (L.mla) {
       L.mla->forward_cached(in1, in.positions, in.slot_ids, in.lengths,
                             mla_norm_weights(*L.mla, [&](Param& p) { return norm_weight(p); }),
@@ -826,22 +822,16 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
       L.lin[3]->forward(in_o, out.m());
     }
     be_.add(x.m(), out.m(), x.m());
-    LinearInput in2 =
-        cached_norm_input(x.m(), norm_weight(L.post_norm), eps, h.m(), rstd.f32(),
-                          L.moe ? std::initializer_list<Linear*>{}
-                                : std::initializer_list<Linear*>{L.lin[4].get(), L.lin[5].get()});
+    LinearInput in2(h.m(), false);
+    rmsnorm_into(be_, x.m(), norm_weight(L.post_norm), eps, rstd.f32(), in2,
+                 produced_reader({L.lin[4].get(), L.lin[5].get()}, in2));
     if (L.moe) {
       moe_forward(l, in2, out.m(), false, nullptr);
     } else {
       L.lin[4]->forward(in2, gate.m());
       L.lin[5]->forward(in2, up.m());
       LinearInput in_down(mlp.m(), false);
-      if (L.lin[6]->takes_produced(in_down)) {  // prefill rows: quantized as SwiGLU writes h
-        const QuantOptions opt = L.lin[6]->input_options();
-        be_.swiglu_forward_fp8(gate.m(), up.m(), mlp.m(), in_down.produce(be_, opt), opt);
-      } else {
-        be_.swiglu_forward(gate.m(), up.m(), mlp.m());
-      }
+      swiglu_into(be_, gate.m(), up.m(), in_down, produced_reader({L.lin[6].get()}, in_down));
       L.lin[6]->forward(in_down, out.m());
     }
     be_.add(x.m(), out.m(), x.m());

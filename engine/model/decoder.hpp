@@ -187,11 +187,6 @@ class DecoderModel {
   // The lm_head's input: the final norm's output, widened to FP32 for an fp32 head on bf16
   // activations (training keeps it for backward in Saved).
   LinearInput head_input(const Tensor& xf, Tensor& widened, bool training);
-  // h = RMSNorm(x) written, as the forward-only input of the cached step's `readers` (none: a
-  // block reading h itself), quantized in the same pass when one takes FP8 operands from the
-  // producer (Linear::takes_produced).
-  LinearInput cached_norm_input(const Matrix& x, const Matrix& w, float eps, const Matrix& h,
-                                float* rstd, std::initializer_list<Linear*> readers);
   std::vector<std::pair<Param*, Tensor>> bf16_copies_;  // embedding and norm weights
   std::unique_ptr<Saved> saved_;
   KvScaleCalibrator* calibrator_ = nullptr;
