@@ -224,6 +224,9 @@ class CudaBackend final : public Backend {
   // An rstd pass, then one pass over 128x128 tiles that normalizes, writes y (when it has
   // data) and quantizes the tile's rows and columns (quantize.cuh: quantize_produced_kernel);
   // forward-only operands of whole 1x128 blocks skip the staging (a half-warp per block).
+  void rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const Matrix& w, const float* rstd,
+                            const Matrix& residual, const Matrix& dx, const Matrix& dw,
+                            const Fp8Operands& out, const QuantOptions& opt) override;
   void rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
                            float* rstd, const Fp8Operands& out, const QuantOptions& opt) override;
 

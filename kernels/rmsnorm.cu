@@ -24,27 +24,6 @@ namespace {
 using cuda::In, cuda::Out;
 using namespace rmsnorm_kernels;
 
-// dx = rstd·(w·dy − x̂·mean_h(w·dy·x̂)), x̂ = x·rstd; same row mapping as the forward kernel.
-template <int kGroup>
-__global__ void __launch_bounds__(kThreads)
-    rmsnorm_backward_dx_kernel(In dy, In x, In w, const float* __restrict__ rstd, Out dx, int64_t M,
-                               int64_t H) {
-  __shared__ float warp_sums[kThreads / 32];
-  const auto [lane, first, stride] = row_group<kGroup>();
-  for (int64_t m = first; m < M; m += stride) {
-    const int64_t row = m * H;
-    const float r = rstd[m];
-    float dot = 0.0f;
-    for (int64_t h = lane; h < H; h += kGroup) dot += w[h] * dy[row + h] * (x[row + h] * r);
-    dot = group_sum<kGroup>(dot, warp_sums);
-    const float mean = dot / static_cast<float>(H);
-    for (int64_t h = lane; h < H; h += kGroup) {
-      const float xh = x[row + h] * r;
-      dx.store(row + h, __fmul_rn(r, __fsub_rn(__fmul_rn(w[h], dy[row + h]), __fmul_rn(xh, mean))));
-    }
-  }
-}
-
 // dw[h] += Σ_m dy·x̂ over a chunk of rows: thread per column (coalesced across the block), block
 // y per chunk of rows_per_chunk rows, one atomic per column per block.
 __global__ void __launch_bounds__(kThreads)
@@ -57,6 +36,24 @@ __global__ void __launch_bounds__(kThreads)
   float acc = 0.0f;
   for (int64_t m = m0; m < m1; ++m) acc += dy[m * H + h] * (x[m * H + h] * rstd[m]);
   atomicAdd(dw + h, acc);
+}
+
+// Launches the dw kernel: row chunks so that about 4 blocks per SM share the column sums, each
+// chunk ≥ 16 rows.
+void launch_rmsnorm_backward_dw(const char* op, const Matrix& dy, const Matrix& x,
+                                const float* rstd, const Matrix& dw, cudaStream_t stream,
+                                int sm_count) {
+  const int64_t M = x.rows, H = x.cols;
+  const int64_t col_blocks = (H + kThreads - 1) / kThreads;
+  check(col_blocks <= INT_MAX, std::string(op) + ": " + cuda::shape_of("x", x) + " is too wide");
+  const int64_t want_chunks = std::max<int64_t>(1, int64_t{4} * sm_count / col_blocks);
+  const int64_t chunks = std::clamp<int64_t>(std::min(want_chunks, (M + 15) / 16), 1, 65535);
+  const int64_t rows_per_chunk = (M + chunks - 1) / chunks;
+  const dim3 grid(static_cast<unsigned>(col_blocks),
+                  static_cast<unsigned>((M + rows_per_chunk - 1) / rows_per_chunk));
+  rmsnorm_backward_dw_kernel<<<grid, kThreads, 0, stream>>>(
+      cuda::in_of(dy), cuda::in_of(x), rstd, static_cast<float*>(dw.data), M, H, rows_per_chunk);
+  cuda::check_launch("rmsnorm_backward_dw_kernel");
 }
 
 }  // namespace
@@ -135,27 +132,53 @@ void CudaBackend::rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matr
   make_current();
   // dw first: it reads dy and x, which dx may overwrite (the dx kernel reads a row completely
   // before writing it, so dx may alias dy or x of the same dtype, as on the CPU).
-  // Row chunks so that about 4 blocks per SM share the column sums, each chunk ≥ 16 rows.
-  const int64_t col_blocks = (H + kThreads - 1) / kThreads;
-  check(col_blocks <= INT_MAX, std::string(op) + ": " + cuda::shape_of("x", x) + " is too wide");
-  const int64_t want_chunks = std::max<int64_t>(1, int64_t{4} * sm_count_ / col_blocks);
-  const int64_t chunks = std::clamp<int64_t>(std::min(want_chunks, (M + 15) / 16), 1, 65535);
-  const int64_t rows_per_chunk = (M + chunks - 1) / chunks;
-  const dim3 grid(static_cast<unsigned>(col_blocks),
-                  static_cast<unsigned>((M + rows_per_chunk - 1) / rows_per_chunk));
-  rmsnorm_backward_dw_kernel<<<grid, kThreads, 0, stream_>>>(
-      cuda::in_of(dy), cuda::in_of(x), rstd, static_cast<float*>(dw.data), M, H, rows_per_chunk);
-  cuda::check_launch("rmsnorm_backward_dw_kernel");
+  launch_rmsnorm_backward_dw(op, dy, x, rstd, dw, stream_, sm_count_);
+  launch_rmsnorm_backward_dx<true>(dy, x, w, rstd, dx, nullptr, stream_, sm_count_);
+}
 
-  const int64_t cap = int64_t{32} * sm_count_;
-  if (H <= kWarpRowMax) {
-    rmsnorm_backward_dx_kernel<32><<<cuda::grid_for(M, kThreads / 32, cap), kThreads, 0, stream_>>>(
-        cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, cuda::out_of(dx), M, H);
-  } else {
-    rmsnorm_backward_dx_kernel<kThreads><<<cuda::grid_for(M, 1, cap), kThreads, 0, stream_>>>(
-        cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, cuda::out_of(dx), M, H);
-  }
-  cuda::check_launch("rmsnorm_backward_dx_kernel");
+void CudaBackend::rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const Matrix& w,
+                                       const float* rstd, const Matrix& residual, const Matrix& dx,
+                                       const Matrix& dw, const Fp8Operands& out,
+                                       const QuantOptions& opt) {
+  const OpScope scope(*this, "rmsnorm_backward_fp8");
+  const char* op = "rmsnorm_backward_fp8";
+  cuda::check_activation(op, "x", x);
+  const int64_t M = x.rows, H = x.cols;
+  cuda::check_activation(op, "dy", dy, M, H);
+  cuda::check_activation(op, "w", w, 1, H);
+  cuda::check_activation(op, "dx", dx, M, H);
+  if (residual.data) cuda::check_activation(op, "residual", residual, M, H);
+  cuda::check_f32(op, "dw", dw, 1, H);
+  if (M == 0 || H == 0) return;
+  cuda::check_data(op, "dy", dy.data);
+  cuda::check_data(op, "x", x.data);
+  cuda::check_data(op, "w", w.data);
+  cuda::check_data(op, "rstd", rstd);
+  cuda::check_data(op, "dw", dw.data);
+  // The inputs are read through the read-only cache while the tiles write dx.
+  check(dx.data == nullptr || (dx.data != dy.data && dx.data != x.data && dx.data != residual.data),
+        std::string(op) + ": dx may not alias dy, x or the residual");
+  const quant::QuantTarget tg = quant::produced_target(op, M, H, out, opt);
+  make_current();
+  launch_rmsnorm_backward_dw(op, dy, x, rstd, dw, stream_, sm_count_);
+  auto* mean = static_cast<float*>(scratch(sizeof(float) * static_cast<size_t>(M)));
+  launch_rmsnorm_backward_dx<false>(dy, x, w, rstd, Matrix{nullptr, M, H, dx.dtype}, mean, stream_,
+                                    sm_count_);
+  auto aligned = [](const Matrix& m) { return cuda::pointer_alignment(m.data) >= 16; };
+  const bool vec = H % 8 == 0 && aligned(dy) && aligned(x) && aligned(w) &&
+                   (residual.data == nullptr || aligned(residual)) &&
+                   (dx.data == nullptr || aligned(dx));
+  const RmsnormGradProducer prod{cuda::in_of(dy),
+                                 cuda::in_of(x),
+                                 cuda::in_of(w),
+                                 cuda::in_of(residual),
+                                 rstd,
+                                 mean,
+                                 cuda::out_of(dx),
+                                 H};
+  const bool stage_bf16 = options_.quantize_stage_bf16 == 1 && dx.dtype == DType::bf16;
+  quant::launch_produced(prod, M, H, opt, tg, quant::QuantTarget{}, vec, stage_bf16, stream_,
+                         sm_count_);
 }
 
 }  // namespace fp8rl

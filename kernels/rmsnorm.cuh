@@ -1,7 +1,8 @@
-// RMSNorm's forward pieces shared by rmsnorm.cu and the CUDA emulation's test
+// RMSNorm's pieces shared by rmsnorm.cu and the CUDA emulation's test
 // (tests/emulation/test_quantize_emulated.cpp): the row reduction, the forward kernel (also the
-// rstd pass of the fused FP8 forward), its launch, and the producer that quantize_produced_kernel
-// runs. Shapes as in rmsnorm.cu.
+// rstd pass of the fused FP8 forward), the backward's dx kernel (also the row-mean pass of the
+// fused FP8 backward), their launches, and the producers that quantize_produced_kernel runs.
+// Shapes as in rmsnorm.cu.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -117,5 +118,91 @@ void launch_rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const M
   }
   cuda::check_launch("rmsnorm_forward_kernel");
 }
+
+// One element of the input gradient, r·(w·dy − x̂·mean) with x̂ = x·r: spelled with _rn
+// intrinsics (no contraction into FMAs the reference does not use), one spelling for the dx
+// kernel and the fused producer.
+__device__ __forceinline__ float input_gradient(float r, float w, float dy, float xh, float mean) {
+  return __fmul_rn(r, __fsub_rn(__fmul_rn(w, dy), __fmul_rn(xh, mean)));
+}
+
+// dx = rstd·(w·dy − x̂·mean_h(w·dy·x̂)), x̂ = x·rstd; same row mapping as the forward kernel.
+// Without kWriteDx only each row's mean_h(w·dy·x̂) is written, to mean (the fused producer's
+// row pass: the same reduction, hence the same means).
+template <int kGroup, bool kWriteDx = true>
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_backward_dx_kernel(In dy, In x, In w, const float* __restrict__ rstd, Out dx,
+                               float* __restrict__ mean_out, int64_t M, int64_t H) {
+  __shared__ float warp_sums[kThreads / 32];
+  const auto [lane, first, stride] = row_group<kGroup>();
+  for (int64_t m = first; m < M; m += stride) {
+    const int64_t row = m * H;
+    const float r = rstd[m];
+    float dot = 0.0f;
+    for (int64_t h = lane; h < H; h += kGroup) dot += w[h] * dy[row + h] * (x[row + h] * r);
+    dot = group_sum<kGroup>(dot, warp_sums);
+    const float mean = dot / static_cast<float>(H);
+    if constexpr (kWriteDx) {
+      for (int64_t h = lane; h < H; h += kGroup)
+        dx.store(row + h, input_gradient(r, w[h], dy[row + h], x[row + h] * r, mean));
+    } else if (lane == 0) {
+      mean_out[m] = mean;
+    }
+  }
+}
+
+// Launches the dx kernel (kWriteDx) or its row-mean pass into mean [M].
+template <bool kWriteDx>
+void launch_rmsnorm_backward_dx(const Matrix& dy, const Matrix& x, const Matrix& w,
+                                const float* rstd, const Matrix& dx, float* mean,
+                                cudaStream_t stream, int sm_count) {
+  const int64_t M = x.rows, H = x.cols;
+  const int64_t cap = int64_t{32} * sm_count;
+  if (H <= kWarpRowMax) {
+    rmsnorm_backward_dx_kernel<32, kWriteDx>
+        <<<cuda::grid_for(M, kThreads / 32, cap), kThreads, 0, stream>>>(
+            cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, cuda::out_of(dx), mean, M, H);
+  } else {
+    rmsnorm_backward_dx_kernel<kThreads, kWriteDx>
+        <<<cuda::grid_for(M, 1, cap), kThreads, 0, stream>>>(
+            cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, cuda::out_of(dx), mean, M, H);
+  }
+  cuda::check_launch("rmsnorm_backward_dx_kernel");
+}
+
+// The residual stream's gradient dx = residual + d of [M, H] for quantize_produced_kernel, d the
+// input gradient rounded to dx's dtype (rstd and the row means already computed); residual.p
+// null: dx = d. Stored to dx when it has data.
+struct RmsnormGradProducer {
+  static constexpr int kOutputs = 1;
+  In dy, x, w, residual;
+  const float *rstd, *mean;
+  Out dx;
+  int64_t H;
+  __device__ __forceinline__ float value(int, int64_t r, int64_t c) const {
+    const int64_t i = r * H + c;
+    const float rr = rstd[r];
+    const float d = dx.round(input_gradient(rr, w[c], dy[i], x[i] * rr, mean[r]));
+    const float v = residual.p ? dx.round(residual[i] + d) : d;
+    if (dx.p) dx.store(i, v);
+    return v;
+  }
+  __device__ __forceinline__ void value8(int, int64_t r, int64_t c, float (&v)[8]) const {
+    const int64_t i = r * H + c;
+    float dyv[8], xv[8], wv[8], rv[8];
+    quant::load8(dy, i, dyv);
+    quant::load8(x, i, xv);
+    quant::load8(w, c, wv);
+    const float rr = rstd[r], mr = mean[r];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = dx.round(input_gradient(rr, wv[j], dyv[j], xv[j] * rr, mr));
+    if (residual.p) {
+      quant::load8(residual, i, rv);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = dx.round(rv[j] + v[j]);
+    }
+    if (dx.p) quant::store8(dx, i, v);
+  }
+};
 
 }  // namespace fp8rl::rmsnorm_kernels

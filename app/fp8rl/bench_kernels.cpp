@@ -223,7 +223,8 @@ Json bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& sh
     });
 
     // The producers that quantize what they write (RMSNorm -> x, x^T; SwiGLU -> h, h^T; its
-    // backward -> dgate, dup and their transposes), the tensor itself not written, against the op
+    // backward -> dgate, dup and their transposes; RMSNorm's backward below), the tensor itself
+    // not written unless said, against the op
     // followed by its quantization. GB/s counts the fused pass's bytes for both.
     Buffer x2 = upload_random_bf16(be, R * C, rng), x3 = upload_random_bf16(be, R * C, rng);
     Buffer w = upload_random_bf16(be, C, rng), rstd = be.alloc(static_cast<size_t>(R) * 4);
@@ -270,6 +271,19 @@ Json bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& sh
           be.quantize_with_transpose(Y, q.m, qt.m, opt, nullptr, nullptr);
           be.quantize_with_transpose(Y2, q2.m, qt2.m, opt, nullptr, nullptr);
         });
+    // The residual stream's gradient: RMSNorm's backward plus the residual, quantized for the
+    // linear reading it (o_proj, down_proj), dx written (the next residual add reads it).
+    Buffer dw = be.alloc(static_cast<size_t>(C) * 4);
+    be.zero(dw.data(), dw.bytes());
+    const Matrix DW{dw.data(), 1, C, DType::f32};
+    pair(
+        "rmsnorm bwd->fp8 dx,dx^T", "rmsnorm bwd,add,quantize", 8.0 * R * C + operands,
+        [&] { be.rmsnorm_backward_fp8(X3, X, Wn, rs, X2, Y, DW, ops, opt); },
+        [&] {
+          be.rmsnorm_backward(X3, X, Wn, rs, Y2, DW);
+          be.add(X2, Y2, Y);
+          be.quantize_with_transpose(Y, q.m, qt.m, opt, nullptr, nullptr);
+        });
 
     // The same staged kernels with BF16 tiles staged as 16-bit patterns (half the shared memory,
     // twice the blocks per SM), where the backend has that kernel option.
@@ -282,6 +296,8 @@ Json bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& sh
           [&] { be.swiglu_forward_fp8(X, X2, none, ops, opt); });
       row("swiglu bwd->fp8 stage16", 6.0 * R * C + 2 * operands,
           [&] { be.swiglu_backward_fp8(X3, X, X2, none, none, ops, opt, ops2, opt); });
+      row("rmsnorm bwd->fp8 stage16", 8.0 * R * C + operands,
+          [&] { be.rmsnorm_backward_fp8(X3, X, Wn, rs, X2, Y, DW, ops, opt); });
       be.set_kernel_option("quantize_stage_bf16", 0);
     }
   }

@@ -79,6 +79,22 @@ void Backend::rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float eps, c
   quantize_operands(*this, yw, out, opt);
 }
 
+void Backend::rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const Matrix& w,
+                                   const float* rstd, const Matrix& residual, const Matrix& dx,
+                                   const Matrix& dw, const Fp8Operands& out,
+                                   const QuantOptions& opt) {
+  Buffer storage_dx, storage_d;
+  const Matrix dxw = written(*this, dx, storage_dx);
+  if (!residual.data) {
+    rmsnorm_backward(dy, x, w, rstd, dxw, dw);
+  } else {
+    const Matrix d = written(*this, Matrix{nullptr, dx.rows, dx.cols, dx.dtype}, storage_d);
+    rmsnorm_backward(dy, x, w, rstd, d, dw);
+    add(residual, d, dxw);
+  }
+  quantize_operands(*this, dxw, out, opt);
+}
+
 void Backend::swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Matrix& h,
                                  const Fp8Operands& out, const QuantOptions& opt) {
   Buffer storage;

@@ -357,6 +357,15 @@ class Backend {
   // rmsnorm_forward(x, w, eps, y, rstd), then y's FP8 operands into out.
   virtual void rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
                                    float* rstd, const Fp8Operands& out, const QuantOptions& opt);
+  // The residual stream's gradient through a pre-norm block and its FP8 operands:
+  // rmsnorm_backward(dy, x, w, rstd, d, dw) into d of dx's dtype, then dx = residual + d (add;
+  // residual [M, H] of any dtype, skipped when its data is null), then dx's FP8 operands into
+  // out. dx must not alias dy, x or residual. What a linear reading the gradient (o_proj,
+  // down_proj) takes in place of quantizing it.
+  virtual void rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const Matrix& w,
+                                    const float* rstd, const Matrix& residual, const Matrix& dx,
+                                    const Matrix& dw, const Fp8Operands& out,
+                                    const QuantOptions& opt);
   // swiglu_forward(gate, up, h), then h's FP8 operands into out.
   virtual void swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Matrix& h,
                                   const Fp8Operands& out, const QuantOptions& opt);

@@ -10,7 +10,7 @@ namespace fp8rl {
 class Backend;
 }
 
-inline constexpr int kFp8rlCudaAbi = 16;
+inline constexpr int kFp8rlCudaAbi = 17;
 
 extern "C" {
 

@@ -1,6 +1,7 @@
 #include "model/decoder.hpp"
 
 #include <cmath>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/parallel.hpp"
@@ -649,12 +650,38 @@ void DecoderModel::backward(const std::vector<float>& dlogp) {
   Tensor dxf = Tensor::make(be_, M, H, ad);
   lm_head_->backward(S.in_head, dlogits.m(), dxf.m());
   dlogits = Tensor{};
-  Tensor dx = Tensor::make(be_, M, H, ad);
-  be_.rmsnorm_backward(dxf.m(), S.x_final.m(), norm_weight(final_norm_), S.rstd_f.f32(), dx.m(),
-                       final_norm_.grad.m());
-
   Tensor tmp_h = Tensor::make(be_, M, H, ad);
-  for (int64_t l = cfg_.num_hidden_layers - 1; l >= 0; --l) {
+  // The residual stream's gradient out = residual + the norm's input gradient (no residual
+  // below the final norm). When an FP8 linear reads it (a dense layer's down_proj or o_proj),
+  // the norm's backward quantizes it for that linear in the same pass: its operands returned.
+  auto norm_backward = [&](Linear* reader, const Matrix& dy, const Matrix& x, Param& norm,
+                           const float* rstd, const Matrix& residual,
+                           const Matrix& out) -> std::optional<Fp8Gradient> {
+    if (reader && reader->precision() == Precision::fp8) {
+      const QuantOptions opt = reader->grad_options();
+      Fp8Gradient g = Fp8Gradient::make(be_, M, H, opt.format);
+      be_.rmsnorm_backward_fp8(dy, x, norm_weight(norm), rstd, residual, out, norm.grad.m(),
+                               g.operands(), opt);
+      return g;
+    }
+    if (!residual.data) {
+      be_.rmsnorm_backward(dy, x, norm_weight(norm), rstd, out, norm.grad.m());
+    } else {
+      be_.rmsnorm_backward(dy, x, norm_weight(norm), rstd, tmp_h.m(), norm.grad.m());
+      be_.add(residual, tmp_h.m(), out);
+    }
+    return std::nullopt;
+  };
+  // The dense down_proj of layer l, the reader of the gradient below it (null for MoE layers).
+  auto down_of = [&](int64_t l) { return layers_[l]->moe ? nullptr : layers_[l]->lin[6].get(); };
+  const Matrix no_residual{nullptr, M, H, ad};
+  const int64_t last = cfg_.num_hidden_layers - 1;
+  Tensor dx = Tensor::make(be_, M, H, ad);
+  std::optional<Fp8Gradient> dx_fp8 =
+      norm_backward(last >= 0 ? down_of(last) : nullptr, dxf.m(), S.x_final.m(), final_norm_,
+                    S.rstd_f.f32(), no_residual, dx.m());
+
+  for (int64_t l = last; l >= 0; --l) {
     Layer& L = *layers_[l];
     LayerActs& a = S.layers[static_cast<size_t>(l)];
     // MLP
@@ -663,7 +690,11 @@ void DecoderModel::backward(const std::vector<float>& dlogp) {
       L.moe->backward(a.in2, dx.m(), dh2.m());
     } else {
       Tensor dmlp = Tensor::make(be_, M, I, ad);
-      L.lin[6]->backward(a.in_down, dx.m(), dmlp.m());
+      if (dx_fp8) {
+        L.lin[6]->backward(a.in_down, *dx_fp8, dmlp.m());
+      } else {
+        L.lin[6]->backward(a.in_down, dx.m(), dmlp.m());
+      }
       Linear &gate = *L.lin[4], &up = *L.lin[5];
       if (gate.precision() == Precision::fp8 && up.precision() == Precision::fp8) {
         // SwiGLU's backward quantizes the gradients for the FP8 gate and up projections as it
@@ -684,10 +715,10 @@ void DecoderModel::backward(const std::vector<float>& dlogp) {
       }
       be_.add(dh2.m(), tmp_h.m(), dh2.m());
     }
-    be_.rmsnorm_backward(dh2.m(), a.x_mid.m(), norm_weight(L.post_norm), a.rstd2.f32(), tmp_h.m(),
-                         L.post_norm.grad.m());
     Tensor dx_mid = Tensor::make(be_, M, H, ad);
-    be_.add(dx.m(), tmp_h.m(), dx_mid.m());
+    const std::optional<Fp8Gradient> dx_mid_fp8 =
+        norm_backward(L.mla ? nullptr : L.lin[3].get(), dh2.m(), a.x_mid.m(), L.post_norm,
+                      a.rstd2.f32(), dx.m(), dx_mid.m());
     // Attention
     Tensor dh1 = Tensor::make(be_, M, H, ad);
     if (L.mla) {
@@ -695,7 +726,11 @@ void DecoderModel::backward(const std::vector<float>& dlogp) {
                       mla_norm_weights(*L.mla, [&](Param& p) { return norm_weight(p); }), dh1.m());
     } else {
       Tensor dattn = Tensor::make(be_, M, Hq * D, ad);
-      L.lin[3]->backward(a.in_o, dx_mid.m(), dattn.m());
+      if (dx_mid_fp8) {
+        L.lin[3]->backward(a.in_o, *dx_mid_fp8, dattn.m());
+      } else {
+        L.lin[3]->backward(a.in_o, dx_mid.m(), dattn.m());
+      }
       Tensor dq = Tensor::make(be_, M, Hq * D, ad), dk = Tensor::make(be_, M, Hkv * D, ad),
              dv = Tensor::make(be_, M, Hkv * D, ad);
       be_.attention_backward(dattn.m(), a.q.m(), a.k.m(), a.v.m(), a.o.m(), a.lse.f32(), B, T, Hq,
@@ -721,9 +756,8 @@ void DecoderModel::backward(const std::vector<float>& dlogp) {
       L.lin[2]->backward(a.in1, dv.m(), tmp_h.m());
       be_.add(dh1.m(), tmp_h.m(), dh1.m());
     }
-    be_.rmsnorm_backward(dh1.m(), a.x_in.m(), norm_weight(L.in_norm), a.rstd1.f32(), tmp_h.m(),
-                         L.in_norm.grad.m());
-    be_.add(dx_mid.m(), tmp_h.m(), dx.m());
+    dx_fp8 = norm_backward(l > 0 ? down_of(l - 1) : nullptr, dh1.m(), a.x_in.m(), L.in_norm,
+                           a.rstd1.f32(), dx_mid.m(), dx.m());
     a = LayerActs{};  // release this layer's activations early
   }
   be_.embedding_backward(ids(S.ids), dx.m(), embed_.grad.m());

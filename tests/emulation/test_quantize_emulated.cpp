@@ -6,14 +6,17 @@
 //    patterns, its rows and columns quantized), through launch_produced, with the real producers
 //    of kernels/rmsnorm.cuh and swiglu.cuh: RMSNorm's (after its rstd pass, the forward kernel
 //    without y, warp and block reductions), SwiGLU's, and SwiGLU's backward (two outputs, dgate
-//    and dup), the outputs stored or not;
+//    and dup), RMSNorm's backward (after its row-mean pass, the dx kernel without dx: the
+//    gradient plus the residual, or without one), the outputs stored or not;
 //  - quantize_produced_rows_kernel (forward-only, K % 128 == 0, the 16-byte path), which
 //    launch_produced picks for one output without a transposed copy;
 //  - quantize_transpose_kernel (x and xᵀ from one staged read) for f32 and bf16 x.
 // The SwiGLU cases compare with the CPU's swiglu_forward_fp8 / swiglu_backward_fp8 (the op, then
 // its quantization; the host's expf on both sides); RMSNorm's rstd is a sum in another order, so
 // it is compared to the CPU's to 1e-5 and its operands with quantize_with_transpose of the
-// normalized values computed from the kernel's rstd. Codes and scales must equal the reference's
+// normalized values computed from the kernel's rstd. RMSNorm's backward compares with the
+// emulated dx kernel (the unfused op on a device), the CPU's add of the residual and the CPU's
+// quantization. Codes and scales must equal the reference's
 // bits, statistics its counts (sums to 1e-9), stored outputs its values, for E4M3 and E5M2 (with
 // power-of-two scales), both stagings and both tile paths, at awkward shapes, on data with NaN,
 // ±inf, huge and tiny values and all-zero blocks. A small sm_count makes each CTA take several
@@ -183,12 +186,28 @@ struct Reference {
 
 // --- the cases
 
-enum class Op { rmsnorm, swiglu, swiglu_backward };
+// rmsnorm_backward: with a residual; rmsnorm_backward_final: without (the final norm's).
+enum class Op { rmsnorm, swiglu, swiglu_backward, rmsnorm_backward, rmsnorm_backward_final };
 int outputs(Op op) {
   return op == Op::swiglu_backward ? 2 : 1;
 }
 const char* op_name(Op op) {
-  return op == Op::rmsnorm ? "rmsnorm" : op == Op::swiglu ? "swiglu" : "swiglu_backward";
+  switch (op) {
+    case Op::rmsnorm:
+      return "rmsnorm";
+    case Op::swiglu:
+      return "swiglu";
+    case Op::swiglu_backward:
+      return "swiglu_backward";
+    case Op::rmsnorm_backward:
+      return "rmsnorm_backward";
+    case Op::rmsnorm_backward_final:
+      return "rmsnorm_backward (no residual)";
+  }
+  return "?";
+}
+bool norm_backward(Op op) {
+  return op == Op::rmsnorm_backward || op == Op::rmsnorm_backward_final;
 }
 
 struct Case {
@@ -256,6 +275,13 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
   } else if (c.op == Op::swiglu) {
     in.push_back(make_tensor(M, K, c.out_bf16, true, rng));
     in.push_back(make_tensor(M, K, !c.out_bf16, true, rng));
+  } else if (norm_backward(c.op)) {
+    // dy, x, w, the residual; specials only in the residual (in dy or x one spreads over the
+    // whole row through its mean) — and in dy of the final norm's cases.
+    in.push_back(make_tensor(M, K, c.out_bf16, c.op == Op::rmsnorm_backward_final, rng));
+    in.push_back(make_tensor(M, K, !c.out_bf16, false, rng));
+    in.push_back(make_tensor(1, K, c.out_bf16, false, rng));
+    in.push_back(make_tensor(M, K, !c.out_bf16, true, rng));
   } else {
     in.push_back(make_tensor(M, K, c.out_bf16, true, rng));
     in.push_back(make_tensor(M, K, !c.out_bf16, false, rng));
@@ -287,8 +313,22 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     dst[o] = {c.store ? out[o].data() : nullptr, c.out_bf16};
   }
   const QuantOptions opt{c.format, c.pow2, c.stats ? &sums[0] : nullptr};
-  std::vector<float> rstd(static_cast<size_t>(M), NAN);
-  if (c.op == Op::rmsnorm) {
+  std::vector<float> rstd(static_cast<size_t>(M), NAN), mean(static_cast<size_t>(M), NAN);
+  const bool residual = c.op == Op::rmsnorm_backward;
+  if (norm_backward(c.op)) {
+    // Any rstd serves (the CPU's of x); then the row-mean pass and the producer.
+    Output y(M, K, c.out_bf16);
+    cpu.rmsnorm_forward(in[1].matrix(), in[2].matrix(), eps, Matrix{y.data(), M, K, out_dtype},
+                        rstd.data());
+    rmsnorm_kernels::launch_rmsnorm_backward_dx<false>(
+        in[0].matrix(), in[1].matrix(), in[2].matrix(), rstd.data(),
+        Matrix{nullptr, M, K, out_dtype}, mean.data(), nullptr, sm_count);
+    const rmsnorm_kernels::RmsnormGradProducer prod{
+        in[0].in(),  in[1].in(),  in[2].in(), residual ? in[3].in() : In{nullptr, false},
+        rstd.data(), mean.data(), dst[0],     K};
+    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
+                           nullptr, sm_count);
+  } else if (c.op == Op::rmsnorm) {
     rmsnorm_kernels::launch_rmsnorm_forward<false>(in[0].matrix(), in[1].matrix(), eps,
                                                    Matrix{nullptr, M, K, out_dtype}, rstd.data(),
                                                    nullptr, sm_count);
@@ -345,6 +385,24 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     } else {
       cpu.quantize(y, ref_out[0].along, ref_opt[0], nullptr);
     }
+  } else if (norm_backward(c.op)) {
+    // The unfused op on a device: the dx kernel (its own row means), then the CPU's add.
+    Output d(M, K, c.out_bf16);
+    rmsnorm_kernels::launch_rmsnorm_backward_dx<true>(in[0].matrix(), in[1].matrix(),
+                                                      in[2].matrix(), rstd.data(), matrix(d),
+                                                      nullptr, nullptr, sm_count);
+    if (residual) {
+      cpu.add(in[3].matrix(), matrix(d), matrix(want[0]));
+    } else {
+      want[0] = d;
+    }
+    const Matrix dx = matrix(want[0]);
+    if (c.transposed) {
+      cpu.quantize_with_transpose(dx, ref_out[0].along, ref_out[0].transposed, ref_opt[0], nullptr,
+                                  nullptr);
+    } else {
+      cpu.quantize(dx, ref_out[0].along, ref_opt[0], nullptr);
+    }
   } else if (c.op == Op::swiglu) {
     cpu.swiglu_forward_fp8(in[0].matrix(), in[1].matrix(), matrix(want[0]), ref_out[0], ref_opt[0]);
   } else {
@@ -354,10 +412,11 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
 
   QuantStats seen;  // the reference's statistics: what the data held
   for (int o = 0; o < n_out; ++o) {
-    const std::string name = c.op == Op::rmsnorm  ? "y"
-                             : c.op == Op::swiglu ? "h"
-                             : o == 0             ? "dgate"
-                                                  : "dup";
+    const std::string name = c.op == Op::rmsnorm   ? "y"
+                             : c.op == Op::swiglu  ? "h"
+                             : norm_backward(c.op) ? "dx"
+                             : o == 0              ? "dgate"
+                                                   : "dup";
     bad += compare((name + " along").c_str(), along[o], ref_along[o]);
     if (c.transposed) bad += compare((name + " transposed").c_str(), trans[o], ref_trans[o]);
     if (c.stats) bad += compare_stats(name.c_str(), sums[o], ref_sums[o].stats());
@@ -459,7 +518,8 @@ int main() {
   }
   using F = Fp8Format;
   const F e4 = F::e4m3, e5 = F::e5m2;
-  const Op norm = Op::rmsnorm, fwd = Op::swiglu, bwd = Op::swiglu_backward;
+  const Op norm = Op::rmsnorm, fwd = Op::swiglu, bwd = Op::swiglu_backward,
+           nbwd = Op::rmsnorm_backward, nfin = Op::rmsnorm_backward_final;
   // {M, K, format, pow2, op, out_bf16, stage_bf16, vec, transposed, stats, store}
   const std::vector<Case> cases = {
       // quantize_produced_kernel, one output with its transposed copy.
@@ -489,6 +549,16 @@ int main() {
       {257, 1024, e5, false, bwd, true, true, true, true, true, false},
       {257, 1024, e4, false, bwd, false, false, true, true, true, true},
       {64, 256, e5, true, bwd, true, false, true, true, false, true},
+      // RMSNorm's backward: with the residual, then without.
+      {1, 1, e4, false, nbwd, true, true, false, true, true, true},
+      {3, 129, e5, false, nbwd, false, false, false, true, true, true},
+      {128, 128, e4, false, nbwd, true, true, true, true, true, false},
+      {130, 300, e4, true, nbwd, true, false, false, true, true, true},
+      {257, 1024, e4, false, nbwd, true, true, true, true, true, true},
+      {9, 1280, e5, false, nbwd, false, false, true, true, false, true},   // block reduction
+      {257, 1024, e4, false, nbwd, true, false, true, false, true, true},  // the row kernel
+      {130, 300, e4, false, nfin, true, true, false, true, true, true},
+      {257, 1024, e5, true, nfin, false, false, true, true, true, false},
   };
   int failed = 0, runs = 0;
   for (size_t i = 0; i < cases.size(); ++i) {

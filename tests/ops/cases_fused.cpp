@@ -1,8 +1,8 @@
 // Op cases: the producers that quantize what they write (Backend::rmsnorm_forward_fp8,
-// swiglu_forward_fp8, swiglu_backward_fp8). Each must give, bit for bit on the backend under
-// test, what its op followed by quantize / quantize_with_transpose gives there: the output
-// (when written), rstd, the codes and scales of both operands, and the statistics summed into
-// opt.stats_sum (counts exact; squared sums to summation order). On the CPU the fused ops are
+// rmsnorm_backward_fp8, swiglu_forward_fp8, swiglu_backward_fp8). Each must give, bit for bit on
+// the backend under test, what its op followed by quantize / quantize_with_transpose gives there:
+// the output (when written), rstd, the codes and scales of both operands, and the statistics summed
+// into opt.stats_sum (counts exact; squared sums to summation order). On the CPU the fused ops are
 // the reference path itself, so the cases there check the plumbing (an output left unwritten,
 // forward-only operands, two gradients with their own sums).
 #include <cmath>
@@ -154,6 +154,61 @@ void add_rmsnorm_case(Registry& reg, int64_t M, int64_t H, DType dt, bool transp
        }});
 }
 
+// The norm's weight gradient: the same column sums, added by atomics in another order.
+std::string compare_dw(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
+  const size_t n = got.size() / 4;
+  for (size_t i = 0; i < n; ++i) {
+    float g = 0, w = 0;
+    std::memcpy(&g, &got[i * 4], 4);
+    std::memcpy(&w, &want[i * 4], 4);
+    if (!(std::fabs(g - w) <= 1e-5f * std::fabs(w) + 1e-6f))
+      return fmt("dw[%zu] is %g, rmsnorm_backward's %g", i, g, w);
+  }
+  return {};
+}
+
+// rmsnorm_backward_fp8 against rmsnorm_backward, add and the quantization; without residual
+// (the final norm's) against rmsnorm_backward and the quantization.
+void add_rmsnorm_backward_case(Registry& reg, int64_t M, int64_t H, DType dt, bool transposed,
+                               bool residual, DType residual_dt, bool written, QuantOptions opt) {
+  std::string what = what_of(dt, M, H, transposed, written, opt);
+  what += residual ? (residual_dt == dt ? " +residual"
+                                        : " +residual " + std::string(dtype_name(residual_dt)))
+                   : " no residual";
+  reg.push_back({"rmsnorm_backward_fp8 " + what, [=](Backend&, Backend& test, Rng& rng) {
+                   return staged_both_ways(test, [&]() -> Result {
+                     const DevMatrix x(test, rng, M, H, dt, 3.0), w(test, rng, 1, H, dt),
+                         dy(test, rng, M, H, dt), res(test, rng, M, H, residual_dt, 2.0);
+                     DevMatrix rstd(test, M, 1, DType::f32), y(test, M, H, dt), dx(test, M, H, dt),
+                         dx_ref(test, M, H, dt), d_ref(test, M, H, dt), dw(test, 1, H, DType::f32),
+                         dw_ref(test, 1, H, DType::f32);
+                     test.rmsnorm_forward(x.m, w.m, 1e-6f, y.m, static_cast<float*>(rstd.m.data));
+                     const auto* r = static_cast<const float*>(rstd.m.data);
+                     DevOperands got(test, M, H, transposed, opt),
+                         want(test, M, H, transposed, opt);
+                     const Matrix resm = residual ? res.m : Matrix{nullptr, M, H, residual_dt};
+                     test.rmsnorm_backward_fp8(dy.m, x.m, w.m, r, resm,
+                                               written ? dx.m : Matrix{nullptr, M, H, dt}, dw.m,
+                                               got.ops, got.opt);
+                     if (residual) {
+                       test.rmsnorm_backward(dy.m, x.m, w.m, r, d_ref.m, dw_ref.m);
+                       test.add(res.m, d_ref.m, dx_ref.m);
+                     } else {
+                       test.rmsnorm_backward(dy.m, x.m, w.m, r, dx_ref.m, dw_ref.m);
+                     }
+                     want.quantize_unfused(test, dx_ref.m);
+                     if (written && dx.bytes() != dx_ref.bytes())
+                       return fail("dx differs from rmsnorm_backward's (+ add)");
+                     if (!written && dx.bytes() != std::vector<uint8_t>(dx.buf.bytes(), 0))
+                       return fail("an unwritten dx changed");
+                     std::string d = compare_dw(dw.bytes(), dw_ref.bytes());
+                     if (d.empty()) d = compare_operands(got, want, "dx");
+                     return d.empty() ? pass("bit-exact with rmsnorm_backward + add + quantize")
+                                      : fail(d);
+                   });
+                 }});
+}
+
 void add_swiglu_case(Registry& reg, int64_t M, int64_t I, DType dt, bool transposed, bool written,
                      QuantOptions opt) {
   reg.push_back({"swiglu_forward_fp8 " + what_of(dt, M, I, transposed, written, opt),
@@ -226,6 +281,7 @@ void add_fused_cases(Registry& reg) {
   for (const auto& [M, K] : shapes)
     for (DType dt : {DType::bf16, DType::f32}) {
       add_rmsnorm_case(reg, M, K, dt, true, true, e4m3);
+      add_rmsnorm_backward_case(reg, M, K, dt, true, true, dt, true, e4m3);
       add_swiglu_case(reg, M, K, dt, true, true, e4m3);
       add_swiglu_backward_case(reg, M, K, dt, true, e4m3, e4m3);
     }
@@ -237,6 +293,14 @@ void add_fused_cases(Registry& reg) {
   // leaves the last half-warp idle).
   add_rmsnorm_case(reg, 257, 1024, DType::bf16, false, true, e4m3);
   add_rmsnorm_case(reg, 3, 128, DType::f32, false, true, e4m3);
+  // The final norm's (no residual), a row wider than a warp's, an f32 residual, the gradient
+  // only quantized, forward-only, another format.
+  add_rmsnorm_backward_case(reg, 130, 300, DType::bf16, true, false, DType::bf16, true, e4m3);
+  add_rmsnorm_backward_case(reg, 200, 2048, DType::bf16, true, true, DType::bf16, true, e4m3);
+  add_rmsnorm_backward_case(reg, 257, 1024, DType::bf16, true, true, DType::f32, true, e4m3);
+  add_rmsnorm_backward_case(reg, 257, 1024, DType::bf16, true, true, DType::bf16, false, e4m3);
+  add_rmsnorm_backward_case(reg, 257, 1024, DType::bf16, false, true, DType::bf16, true, e4m3);
+  add_rmsnorm_backward_case(reg, 129, 256, DType::bf16, true, true, DType::bf16, true, e5m2_pow2);
   add_swiglu_case(reg, 130, 384, DType::bf16, false, true, e4m3);
   add_swiglu_case(reg, 65, 256, DType::f32, false, false, e5m2_pow2);
   add_swiglu_case(reg, 257, 1024, DType::bf16, true, false, e4m3);
