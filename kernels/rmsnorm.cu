@@ -143,13 +143,19 @@ void CudaBackend::rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const 
   const OpScope scope(*this, "rmsnorm_backward_fp8");
   const char* op = "rmsnorm_backward_fp8";
   cuda::check_activation(op, "x", x);
-  const int64_t M = x.rows, H = x.cols;
-  cuda::check_activation(op, "dy", dy, M, H);
-  cuda::check_activation(op, "w", w, 1, H);
-  cuda::check_activation(op, "dx", dx, M, H);
-  if (residual.data) cuda::check_activation(op, "residual", residual, M, H);
-  cuda::check_f32(op, "dw", dw, 1, H);
-  if (M == 0 || H == 0) return;
+  const int64_t R = x.rows, D = x.cols;  // the norm's rows and width
+  cuda::check_activation(op, "dy", dy, R, D);
+  cuda::check_activation(op, "w", w, 1, D);
+  cuda::check_activation(op, "dx", dx, R, D);
+  if (residual.data) cuda::check_activation(op, "residual", residual, R, D);
+  cuda::check_f32(op, "dw", dw, 1, D);
+  // The operands' view: M rows of K = heads·D.
+  const int64_t M = out.along.rows, K = out.along.cols;
+  check(M * K == R * D && D > 0 && K % D == 0 && K <= INT_MAX,
+        std::string(op) + ": operands [" + std::to_string(M) + ", " + std::to_string(K) +
+            "] are not a view of dx [" + std::to_string(R) + ", " + std::to_string(D) +
+            "] as rows of whole groups");
+  if (R == 0) return;
   cuda::check_data(op, "dy", dy.data);
   cuda::check_data(op, "x", x.data);
   cuda::check_data(op, "w", w.data);
@@ -158,14 +164,14 @@ void CudaBackend::rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const 
   // The inputs are read through the read-only cache while the tiles write dx.
   check(dx.data == nullptr || (dx.data != dy.data && dx.data != x.data && dx.data != residual.data),
         std::string(op) + ": dx may not alias dy, x or the residual");
-  const quant::QuantTarget tg = quant::produced_target(op, M, H, out, opt);
+  const quant::QuantTarget tg = quant::produced_target(op, M, K, out, opt);
   make_current();
   launch_rmsnorm_backward_dw(op, dy, x, rstd, dw, stream_, sm_count_);
-  auto* mean = static_cast<float*>(scratch(sizeof(float) * static_cast<size_t>(M)));
-  launch_rmsnorm_backward_dx<false>(dy, x, w, rstd, Matrix{nullptr, M, H, dx.dtype}, mean, stream_,
+  auto* mean = static_cast<float*>(scratch(sizeof(float) * static_cast<size_t>(R)));
+  launch_rmsnorm_backward_dx<false>(dy, x, w, rstd, Matrix{nullptr, R, D, dx.dtype}, mean, stream_,
                                     sm_count_);
   auto aligned = [](const Matrix& m) { return cuda::pointer_alignment(m.data) >= 16; };
-  const bool vec = H % 8 == 0 && aligned(dy) && aligned(x) && aligned(w) &&
+  const bool vec = D % 8 == 0 && aligned(dy) && aligned(x) && aligned(w) &&
                    (residual.data == nullptr || aligned(residual)) &&
                    (dx.data == nullptr || aligned(dx));
   const RmsnormGradProducer prod{cuda::in_of(dy),
@@ -175,9 +181,11 @@ void CudaBackend::rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const 
                                  rstd,
                                  mean,
                                  cuda::out_of(dx),
-                                 H};
+                                 K,
+                                 static_cast<int>(D),
+                                 static_cast<int>(K / D)};
   const bool stage_bf16 = options_.quantize_stage_bf16 == 1 && dx.dtype == DType::bf16;
-  quant::launch_produced(prod, M, H, opt, tg, quant::QuantTarget{}, vec, stage_bf16, stream_,
+  quant::launch_produced(prod, M, K, opt, tg, quant::QuantTarget{}, vec, stage_bf16, stream_,
                          sm_count_);
 }
 

@@ -170,30 +170,37 @@ void launch_rmsnorm_backward_dx(const Matrix& dy, const Matrix& x, const Matrix&
   cuda::check_launch("rmsnorm_backward_dx_kernel");
 }
 
-// The residual stream's gradient dx = residual + d of [M, H] for quantize_produced_kernel, d the
-// input gradient rounded to dx's dtype (rstd and the row means already computed); residual.p
-// null: dx = d. Stored to dx when it has data.
+// The residual stream's gradient dx = residual + d for quantize_produced_kernel, d the input
+// gradient rounded to dx's dtype (rstd and the row means already computed); residual.p null:
+// dx = d. Stored to dx when it has data. The tiles see dx as [M, K], the norm as rows of D
+// (K = heads·D: a per-head norm's groups side by side; heads = 1: the norm's own rows).
 struct RmsnormGradProducer {
   static constexpr int kOutputs = 1;
   In dy, x, w, residual;
   const float *rstd, *mean;
   Out dx;
-  int64_t H;
+  int64_t K;
+  int D, heads;
   __device__ __forceinline__ float value(int, int64_t r, int64_t c) const {
-    const int64_t i = r * H + c;
-    const float rr = rstd[r];
-    const float d = dx.round(input_gradient(rr, w[c], dy[i], x[i] * rr, mean[r]));
+    const int64_t i = r * K + c;
+    const int g = static_cast<int>(c) / D;
+    const int64_t n = r * heads + g;  // the norm's row
+    const float rr = rstd[n];
+    const float d = dx.round(input_gradient(rr, w[c - int64_t{g} * D], dy[i], x[i] * rr, mean[n]));
     const float v = residual.p ? dx.round(residual[i] + d) : d;
     if (dx.p) dx.store(i, v);
     return v;
   }
+  // D % 8 == 0: the eight elements lie in one group.
   __device__ __forceinline__ void value8(int, int64_t r, int64_t c, float (&v)[8]) const {
-    const int64_t i = r * H + c;
+    const int64_t i = r * K + c;
+    const int g = static_cast<int>(c) / D;
+    const int64_t n = r * heads + g;
     float dyv[8], xv[8], wv[8], rv[8];
     quant::load8(dy, i, dyv);
     quant::load8(x, i, xv);
-    quant::load8(w, c, wv);
-    const float rr = rstd[r], mr = mean[r];
+    quant::load8(w, c - int64_t{g} * D, wv);
+    const float rr = rstd[n], mr = mean[n];
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = dx.round(input_gradient(rr, wv[j], dyv[j], xv[j] * rr, mr));
     if (residual.p) {

@@ -92,7 +92,13 @@ void Backend::rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const Matr
     rmsnorm_backward(dy, x, w, rstd, d, dw);
     add(residual, d, dxw);
   }
-  quantize_operands(*this, dxw, out, opt);
+  // The operands' view of dx: M rows of K = heads·D.
+  const int64_t M = out.along.rows, K = out.along.cols;
+  check(M * K == dx.rows * dx.cols && dx.cols > 0 && K % dx.cols == 0,
+        "rmsnorm_backward_fp8: operands [" + std::to_string(M) + ", " + std::to_string(K) +
+            "] are not a view of dx [" + std::to_string(dx.rows) + ", " + std::to_string(dx.cols) +
+            "] as rows of whole groups");
+  quantize_operands(*this, Matrix{dxw.data, M, K, dxw.dtype}, out, opt);
 }
 
 void Backend::swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Matrix& h,

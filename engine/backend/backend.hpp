@@ -359,9 +359,11 @@ class Backend {
                                    float* rstd, const Fp8Operands& out, const QuantOptions& opt);
   // The residual stream's gradient through a pre-norm block and its FP8 operands:
   // rmsnorm_backward(dy, x, w, rstd, d, dw) into d of dx's dtype, then dx = residual + d (add;
-  // residual [M, H] of any dtype, skipped when its data is null), then dx's FP8 operands into
-  // out. dx must not alias dy, x or residual. What a linear reading the gradient (o_proj,
-  // down_proj) takes in place of quantizing it.
+  // residual of dx's shape and any dtype, skipped when its data is null), then dx's FP8
+  // operands into out. dx must not alias dy, x or residual. What a linear reading the gradient
+  // (o_proj, down_proj) takes in place of quantizing it. The operands [M, K] may view dx [R, D]
+  // as M rows of K = heads·D (R = M·heads): a per-head norm's gradient (Qwen3's q/k norms,
+  // called with [M·heads, D] views as rmsnorm_backward is) quantized for q_proj / k_proj.
   virtual void rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const Matrix& w,
                                     const float* rstd, const Matrix& residual, const Matrix& dx,
                                     const Matrix& dw, const Fp8Operands& out,

@@ -738,20 +738,32 @@ void DecoderModel::backward(const std::vector<float>& dlogp) {
       // A rotation's adjoint is the opposite rotation.
       be_.rope(dq.m(), Hq, ids(S.positions), rope, true);
       be_.rope(dk.m(), Hkv, ids(S.positions), rope, true);
-      Tensor dq_raw, dk_raw;
-      if (cfg_.qk_norm) {
-        dq_raw = Tensor::make(be_, M, Hq * D, ad);
-        dk_raw = Tensor::make(be_, M, Hkv * D, ad);
-        be_.rmsnorm_backward(heads_view(dq, Hq), heads_view(a.q_raw, Hq), norm_weight(L.q_norm),
-                             a.rstd_q.f32(), heads_view(dq_raw, Hq), L.q_norm.grad.m());
-        be_.rmsnorm_backward(heads_view(dk, Hkv), heads_view(a.k_raw, Hkv), norm_weight(L.k_norm),
-                             a.rstd_k.f32(), heads_view(dk_raw, Hkv), L.k_norm.grad.m());
-      } else {
-        dq_raw = std::move(dq);
-        dk_raw = std::move(dk);
-      }
-      L.lin[0]->backward(a.in1, dq_raw.m(), dh1.m());
-      L.lin[1]->backward(a.in1, dk_raw.m(), tmp_h.m());
+      // q_proj's and k_proj's backward from dq and dk through the per-head norms; an FP8
+      // projection takes its gradient's operands from the norm's backward (the raw gradient is
+      // never written).
+      auto qk_backward = [&](Linear& lin, const Tensor& d, const Tensor& raw, int64_t heads,
+                             Param& norm, const Tensor& rstd, const Matrix& dx_out) {
+        if (!cfg_.qk_norm) {
+          lin.backward(a.in1, d.m(), dx_out);
+          return;
+        }
+        if (lin.precision() == Precision::fp8) {
+          const QuantOptions opt = lin.grad_options();
+          const Fp8Gradient g = Fp8Gradient::make(be_, M, heads * D, opt.format);
+          const Matrix unwritten{nullptr, M * heads, D, ad};
+          be_.rmsnorm_backward_fp8(heads_view(d, heads), heads_view(raw, heads), norm_weight(norm),
+                                   rstd.f32(), unwritten, unwritten, norm.grad.m(), g.operands(),
+                                   opt);
+          lin.backward(a.in1, g, dx_out);
+          return;
+        }
+        const Tensor d_raw = Tensor::make(be_, M, heads * D, ad);
+        be_.rmsnorm_backward(heads_view(d, heads), heads_view(raw, heads), norm_weight(norm),
+                             rstd.f32(), heads_view(d_raw, heads), norm.grad.m());
+        lin.backward(a.in1, d_raw.m(), dx_out);
+      };
+      qk_backward(*L.lin[0], dq, a.q_raw, Hq, L.q_norm, a.rstd_q, dh1.m());
+      qk_backward(*L.lin[1], dk, a.k_raw, Hkv, L.k_norm, a.rstd_k, tmp_h.m());
       be_.add(dh1.m(), tmp_h.m(), dh1.m());
       L.lin[2]->backward(a.in1, dv.m(), tmp_h.m());
       be_.add(dh1.m(), tmp_h.m(), dh1.m());

@@ -186,8 +186,16 @@ struct Reference {
 
 // --- the cases
 
-// rmsnorm_backward: with a residual; rmsnorm_backward_final: without (the final norm's).
-enum class Op { rmsnorm, swiglu, swiglu_backward, rmsnorm_backward, rmsnorm_backward_final };
+// rmsnorm_backward: with a residual; rmsnorm_backward_final: without (the final norm's);
+// rmsnorm_backward_heads: a per-head norm's (groups of norm_width(K) columns), without.
+enum class Op {
+  rmsnorm,
+  swiglu,
+  swiglu_backward,
+  rmsnorm_backward,
+  rmsnorm_backward_final,
+  rmsnorm_backward_heads
+};
 int outputs(Op op) {
   return op == Op::swiglu_backward ? 2 : 1;
 }
@@ -203,11 +211,18 @@ const char* op_name(Op op) {
       return "rmsnorm_backward";
     case Op::rmsnorm_backward_final:
       return "rmsnorm_backward (no residual)";
+    case Op::rmsnorm_backward_heads:
+      return "rmsnorm_backward (per head)";
   }
   return "?";
 }
 bool norm_backward(Op op) {
-  return op == Op::rmsnorm_backward || op == Op::rmsnorm_backward_final;
+  return op == Op::rmsnorm_backward || op == Op::rmsnorm_backward_final ||
+         op == Op::rmsnorm_backward_heads;
+}
+// The norm's width: a head of 128 or 64 columns for the per-head norm, else the row.
+int64_t norm_width(Op op, int64_t K) {
+  return op != Op::rmsnorm_backward_heads ? K : K % 128 == 0 ? 128 : 64;
 }
 
 struct Case {
@@ -280,7 +295,7 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     // whole row through its mean) — and in dy of the final norm's cases.
     in.push_back(make_tensor(M, K, c.out_bf16, c.op == Op::rmsnorm_backward_final, rng));
     in.push_back(make_tensor(M, K, !c.out_bf16, false, rng));
-    in.push_back(make_tensor(1, K, c.out_bf16, false, rng));
+    in.push_back(make_tensor(1, norm_width(c.op, K), c.out_bf16, false, rng));
     in.push_back(make_tensor(M, K, !c.out_bf16, true, rng));
   } else {
     in.push_back(make_tensor(M, K, c.out_bf16, true, rng));
@@ -313,19 +328,29 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     dst[o] = {c.store ? out[o].data() : nullptr, c.out_bf16};
   }
   const QuantOptions opt{c.format, c.pow2, c.stats ? &sums[0] : nullptr};
-  std::vector<float> rstd(static_cast<size_t>(M), NAN), mean(static_cast<size_t>(M), NAN);
+  // The norm's rows R of width D (per head: the [M·heads, D] view of the [M, K] tensors).
+  const int64_t D = norm_width(c.op, K), R = M * (K / D);
+  auto norm_view = [&](const Matrix& m) { return Matrix{m.data, R, D, m.dtype}; };
+  std::vector<float> rstd(static_cast<size_t>(R), NAN), mean(static_cast<size_t>(R), NAN);
   const bool residual = c.op == Op::rmsnorm_backward;
   if (norm_backward(c.op)) {
     // Any rstd serves (the CPU's of x); then the row-mean pass and the producer.
     Output y(M, K, c.out_bf16);
-    cpu.rmsnorm_forward(in[1].matrix(), in[2].matrix(), eps, Matrix{y.data(), M, K, out_dtype},
-                        rstd.data());
+    cpu.rmsnorm_forward(norm_view(in[1].matrix()), in[2].matrix(), eps,
+                        Matrix{y.data(), R, D, out_dtype}, rstd.data());
     rmsnorm_kernels::launch_rmsnorm_backward_dx<false>(
-        in[0].matrix(), in[1].matrix(), in[2].matrix(), rstd.data(),
-        Matrix{nullptr, M, K, out_dtype}, mean.data(), nullptr, sm_count);
-    const rmsnorm_kernels::RmsnormGradProducer prod{
-        in[0].in(),  in[1].in(),  in[2].in(), residual ? in[3].in() : In{nullptr, false},
-        rstd.data(), mean.data(), dst[0],     K};
+        norm_view(in[0].matrix()), norm_view(in[1].matrix()), in[2].matrix(), rstd.data(),
+        Matrix{nullptr, R, D, out_dtype}, mean.data(), nullptr, sm_count);
+    const rmsnorm_kernels::RmsnormGradProducer prod{in[0].in(),
+                                                    in[1].in(),
+                                                    in[2].in(),
+                                                    residual ? in[3].in() : In{nullptr, false},
+                                                    rstd.data(),
+                                                    mean.data(),
+                                                    dst[0],
+                                                    K,
+                                                    static_cast<int>(D),
+                                                    static_cast<int>(K / D)};
     quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
                            nullptr, sm_count);
   } else if (c.op == Op::rmsnorm) {
@@ -388,9 +413,9 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
   } else if (norm_backward(c.op)) {
     // The unfused op on a device: the dx kernel (its own row means), then the CPU's add.
     Output d(M, K, c.out_bf16);
-    rmsnorm_kernels::launch_rmsnorm_backward_dx<true>(in[0].matrix(), in[1].matrix(),
-                                                      in[2].matrix(), rstd.data(), matrix(d),
-                                                      nullptr, nullptr, sm_count);
+    rmsnorm_kernels::launch_rmsnorm_backward_dx<true>(
+        norm_view(in[0].matrix()), norm_view(in[1].matrix()), in[2].matrix(), rstd.data(),
+        norm_view(matrix(d)), nullptr, nullptr, sm_count);
     if (residual) {
       cpu.add(in[3].matrix(), matrix(d), matrix(want[0]));
     } else {
@@ -519,7 +544,8 @@ int main() {
   using F = Fp8Format;
   const F e4 = F::e4m3, e5 = F::e5m2;
   const Op norm = Op::rmsnorm, fwd = Op::swiglu, bwd = Op::swiglu_backward,
-           nbwd = Op::rmsnorm_backward, nfin = Op::rmsnorm_backward_final;
+           nbwd = Op::rmsnorm_backward, nfin = Op::rmsnorm_backward_final,
+           nhead = Op::rmsnorm_backward_heads;
   // {M, K, format, pow2, op, out_bf16, stage_bf16, vec, transposed, stats, store}
   const std::vector<Case> cases = {
       // quantize_produced_kernel, one output with its transposed copy.
@@ -559,6 +585,10 @@ int main() {
       {257, 1024, e4, false, nbwd, true, false, true, false, true, true},  // the row kernel
       {130, 300, e4, false, nfin, true, true, false, true, true, true},
       {257, 1024, e5, true, nfin, false, false, true, true, true, false},
+      // Per-head norms: heads of 128 (8 a row), of 64 (3 a row, a partial block of K).
+      {130, 1024, e4, false, nhead, true, true, true, true, true, false},
+      {65, 192, e4, false, nhead, true, false, false, true, true, true},
+      {64, 256, e5, true, nhead, false, false, true, true, true, true},
   };
   int failed = 0, runs = 0;
   for (size_t i = 0; i < cases.size(); ++i) {

@@ -168,45 +168,50 @@ std::string compare_dw(const std::vector<uint8_t>& got, const std::vector<uint8_
 }
 
 // rmsnorm_backward_fp8 against rmsnorm_backward, add and the quantization; without residual
-// (the final norm's) against rmsnorm_backward and the quantization.
+// (the final norm's) against rmsnorm_backward and the quantization. D: the norm's width (H, or a
+// head's for a per-head norm over the [M·H/D, D] view of the [M, H] gradient).
 void add_rmsnorm_backward_case(Registry& reg, int64_t M, int64_t H, DType dt, bool transposed,
-                               bool residual, DType residual_dt, bool written, QuantOptions opt) {
+                               bool residual, DType residual_dt, bool written, QuantOptions opt,
+                               int64_t D = 0) {
   std::string what = what_of(dt, M, H, transposed, written, opt);
   what += residual ? (residual_dt == dt ? " +residual"
                                         : " +residual " + std::string(dtype_name(residual_dt)))
                    : " no residual";
-  reg.push_back({"rmsnorm_backward_fp8 " + what, [=](Backend&, Backend& test, Rng& rng) {
-                   return staged_both_ways(test, [&]() -> Result {
-                     const DevMatrix x(test, rng, M, H, dt, 3.0), w(test, rng, 1, H, dt),
-                         dy(test, rng, M, H, dt), res(test, rng, M, H, residual_dt, 2.0);
-                     DevMatrix rstd(test, M, 1, DType::f32), y(test, M, H, dt), dx(test, M, H, dt),
-                         dx_ref(test, M, H, dt), d_ref(test, M, H, dt), dw(test, 1, H, DType::f32),
-                         dw_ref(test, 1, H, DType::f32);
-                     test.rmsnorm_forward(x.m, w.m, 1e-6f, y.m, static_cast<float*>(rstd.m.data));
-                     const auto* r = static_cast<const float*>(rstd.m.data);
-                     DevOperands got(test, M, H, transposed, opt),
-                         want(test, M, H, transposed, opt);
-                     const Matrix resm = residual ? res.m : Matrix{nullptr, M, H, residual_dt};
-                     test.rmsnorm_backward_fp8(dy.m, x.m, w.m, r, resm,
-                                               written ? dx.m : Matrix{nullptr, M, H, dt}, dw.m,
-                                               got.ops, got.opt);
-                     if (residual) {
-                       test.rmsnorm_backward(dy.m, x.m, w.m, r, d_ref.m, dw_ref.m);
-                       test.add(res.m, d_ref.m, dx_ref.m);
-                     } else {
-                       test.rmsnorm_backward(dy.m, x.m, w.m, r, dx_ref.m, dw_ref.m);
-                     }
-                     want.quantize_unfused(test, dx_ref.m);
-                     if (written && dx.bytes() != dx_ref.bytes())
-                       return fail("dx differs from rmsnorm_backward's (+ add)");
-                     if (!written && dx.bytes() != std::vector<uint8_t>(dx.buf.bytes(), 0))
-                       return fail("an unwritten dx changed");
-                     std::string d = compare_dw(dw.bytes(), dw_ref.bytes());
-                     if (d.empty()) d = compare_operands(got, want, "dx");
-                     return d.empty() ? pass("bit-exact with rmsnorm_backward + add + quantize")
-                                      : fail(d);
-                   });
-                 }});
+  if (D > 0) what += fmt(" heads of %lld", static_cast<long long>(D));
+  if (D <= 0) D = H;
+  reg.push_back(
+      {"rmsnorm_backward_fp8 " + what, [=](Backend&, Backend& test, Rng& rng) {
+         return staged_both_ways(test, [&]() -> Result {
+           const int64_t R = M * (H / D);
+           auto view = [&](const DevMatrix& t) { return Matrix{t.m.data, R, D, t.m.dtype}; };
+           const DevMatrix x(test, rng, M, H, dt, 3.0), w(test, rng, 1, D, dt),
+               dy(test, rng, M, H, dt), res(test, rng, M, H, residual_dt, 2.0);
+           DevMatrix rstd(test, R, 1, DType::f32), y(test, M, H, dt), dx(test, M, H, dt),
+               dx_ref(test, M, H, dt), d_ref(test, M, H, dt), dw(test, 1, D, DType::f32),
+               dw_ref(test, 1, D, DType::f32);
+           test.rmsnorm_forward(view(x), w.m, 1e-6f, view(y), static_cast<float*>(rstd.m.data));
+           const auto* r = static_cast<const float*>(rstd.m.data);
+           DevOperands got(test, M, H, transposed, opt), want(test, M, H, transposed, opt);
+           const Matrix resm = residual ? view(res) : Matrix{nullptr, R, D, residual_dt};
+           test.rmsnorm_backward_fp8(view(dy), view(x), w.m, r, resm,
+                                     written ? view(dx) : Matrix{nullptr, R, D, dt}, dw.m, got.ops,
+                                     got.opt);
+           if (residual) {
+             test.rmsnorm_backward(view(dy), view(x), w.m, r, view(d_ref), dw_ref.m);
+             test.add(res.m, d_ref.m, dx_ref.m);
+           } else {
+             test.rmsnorm_backward(view(dy), view(x), w.m, r, view(dx_ref), dw_ref.m);
+           }
+           want.quantize_unfused(test, dx_ref.m);
+           if (written && dx.bytes() != dx_ref.bytes())
+             return fail("dx differs from rmsnorm_backward's (+ add)");
+           if (!written && dx.bytes() != std::vector<uint8_t>(dx.buf.bytes(), 0))
+             return fail("an unwritten dx changed");
+           std::string d = compare_dw(dw.bytes(), dw_ref.bytes());
+           if (d.empty()) d = compare_operands(got, want, "dx");
+           return d.empty() ? pass("bit-exact with rmsnorm_backward + add + quantize") : fail(d);
+         });
+       }});
 }
 
 void add_swiglu_case(Registry& reg, int64_t M, int64_t I, DType dt, bool transposed, bool written,
@@ -301,6 +306,11 @@ void add_fused_cases(Registry& reg) {
   add_rmsnorm_backward_case(reg, 257, 1024, DType::bf16, true, true, DType::bf16, false, e4m3);
   add_rmsnorm_backward_case(reg, 257, 1024, DType::bf16, false, true, DType::bf16, true, e4m3);
   add_rmsnorm_backward_case(reg, 129, 256, DType::bf16, true, true, DType::bf16, true, e5m2_pow2);
+  // Per-head norms (Qwen3's q/k norms): heads of 128 and of 64 (a partial block of H).
+  add_rmsnorm_backward_case(reg, 130, 1024, DType::bf16, true, false, DType::bf16, false, e4m3,
+                            128);
+  add_rmsnorm_backward_case(reg, 65, 192, DType::bf16, true, false, DType::bf16, true, e4m3, 64);
+  add_rmsnorm_backward_case(reg, 3, 256, DType::f32, true, false, DType::f32, true, e5m2_pow2, 128);
   add_swiglu_case(reg, 130, 384, DType::bf16, false, true, e4m3);
   add_swiglu_case(reg, 65, 256, DType::f32, false, false, e5m2_pow2);
   add_swiglu_case(reg, 257, 1024, DType::bf16, true, false, e4m3);
