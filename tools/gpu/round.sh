@@ -20,8 +20,8 @@
 #   ops       9  the op registry on the GPU against the CPU reference (every case: error, bound)
 #   recipe   53  whole GRPO steps at the recipe's workload, BF16 / FP8 / FP8 + FP8 KV in one run
 #                each, split by phase: recipe-8b (Qwen3-8B width, 512 x 256 + 1,024 tokens, with
-#                op times), recipe-0.6b (the gpu preset's shape, the same workload) and
-#                recipe-8b-long (64 x 256 + 4,096 tokens)
+#                op times), recipe-8b-long (64 x 256 + 4,096 tokens) and recipe-0.6b (the gpu
+#                preset's shape, the same workload as recipe-8b; the one the cap cuts first)
 #   decode    6  a decode step's kernels at Qwen3-8B's shapes, 1 to 512 rows, contexts 1,280 and
 #                4,096: the fused FP8 linear and attention over FP8 / BF16 KV caches against the
 #                copy bandwidth, BF16 / FP8 ratios, the kernel options swept
@@ -474,17 +474,19 @@ part_recipe() {
       --set grpo.group_size=2 --set task.min_len=15 --set task.max_len=15
       --set task.max_response_tokens=16 --set model.max_position_embeddings=48
       --set task.validation_size=2)
-    for p in recipe-8b recipe-0.6b recipe-8b-long; do
+    for p in recipe-8b recipe-8b-long recipe-0.6b; do
       cmd "bench-step-$p" "$fp8rl" bench step --backend cpu --preset "$p" --steps 1 --warmup 1 \
         --no-pytorch "${tiny[@]}" --json "$j/bench-step-$p.json"
     done
   else
     cmd bench-step-recipe-8b "$fp8rl" bench step --backend cuda --preset recipe-8b --steps 1 \
       --warmup 1 --op-times --json "$j/bench-step-recipe-8b.json"
-    cmd bench-step-recipe-0.6b "$fp8rl" bench step --backend cuda --preset recipe-0.6b --steps 1 \
-      --warmup 1 --json "$j/bench-step-recipe-0.6b.json"
+    # The long-context point before the 0.6B shape: it carries the 64 x 4,096 target, and the
+    # step part measures the 0.6B shape too (with short responses) should the cap cut this one.
     cmd bench-step-recipe-8b-long "$fp8rl" bench step --backend cuda --preset recipe-8b-long \
       --steps 1 --warmup 1 --json "$j/bench-step-recipe-8b-long.json"
+    cmd bench-step-recipe-0.6b "$fp8rl" bench step --backend cuda --preset recipe-0.6b --steps 1 \
+      --warmup 1 --json "$j/bench-step-recipe-0.6b.json"
   fi
 }
 part_torch() { torch_decode torch-decode-0.6b qwen3-0.6b 64; }
