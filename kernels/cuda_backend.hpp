@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/lru_cache.hpp"
 
 namespace fp8rl {
 
@@ -420,7 +421,8 @@ class CudaBackend final : public Backend {
   bool attention_decode(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                         const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o);
 
-  // gemm.cu: the cached plan for key (built on first use; never rebuilt).
+  // gemm.cu: the cached plan for key (built on first use; rebuilt only after the least recently
+  // used plans were evicted, see plans_). The reference is valid until the next plan() call.
   const cuda::GemmPlan& plan(const cuda::GemmKey& key) const;
   // Runs a planned matmul D = A·op + beta·C with C = D; scale pointers only for FP8 plans.
   void run_plan(const cuda::GemmPlan& plan, const void* a, const void* b, void* d, float beta,
@@ -464,7 +466,9 @@ class CudaBackend final : public Backend {
   std::vector<cudaEvent_t> op_event_pool_;     // read events, for reuse
   std::map<std::string, OpTiming> op_totals_;  // by op name
   mutable std::mutex plans_mutex_;
-  mutable std::map<cuda::GemmKey, std::unique_ptr<cuda::GemmPlan>> plans_;
+  // At most kMaxPlans plans: an MoE layer's experts bring new row counts every step.
+  static constexpr size_t kMaxPlans = 4096;
+  mutable LruCache<cuda::GemmKey, std::unique_ptr<cuda::GemmPlan>> plans_{kMaxPlans};
 };
 
 }  // namespace fp8rl

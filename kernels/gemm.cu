@@ -204,7 +204,7 @@ class ScratchLayout {
 
 const cuda::GemmPlan& CudaBackend::plan(const cuda::GemmKey& key) const {
   std::lock_guard<std::mutex> lock(plans_mutex_);
-  if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
+  if (const auto* cached = plans_.find(key)) return **cached;
 
   auto p = std::make_unique<cuda::GemmPlan>();
   FP8RL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -269,7 +269,7 @@ const cuda::GemmPlan& CudaBackend::plan(const cuda::GemmKey& key) const {
   } else {
     cuda::check_cublas(status, "cublasLtMatmulAlgoGetHeuristic");
   }
-  return *plans_.emplace(key, std::move(p)).first->second;
+  return *plans_.insert(key, std::move(p));
 }
 
 void CudaBackend::run_plan(const cuda::GemmPlan& p, const void* a, const void* b, void* d,

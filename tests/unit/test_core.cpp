@@ -1,13 +1,17 @@
 // Core: errors carry what and where (and read without the where); parallel_for covers every index,
-// nested and from several threads at once, and rethrows.
+// nested and from several threads at once, and rethrows; an LRU cache forgets the least recently
+// used entry.
 #include <QtTest>
 
 #include <atomic>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "core/lru_cache.hpp"
 #include "core/parallel.hpp"
 
 class TestCore : public QObject {
@@ -30,6 +34,30 @@ class TestCore : public QObject {
     }
     QCOMPARE(fp8rl::error_text(fp8rl::Error("no such file")), std::string("no such file"));
     QCOMPARE(fp8rl::error_text(std::runtime_error("plain")), std::string("plain"));
+  }
+
+  void lruCacheEvictsTheLeastRecentlyUsed() {
+    fp8rl::LruCache<int, std::unique_ptr<std::string>> cache(3);
+    for (int k : {1, 2, 3}) cache.insert(k, std::make_unique<std::string>(std::to_string(k)));
+    QCOMPARE(cache.size(), size_t{3});
+    QVERIFY(cache.find(1) != nullptr);  // 1 is now the most recent; 2 the least
+    cache.insert(4, std::make_unique<std::string>("4"));
+    QCOMPARE(cache.size(), size_t{3});
+    QCOMPARE(cache.evictions(), uint64_t{1});
+    QVERIFY(cache.find(2) == nullptr);
+    QCOMPARE(**cache.find(1), std::string("1"));
+    QCOMPARE(**cache.find(3), std::string("3"));
+    QCOMPARE(**cache.find(4), std::string("4"));
+    // Order now 4, 3, 1 (most recent first): the next insert evicts 1.
+    std::string& five = *cache.insert(5, std::make_unique<std::string>("5"));
+    QCOMPARE(five, std::string("5"));
+    QVERIFY(cache.find(1) == nullptr);
+    QCOMPARE(cache.evictions(), uint64_t{2});
+    QVERIFY_THROWS_EXCEPTION(fp8rl::Error, cache.insert(5, nullptr));
+    cache.clear();
+    QCOMPARE(cache.size(), size_t{0});
+    QVERIFY(cache.find(5) == nullptr);
+    QVERIFY_THROWS_EXCEPTION(fp8rl::Error, (fp8rl::LruCache<int, int>(0)));
   }
 
   void checkThrowsOnlyWhenFalse() {
