@@ -166,10 +166,14 @@ void CudaBackend::rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const 
         std::string(op) + ": dx may not alias dy, x or the residual");
   const quant::QuantTarget tg = quant::produced_target(op, M, K, out, opt);
   make_current();
-  launch_rmsnorm_backward_dw(op, dy, x, rstd, dw, stream_, sm_count_);
+  // One read of dy and x for the row means and dw (two passes for rows too wide for that).
   auto* mean = static_cast<float*>(scratch(sizeof(float) * static_cast<size_t>(R)));
-  launch_rmsnorm_backward_dx<false>(dy, x, w, rstd, Matrix{nullptr, R, D, dx.dtype}, mean, stream_,
-                                    sm_count_);
+  if (!launch_rmsnorm_backward_rows(dy, x, w, rstd, mean, static_cast<float*>(dw.data), stream_,
+                                    sm_count_)) {
+    launch_rmsnorm_backward_dw(op, dy, x, rstd, dw, stream_, sm_count_);
+    launch_rmsnorm_backward_dx<false>(dy, x, w, rstd, Matrix{nullptr, R, D, dx.dtype}, mean,
+                                      stream_, sm_count_);
+  }
   auto aligned = [](const Matrix& m) { return cuda::pointer_alignment(m.data) >= 16; };
   const bool vec = D % 8 == 0 && aligned(dy) && aligned(x) && aligned(w) &&
                    (residual.data == nullptr || aligned(residual)) &&

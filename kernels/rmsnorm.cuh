@@ -170,6 +170,81 @@ void launch_rmsnorm_backward_dx(const Matrix& dy, const Matrix& x, const Matrix&
   cuda::check_launch("rmsnorm_backward_dx_kernel");
 }
 
+// The fused backward's row pass: each row's mean_h(w·dy·x̂) into mean (the dx kernel's
+// reduction, spelled the same, so the same means) and, from the same read of dy and x,
+// dw[h] += Σ_m dy·x̂ (f32): a thread's columns h = lane + kGroup·j (j < kCols, kCols·kGroup ≥ H)
+// summed in registers over its rows, then added into dw once per block (a warp-per-row block's
+// warps first add theirs in shared memory). The grid decides how many atomics reach dw.
+template <int kGroup, int kCols>
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_backward_rows_kernel(In dy, In x, In w, const float* __restrict__ rstd,
+                                 float* __restrict__ mean_out, float* __restrict__ dw, int64_t M,
+                                 int64_t H) {
+  __shared__ float warp_sums[kThreads / 32];
+  __shared__ float col_sums[kGroup == 32 ? kWarpRowMax : 1];
+  const auto [lane, first, stride] = row_group<kGroup>();
+  if constexpr (kGroup == 32) {
+    for (int64_t h = threadIdx.x; h < H; h += kThreads) col_sums[h] = 0.0f;
+    __syncthreads();
+  }
+  float acc[kCols];
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) acc[j] = 0.0f;
+  for (int64_t m = first; m < M; m += stride) {
+    const int64_t row = m * H;
+    const float r = rstd[m];
+    float dot = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int64_t h = lane + int64_t{j} * kGroup;
+      if (h < H) {
+        const float d = dy[row + h], xh = x[row + h] * r;
+        dot += w[h] * d * xh;
+        acc[j] += d * xh;
+      }
+    }
+    dot = group_sum<kGroup>(dot, warp_sums);
+    if (lane == 0) mean_out[m] = dot / static_cast<float>(H);
+  }
+  if constexpr (kGroup == 32) {
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int64_t h = lane + int64_t{j} * kGroup;
+      if (h < H) atomicAdd(&col_sums[h], acc[j]);
+    }
+    __syncthreads();
+    for (int64_t h = threadIdx.x; h < H; h += kThreads) atomicAdd(dw + h, col_sums[h]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int64_t h = lane + int64_t{j} * kGroup;
+      if (h < H) atomicAdd(dw + h, acc[j]);
+    }
+  }
+}
+
+// Launches the row pass over x [M, H] with about 4 blocks per SM (each adding its column sums to
+// dw once); false (nothing launched) for rows wider than kThreads·32, whose column sums would
+// not fit a thread's registers.
+inline bool launch_rmsnorm_backward_rows(const Matrix& dy, const Matrix& x, const Matrix& w,
+                                         const float* rstd, float* mean, float* dw,
+                                         cudaStream_t stream, int sm_count) {
+  const int64_t M = x.rows, H = x.cols;
+  const int64_t cap = int64_t{4} * sm_count;
+  if (H <= kWarpRowMax) {
+    rmsnorm_backward_rows_kernel<32, kWarpRowMax / 32>
+        <<<cuda::grid_for(M, kThreads / 32, cap), kThreads, 0, stream>>>(
+            cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, mean, dw, M, H);
+  } else if (H <= int64_t{kThreads} * 32) {
+    rmsnorm_backward_rows_kernel<kThreads, 32><<<cuda::grid_for(M, 1, cap), kThreads, 0, stream>>>(
+        cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, mean, dw, M, H);
+  } else {
+    return false;
+  }
+  cuda::check_launch("rmsnorm_backward_rows_kernel");
+  return true;
+}
+
 // The residual stream's gradient dx = residual + d for quantize_produced_kernel, d the input
 // gradient rounded to dx's dtype (rstd and the row means already computed); residual.p null:
 // dx = d. Stored to dx when it has data. The tiles see dx as [M, K], the norm as rows of D

@@ -332,15 +332,19 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
   const int64_t D = norm_width(c.op, K), R = M * (K / D);
   auto norm_view = [&](const Matrix& m) { return Matrix{m.data, R, D, m.dtype}; };
   std::vector<float> rstd(static_cast<size_t>(R), NAN), mean(static_cast<size_t>(R), NAN);
+  std::vector<float> dw(static_cast<size_t>(D), 0.0f);  // the norm weight's gradient (+=)
   const bool residual = c.op == Op::rmsnorm_backward;
   if (norm_backward(c.op)) {
     // Any rstd serves (the CPU's of x); then the row-mean pass and the producer.
     Output y(M, K, c.out_bf16);
     cpu.rmsnorm_forward(norm_view(in[1].matrix()), in[2].matrix(), eps,
                         Matrix{y.data(), R, D, out_dtype}, rstd.data());
-    rmsnorm_kernels::launch_rmsnorm_backward_dx<false>(
-        norm_view(in[0].matrix()), norm_view(in[1].matrix()), in[2].matrix(), rstd.data(),
-        Matrix{nullptr, R, D, out_dtype}, mean.data(), nullptr, sm_count);
+    if (!rmsnorm_kernels::launch_rmsnorm_backward_rows(
+            norm_view(in[0].matrix()), norm_view(in[1].matrix()), in[2].matrix(), rstd.data(),
+            mean.data(), dw.data(), nullptr, sm_count)) {
+      std::printf("  the row pass does not take rows of %lld\n", static_cast<long long>(D));
+      return false;
+    }
     const rmsnorm_kernels::RmsnormGradProducer prod{in[0].in(),
                                                     in[1].in(),
                                                     in[2].in(),
@@ -411,6 +415,27 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
       cpu.quantize(y, ref_out[0].along, ref_opt[0], nullptr);
     }
   } else if (norm_backward(c.op)) {
+    // dw: the CPU's sums in another order, to 1e-5 of the sum of the terms' magnitudes.
+    std::vector<float> dw_ref(static_cast<size_t>(D), 0.0f), scale(static_cast<size_t>(D), 0.0f);
+    Output d_cpu(M, K, c.out_bf16);
+    cpu.rmsnorm_backward(norm_view(in[0].matrix()), norm_view(in[1].matrix()), in[2].matrix(),
+                         rstd.data(), norm_view(matrix(d_cpu)),
+                         Matrix{dw_ref.data(), 1, D, DType::f32});
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t h = 0; h < D; ++h) {
+        const size_t i = static_cast<size_t>(r * D + h);
+        scale[h] += std::fabs(in[0].value[i] * in[1].value[i] * rstd[r]);
+      }
+    for (int64_t h = 0; h < D; ++h) {
+      const float g = dw[h], w = dw_ref[h];
+      const bool ok = std::isfinite(w) ? std::fabs(g - w) <= 1e-5f * scale[h] + 1e-30f
+                                       : (std::isnan(w) ? std::isnan(g) : g == w);
+      if (!ok) {
+        std::printf("  dw[%lld] is %g, the CPU's %g\n", static_cast<long long>(h), g, w);
+        ++bad;
+        break;
+      }
+    }
     // The unfused op on a device: the dx kernel (its own row means), then the CPU's add.
     Output d(M, K, c.out_bf16);
     rmsnorm_kernels::launch_rmsnorm_backward_dx<true>(

@@ -154,15 +154,36 @@ void add_rmsnorm_case(Registry& reg, int64_t M, int64_t H, DType dt, bool transp
        }});
 }
 
-// The norm's weight gradient: the same column sums, added by atomics in another order.
-std::string compare_dw(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
-  const size_t n = got.size() / 4;
+// The values of an f32 or bf16 matrix's bytes.
+std::vector<float> values_of(const std::vector<uint8_t>& bytes, DType dt) {
+  const size_t n = bytes.size() / dtype_size(dt);
+  std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) {
-    float g = 0, w = 0;
-    std::memcpy(&g, &got[i * 4], 4);
-    std::memcpy(&w, &want[i * 4], 4);
-    if (!(std::fabs(g - w) <= 1e-5f * std::fabs(w) + 1e-6f))
-      return fmt("dw[%zu] is %g, rmsnorm_backward's %g", i, g, w);
+    if (dt == DType::f32) {
+      std::memcpy(&v[i], &bytes[i * 4], 4);
+    } else {
+      uint16_t b = 0;
+      std::memcpy(&b, &bytes[i * 2], 2);
+      const uint32_t u = static_cast<uint32_t>(b) << 16;
+      std::memcpy(&v[i], &u, 4);
+    }
+  }
+  return v;
+}
+
+// The norm's weight gradient dw [D] = Σ_r dy·x̂ over rows [R, D]: the same terms summed in
+// another order (atomics), so within 1e-5 of the sum of the terms' magnitudes.
+std::string compare_dw(const std::vector<float>& got, const std::vector<float>& want,
+                       const std::vector<float>& dy, const std::vector<float>& x,
+                       const std::vector<float>& rstd) {
+  const size_t D = got.size(), R = rstd.size();
+  for (size_t h = 0; h < D; ++h) {
+    double scale = 0;
+    for (size_t r = 0; r < R; ++r)
+      scale += std::fabs(double{dy[r * D + h]} * x[r * D + h] * rstd[r]);
+    if (!(std::fabs(double{got[h]} - want[h]) <= 1e-5 * scale + 1e-30))
+      return fmt("dw[%zu] is %g, rmsnorm_backward's %g (terms' magnitudes %g)", h, got[h], want[h],
+                 scale);
   }
   return {};
 }
@@ -207,7 +228,10 @@ void add_rmsnorm_backward_case(Registry& reg, int64_t M, int64_t H, DType dt, bo
              return fail("dx differs from rmsnorm_backward's (+ add)");
            if (!written && dx.bytes() != std::vector<uint8_t>(dx.buf.bytes(), 0))
              return fail("an unwritten dx changed");
-           std::string d = compare_dw(dw.bytes(), dw_ref.bytes());
+           std::string d =
+               compare_dw(values_of(dw.bytes(), DType::f32), values_of(dw_ref.bytes(), DType::f32),
+                          values_of(dy.bytes(), dt), values_of(x.bytes(), dt),
+                          values_of(rstd.bytes(), DType::f32));
            if (d.empty()) d = compare_operands(got, want, "dx");
            return d.empty() ? pass("bit-exact with rmsnorm_backward + add + quantize") : fail(d);
          });
