@@ -5,7 +5,9 @@
 // A row is reduced by one warp (H ≤ 1024) or one block (wider rows), so short rows do not leave
 // most of a block idle. rstd = 1/sqrtf(mean + eps) with IEEE division and square root, as on the
 // CPU; the final per-element expressions are spelled with _rn intrinsics so nvcc cannot contract
-// them into FMAs the reference does not use.
+// them into FMAs the reference does not use. The backward reads dy and x once for dw, the row
+// means and dx (rmsnorm_backward_rows_kernel) where a thread can hold its columns' dw sums
+// (rows up to 8,192); wider rows take a dw kernel and a dx kernel.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -130,8 +132,12 @@ void CudaBackend::rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matr
   check((dx.data != dy.data || dx.dtype == dy.dtype) && (dx.data != x.data || dx.dtype == x.dtype),
         std::string(op) + ": dx aliases an input of another dtype");
   make_current();
-  // dw first: it reads dy and x, which dx may overwrite (the dx kernel reads a row completely
-  // before writing it, so dx may alias dy or x of the same dtype, as on the CPU).
+  // dw and dx in one pass over the rows where a thread can hold its columns' sums (dx may alias
+  // dy or x of the same dtype, as on the CPU: a row is read before it is written).
+  if (launch_rmsnorm_backward_rows<true>(dy, x, w, rstd, dx, nullptr, static_cast<float*>(dw.data),
+                                         stream_, sm_count_))
+    return;
+  // Wider rows: dw first, as it reads dy and x, which dx may overwrite; then dx.
   launch_rmsnorm_backward_dw(op, dy, x, rstd, dw, stream_, sm_count_);
   launch_rmsnorm_backward_dx<true>(dy, x, w, rstd, dx, nullptr, stream_, sm_count_);
 }
@@ -168,8 +174,8 @@ void CudaBackend::rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const 
   make_current();
   // One read of dy and x for the row means and dw (two passes for rows too wide for that).
   auto* mean = static_cast<float*>(scratch(sizeof(float) * static_cast<size_t>(R)));
-  if (!launch_rmsnorm_backward_rows(dy, x, w, rstd, mean, static_cast<float*>(dw.data), stream_,
-                                    sm_count_)) {
+  if (!launch_rmsnorm_backward_rows<false>(dy, x, w, rstd, Matrix{nullptr, R, D, dx.dtype}, mean,
+                                           static_cast<float*>(dw.data), stream_, sm_count_)) {
     launch_rmsnorm_backward_dw(op, dy, x, rstd, dw, stream_, sm_count_);
     launch_rmsnorm_backward_dx<false>(dy, x, w, rstd, Matrix{nullptr, R, D, dx.dtype}, mean,
                                       stream_, sm_count_);

@@ -170,14 +170,16 @@ void launch_rmsnorm_backward_dx(const Matrix& dy, const Matrix& x, const Matrix&
   cuda::check_launch("rmsnorm_backward_dx_kernel");
 }
 
-// The fused backward's row pass: each row's mean_h(w·dy·x̂) into mean (the dx kernel's
+// The backward in one pass over the rows: each row's mean_h(w·dy·x̂) (the dx kernel's
 // reduction, spelled the same, so the same means) and, from the same read of dy and x,
 // dw[h] += Σ_m dy·x̂ (f32): a thread's columns h = lane + kGroup·j (j < kCols, kCols·kGroup ≥ H)
 // summed in registers over its rows, then added into dw once per block (a warp-per-row block's
-// warps first add theirs in shared memory). The grid decides how many atomics reach dw.
-template <int kGroup, int kCols>
+// warps first add theirs in shared memory). The grid decides how many atomics reach dw. Then
+// either the row's dx (kWriteDx: rmsnorm_backward; each element read before the same thread
+// writes it, so dx may alias dy or x) or its mean, to mean_out (the fused producer's row pass).
+template <int kGroup, int kCols, bool kWriteDx>
 __global__ void __launch_bounds__(kThreads)
-    rmsnorm_backward_rows_kernel(In dy, In x, In w, const float* __restrict__ rstd,
+    rmsnorm_backward_rows_kernel(In dy, In x, In w, const float* __restrict__ rstd, Out dx,
                                  float* __restrict__ mean_out, float* __restrict__ dw, int64_t M,
                                  int64_t H) {
   __shared__ float warp_sums[kThreads / 32];
@@ -204,7 +206,16 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     dot = group_sum<kGroup>(dot, warp_sums);
-    if (lane == 0) mean_out[m] = dot / static_cast<float>(H);
+    const float mean = dot / static_cast<float>(H);
+    if constexpr (kWriteDx) {
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) {
+        const int64_t h = lane + int64_t{j} * kGroup;
+        if (h < H) dx.store(row + h, input_gradient(r, w[h], dy[row + h], x[row + h] * r, mean));
+      }
+    } else if (lane == 0) {
+      mean_out[m] = mean;
+    }
   }
   if constexpr (kGroup == 32) {
 #pragma unroll
@@ -224,20 +235,24 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Launches the row pass over x [M, H] with about 4 blocks per SM (each adding its column sums to
-// dw once); false (nothing launched) for rows wider than kThreads·32, whose column sums would
-// not fit a thread's registers.
-inline bool launch_rmsnorm_backward_rows(const Matrix& dy, const Matrix& x, const Matrix& w,
-                                         const float* rstd, float* mean, float* dw,
-                                         cudaStream_t stream, int sm_count) {
+// dw once): dx written (kWriteDx) or the row means into mean. False (nothing launched) for rows
+// wider than kThreads·32, whose column sums would not fit a thread's registers.
+template <bool kWriteDx>
+bool launch_rmsnorm_backward_rows(const Matrix& dy, const Matrix& x, const Matrix& w,
+                                  const float* rstd, const Matrix& dx, float* mean, float* dw,
+                                  cudaStream_t stream, int sm_count) {
   const int64_t M = x.rows, H = x.cols;
   const int64_t cap = int64_t{4} * sm_count;
   if (H <= kWarpRowMax) {
-    rmsnorm_backward_rows_kernel<32, kWarpRowMax / 32>
+    rmsnorm_backward_rows_kernel<32, kWarpRowMax / 32, kWriteDx>
         <<<cuda::grid_for(M, kThreads / 32, cap), kThreads, 0, stream>>>(
-            cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, mean, dw, M, H);
+            cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, cuda::out_of(dx), mean, dw, M,
+            H);
   } else if (H <= int64_t{kThreads} * 32) {
-    rmsnorm_backward_rows_kernel<kThreads, 32><<<cuda::grid_for(M, 1, cap), kThreads, 0, stream>>>(
-        cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, mean, dw, M, H);
+    rmsnorm_backward_rows_kernel<kThreads, 32, kWriteDx>
+        <<<cuda::grid_for(M, 1, cap), kThreads, 0, stream>>>(cuda::in_of(dy), cuda::in_of(x),
+                                                             cuda::in_of(w), rstd, cuda::out_of(dx),
+                                                             mean, dw, M, H);
   } else {
     return false;
   }

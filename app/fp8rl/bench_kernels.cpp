@@ -276,6 +276,9 @@ Json bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& sh
     Buffer dw = be.alloc(static_cast<size_t>(C) * 4);
     be.zero(dw.data(), dw.bytes());
     const Matrix DW{dw.data(), 1, C, DType::f32};
+    // The plain backward alone (dw and dx from one read of dy and x on a device): its share of
+    // the copy bandwidth, bytes of dy and x read and dx written.
+    row("rmsnorm backward", 6.0 * R * C, [&] { be.rmsnorm_backward(X3, X, Wn, rs, Y2, DW); });
     pair(
         "rmsnorm bwd->fp8 dx,dx^T", "rmsnorm bwd,add,quantize", 8.0 * R * C + operands,
         [&] { be.rmsnorm_backward_fp8(X3, X, Wn, rs, X2, Y, DW, ops, opt); },

@@ -339,9 +339,9 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     Output y(M, K, c.out_bf16);
     cpu.rmsnorm_forward(norm_view(in[1].matrix()), in[2].matrix(), eps,
                         Matrix{y.data(), R, D, out_dtype}, rstd.data());
-    if (!rmsnorm_kernels::launch_rmsnorm_backward_rows(
+    if (!rmsnorm_kernels::launch_rmsnorm_backward_rows<false>(
             norm_view(in[0].matrix()), norm_view(in[1].matrix()), in[2].matrix(), rstd.data(),
-            mean.data(), dw.data(), nullptr, sm_count)) {
+            Matrix{nullptr, R, D, out_dtype}, mean.data(), dw.data(), nullptr, sm_count)) {
       std::printf("  the row pass does not take rows of %lld\n", static_cast<long long>(D));
       return false;
     }
@@ -426,21 +426,32 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
         const size_t i = static_cast<size_t>(r * D + h);
         scale[h] += std::fabs(in[0].value[i] * in[1].value[i] * rstd[r]);
       }
-    for (int64_t h = 0; h < D; ++h) {
-      const float g = dw[h], w = dw_ref[h];
-      const bool ok = std::isfinite(w) ? std::fabs(g - w) <= 1e-5f * scale[h] + 1e-30f
-                                       : (std::isnan(w) ? std::isnan(g) : g == w);
-      if (!ok) {
-        std::printf("  dw[%lld] is %g, the CPU's %g\n", static_cast<long long>(h), g, w);
-        ++bad;
-        break;
+    auto check_dw = [&](const char* what, const std::vector<float>& got) {
+      for (int64_t h = 0; h < D; ++h) {
+        const float g = got[h], w = dw_ref[h];
+        const bool ok = std::isfinite(w) ? std::fabs(g - w) <= 1e-5f * scale[h] + 1e-30f
+                                         : (std::isnan(w) ? std::isnan(g) : g == w);
+        if (!ok) {
+          std::printf("  %s dw[%lld] is %g, the CPU's %g\n", what, static_cast<long long>(h), g, w);
+          ++bad;
+          return;
+        }
       }
-    }
+    };
+    check_dw("fused", dw);
     // The unfused op on a device: the dx kernel (its own row means), then the CPU's add.
     Output d(M, K, c.out_bf16);
     rmsnorm_kernels::launch_rmsnorm_backward_dx<true>(
         norm_view(in[0].matrix()), norm_view(in[1].matrix()), in[2].matrix(), rstd.data(),
         norm_view(matrix(d)), nullptr, nullptr, sm_count);
+    // The plain rmsnorm_backward's one pass (dw and dx): the dx kernel's bits, the CPU's dw.
+    Output d1(M, K, c.out_bf16);
+    std::vector<float> dw1(static_cast<size_t>(D), 0.0f);
+    rmsnorm_kernels::launch_rmsnorm_backward_rows<true>(
+        norm_view(in[0].matrix()), norm_view(in[1].matrix()), in[2].matrix(), rstd.data(),
+        norm_view(matrix(d1)), nullptr, dw1.data(), nullptr, sm_count);
+    bad += compare_outputs("rmsnorm_backward's one-pass dx", d1, d);
+    check_dw("rmsnorm_backward's one-pass", dw1);
     if (residual) {
       cpu.add(in[3].matrix(), matrix(d), matrix(want[0]));
     } else {
