@@ -183,7 +183,9 @@ class CudaBackend final : public Backend {
   //                          default: enough CTAs for attention_ctas_per_sm per SM)
   //   attention_ctas_per_sm  the decode kernel's CTA target per SM (default 4)
   //   gemm_grouped_kernel    1: gemm_grouped through cublasGemmGroupedBatchedEx where it
-  //                          applies (default); 2: one cuBLASLt matmul per group
+  //                          applies (default); 2: one cuBLASLt matmul per group;
+  //                          3: block-scaled FP8 groups in one launch of the tensor-core
+  //                          kernel (gemm_grouped_mma.cu; BF16 as 1)
   //   attention_mma          1: attention_forward and _backward on the tensor cores
   //                          (attention_mma.cu) for BF16 operands at head dims 64 and 128;
   //                          2: the FP32 kernels everywhere (default until measured on a GPU)

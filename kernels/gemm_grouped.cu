@@ -14,7 +14,8 @@
 // no host synchronisation; groups whose row count is not a multiple of 8 run over the rounded row
 // count where the contiguous layout allows it (see there), else gemm_fp8 pads them, and groups
 // whose scales do not start 16-byte aligned in the grouped layout get an aligned copy of them
-// first. A single-launch kernel over all groups is future work.
+// first. Kernel option gemm_grouped_kernel = 3 runs all groups in one launch instead
+// (gemm_grouped_mma.cu, mma.sync FP8 on the tensor cores).
 #include <dlfcn.h>
 
 #include <cublas_api.h>
@@ -30,6 +31,7 @@
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
 #include "fp8/format.hpp"
+#include "gemm_grouped_mma.hpp"
 
 namespace fp8rl {
 namespace {
@@ -218,6 +220,34 @@ void CudaBackend::gemm_fp8_grouped(const Fp8Matrix& a, const std::vector<Fp8Matr
   check(c.rows == a.rows,
         "gemm_fp8_grouped: c has " + std::to_string(c.rows) + " rows, a " + std::to_string(a.rows));
   const int64_t K = a.cols, kb = blocks_of(K);
+  // Kernel option 3: every group in one launch of the tensor-core kernel, where it takes the
+  // operands (else the per-group matmuls below, which also check them).
+  if (options_.gemm_grouped_kernel == 3 && a.rows > 0 && c.cols > 0 && K > 0 &&
+      (c.dtype == DType::f32 || c.dtype == DType::bf16) && c.data && a.codes && a.scale_inv) {
+    cuda::GroupedMmaArgs m;
+    m.a = a.codes;
+    m.a_scales = a.scale_inv;
+    m.rows = rows;
+    m.c = c.data;
+    m.c_bf16 = c.dtype == DType::bf16;
+    m.N = c.cols;
+    m.K = K;
+    m.beta = beta;
+    m.e4m3 = a.format == Fp8Format::e4m3;
+    bool fits = true;
+    for (size_t g = 0; g < b.size(); ++g) {
+      const Fp8Matrix& w = b[g];
+      fits = fits && w.block == ScaleBlock::tile128x128 && w.rows == c.cols && w.cols == K &&
+             w.format == a.format && (rows[g] == 0 || (w.codes && w.scale_inv));
+      m.b.push_back(w.codes);
+      m.b_scales.push_back(w.scale_inv);
+    }
+    if (fits && cuda::grouped_mma_problem(m).empty()) {
+      make_current();
+      cuda::gemm_fp8_grouped_mma(m, stream_);
+      return;
+    }
+  }
   // cuBLASLt wants n = M_g % 8 == 0; gemm_fp8 pads other row counts through copies of the codes,
   // the scales and the output (three more launches per group). In the contiguous layout a group
   // can instead run over M_g rounded up to 8 rows (the over-read rows are the next groups' codes)

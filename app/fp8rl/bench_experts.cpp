@@ -73,7 +73,7 @@ Json bench_experts(Backend& be, const ExpertsOptions& o) {
       !be.kernel_options().empty() && be.set_kernel_option("gemm_grouped_kernel", 0);
   std::printf("%8s %6s %6s %11s %11s %11s %11s %9s%s\n", "tokens", "prec", "pass", "loop ms",
               "grouped ms", "loop TF/s", "grouped TF/s", "grouped x",
-              kernel2 ? "  kernel 2 ms" : "");
+              kernel2 ? "  kernel 2 ms  kernel 3 ms (one launch, FP8 fprop/dgrad)" : "");
   std::fflush(stdout);
   Json run = backend_json(be);
   run["experts"] = E;
@@ -297,9 +297,15 @@ Json bench_experts(Backend& be, const ExpertsOptions& o) {
         const double loop = timed(false), grouped = timed(true);
         // A device's other grouped path, where it has one (gemm_grouped_kernel=2: one matmul
         // per expert from the one call, without cuBLAS's grouped GEMM or the FP8 over-read).
-        double other = -1;
+        double other = -1, single = -1;
         if (be.set_kernel_option("gemm_grouped_kernel", 2)) {
           other = timed(true);
+          be.set_kernel_option("gemm_grouped_kernel", 0);
+        }
+        // FP8 fprop and dgrad in one launch of the tensor-core grouped kernel
+        // (gemm_grouped_kernel=3; wgrad's per-expert form has no such kernel yet).
+        if (fp8 && p < 2 && be.set_kernel_option("gemm_grouped_kernel", 3)) {
+          single = timed(true);
           be.set_kernel_option("gemm_grouped_kernel", 0);
         }
         grouped_s[prec][p] = grouped;
@@ -307,6 +313,7 @@ Json bench_experts(Backend& be, const ExpertsOptions& o) {
                     fp8 ? "fp8" : "bf16", pass_name[p], loop * 1e3, grouped * 1e3,
                     flop / loop / 1e12, flop / grouped / 1e12, loop / grouped);
         if (other > 0) std::printf(" %11.3f", other * 1e3);
+        if (single > 0) std::printf(" %11.3f (%.4g TF/s)", single * 1e3, flop / single / 1e12);
         std::printf("\n");
         std::fflush(stdout);
         Json row;
@@ -319,6 +326,10 @@ Json bench_experts(Backend& be, const ExpertsOptions& o) {
         row["grouped_tflops"] = number(flop / grouped / 1e12);
         row["grouped_speedup"] = number(loop / grouped);
         if (other > 0) row["grouped_kernel2_seconds"] = number(other);
+        if (single > 0) {
+          row["grouped_kernel3_seconds"] = number(single);
+          row["grouped_kernel3_tflops"] = number(flop / single / 1e12);
+        }
         rows_json.push_back(row);
       }
     }

@@ -636,3 +636,50 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, Kernel, i
   *blocks = n;
   return cudaSuccess;
 }
+
+namespace emu {
+// mma.sync.m16n8k32.row.col.f32.{e4m3|e5m2}.{e4m3|e5m2}.f32: D = A·B + C, A 16x32 and B 32x8 of
+// FP8 codes, four a register with the lowest k in the lowest byte (PTX ISA, "Matrix fragments
+// for mma.m16n8k32", 8-bit types): a0 = (row g, k 4c..4c+3), a1 = (row g+8, k 4c..), a2 =
+// (row g, k 16+4c..), a3 = (row g+8, k 16+4c..); b0 = (k 4c..4c+3, col g), b1 = (k 16+4c..,
+// col g); C and D as m16n8k16's. The products are exact in FP32; each row·column sum runs in
+// FP32 in k order and is added to C (the hardware's own order and internal precision are not
+// emulated: the GPU round's op cases compare those).
+inline void mma_fp8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool a_e4m3,
+                    bool b_e4m3) {
+  auto& w = warp();
+  const int l = lane();
+  for (int i = 0; i < 4; ++i) w.a[l][i] = a[i], w.c[l][i] = d[i];
+  w.b[l][0] = b0;
+  w.b[l][1] = b1;
+  w.bar.wait();
+  if (w.d_gen != w.bar.gen) {  // the first lane after the barrier computes D = A·B + C
+    float A[16][32], B[32][8];
+    auto byte = [](uint32_t v, int i) { return (v >> (8 * i)) & 0xffu; };
+    for (int L = 0; L < 32; ++L) {
+      const int g = L >> 2, c = L & 3;
+      for (int i = 0; i < 4; ++i) {
+        A[g][4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][0], i), a_e4m3));
+        A[g + 8][4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][1], i), a_e4m3));
+        A[g][16 + 4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][2], i), a_e4m3));
+        A[g + 8][16 + 4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][3], i), a_e4m3));
+        B[4 * c + i][g] = static_cast<float>(fp8_value(byte(w.b[L][0], i), b_e4m3));
+        B[16 + 4 * c + i][g] = static_cast<float>(fp8_value(byte(w.b[L][1], i), b_e4m3));
+      }
+      w.d[g][2 * c] = w.c[L][0], w.d[g][2 * c + 1] = w.c[L][1];
+      w.d[g + 8][2 * c] = w.c[L][2], w.d[g + 8][2 * c + 1] = w.c[L][3];
+    }
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 8; ++n) {
+        float sum = 0;
+        for (int k = 0; k < 32; ++k) sum += A[m][k] * B[k][n];
+        w.d[m][n] += sum;
+      }
+    w.d_gen = w.bar.gen;
+  }
+  const int g = l >> 2, c = l & 3;
+  d[0] = w.d[g][2 * c], d[1] = w.d[g][2 * c + 1];
+  d[2] = w.d[g + 8][2 * c], d[3] = w.d[g + 8][2 * c + 1];
+  w.bar.wait();
+}
+}  // namespace emu

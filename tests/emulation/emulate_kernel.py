@@ -23,6 +23,13 @@ WRAPPERS = {
         ("__device__ __forceinline__ void ldsm_x4_trans(", "emu::ldsm(r, addr, true);"),
         ("__device__ __forceinline__ void mma(", "emu::mma(c, a, b0, b1);"),
     ],
+    "gemm_grouped_mma.cu": [
+        ("__device__ __forceinline__ void cp_async16(", "emu::cp_async16(smem, gmem);"),
+        ("__device__ __forceinline__ void cp_async_commit(", "emu::commit();"),
+        ("__device__ __forceinline__ void cp_async_wait(", "emu::wait(N);"),
+        ("__device__ __forceinline__ void ldsm_x4(", "emu::ldsm(r, addr, false);"),
+        ("__device__ __forceinline__ void mma_fp8(", "emu::mma_fp8(c, a, b0, b1, kE4m3, kE4m3);"),
+    ],
     "quantize.cuh": [],
     "rmsnorm.cuh": [],
     "swiglu.cuh": [],
@@ -30,6 +37,7 @@ WRAPPERS = {
 # How many dynamic and static shared memory declarations and launches each file has.
 EXPECTED = {
     "attention_mma.cu": (3, 0, 1),
+    "gemm_grouped_mma.cu": (1, 0, 1),
     "quantize.cuh": (2, 0, 3),
     "rmsnorm.cuh": (0, 4, 6),
     "swiglu.cuh": (0, 0, 0),

@@ -9,6 +9,7 @@
 // one, and with the CPU's grouped result, within the single op's bound against the CPU
 // (cases_gemm.cpp: one BF16 rounding of each output 8e-3, FP32 sums 1e-4, block-scaled FP8 into
 // f32 5e-4), as a norm-relative error. group_scales only moves floats: bit-exact everywhere.
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -126,6 +127,19 @@ Result judge(Backend& ref, Backend& test, const std::function<Run(Backend&, bool
     if (!(err <= bound))
       return fail(fmt("gemm_grouped_kernel=2: vs CPU: relative error %.3g > %.3g", err, bound));
     option = fmt(", kernel 2 vs CPU %.2g", err);
+  }
+  // The single-launch tensor-core kernel (gemm_grouped_kernel=3; FP8 groups, BF16 as option 1).
+  // Its own bound, at least 1e-3: the tensor cores' FP8 products may sum inside an mma with less
+  // than FP32's precision (the block scales are applied in FP32 after each 128 of K).
+  if (test.set_kernel_option("gemm_grouped_kernel", 3)) {
+    Run single = run(test, true);
+    test.set_kernel_option("gemm_grouped_kernel", 0);
+    if (!single.problem.empty()) return fail("gemm_grouped_kernel=3: " + single.problem);
+    const double b3 = std::max(bound, 1e-3);
+    const double err = relative_error(to_double(single.out, out), to_double(want.out, out));
+    if (!(err <= b3))
+      return fail(fmt("gemm_grouped_kernel=3: vs CPU: relative error %.3g > %.3g", err, b3));
+    option += fmt(", kernel 3 vs CPU %.2g", err);
   }
   return pass(fmt("rel. err vs per group %.2g, vs CPU %.2g%s (bound %.2g)%s", err_self, err_ref,
                   option.c_str(), bound, got.out == per.out ? ", per group bit-exact" : ""));
