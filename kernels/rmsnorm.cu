@@ -155,13 +155,13 @@ void CudaBackend::rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const 
   cuda::check_activation(op, "dx", dx, R, D);
   if (residual.data) cuda::check_activation(op, "residual", residual, R, D);
   cuda::check_f32(op, "dw", dw, 1, D);
+  if (R == 0 || D == 0) return;  // nothing to quantize (rmsnorm_backward's dw: nothing to add)
   // The operands' view: M rows of K = heads·D.
   const int64_t M = out.along.rows, K = out.along.cols;
-  check(M * K == R * D && D > 0 && K % D == 0 && K <= INT_MAX,
+  check(M * K == R * D && K % D == 0 && K <= INT_MAX,
         std::string(op) + ": operands [" + std::to_string(M) + ", " + std::to_string(K) +
             "] are not a view of dx [" + std::to_string(R) + ", " + std::to_string(D) +
             "] as rows of whole groups");
-  if (R == 0) return;
   cuda::check_data(op, "dy", dy.data);
   cuda::check_data(op, "x", x.data);
   cuda::check_data(op, "w", w.data);

@@ -92,6 +92,7 @@ void Backend::rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const Matr
     rmsnorm_backward(dy, x, w, rstd, d, dw);
     add(residual, d, dxw);
   }
+  if (dx.rows == 0 || dx.cols == 0) return;  // nothing to quantize
   // The operands' view of dx: M rows of K = heads·D.
   const int64_t M = out.along.rows, K = out.along.cols;
   check(M * K == dx.rows * dx.cols && dx.cols > 0 && K % dx.cols == 0,
