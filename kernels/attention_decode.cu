@@ -378,13 +378,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Launches one instantiation; dynamic shared memory above 48 KB needs the attribute once per
-// device.
+// Launches one instantiation. Static and dynamic shared memory together above 48 KB need the
+// attribute (once per device): it is set for the largest dynamic size before the first launch
+// whatever this launch's size, since the kernel's static arrays count too (found on an H200:
+// a 40 KB dynamic request with the static arrays failed as an invalid argument).
 template <Kind K, int kG, int kStages>
 void launch_one(const DecodeArgs& a, dim3 grid, size_t smem, int device, cudaStream_t s) {
   static uint64_t attribute_set = 0;  // bit d: set on device d
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (smem > (size_t{48} << 10) && (bit == 0 || (attribute_set & bit) == 0)) {
+  if (bit == 0 || (attribute_set & bit) == 0) {
     FP8RL_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<K, kG, kStages>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           2 * kStageKeys * kMaxRowBytes * kStages));
