@@ -8,7 +8,10 @@
 // GEMM) with another summation order: there the grouped result must agree with the per-group
 // one, and with the CPU's grouped result, within the single op's bound against the CPU
 // (cases_gemm.cpp: one BF16 rounding of each output 8e-3, FP32 sums 1e-4, block-scaled FP8 into
-// f32 5e-4), as a norm-relative error. group_scales only moves floats: bit-exact everywhere.
+// f32 5e-4), as a norm-relative error — except the grouped FP8 GEMM into f32: 1e-3, since
+// cuBLASLt's block-scaled matmuls measured 2.3e-4 to 6.8e-4 against the CPU's exact FP32 sums
+// there (H200, 2026-11-27: the FP8 tensor cores' own accumulation; the single-launch kernel,
+// option 3, 3e-7). group_scales only moves floats: bit-exact everywhere.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -262,7 +265,7 @@ void add_gemm_fp8_grouped_case(Registry& reg, const Groups& gs, Dims d, DType ou
            if (!C.download(res.out.data())) res.problem = "wrote outside its output";
            return res;
          };
-         return judge(ref, test, run, out, out == DType::bf16 ? 8e-3 : 5e-4);
+         return judge(ref, test, run, out, out == DType::bf16 ? 8e-3 : 1e-3);
        }});
 }
 

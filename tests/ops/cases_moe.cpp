@@ -134,7 +134,7 @@ Result moe_vs_cpu(Backend& ref, Backend& test, Rng& rng, Precision p, bool deeps
   if (!(worst <= gtol))
     return fail(fmt("gradients: worst relative error %.3g > %.3g", worst, gtol));
   return pass(
-      fmt("logp err %.1e, worst grad err %.1e (bounds %.0e, %.0e); under replay the "
+      fmt("logp err %.1e, worst grad err %.1e (bounds %.2g, %.2g); under replay the "
           "routers' own choice differs for %lld of %lld tokens",
           lerr, worst, tol, gtol, (long long)differ, (long long)total));
 }
