@@ -158,7 +158,8 @@ class CudaBackend final : public Backend {
                               const std::vector<Matrix>& c) override;
 
   // linear_fp8.cu: the decode GEMM. Up to linear_fp8_max_rows rows (option
-  // "linear_fp8_max_rows", default 256), for E4M3, K % 16 == 0 and 16-byte aligned weight codes,
+  // "linear_fp8_max_rows", default 16: on an H200 it beats quantize + cuBLASLt 1.6x at 8 rows and
+  // loses 3x at 64, docs/benchmarks.md 2026-11-27), for E4M3, K % 16 == 0 and 16-byte aligned weight codes,
   // one kernel quantizes x's 1x128 blocks into shared memory (the codes and scales of quantize())
   // and multiplies them with the weight tiles on the tensor cores (mma.sync m16n8k32 E4M3, FP32
   // sums per 128-block, scaled and added in FP32: cuBLASLt's bound), streaming each weight byte
@@ -173,7 +174,7 @@ class CudaBackend final : public Backend {
   // Kernel options (Backend::set_kernel_option; 0 restores an option's default):
   //   linear_fp8_kernel      1: the decode GEMM up to linear_fp8_max_rows rows (default);
   //                          2: never (quantize once per input, cuBLASLt: the earlier path)
-  //   linear_fp8_max_rows    rows up to which linear_fp8 runs the decode GEMM (default 256)
+  //   linear_fp8_max_rows    rows up to which linear_fp8 runs the decode GEMM (default 16)
   //   linear_fp8_splits      K splits of the decode GEMM (default: enough CTAs for
   //                          linear_fp8_ctas_per_sm per SM)
   //   linear_fp8_ctas_per_sm the decode GEMM's CTA target per SM (default 2)
@@ -187,11 +188,13 @@ class CudaBackend final : public Backend {
   //                          3: block-scaled FP8 groups in one launch of the tensor-core
   //                          kernel (gemm_grouped_mma.cu; BF16 as 1)
   //   attention_mma          1: attention_forward and _backward on the tensor cores
-  //                          (attention_mma.cu) for BF16 operands at head dims 64 and 128;
-  //                          2: the FP32 kernels everywhere (default until measured on a GPU)
+  //                          (attention_mma.cu) for BF16 operands at head dims 64 and 128
+  //                          (default: 10-15x the FP32 kernels on an H200, its op cases
+  //                          passed); 2: the FP32 kernels everywhere
   //   quantize_stage_bf16    1: quantize_with_transpose and the fused producers stage BF16
   //                          tiles as 16-bit patterns (33 KB, twice the blocks per SM);
-  //                          2: as FP32 values (66 KB; default until measured on a GPU)
+  //                          2: as FP32 values (66 KB; default: on an H200 the two were
+  //                          within a few percent of each other, either way)
   bool set_kernel_option(const std::string& name, int64_t value) override;
   std::vector<std::pair<std::string, int64_t>> kernel_options() const override;
 
@@ -354,14 +357,14 @@ class CudaBackend final : public Backend {
   // The kernel options' values (0 in an option means its default; see set_kernel_option).
   struct KernelOptions {
     int64_t linear_fp8_kernel = 1;
-    int64_t linear_fp8_max_rows = 256;
+    int64_t linear_fp8_max_rows = 16;
     int64_t linear_fp8_splits = 0;
     int64_t linear_fp8_ctas_per_sm = 2;
     int64_t attention_splits = 0;
     int64_t attention_ctas_per_sm = 4;
     int64_t attention_kernel = 1;
     int64_t gemm_grouped_kernel = 1;
-    int64_t attention_mma = 2;
+    int64_t attention_mma = 1;
     int64_t quantize_stage_bf16 = 2;
   };
   // Tiles the decode GEMM's split-K counters cover (one unsigned each, zero between launches).
