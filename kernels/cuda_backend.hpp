@@ -184,9 +184,10 @@ class CudaBackend final : public Backend {
   //                          default: enough CTAs for attention_ctas_per_sm per SM)
   //   attention_ctas_per_sm  the decode kernel's CTA target per SM (default 4)
   //   gemm_grouped_kernel    1: gemm_grouped through cublasGemmGroupedBatchedEx where it
-  //                          applies (default); 2: one cuBLASLt matmul per group;
-  //                          3: block-scaled FP8 groups in one launch of the tensor-core
-  //                          kernel (gemm_grouped_mma.cu; BF16 as 1)
+  //                          applies, gemm_fp8_grouped in one launch of the tensor-core kernel
+  //                          (gemm_grouped_mma.cu) when the groups average ≤ 384 rows, else one
+  //                          cuBLASLt matmul per group (default); 2: one cuBLASLt matmul per
+  //                          group; 3: FP8 groups always in one launch (BF16 as 1)
   //   attention_mma          1: attention_forward and _backward on the tensor cores
   //                          (attention_mma.cu) for BF16 operands at head dims 64 and 128
   //                          (default: 10-15x the FP32 kernels on an H200, its op cases
