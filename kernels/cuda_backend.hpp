@@ -159,12 +159,13 @@ class CudaBackend final : public Backend {
 
   // linear_fp8.cu: the decode GEMM. Up to linear_fp8_max_rows rows (option
   // "linear_fp8_max_rows", default 16: on an H200 it beats quantize + cuBLASLt 1.6x at 8 rows and
-  // loses 3x at 64, docs/benchmarks.md 2026-11-27), for E4M3, K % 16 == 0 and 16-byte aligned weight codes,
-  // one kernel quantizes x's 1x128 blocks into shared memory (the codes and scales of quantize())
-  // and multiplies them with the weight tiles on the tensor cores (mma.sync m16n8k32 E4M3, FP32
-  // sums per 128-block, scaled and added in FP32: cuBLASLt's bound), streaming each weight byte
-  // once per 128 rows; K is split over CTAs to fill the device, the last CTA of a tile adding the
-  // splits in order (deterministic). Otherwise Backend::linear_fp8 (quantize + cuBLASLt).
+  // loses 3x at 64, docs/benchmarks.md 2026-11-27), for E4M3, K % 16 == 0 and 16-byte aligned
+  // weight codes, one kernel quantizes x's 1x128 blocks into shared memory (the codes and scales of
+  // quantize()) and multiplies them with the weight tiles on the tensor cores (mma.sync m16n8k32
+  // E4M3, FP32 sums per 128-block, scaled and added in FP32: cuBLASLt's bound), streaming each
+  // weight byte once per 128 rows; K is split over CTAs to fill the device, the last CTA of a tile
+  // adding the splits in order (deterministic). Otherwise Backend::linear_fp8 (quantize +
+  // cuBLASLt).
   void linear_fp8(const Matrix& x, const Fp8Matrix& w, const Matrix& y,
                   const QuantOptions& opt) override;
   int64_t linear_fp8_max_rows() const override {

@@ -6,9 +6,9 @@
 // choices of every token, the log-probs of a forward and every parameter's gradient of a
 // backward against the CPU's. What this covers on a GPU: the routing on the host between the
 // device's router GEMM and the experts', the dispatch gather, the grouped GEMMs of the experts
-// over their rows of a shared buffer (one call per linear), moe_combine and its backward. On the CPU (test = reference) the cases
-// skip: test_model checks the gradients with finite differences and model_families_reference
-// the forward against an independent float64 implementation.
+// over their rows of a shared buffer (one call per linear), moe_combine and its backward. On the
+// CPU (test = reference) the cases skip: test_model checks the gradients with finite differences
+// and model_families_reference the forward against an independent float64 implementation.
 #include <cmath>
 
 #include "core/error.hpp"
