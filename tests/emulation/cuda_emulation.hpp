@@ -313,7 +313,13 @@ inline void ldsm(uint32_t (&r)[4], uint32_t addr, bool trans) {
   }
   w.bar.wait();
 }
-inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+// One warp-wide mma.sync m16n8kK: every lane deposits its fragments; the first lane past the
+// barrier fills A [16][K] and B [K][8] from them (unpack(lane, A, B) for each lane's A and B
+// fragments) and computes D = A·B + C, each row·column sum in FP32 in k order; every lane takes
+// its D fragment (C and D as m16n8k16's: c0, c1 = row g, cols 2c, 2c+1; c2, c3 = row g+8).
+template <int K, class Unpack>
+inline void warp_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                     Unpack unpack) {
   auto& w = warp();
   const int l = lane();
   for (int i = 0; i < 4; ++i) w.a[l][i] = a[i], w.c[l][i] = d[i];
@@ -321,24 +327,17 @@ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
   w.b[l][1] = b1;
   w.bar.wait();
   if (w.d_gen != w.bar.gen) {  // the first lane after the barrier computes D = A·B + C
-    float A[16][16], B[16][8];
-    auto lo = [](uint32_t v) { return emu_bf2f(static_cast<uint16_t>(v & 0xffff)); };
-    auto hi = [](uint32_t v) { return emu_bf2f(static_cast<uint16_t>(v >> 16)); };
+    float A[16][K], B[K][8];
     for (int L = 0; L < 32; ++L) {
       const int g = L >> 2, c = L & 3;
-      A[g][2 * c] = lo(w.a[L][0]), A[g][2 * c + 1] = hi(w.a[L][0]);
-      A[g + 8][2 * c] = lo(w.a[L][1]), A[g + 8][2 * c + 1] = hi(w.a[L][1]);
-      A[g][2 * c + 8] = lo(w.a[L][2]), A[g][2 * c + 9] = hi(w.a[L][2]);
-      A[g + 8][2 * c + 8] = lo(w.a[L][3]), A[g + 8][2 * c + 9] = hi(w.a[L][3]);
-      B[2 * c][g] = lo(w.b[L][0]), B[2 * c + 1][g] = hi(w.b[L][0]);
-      B[2 * c + 8][g] = lo(w.b[L][1]), B[2 * c + 9][g] = hi(w.b[L][1]);
+      unpack(L, A, B);
       w.d[g][2 * c] = w.c[L][0], w.d[g][2 * c + 1] = w.c[L][1];
       w.d[g + 8][2 * c] = w.c[L][2], w.d[g + 8][2 * c + 1] = w.c[L][3];
     }
     for (int m = 0; m < 16; ++m)
       for (int n = 0; n < 8; ++n) {
         float sum = 0;
-        for (int k = 0; k < 16; ++k) sum += A[m][k] * B[k][n];
+        for (int k = 0; k < K; ++k) sum += A[m][k] * B[k][n];
         w.d[m][n] += sum;
       }
     w.d_gen = w.bar.gen;
@@ -347,6 +346,20 @@ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
   d[0] = w.d[g][2 * c], d[1] = w.d[g][2 * c + 1];
   d[2] = w.d[g + 8][2 * c], d[3] = w.d[g + 8][2 * c + 1];
   w.bar.wait();
+}
+inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  auto& w = warp();
+  auto lo = [](uint32_t v) { return emu_bf2f(static_cast<uint16_t>(v & 0xffff)); };
+  auto hi = [](uint32_t v) { return emu_bf2f(static_cast<uint16_t>(v >> 16)); };
+  warp_mma<16>(d, a, b0, b1, [&](int L, float(&A)[16][16], float(&B)[16][8]) {
+    const int g = L >> 2, c = L & 3;
+    A[g][2 * c] = lo(w.a[L][0]), A[g][2 * c + 1] = hi(w.a[L][0]);
+    A[g + 8][2 * c] = lo(w.a[L][1]), A[g + 8][2 * c + 1] = hi(w.a[L][1]);
+    A[g][2 * c + 8] = lo(w.a[L][2]), A[g][2 * c + 9] = hi(w.a[L][2]);
+    A[g + 8][2 * c + 8] = lo(w.a[L][3]), A[g + 8][2 * c + 9] = hi(w.a[L][3]);
+    B[2 * c][g] = lo(w.b[L][0]), B[2 * c + 1][g] = hi(w.b[L][0]);
+    B[2 * c + 8][g] = lo(w.b[L][1]), B[2 * c + 9][g] = hi(w.b[L][1]);
+  });
 }
 
 inline void fiber_entry() {
@@ -642,44 +655,22 @@ namespace emu {
 // FP8 codes, four a register with the lowest k in the lowest byte (PTX ISA, "Matrix fragments
 // for mma.m16n8k32", 8-bit types): a0 = (row g, k 4c..4c+3), a1 = (row g+8, k 4c..), a2 =
 // (row g, k 16+4c..), a3 = (row g+8, k 16+4c..); b0 = (k 4c..4c+3, col g), b1 = (k 16+4c..,
-// col g); C and D as m16n8k16's. The products are exact in FP32; each row·column sum runs in
-// FP32 in k order and is added to C (the hardware's own order and internal precision are not
-// emulated: the GPU round's op cases compare those).
+// col g); C and D as m16n8k16's (warp_mma). The products are exact in FP32 (the hardware's own
+// order and internal precision are not emulated: the GPU round's op cases compare those).
 inline void mma_fp8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool a_e4m3,
                     bool b_e4m3) {
   auto& w = warp();
-  const int l = lane();
-  for (int i = 0; i < 4; ++i) w.a[l][i] = a[i], w.c[l][i] = d[i];
-  w.b[l][0] = b0;
-  w.b[l][1] = b1;
-  w.bar.wait();
-  if (w.d_gen != w.bar.gen) {  // the first lane after the barrier computes D = A·B + C
-    float A[16][32], B[32][8];
-    auto byte = [](uint32_t v, int i) { return (v >> (8 * i)) & 0xffu; };
-    for (int L = 0; L < 32; ++L) {
-      const int g = L >> 2, c = L & 3;
-      for (int i = 0; i < 4; ++i) {
-        A[g][4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][0], i), a_e4m3));
-        A[g + 8][4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][1], i), a_e4m3));
-        A[g][16 + 4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][2], i), a_e4m3));
-        A[g + 8][16 + 4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][3], i), a_e4m3));
-        B[4 * c + i][g] = static_cast<float>(fp8_value(byte(w.b[L][0], i), b_e4m3));
-        B[16 + 4 * c + i][g] = static_cast<float>(fp8_value(byte(w.b[L][1], i), b_e4m3));
-      }
-      w.d[g][2 * c] = w.c[L][0], w.d[g][2 * c + 1] = w.c[L][1];
-      w.d[g + 8][2 * c] = w.c[L][2], w.d[g + 8][2 * c + 1] = w.c[L][3];
+  auto byte = [](uint32_t v, int i) { return (v >> (8 * i)) & 0xffu; };
+  warp_mma<32>(d, a, b0, b1, [&](int L, float(&A)[16][32], float(&B)[32][8]) {
+    const int g = L >> 2, c = L & 3;
+    for (int i = 0; i < 4; ++i) {
+      A[g][4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][0], i), a_e4m3));
+      A[g + 8][4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][1], i), a_e4m3));
+      A[g][16 + 4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][2], i), a_e4m3));
+      A[g + 8][16 + 4 * c + i] = static_cast<float>(fp8_value(byte(w.a[L][3], i), a_e4m3));
+      B[4 * c + i][g] = static_cast<float>(fp8_value(byte(w.b[L][0], i), b_e4m3));
+      B[16 + 4 * c + i][g] = static_cast<float>(fp8_value(byte(w.b[L][1], i), b_e4m3));
     }
-    for (int m = 0; m < 16; ++m)
-      for (int n = 0; n < 8; ++n) {
-        float sum = 0;
-        for (int k = 0; k < 32; ++k) sum += A[m][k] * B[k][n];
-        w.d[m][n] += sum;
-      }
-    w.d_gen = w.bar.gen;
-  }
-  const int g = l >> 2, c = l & 3;
-  d[0] = w.d[g][2 * c], d[1] = w.d[g][2 * c + 1];
-  d[2] = w.d[g + 8][2 * c], d[3] = w.d[g + 8][2 * c + 1];
-  w.bar.wait();
+  });
 }
 }  // namespace emu
