@@ -143,8 +143,9 @@ struct StepOptions {
   std::string model;  // empty: the preset's own shape
   std::vector<std::string> sets;
   int64_t warmup = 1, steps = 0;
-  bool pytorch = true;    // CPU: also time the step in PyTorch when torch is importable
-  bool op_times = false;  // device backends: the timed steps' time op by op, per mode
+  std::vector<std::string> modes;  // bench step --modes (bf16, fp8, fp8kv); empty: all three
+  bool pytorch = true;             // CPU: also time the step in PyTorch when torch is importable
+  bool op_times = false;           // device backends: the timed steps' time op by op, per mode
 };
 Json bench_step(Backend& be, const StepOptions& o);
 

@@ -1,10 +1,11 @@
 // fp8rl bench gemm|quant|rollout|decode|experts|attention|train|step|telemetry: the command line
-// of the benchmarks (bench_*.cpp). Each prints a table per backend, ratios against the baseline measured
-// in the same run; --json FILE also writes the measured rows as one JSON document.
+// of the benchmarks (bench_*.cpp). Each prints a table per backend, ratios against the baseline
+// measured in the same run; --json FILE also writes the measured rows as one JSON document.
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -70,10 +71,13 @@ train --seeds N [--preset NAME] [--set key=value ...] [--target ACC]
     and per run the wall seconds to the first validation >= ACC (default 0.9; the median
     over seeds) and to the end of the run.
 step [--preset NAME] [--set key=value ...] [--model M] [--steps N] [--warmup W] [--no-pytorch]
-     [--op-times]
+     [--op-times] [--modes bf16,fp8,fp8kv]
     whole GRPO steps (GrpoRun::next) of a preset (default demo; --set as for fp8rl train) in
-    three modes: BF16, FP8 linears, FP8 linears + FP8 KV cache. No SFT steps; validation only
-    inside the warm-up steps. W warm-up steps (default 1), then N timed (default 5). Prints the
+    three modes: BF16, FP8 linears, FP8 linears + FP8 KV cache (--modes: a subset, bf16
+    included; on the CPU bf16 and fp8 included). No SFT steps; validation only in the first
+    step, its time not counted. W warm-up steps (default 1; 0 where a step is long enough for
+    its one-time work not to matter), then N timed (default 5). A line per step as it ends
+    (its phases), then the tables. Prints the
     phase split of the step records, recalibration's share, tokens/s, the speed-up vs BF16,
     and a verdict for the targets: FP8 + FP8 KV >= 1.48x BF16, FP8 linears >= 1.15x,
     recalibration <= 3% of the step. --model replaces the preset's model shape. On the CPU the
@@ -139,7 +143,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
       {"attention", {"seq-lens", "tokens", "seconds"}},
       {"train",
        {"model", "batch", "seq-len", "steps", "warmup", "seeds", "preset", "set", "target"}},
-      {"step", {"preset", "set", "model", "steps", "warmup"}},
+      {"step", {"preset", "set", "model", "steps", "warmup", "modes"}},
       {"moe", {"preset", "set", "steps", "warmup"}},
       {"experts", {"tokens", "experts", "top-k", "hidden", "inter", "seconds"}},
       {"telemetry", {"steps", "warmup"}},
@@ -157,10 +161,11 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   const std::vector<std::string> sets = take_repeated(rest, "set");
   const std::set<std::string> valued = {
-      "backend",    "json",    "shapes", "seconds", "batch",   "model", "prompt-len",
-      "new-tokens", "seq-len", "steps",  "warmup",  "preset",  "seeds", "tokenizer",
-      "megabytes",  "ranks",   "target", "runs",    "scalars", "dir",   "contexts",
-      "tokens",     "experts", "top-k",  "hidden",  "inter",   "ragged", "seq-lens"};
+      "backend",    "json",       "shapes",    "seconds",  "batch",   "model",
+      "prompt-len", "new-tokens", "seq-len",   "steps",    "warmup",  "preset",
+      "seeds",      "tokenizer",  "megabytes", "ranks",    "target",  "runs",
+      "scalars",    "dir",        "contexts",  "tokens",   "experts", "top-k",
+      "hidden",     "inter",      "ragged",    "seq-lens", "modes"};
   const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -254,10 +259,6 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (given("batch") && what == "train") int_option("batch", 0);
   if (given("model")) bench::model_shape(a.get("model", ""));
   if (given("shapes")) bench::parse_gemm_shapes(a.get("shapes", ""));
-  if (what == "step")
-    check(count_option("warmup", 1) >= 1,
-          "--warmup must be at least 1: the first GRPO step of a run also "
-          "measures the initial validation accuracy");
 #if !defined(FP8RL_HAVE_IPC)
   if (what == "telemetry")
     throw Error("this build has no ZeroMQ: worker telemetry cannot be measured");
@@ -345,6 +346,10 @@ int cmd_bench(const std::vector<std::string>& args) {
       o.warmup = count_option("warmup", 1);
       o.pytorch = what == "step" && !a.flag("no-pytorch");
       o.op_times = a.flag("op-times");
+      if (given("modes")) {  // names checked by bench_step
+        std::stringstream list(a.get("modes", ""));
+        for (std::string m; std::getline(list, m, ',');) o.modes.push_back(m);
+      }
       runs.push_back(what == "moe" ? bench::bench_moe(*be, o) : bench::bench_step(*be, o));
     } else {
       const int64_t steps = int_option("steps", 20), warmup = count_option("warmup", 2);

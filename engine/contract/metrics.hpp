@@ -33,6 +33,9 @@ inline constexpr const char* kTimeRecalibration = "time/recalibration";
 inline constexpr const char* kTimeTotal = "time/total_step";
 // Seconds of the layer audit before the step's rollout (steps that audit only).
 inline constexpr const char* kTimeAudit = "time/audit";
+// Seconds of the step's validation passes (the initial accuracy before the first RL step, the
+// periodic validation.every one); absent when the step validated nothing.
+inline constexpr const char* kTimeValidation = "time/validation";
 // Seconds the run spent on the previous step's telemetry: the run-store write and the sinks
 // (JSON encoding, printing), plus, in a worker, sending what it queued (docs/telemetry.md).
 inline constexpr const char* kTimeTelemetry = "time/telemetry";

@@ -409,7 +409,15 @@ StepRecord GrpoRun::rl_step() {
   StepRecord r;
   r.phase = "rl";
   r.step = rl_done_ + 1;
-  if (rl_done_ == 0 && cfg_.sft_steps == 0) r.scalars[metric::kValAccuracyInitial] = validate();
+  double validation_s = 0;
+  auto timed_validate = [&] {
+    const auto t0 = Clock::now();
+    const double accuracy = validate();
+    validation_s += since(t0);
+    return accuracy;
+  };
+  if (rl_done_ == 0 && cfg_.sft_steps == 0)
+    r.scalars[metric::kValAccuracyInitial] = timed_validate();
   RlBatch b;
   if (rl_done_ == 0 && !cfg_.outlier_layers.empty()) inject_outliers(r);
   audit_rollout_weights(r);
@@ -420,7 +428,8 @@ StepRecord GrpoRun::rl_step() {
   step_telemetry(r, b);
   observe_autopilot(r, b, add_fp8_signal(r, b));
   if (finished() || (cfg_.validation_every > 0 && rl_done_ % cfg_.validation_every == 0))
-    r.scalars[metric::kValAccuracy] = validate();
+    r.scalars[metric::kValAccuracy] = timed_validate();
+  if (validation_s > 0) r.scalars[metric::kTimeValidation] = validation_s;
   r.scalars[metric::kTimeTotal] = since(t_step);
   return r;
 }

@@ -553,6 +553,33 @@ class TestCli : public QObject {
       QVERIFY2(f > 0 && f < 1.5, qPrintable(r.out));  // measured on a shared machine: loose
     }
     QVERIFY2(r.out.contains("pytorch: not measured (--no-pytorch)"), qPrintable(r.out));
+    // A line per step as it ends; the first step's validation is not counted.
+    static const QRegularExpression progress(
+        R"(step: fp8 linears, fp8 KV 1 of 2 \(warm-up\) [0-9.]+ s: generation [0-9.]+ s, )"
+        R"(.*; validation [0-9.]+ s \(not counted\))");
+    QVERIFY2(progress.match(r.out).hasMatch(), qPrintable(r.out));
+    QVERIFY2(r.out.contains("step: bf16 linears, bf16 KV 2 of 2 (timed)"), qPrintable(r.out));
+  }
+
+  // --modes: a subset of the modes; --warmup 0 times the first step (its validation left out).
+  void benchStepModesSubset() {
+    QTemporaryDir tmp;
+    const QString json = tmp.filePath("step.json");
+    const auto r =
+        run(kCli, {"bench", "step", "--backend", "cpu", "--preset", "demo", "--steps", "1",
+                   "--warmup", "0", "--modes", "fp8,bf16", "--set", "grpo.prompts_per_step=2",
+                   "--set", "grpo.group_size=2", "--no-pytorch", "--json", json});
+    QCOMPARE(r.code, 0);
+    QVERIFY2(!r.out.contains("fp8 linears, fp8 KV"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("step: fp8 linears, bf16 KV 1 of 1 (timed)"), qPrintable(r.out));
+    const auto runObj = benchJson(json, "step");
+    const auto modes = runObj["modes"].toArray();
+    QCOMPARE(modes.size(), 2);
+    QCOMPARE(modes[0].toString(), QStringLiteral("bf16"));
+    QCOMPARE(modes[1].toString(), QStringLiteral("fp8"));
+    QCOMPARE(runObj["rows"].toArray().size(), 2);
+    // The FP8 + FP8 KV target is left out, the FP8 one and recalibration's stay.
+    QCOMPARE(runObj["targets"].toArray().size(), 3);
   }
 
   // FP8 vs BF16 over seeds: each seed's pair of runs to the end, means and the gap (tiny runs;
@@ -613,9 +640,16 @@ class TestCli : public QObject {
     r = run(kCli, {"bench", "step", "--backend", "cpu", "--set", "grpo.nope=1"});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.out.contains("unknown setting 'grpo.nope'"), qPrintable(r.out));
-    r = run(kCli, {"bench", "step", "--backend", "cpu", "--warmup", "0"});
+    r = run(kCli, {"bench", "step", "--backend", "cpu", "--modes", "bf16,fp9"});
     QCOMPARE(r.code, 1);
-    QVERIFY2(r.out.contains("--warmup must be at least 1"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("--modes: unknown mode 'fp9' (one of bf16, fp8, fp8kv)"),
+             qPrintable(r.out));
+    r = run(kCli, {"bench", "step", "--backend", "cpu", "--modes", "fp8,fp8kv"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.out.contains("--modes must include bf16"), qPrintable(r.out));
+    r = run(kCli, {"bench", "moe", "--backend", "cpu", "--modes", "bf16"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.out.contains("option --modes does not apply to bench moe"), qPrintable(r.out));
   }
 
   // The allowed values of the string settings, as the studio's launch form offers them.

@@ -36,6 +36,8 @@ STEP_TARGETS = [
      "GRPO step recalibration share (FP8 modes, worst)", "≤", 0.03),
 ]
 TIMED_OUT = ("124", "137")  # timeout(1): the command ran past its cap (TERM, then KILL)
+# bench step's line per step as it ends: mode, step, steps, kind, seconds, phases.
+STEP_LINE = re.compile(r"^step: (.+?) (\d+) of (\d+) \((warm-up|timed)\) ([0-9.]+) s: (.*)$")
 
 
 def load(folder, name):
@@ -321,6 +323,15 @@ class Summary:
             self.info.append((f"GRPO step s / rollout tok/s, {r['mode']}",
                               f"{r['step_seconds']:.3f} / {r['rollout_tokens_per_s']:.0f}"))
 
+    def step_lines(self, command):
+        """The steps a bench step run printed as they ended (its log), for a run cut short."""
+        st = self.status.get(command) or {}
+        try:
+            with open(os.path.join(self.folder, st.get("log") or f"logs/{command}.log")) as f:
+                return [m.groups() for m in map(STEP_LINE.match, f.read().splitlines()) if m]
+        except OSError:
+            return []
+
     def recipe(self):
         """The recipe workloads: each run's own phase targets, and its phases per mode."""
         for preset in ("recipe-8b", "recipe-0.6b", "recipe-8b-long"):
@@ -329,6 +340,10 @@ class Summary:
             if not run:
                 if command in self.status:
                     self.info.append((f"GRPO step {preset}", self.why_missing(command)))
+                    # What it finished before it was cut short.
+                    for mode, i, n, kind, secs, phases in self.step_lines(command):
+                        self.info.append((f"{preset} (cut short) {mode}, step {i} of {n} ({kind})",
+                                          f"{float(secs):.1f} s: {phases}"))
                 continue
             for t in run.get("targets", []):
                 if f"({preset})" in t["name"]:
