@@ -32,6 +32,7 @@
 #include <cmath>
 #include <string>
 
+#include "attention_decode_mma.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
 #include "ops_common.cuh"
@@ -378,6 +379,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// o from the splits' partial results: one warp per (row, query head).
+void combine_splits(const float2* ml, const float* acc, int64_t pairs, int splits, int D, Out o,
+                    cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>((pairs + kWarps - 1) / kWarps);
+  decode_attention_combine_kernel<<<blocks, kThreads, 0, s>>>(ml, acc, pairs, splits, D, o);
+  cuda::check_launch("decode_attention_combine_kernel");
+}
+
 // Launches one instantiation. Static and dynamic shared memory together above 48 KB need the
 // attribute (once per device): it is set for the largest dynamic size before the first launch
 // whatever this launch's size, since the kernel's static arrays count too (found on an H200:
@@ -436,6 +445,9 @@ bool CudaBackend::attention_decode(const Matrix& q, const KvCacheView& cache,
       cuda::pointer_alignment(cache.k) < 16 || cuda::pointer_alignment(cache.v) < 16 ||
       cache.max_len > INT_MAX)
     return false;
+  if (options_.attention_kernel == 3 &&
+      attention_decode_mma(q, cache, slot_ids, lengths, Hq, Hkv, o))
+    return true;
   const int64_t kg = group > 4 ? kMaxGroupBatch : group > 2 ? 4 : group;
   const int64_t batches = (group + kg - 1) / kg;
   int lanes = 1;
@@ -495,13 +507,56 @@ bool CudaBackend::attention_decode(const Matrix& q, const KvCacheView& cache,
       launch_kind<Kind::fp8>(a, g, stages, grid, smem, device_, stream_);
       break;
   }
-  if (splits > 1) {
-    const int64_t pairs = n * Hq;
-    const unsigned blocks = static_cast<unsigned>((pairs + kWarps - 1) / kWarps);
-    decode_attention_combine_kernel<<<blocks, kThreads, 0, stream_>>>(a.part_ml, a.part_acc, pairs,
-                                                                      a.splits, a.D, a.o);
-    cuda::check_launch("decode_attention_combine_kernel");
+  if (splits > 1) combine_splits(a.part_ml, a.part_acc, n * Hq, a.splits, a.D, a.o, stream_);
+  return true;
+}
+
+bool CudaBackend::attention_decode_mma(const Matrix& q, const KvCacheView& cache,
+                                       const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
+                                       int64_t Hkv, const Matrix& o) {
+  const int64_t n = q.rows, group = Hq / Hkv;
+  if (cache.dtype != DType::fp8 || q.dtype != DType::bf16 || o.dtype != DType::bf16 ||
+      cache.width != Hkv * cuda::kDecodeMmaHeadDim || cache.max_len > INT_MAX)
+    return false;
+  cuda::DecodeMmaArgs m;
+  m.q = static_cast<const uint16_t*>(q.data);
+  m.o = static_cast<uint16_t*>(o.data);
+  m.cache_k = static_cast<const uint8_t*>(cache.k);
+  m.cache_v = static_cast<const uint8_t*>(cache.v);
+  m.k_scale_inv = cache.k_scale_inv;
+  m.v_scale_inv = cache.v_scale_inv;
+  m.slot_ids = slot_ids;
+  m.lengths = lengths;
+  m.n = n;
+  m.num_slots = cache.num_slots;
+  m.max_len = cache.max_len;
+  m.width = cache.width;
+  m.Hq = static_cast<int>(Hq);
+  m.Hkv = static_cast<int>(Hkv);
+  m.scale = 1.0f / std::sqrt(static_cast<float>(cuda::kDecodeMmaHeadDim));
+  // Splits: the option, or enough CTAs (rows × kv heads × batches of 8 heads) for the target
+  // per SM; at most one per 64-key stage of the cache.
+  const int64_t ctas = n * Hkv * ((group + 7) / 8);
+  int64_t splits = options_.attention_splits;
+  if (splits == 0) {
+    const int64_t target = options_.attention_ctas_per_sm * std::max(sm_count_, 1);
+    splits = ctas >= target ? 1 : (target + ctas - 1) / ctas;
   }
+  const int64_t stage = cuda::kDecodeMmaStageKeys;
+  m.splits = static_cast<int>(std::clamp<int64_t>(
+      splits, 1, std::min<int64_t>(kMaxSplits, (cache.max_len + stage - 1) / stage)));
+  if (!cuda::decode_mma_problem(m).empty()) return false;
+  if (m.splits > 1) {
+    const int64_t parts = n * Hq * m.splits, D = cuda::kDecodeMmaHeadDim;
+    const size_t ml_round = (static_cast<size_t>(parts) * sizeof(float2) + 255) / 256 * 256;
+    auto* base = static_cast<char*>(scratch(ml_round + static_cast<size_t>(parts * D) * 4));
+    m.part_ml = reinterpret_cast<float*>(base);
+    m.part_acc = reinterpret_cast<float*>(base + ml_round);
+  }
+  cuda::attention_decode_mma(m, stream_);
+  if (m.splits > 1)
+    combine_splits(reinterpret_cast<const float2*>(m.part_ml), m.part_acc, n * Hq, m.splits,
+                   static_cast<int>(cuda::kDecodeMmaHeadDim), cuda::out_of(o), stream_);
   return true;
 }
 

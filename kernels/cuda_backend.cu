@@ -376,7 +376,7 @@ constexpr OptionField kOptionFields[] = {
     {"linear_fp8_max_rows", &CudaBackend::KernelOptions::linear_fp8_max_rows, 1, INT32_MAX},
     {"linear_fp8_splits", &CudaBackend::KernelOptions::linear_fp8_splits, 1, 4096},
     {"linear_fp8_ctas_per_sm", &CudaBackend::KernelOptions::linear_fp8_ctas_per_sm, 1, 64},
-    {"attention_kernel", &CudaBackend::KernelOptions::attention_kernel, 1, 2},
+    {"attention_kernel", &CudaBackend::KernelOptions::attention_kernel, 1, 3},
     {"attention_splits", &CudaBackend::KernelOptions::attention_splits, 1, 256},
     {"attention_ctas_per_sm", &CudaBackend::KernelOptions::attention_ctas_per_sm, 1, 64},
     {"attention_mma", &CudaBackend::KernelOptions::attention_mma, 1, 2},

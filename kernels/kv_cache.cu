@@ -584,7 +584,7 @@ void CudaBackend::attention_cached(const Matrix& q, const KvCacheView& cache,
   // Each CTA reads its heads of q before it writes them to o, so exact aliasing is fine.
   check(o.data != q.data || o.dtype == q.dtype, p + "o aliases q with another dtype");
   make_current();
-  if (options_.attention_kernel == 1 &&
+  if (options_.attention_kernel != 2 &&
       attention_decode(q, cache, slot_ids, lengths, Hq, Hkv, o))  // attention_decode.cu
     return;
 

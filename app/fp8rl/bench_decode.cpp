@@ -195,6 +195,17 @@ double attention_bytes(const ModelConfig& cfg, DType cdt, int64_t rows, int64_t 
          4.0 * static_cast<double>(rows * cfg.num_attention_heads * cfg.head_dim);
 }
 
+std::string fmt_percent(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f%%", 100.0 * v);
+  return b;
+}
+std::string fmt_ratio(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2fx", v);
+  return b;
+}
+
 std::string us_or_dash(double t) {
   char s[32] = "-";
   if (t > 0) std::snprintf(s, sizeof s, "%.1f", t * 1e6);
@@ -335,11 +346,14 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   std::fflush(stdout);
 
   // --- Attention: each batch of sequences at each context, BF16 and FP8 caches.
-  // att[bi][ci][0 bf16, 1 fp8]: the default kernel's seconds.
+  // att[bi][ci][0 bf16, 1 fp8]: the default kernel's seconds; att_tc: the tensor-core kernel's
+  // (attention_kernel = 3: fp8 caches at head dim 128), 0 where it did not run.
   std::vector<std::vector<std::array<double, 2>>> att(
       nb, std::vector<std::array<double, 2>>(o.contexts.size()));
-  std::printf("\n%-10s %5s %6s %6s %10s %9s %8s %12s %13s\n", "attention", "rows", "ctx", "copies",
-              "us", "GB/s", "vs copy", "no split us", "1st kernel us");
+  std::vector<std::vector<double>> att_tc(nb, std::vector<double>(o.contexts.size(), 0.0));
+  std::printf("\n%-10s %5s %6s %6s %10s %9s %8s %12s %13s %10s %8s\n", "attention", "rows", "ctx",
+              "copies", "us", "GB/s", "vs copy", "no split us", "1st kernel us", "tc us",
+              "tc/copy");
   for (size_t bi = 0; bi < nb; ++bi)
     for (size_t ci = 0; ci < o.contexts.size(); ++ci)
       for (int di = 0; di < 2; ++di) {
@@ -356,13 +370,20 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
           OptionGuard first(be, "attention_kernel", 2);
           if (first.ok()) t_first = time_attention(be, cfg, ops, min_s, reps);
         }
+        double t_tc = -1;
+        if (cdt == DType::fp8 && cfg.head_dim == 128) {
+          OptionGuard tc(be, "attention_kernel", 3);
+          if (tc.ok()) t_tc = time_attention(be, cfg, ops, min_s, reps);
+        }
         att[bi][ci][static_cast<size_t>(di)] = t;
-        const double gbs = attention_bytes(cfg, cdt, rows, ctx) / t / 1e9;
+        if (t_tc > 0) att_tc[bi][ci] = t_tc;
+        const double bytes = attention_bytes(cfg, cdt, rows, ctx), gbs = bytes / t / 1e9;
         const std::string name = std::string(dtype_name(cdt)) + " KV";
-        std::printf("%-10s %5lld %6lld %6d %10.1f %9.1f %7.0f%% %12s %13s\n", name.c_str(),
+        std::printf("%-10s %5lld %6lld %6d %10.1f %9.1f %7.0f%% %12s %13s %10s %8s\n", name.c_str(),
                     static_cast<long long>(rows), static_cast<long long>(ctx), ops.copies, t * 1e6,
                     gbs, 100.0 * gbs / copy_gbs, us_or_dash(t_one).c_str(),
-                    us_or_dash(t_first).c_str());
+                    us_or_dash(t_first).c_str(), us_or_dash(t_tc).c_str(),
+                    t_tc > 0 ? fmt_percent(bytes / t_tc / 1e9 / copy_gbs).c_str() : "-");
         Json row;
         row["kernel"] = "attention_cached";
         row["kv_cache"] = dtype_name(cdt);
@@ -374,6 +395,10 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
         row["vs_copy"] = number(gbs / copy_gbs);
         if (t_one > 0) row["no_split_us"] = number(t_one * 1e6);
         if (t_first > 0) row["first_kernel_us"] = number(t_first * 1e6);
+        if (t_tc > 0) {
+          row["tensor_core_us"] = number(t_tc * 1e6);
+          row["tensor_core_vs_copy"] = number(bytes / t_tc / 1e9 / copy_gbs);
+        }
         table.push_back(row);
         std::fflush(stdout);
       }
@@ -382,20 +407,23 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   // --- A decode layer's kernels: linears + attention, FP8 + FP8 KV against BF16 (norms, RoPE
   // and the residual adds are left out: they cost the same in both).
   Json::Array step;
-  std::printf("\n%-34s %5s %6s %10s %10s %9s\n", "a layer's linears + attention", "rows", "ctx",
-              "bf16 us", "fp8 us", "bf16/fp8");
+  std::printf("\n%-34s %5s %6s %10s %10s %9s %10s\n", "a layer's linears + attention", "rows",
+              "ctx", "bf16 us", "fp8 us", "bf16/fp8", "tc: b/fp8");
   for (size_t bi = 0; bi < nb; ++bi)
     for (size_t ci = 0; ci < o.contexts.size(); ++ci) {
       const double bf16 = layer16[bi] + att[bi][ci][0], fp8 = layer8[bi] + att[bi][ci][1];
-      std::printf("%-34s %5lld %6lld %10.1f %10.1f %8.2fx\n", "",
+      const double fp8_tc = att_tc[bi][ci] > 0 ? layer8[bi] + att_tc[bi][ci] : -1;
+      std::printf("%-34s %5lld %6lld %10.1f %10.1f %8.2fx %9s\n", "",
                   static_cast<long long>(o.batches[bi]), static_cast<long long>(o.contexts[ci]),
-                  bf16 * 1e6, fp8 * 1e6, bf16 / fp8);
+                  bf16 * 1e6, fp8 * 1e6, bf16 / fp8,
+                  fp8_tc > 0 ? (fmt_ratio(bf16 / fp8_tc)).c_str() : "-");
       Json row;
       row["rows"] = o.batches[bi];
       row["context"] = o.contexts[ci];
       row["bf16_us"] = number(bf16 * 1e6);
       row["fp8_us"] = number(fp8 * 1e6);
       row["bf16_over_fp8"] = number(bf16 / fp8);
+      if (fp8_tc > 0) row["bf16_over_fp8_tensor_core"] = number(bf16 / fp8_tc);
       step.push_back(row);
     }
   run["layers"] = Json(layers);
@@ -416,10 +444,13 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
     for (size_t ci = 0; ci < o.contexts.size(); ++ci) {
       const int64_t rows = o.batches[bi], ctx = o.contexts[ci];
       if (ctx < 4096 || rows < 8) continue;
-      const double vs =
-          attention_bytes(cfg, DType::fp8, rows, ctx) / att[bi][ci][1] / 1e9 / copy_gbs;
+      // The better of the default kernel and the tensor-core one (the candidate default).
+      const bool tc = att_tc[bi][ci] > 0 && att_tc[bi][ci] < att[bi][ci][1];
+      const double best = tc ? att_tc[bi][ci] : att[bi][ci][1];
+      const double vs = attention_bytes(cfg, DType::fp8, rows, ctx) / best / 1e9 / copy_gbs;
       targets.push_back(target_json("attention FP8 KV read vs copy, " + std::to_string(rows) +
-                                        " rows x " + std::to_string(ctx),
+                                        " rows x " + std::to_string(ctx) +
+                                        (tc ? " (tensor cores)" : ""),
                                     vs, 0.7, cpu));
     }
   run["targets"] = Json(targets);
@@ -447,16 +478,23 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   };
   const int64_t rows = o.sweep_batch;
   std::printf("sweeps at %lld rows (value 0: the default)\n", static_cast<long long>(rows));
-  // K splits of the decode GEMM at the widest and the narrowest linear.
+  // K splits and the CTA target of the decode GEMM at the widest and the narrowest linear, at 1
+  // and 8 rows: where it runs (up to linear_fp8_max_rows, 16) and its weight stream is judged.
   for (size_t li : {size_t{3}, size_t{1}}) {
     const LinearShape& l = linears[li];
     const LinearOperands ops = make_linear(be, l, std::max<int64_t>(rows, 256), rotate_bytes, rng);
-    const std::string what = std::string("linear_fp8 ") + l.name + " " + std::to_string(rows) +
-                             "x" + std::to_string(l.N) + "x" + std::to_string(l.K);
-    for (int64_t s : {0, 1, 2, 4, 8, 16}) {
-      OptionGuard g(be, "linear_fp8_splits", s);
-      sweep_row(what, "linear_fp8_splits", s, time_fp8(be, ops, rows, min_s, reps),
-                fp8_bytes(l, rows));
+    for (int64_t m : {int64_t{1}, int64_t{8}}) {
+      const std::string what = std::string("linear_fp8 ") + l.name + " " + std::to_string(m) + "x" +
+                               std::to_string(l.N) + "x" + std::to_string(l.K);
+      for (int64_t s : {0, 1, 2, 4, 8, 16}) {
+        OptionGuard g(be, "linear_fp8_splits", s);
+        sweep_row(what, "linear_fp8_splits", s, time_fp8(be, ops, m, min_s, reps), fp8_bytes(l, m));
+      }
+      for (int64_t c : {1, 4, 8}) {
+        OptionGuard g(be, "linear_fp8_ctas_per_sm", c);
+        sweep_row(what, "linear_fp8_ctas_per_sm", c, time_fp8(be, ops, m, min_s, reps),
+                  fp8_bytes(l, m));
+      }
     }
     // Rows up to which the fused GEMM beats quantize + cuBLASLt (linear_fp8_max_rows).
     if (li != 3) continue;
@@ -479,6 +517,15 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
       OptionGuard g(be, "attention_splits", s);
       sweep_row(what, "attention_splits", s, time_attention(be, cfg, ops, min_s, reps),
                 attention_bytes(cfg, DType::fp8, n, ctx));
+    }
+    if (cfg.head_dim == 128) {  // the tensor-core kernel's splits (attention_kernel = 3)
+      OptionGuard tc(be, "attention_kernel", 3);
+      for (int64_t s : {0, 1, 4, 16}) {
+        OptionGuard g(be, "attention_splits", s);
+        sweep_row(what + " (tensor cores)", "attention_splits", s,
+                  time_attention(be, cfg, ops, min_s, reps),
+                  attention_bytes(cfg, DType::fp8, n, ctx));
+      }
     }
     std::fflush(stdout);
     if (n == rows && rows <= 4) break;

@@ -104,6 +104,8 @@ BackendSelection make_backend(BackendChoice choice) {
     Backend* b = create ? create(device, err, sizeof err) : nullptr;
     if (b) {
       sel.backend.reset(b);
+      if (const char* spec = std::getenv("FP8RL_KERNEL_OPTIONS"))
+        apply_kernel_options(*sel.backend, spec);
       return sel;
     }
     if (choice == BackendChoice::cuda)
@@ -115,6 +117,30 @@ BackendSelection make_backend(BackendChoice choice) {
   }
   sel.backend = make_cpu_backend();
   return sel;
+}
+
+void apply_kernel_options(Backend& be, const std::string& spec) {
+  const auto known = be.kernel_options();
+  std::string names;
+  for (const auto& [name, value] : known) names += (names.empty() ? "" : ", ") + name;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    const size_t end = std::min(spec.find(',', pos), spec.size());
+    const std::string entry = spec.substr(pos, end - pos);
+    pos = end + 1;
+    if (entry.empty()) continue;
+    const size_t eq = entry.find('=');
+    long long value = 0;
+    char* stop = nullptr;
+    if (eq != std::string::npos && eq + 1 < entry.size())
+      value = std::strtoll(entry.c_str() + eq + 1, &stop, 10);
+    check(eq != std::string::npos && eq > 0 && stop && *stop == '\0',
+          "FP8RL_KERNEL_OPTIONS: '" + entry + "' is not name=integer");
+    if (known.empty()) continue;  // a backend without kernel options (the CPU)
+    const std::string name = entry.substr(0, eq);
+    check(be.set_kernel_option(name, value),
+          "FP8RL_KERNEL_OPTIONS: unknown kernel option '" + name + "' (" + names + ")");
+  }
 }
 
 }  // namespace fp8rl

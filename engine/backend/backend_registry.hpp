@@ -34,8 +34,15 @@ struct BackendSelection {
   std::string fallback_reason;  // non-empty when auto fell back to the CPU
 };
 
-// Makes the chosen backend. cuda throws an Error with the reason when CUDA is not usable.
+// Makes the chosen backend. cuda throws an Error with the reason when CUDA is not usable. A
+// device backend then takes the kernel options of $FP8RL_KERNEL_OPTIONS (apply_kernel_options).
 BackendSelection make_backend(BackendChoice choice);
+
+// Sets the kernel options of spec, "name=value[,name=value...]" (Backend::set_kernel_option),
+// on a backend that has kernel options; on one without (the CPU) a well-formed spec does
+// nothing. Throws an Error naming the entry for a malformed one, an unknown name or a value the
+// option does not take.
+void apply_kernel_options(Backend& be, const std::string& spec);
 
 // The CPU reference backend.
 std::unique_ptr<Backend> make_cpu_backend();

@@ -1,4 +1,5 @@
-// A host emulation of the CUDA features kernels/attention_mma.cu and kernels/quantize.cuh use, so
+// A host emulation of the CUDA features kernels/attention_mma.cu, gemm_grouped_mma.cu,
+// attention_decode_mma.cu and the quantize, RMSNorm and SwiGLU producers use, so
 // that their kernels run on the CPU (tests/emulation/test_*_emulated.cpp):
 //  - a CTA's threads (a multiple of 32, up to 1024) are fibers (ucontext) run one at a time; one
 //    warp leads and the others run in a random quarter of the scheduler's passes, so warps drift
@@ -6,8 +7,9 @@
 //    a collective in divergent code) aborts as a deadlock;
 //  - __syncthreads and the warp collectives (shfl.xor, shfl.down of 4- and 8-byte values) are
 //    barriers that yield; atomics are plain read-modify-writes (one fiber runs at a time);
-//  - ldmatrix .x4 (.trans) and mma.sync m16n8k16 BF16 → FP32 follow the PTX ISA's fragment
-//    tables (written here independently of the kernel), shfl.xor reads another lane's slot;
+//  - ldmatrix .x4 (.trans) and mma.sync m16n8k16 BF16 / f16 and m16n8k32 FP8 → FP32 follow the
+//    PTX ISA's fragment tables (written here independently of the kernel), shfl.xor reads
+//    another lane's slot;
 //  - cp.async is a copy deferred to the thread's cp.async.wait_group (a tile read before its wait
 //    holds stale bytes) or made at once (a buffer refilled while a lagging warp still reads it
 //    shows); a test runs both;
@@ -16,6 +18,8 @@
 //  - FP8 conversions (cvt.rn.satfinite E4M3 / E5M2 and back to half) from the formats'
 //    definitions: each code's value, nearest with ties to the even code, |x| at or above the
 //    largest finite value gives it, NaN 0x7f (written here independently of engine/fp8/codec).
+//  - float → binary16 (cvt.rn.f16.f32, subnormals and overflow to inf included) and PRMT
+//    (__byte_perm) by their definitions.
 // The kernel file is compiled as host C++ after its PTX wrappers are replaced
 // (emulate_kernel.py); this header stands in for cuda_runtime.h, cuda_bf16.h, cuda_fp16.h and
 // cuda_fp8.h (tests/emulation/include). CUDA's own names
@@ -347,10 +351,13 @@ inline void warp_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_
   d[2] = w.d[g + 8][2 * c], d[3] = w.d[g + 8][2 * c + 1];
   w.bar.wait();
 }
-inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+// mma.sync m16n8k16 with 16-bit operands (two a register, the lower k low), each half read by
+// value(bits): A rows g and g+8, k 2c, 2c+1 and 2c+8, 2c+9; B k 2c, 2c+1 and 2c+8, 2c+9, col g.
+template <class Value>
+inline void mma16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, Value value) {
   auto& w = warp();
-  auto lo = [](uint32_t v) { return emu_bf2f(static_cast<uint16_t>(v & 0xffff)); };
-  auto hi = [](uint32_t v) { return emu_bf2f(static_cast<uint16_t>(v >> 16)); };
+  auto lo = [&](uint32_t v) { return value(static_cast<uint16_t>(v & 0xffff)); };
+  auto hi = [&](uint32_t v) { return value(static_cast<uint16_t>(v >> 16)); };
   warp_mma<16>(d, a, b0, b1, [&](int L, float(&A)[16][16], float(&B)[16][8]) {
     const int g = L >> 2, c = L & 3;
     A[g][2 * c] = lo(w.a[L][0]), A[g][2 * c + 1] = hi(w.a[L][0]);
@@ -360,6 +367,10 @@ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
     B[2 * c][g] = lo(w.b[L][0]), B[2 * c + 1][g] = hi(w.b[L][0]);
     B[2 * c + 8][g] = lo(w.b[L][1]), B[2 * c + 9][g] = hi(w.b[L][1]);
   });
+}
+// mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32.
+inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  mma16(d, a, b0, b1, emu_bf2f);
 }
 
 inline void fiber_entry() {
@@ -567,6 +578,37 @@ inline float __half2float(__half h) {
     v = std::ldexp(static_cast<float>(1024 + m), static_cast<int>(e) - 25);
   return sign ? -v : v;
 }
+// cvt.rn.f16.f32: nearest binary16, ties to even (subnormals below 2^-14, |x| ≥ 65520 → inf),
+// NaN → 0x7fff.
+inline __half __float2half_rn(float f) {
+  const unsigned short sign = std::signbit(f) ? 0x8000 : 0;
+  if (std::isnan(f)) return __half_raw{0x7fff};
+  const double a = std::fabs(static_cast<double>(f));
+  if (a >= 65520.0) return __half_raw{static_cast<unsigned short>(sign | 0x7c00)};
+  int e;
+  std::frexp(a, &e);  // a = m·2^e, m in [0.5, 1): the quantum is 2^(e - 11), 2^-24 at least
+  const double quantum = std::ldexp(1.0, std::max(e - 11, -24));
+  const double r = std::nearbyint(a / quantum) * quantum;  // ties to even (the default mode)
+  if (r < std::ldexp(1.0, -14))                            // subnormal (or zero)
+    return __half_raw{static_cast<unsigned short>(sign | static_cast<unsigned>(r * 16777216.0))};
+  std::frexp(r, &e);
+  const unsigned mant = static_cast<unsigned>(std::ldexp(r, 11 - e)) - 1024u;
+  return __half_raw{static_cast<unsigned short>(sign | (e - 1 + 15) << 10 | mant)};
+}
+inline unsigned short __half_as_ushort(__half h) {
+  return h.bits;
+}
+struct __half2_raw {
+  unsigned short x, y;
+};
+// PRMT's default mode: byte i of the result is byte (s >> 4i) & 7 of {y:x} (x bytes 0-3).
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const uint64_t xy = static_cast<uint64_t>(y) << 32 | x;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i)
+    r |= static_cast<unsigned>((xy >> (8 * ((s >> (4 * i)) & 7))) & 0xffu) << (8 * i);
+  return r;
+}
 
 // FP8 by the formats' definitions (OCP FP8): E4M3 bias 7, 3 mantissa bits, S.1111.111 NaN and no
 // infinity (largest finite 0x7e = 448); E5M2 bias 15, 2 mantissa bits, exponent 31 inf / NaN
@@ -616,6 +658,10 @@ inline uint8_t fp8_encode(float x, bool e4m3) {
   const unsigned c = below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi);
   return static_cast<uint8_t>(sign | c);
 }
+// mma.sync.m16n8k16.row.col.f32.f16.f16.f32 (mma16 with binary16 halves).
+inline void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  mma16(d, a, b0, b1, [](uint16_t h) { return __half2float(__half_raw{h}); });
+}
 }  // namespace emu
 inline __nv_fp8_storage_t __nv_cvt_float_to_fp8(float x, __nv_saturation_t sat,
                                                 __nv_fp8_interpretation_t f) {
@@ -637,6 +683,14 @@ inline __half_raw __nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t code, __nv_fp8_inte
   const double m = std::frexp(a, &e);  // a = m·2^e, m in [0.5, 1): E4M3's range is normal in half
   return {static_cast<unsigned short>(sign | (e - 1 + 15) << 10 |
                                       static_cast<unsigned>((2 * m - 1) * 1024))};
+}
+
+using __nv_fp8x2_storage_t = unsigned short;
+// Two codes (the low byte first) to binary16, exactly.
+inline __half2_raw __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t codes,
+                                              __nv_fp8_interpretation_t f) {
+  return {__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(codes & 0xff), f).x,
+          __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(codes >> 8), f).x};
 }
 
 // Occupancy: blocks per SM by threads (2048 a SM) and shared memory (228 KiB a SM, 1 KiB of it

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Makes a host-C++ copy of a CUDA kernel file for cuda_emulation.hpp: the bodies of its PTX
-wrappers (cp.async, ldmatrix, mma.sync: attention_mma.cu) become calls of the emulation, its
+wrappers (cp.async, ldmatrix, mma.sync: attention_mma.cu, gemm_grouped_mma.cu,
+attention_decode_mma.cu) become calls of the emulation, its
 dynamic shared memory the emulated CTA's, and its launches (kernel<<<...>>>(...)) the emulated
 ones. Everything else is the kernel file as it is.
 
@@ -30,6 +31,14 @@ WRAPPERS = {
         ("__device__ __forceinline__ void ldsm_x4(", "emu::ldsm(r, addr, false);"),
         ("__device__ __forceinline__ void mma_fp8(", "emu::mma_fp8(c, a, b0, b1, kE4m3, kE4m3);"),
     ],
+    "attention_decode_mma.cu": [
+        ("__device__ __forceinline__ void cp_async16(", "emu::cp_async16(smem, gmem);"),
+        ("__device__ __forceinline__ void cp_async_commit(", "emu::commit();"),
+        ("__device__ __forceinline__ void cp_async_wait(", "emu::wait(N);"),
+        ("__device__ __forceinline__ void ldsm_x4(", "emu::ldsm(r, addr, false);"),
+        ("__device__ __forceinline__ void ldsm_x4_trans(", "emu::ldsm(r, addr, true);"),
+        ("__device__ __forceinline__ void mma_f16(", "emu::mma_f16(c, a, b0, b1);"),
+    ],
     "quantize.cuh": [],
     "rmsnorm.cuh": [],
     "swiglu.cuh": [],
@@ -38,6 +47,7 @@ WRAPPERS = {
 EXPECTED = {
     "attention_mma.cu": (3, 0, 1),
     "gemm_grouped_mma.cu": (1, 0, 1),
+    "attention_decode_mma.cu": (1, 5, 1),
     "quantize.cuh": (2, 0, 3),
     "rmsnorm.cuh": (0, 4, 6),
     "swiglu.cuh": (0, 0, 0),

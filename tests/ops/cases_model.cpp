@@ -858,6 +858,10 @@ void add_decode_attention_case(Registry& reg, std::vector<int32_t> lengths, int6
                                int64_t D, DType cache_dt, DType qdt) {
   std::string lens;
   for (int32_t l : lengths) lens += (lens.empty() ? "" : ",") + std::to_string(l);
+  if (lengths.size() > 8)
+    lens =
+        fmt("%zu rows of %d-%d", lengths.size(), *std::min_element(lengths.begin(), lengths.end()),
+            *std::max_element(lengths.begin(), lengths.end()));
   const int64_t n = static_cast<int64_t>(lengths.size()), slots = n + 1, width = Hkv * D;
   int64_t longest = 0;
   for (int32_t l : lengths) longest = std::max<int64_t>(longest, l);
@@ -952,22 +956,34 @@ void add_decode_attention_case(Registry& reg, std::vector<int32_t> lengths, int6
            return compare_outputs({{"o", run(test)}}, {{"o", want}}, tol);
          }
          const auto want = run(ref);
-         const std::vector<std::pair<const char*, std::pair<const char*, int64_t>>> variants = {
-             {"defaults", {nullptr, 0}},
-             {"no split", {"attention_splits", 1}},
-             {"5 splits", {"attention_splits", 5}},
-             {"first kernel", {"attention_kernel", 2}}};
+         using Options = std::vector<std::pair<const char*, int64_t>>;
+         const std::vector<std::pair<const char*, Options>> variants = {
+             {"defaults", {}},
+             {"no split", {{"attention_splits", 1}}},
+             {"5 splits", {{"attention_splits", 5}}},
+             {"first kernel", {{"attention_kernel", 2}}},
+             // The tensor-core kernel where it applies (fp8 cache, D 128, bf16 q), else as 1.
+             {"tensor cores", {{"attention_kernel", 3}}},
+             {"tensor cores, 5 splits", {{"attention_kernel", 3}, {"attention_splits", 5}}}};
          std::string detail;
-         for (const auto& [label, option] : variants) {
-           if (option.first && !test.set_kernel_option(option.first, option.second)) continue;
+         for (const auto& [label, options] : variants) {
+           auto reset = [&, &options = options] {
+             for (const auto& o : options) test.set_kernel_option(o.first, 0);
+           };
+           bool known = true;
+           for (const auto& o : options) known = known && test.set_kernel_option(o.first, o.second);
+           if (!known) {  // a backend without these options (the CPU)
+             reset();
+             continue;
+           }
            std::vector<double> got;
            try {
              got = run(test);
            } catch (...) {
-             if (option.first) test.set_kernel_option(option.first, 0);
+             reset();
              throw;
            }
-           if (option.first) test.set_kernel_option(option.first, 0);
+           reset();
            const Result r = compare_outputs({{label, got}}, {{label, want}}, tol);
            if (r.outcome != Outcome::pass) return r;
            detail += (detail.empty() ? "" : "; ") + r.detail;
@@ -995,6 +1011,12 @@ void add_kv_cases(Registry& reg) {
     add_decode_attention_case(reg, {1, 31, 32, 33, 64, 200, 257, 5}, 16, 2, 64, c, DType::bf16);
   }
   add_decode_attention_case(reg, {300, 2, 129}, 10, 2, 64, DType::bf16, DType::bf16);
+  // The tensor-core kernel's shapes (fp8, D 128): 255 rows of ragged lengths; 10 query heads on
+  // one kv head (head batches of 8 and 2).
+  std::vector<int32_t> ragged(255);
+  for (size_t i = 0; i < ragged.size(); ++i) ragged[i] = static_cast<int32_t>(1 + (i * 37) % 70);
+  add_decode_attention_case(reg, ragged, 8, 2, 128, DType::fp8, DType::bf16);
+  add_decode_attention_case(reg, {300, 2, 129}, 10, 1, 128, DType::fp8, DType::bf16);
   add_decode_attention_case(reg, {65, 190}, 4, 4, 256, DType::fp8, DType::bf16);
   add_decode_attention_case(reg, {65, 3}, 4, 2, 256, DType::bf16, DType::bf16);
   add_decode_attention_case(reg, {70, 9}, 4, 1, 40, DType::fp8, DType::bf16);

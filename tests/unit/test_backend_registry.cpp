@@ -41,6 +41,23 @@ class TestBackendRegistry : public QObject {
     }
   }
 
+  // $FP8RL_KERNEL_OPTIONS: malformed entries are named; a backend without kernel options (the
+  // CPU) takes a well-formed list as nothing. (Unknown names on a device: the GPU round.)
+  void kernelOptionsFromTheEnvironment() {
+    auto be = make_cpu_backend();
+    apply_kernel_options(*be, "attention_kernel=3,linear_fp8_max_rows=8,");
+    apply_kernel_options(*be, "");
+    for (const char* bad : {"attention_kernel", "attention_kernel=", "=3", "attention_kernel=3x"}) {
+      try {
+        apply_kernel_options(*be, std::string("linear_fp8_splits=2,") + bad);
+        QFAIL(bad);
+      } catch (const Error& e) {
+        QVERIFY2(QString(e.what()).contains(QString("'%1' is not name=integer").arg(bad)),
+                 e.what());
+      }
+    }
+  }
+
   void buffersAreMovable() {
     auto be = make_cpu_backend();
     Buffer a = be->alloc(100);

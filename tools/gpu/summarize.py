@@ -243,8 +243,16 @@ class Summary:
             relation = "≥" if t["relation"] == ">=" else "≤"
             self.target(t["name"], t.get("value"), relation, t["target"], fmt_pct, "bench-decode")
         for r in run.get("layer_step", []):
+            tc = r.get("bf16_over_fp8_tensor_core")
             self.info.append((f"decode layer (linears + attention) BF16 / FP8 + FP8 KV, "
-                              f"{r['rows']} rows x {r['context']}", fmt_ratio(r.get("bf16_over_fp8"))))
+                              f"{r['rows']} rows x {r['context']}", fmt_ratio(r.get("bf16_over_fp8"))
+                              + (f" (tensor-core attention: {fmt_ratio(tc)})" if tc else "")))
+        for r in run.get("table", []):
+            if r.get("tensor_core_us") is not None:
+                self.info.append((f"attention FP8 KV, {r['rows']} rows x {r['context']}: default / "
+                                  "tensor-core kernel us (tc vs copy)",
+                                  f"{r['us']:.1f} / {r['tensor_core_us']:.1f} "
+                                  f"({fmt_pct(r.get('tensor_core_vs_copy'))})"))
         for r in run.get("layers", []):
             self.info.append((f"decode layer's linears BF16 / FP8, {r['rows']} rows",
                               fmt_ratio(r.get("linears_bf16_over_fp8"))))
