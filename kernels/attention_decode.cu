@@ -515,10 +515,12 @@ bool CudaBackend::attention_decode_mma(const Matrix& q, const KvCacheView& cache
                                        const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
                                        int64_t Hkv, const Matrix& o) {
   const int64_t n = q.rows, group = Hq / Hkv;
-  if (cache.dtype != DType::fp8 || q.dtype != DType::bf16 || o.dtype != DType::bf16 ||
-      cache.width != Hkv * cuda::kDecodeMmaHeadDim || cache.max_len > INT_MAX)
+  if ((cache.dtype != DType::fp8 && cache.dtype != DType::bf16) || q.dtype != DType::bf16 ||
+      o.dtype != DType::bf16 || cache.width != Hkv * cuda::kDecodeMmaHeadDim ||
+      cache.max_len > INT_MAX)
     return false;
   cuda::DecodeMmaArgs m;
+  m.fp8 = cache.dtype == DType::fp8;
   m.q = static_cast<const uint16_t*>(q.data);
   m.o = static_cast<uint16_t*>(o.data);
   m.cache_k = static_cast<const uint8_t*>(cache.k);

@@ -1,5 +1,5 @@
-// attention_cached's decode step on the tensor cores for an FP8 (E4M3) KV cache at head dim 128
-// (attention_decode_mma.cu), behind the kernel option attention_kernel = 3
+// attention_cached's decode step on the tensor cores for an FP8 (E4M3) or BF16 KV cache at head
+// dim 128 (attention_decode_mma.cu), behind the kernel option attention_kernel = 3
 // (CudaBackend::attention_decode chooses; attention_decode.cu combines the splits).
 #pragma once
 
@@ -22,9 +22,10 @@ inline constexpr int64_t kDecodeMmaHeadDim = 128;
 struct DecodeMmaArgs {
   const uint16_t* q = nullptr;       // [n, Hq·128] BF16
   uint16_t* o = nullptr;             // [n, Hq·128] BF16 (one split)
-  const uint8_t* cache_k = nullptr;  // [num_slots·max_len, width] E4M3 codes
+  bool fp8 = true;                   // the cache: E4M3 codes, else BF16 values
+  const uint8_t* cache_k = nullptr;  // [num_slots·max_len, width] elements
   const uint8_t* cache_v = nullptr;
-  const float* k_scale_inv = nullptr;  // device scalars: value = code · scale_inv
+  const float* k_scale_inv = nullptr;  // FP8: device scalars, value = code · scale_inv
   const float* v_scale_inv = nullptr;
   const int32_t* slot_ids = nullptr;  // [n]
   const int32_t* lengths = nullptr;   // [n]
@@ -39,8 +40,8 @@ struct DecodeMmaArgs {
 inline constexpr int64_t kDecodeMmaStageKeys = 64;
 
 // Why the kernel cannot take these operands, "" when it can: head dim 128 (width = Hkv·128),
-// Hq a multiple of Hkv, the caches 16-byte aligned (cp.async), splits within 1..the stages of
-// max_len.
+// Hq a multiple of Hkv, the caches 16-byte aligned (cp.async), an FP8 cache's scales given,
+// splits within 1..the stages of max_len.
 std::string decode_mma_problem(const DecodeMmaArgs& a);
 
 // One launch on `stream` (grid: rows × kv heads · ⌈group / 8⌉ × splits), no host

@@ -181,8 +181,8 @@ class CudaBackend final : public Backend {
   //   linear_fp8_ctas_per_sm the decode GEMM's CTA target per SM (default 2)
   //   attention_kernel       1: attention_cached's decode kernel where it applies (default);
   //                          2: its first kernel (warps over key tiles, no splits) everywhere;
-  //                          3: for an fp8 cache at head dim 128 with bf16 q, the tensor-core
-  //                          decode kernel (attention_decode_mma.cu), elsewhere as 1
+  //                          3: for an fp8 or bf16 cache at head dim 128 with bf16 q, the
+  //                          tensor-core decode kernel (attention_decode_mma.cu), elsewhere as 1
   //   attention_splits       sequence splits of the decode kernel (flash-decoding; 1: none;
   //                          default: enough CTAs for attention_ctas_per_sm per SM)
   //   attention_ctas_per_sm  the decode kernel's CTA target per SM (default 4)
@@ -430,8 +430,8 @@ class CudaBackend final : public Backend {
   bool attention_decode(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                         const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o);
   // attention_decode.cu, under attention_kernel = 3: the tensor-core decode kernel
-  // (attention_decode_mma.cu) for an fp8 cache at head dim 128 with bf16 q and o, false where
-  // it does not apply (attention_decode's kernel then runs).
+  // (attention_decode_mma.cu) for an fp8 or bf16 cache at head dim 128 with bf16 q and o, false
+  // where it does not apply (attention_decode's kernel then runs).
   bool attention_decode_mma(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                             const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o);
 

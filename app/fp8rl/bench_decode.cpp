@@ -347,10 +347,10 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
 
   // --- Attention: each batch of sequences at each context, BF16 and FP8 caches.
   // att[bi][ci][0 bf16, 1 fp8]: the default kernel's seconds; att_tc: the tensor-core kernel's
-  // (attention_kernel = 3: fp8 caches at head dim 128), 0 where it did not run.
+  // (attention_kernel = 3: head dim 128), 0 where it did not run.
   std::vector<std::vector<std::array<double, 2>>> att(
-      nb, std::vector<std::array<double, 2>>(o.contexts.size()));
-  std::vector<std::vector<double>> att_tc(nb, std::vector<double>(o.contexts.size(), 0.0));
+      nb, std::vector<std::array<double, 2>>(o.contexts.size())),
+      att_tc(nb, std::vector<std::array<double, 2>>(o.contexts.size(), {0.0, 0.0}));
   std::printf("\n%-10s %5s %6s %6s %10s %9s %8s %12s %13s %10s %8s\n", "attention", "rows", "ctx",
               "copies", "us", "GB/s", "vs copy", "no split us", "1st kernel us", "tc us",
               "tc/copy");
@@ -371,12 +371,12 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
           if (first.ok()) t_first = time_attention(be, cfg, ops, min_s, reps);
         }
         double t_tc = -1;
-        if (cdt == DType::fp8 && cfg.head_dim == 128) {
+        if (cfg.head_dim == 128) {
           OptionGuard tc(be, "attention_kernel", 3);
           if (tc.ok()) t_tc = time_attention(be, cfg, ops, min_s, reps);
         }
         att[bi][ci][static_cast<size_t>(di)] = t;
-        if (t_tc > 0) att_tc[bi][ci] = t_tc;
+        if (t_tc > 0) att_tc[bi][ci][static_cast<size_t>(di)] = t_tc;
         const double bytes = attention_bytes(cfg, cdt, rows, ctx), gbs = bytes / t / 1e9;
         const std::string name = std::string(dtype_name(cdt)) + " KV";
         std::printf("%-10s %5lld %6lld %6d %10.1f %9.1f %7.0f%% %12s %13s %10s %8s\n", name.c_str(),
@@ -412,18 +412,21 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   for (size_t bi = 0; bi < nb; ++bi)
     for (size_t ci = 0; ci < o.contexts.size(); ++ci) {
       const double bf16 = layer16[bi] + att[bi][ci][0], fp8 = layer8[bi] + att[bi][ci][1];
-      const double fp8_tc = att_tc[bi][ci] > 0 ? layer8[bi] + att_tc[bi][ci] : -1;
+      // Both on the tensor-core kernel (where it ran for both caches).
+      const bool tc = att_tc[bi][ci][0] > 0 && att_tc[bi][ci][1] > 0;
+      const double bf16_tc = layer16[bi] + att_tc[bi][ci][0];
+      const double fp8_tc = tc ? layer8[bi] + att_tc[bi][ci][1] : -1;
       std::printf("%-34s %5lld %6lld %10.1f %10.1f %8.2fx %9s\n", "",
                   static_cast<long long>(o.batches[bi]), static_cast<long long>(o.contexts[ci]),
                   bf16 * 1e6, fp8 * 1e6, bf16 / fp8,
-                  fp8_tc > 0 ? (fmt_ratio(bf16 / fp8_tc)).c_str() : "-");
+                  tc ? fmt_ratio(bf16_tc / fp8_tc).c_str() : "-");
       Json row;
       row["rows"] = o.batches[bi];
       row["context"] = o.contexts[ci];
       row["bf16_us"] = number(bf16 * 1e6);
       row["fp8_us"] = number(fp8 * 1e6);
       row["bf16_over_fp8"] = number(bf16 / fp8);
-      if (fp8_tc > 0) row["bf16_over_fp8_tensor_core"] = number(bf16 / fp8_tc);
+      if (tc) row["bf16_over_fp8_tensor_core"] = number(bf16_tc / fp8_tc);
       step.push_back(row);
     }
   run["layers"] = Json(layers);
@@ -445,8 +448,8 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
       const int64_t rows = o.batches[bi], ctx = o.contexts[ci];
       if (ctx < 4096 || rows < 8) continue;
       // The better of the default kernel and the tensor-core one (the candidate default).
-      const bool tc = att_tc[bi][ci] > 0 && att_tc[bi][ci] < att[bi][ci][1];
-      const double best = tc ? att_tc[bi][ci] : att[bi][ci][1];
+      const bool tc = att_tc[bi][ci][1] > 0 && att_tc[bi][ci][1] < att[bi][ci][1];
+      const double best = tc ? att_tc[bi][ci][1] : att[bi][ci][1];
       const double vs = attention_bytes(cfg, DType::fp8, rows, ctx) / best / 1e9 / copy_gbs;
       targets.push_back(target_json("attention FP8 KV read vs copy, " + std::to_string(rows) +
                                         " rows x " + std::to_string(ctx) +

@@ -37,6 +37,7 @@ WRAPPERS = {
         ("__device__ __forceinline__ void cp_async_wait(", "emu::wait(N);"),
         ("__device__ __forceinline__ void ldsm_x4(", "emu::ldsm(r, addr, false);"),
         ("__device__ __forceinline__ void ldsm_x4_trans(", "emu::ldsm(r, addr, true);"),
+        ("__device__ __forceinline__ void mma_bf16(", "emu::mma(c, a, b0, b1);"),
         ("__device__ __forceinline__ void mma_f16(", "emu::mma_f16(c, a, b0, b1);"),
     ],
     "quantize.cuh": [],

@@ -1,16 +1,17 @@
-// The tensor-core decode kernel over an FP8 KV cache (kernels/attention_decode_mma.cu) on the
-// CPU through the CUDA emulation (cuda_emulation.hpp: fibers for threads, ldmatrix (.trans) and
-// mma.sync m16n8k16 f16 by the PTX ISA's fragment tables, deferred or eager cp.async), against
-// FP64 attention over the dequantized cache (attention_cached's definition). What it checks
-// without a GPU: the fragment layouts (the permuted head-dim order of the scores, the byte
-// permute that splits p·V's B fragments into even and odd columns), the swizzled shared rows,
-// stages that end inside a warp's keys, ragged lengths in one batch, query-head batches of 8,
-// q's power-of-two scaling (heads of very different magnitudes), splits (the partial results,
-// combined here in FP64 as decode_attention_combine_kernel does), splits past a row's keys,
-// rows with an invalid slot or length (zeros), NaN codes past a row's length never read, and
-// no unwritten shared memory read. Bounds, relative to the largest |o| of the head: 5e-3 for the
-// BF16 output of one split (its rounding: up to 2^-8 of an element), 1e-3 for the FP32 partials.
-// What it cannot check: timing, bank conflicts, the hardware's summation inside an mma.
+// The tensor-core decode kernel over an FP8 or BF16 KV cache (kernels/attention_decode_mma.cu)
+// on the CPU through the CUDA emulation (cuda_emulation.hpp: fibers for threads, ldmatrix
+// (.trans) and mma.sync m16n8k16 f16 / BF16 by the PTX ISA's fragment tables, deferred or eager
+// cp.async), against FP64 attention over the values the cache stands for (attention_cached's
+// definition). What it checks without a GPU: the fragment layouts of both cache kinds (for FP8
+// the permuted head-dim order of the scores and the byte permute that splits p·V's B fragments
+// into even and odd columns), the swizzled shared rows, stages that end inside a warp's keys,
+// ragged lengths in one batch, query-head batches of 8, q's power-of-two scaling (heads of very
+// different magnitudes), BF16 p as two terms, splits (the partial results, combined here in FP64
+// as decode_attention_combine_kernel does), splits past a row's keys, rows with an invalid slot
+// or length (zeros), NaN past a row's length never read, and no unwritten shared memory read.
+// Bounds, relative to the largest |o| of the head: 5e-3 for the BF16 output of one split (its
+// rounding: up to 2^-8 of an element), 1e-3 (FP8) and 1e-4 (BF16) for the FP32 partials. What it
+// cannot check: timing, bank conflicts, the hardware's summation inside an mma.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -29,9 +30,10 @@ constexpr int64_t kD = cuda::kDecodeMmaHeadDim;
 
 struct Case {
   const char* name;
-  std::vector<int32_t> lengths;  // per row; 0 or > max_len: an invalid row
+  std::vector<int32_t> lengths;  // per row; 0: an invalid row
   int Hq, Hkv, splits;
   bool bad_slot = false;  // row 0 reads slot -1
+  bool fp8 = true;        // the cache: E4M3 codes with scales, else BF16
 };
 
 uint16_t to_bf16(float f) {
@@ -58,17 +60,30 @@ bool run(const Case& cs, unsigned seed, bool eager) {
   const int64_t width = cs.Hkv * kD;
   const float k_si = 0.011f, v_si = 0.013f, scale = 1.0f / std::sqrt(static_cast<float>(kD));
 
-  // Cache: NaN codes everywhere, random codes where a row attends; row i reads slot n - i.
-  std::vector<uint8_t> kc(static_cast<size_t>(slots * max_len * width), 0x7f), vc(kc.size(), 0x7f);
+  // Cache: NaN everywhere (E4M3 0x7f, BF16 0xffff), random values where a row attends (kv,
+  // vv: the values they stand for); row i reads slot n - i.
+  const size_t cells = static_cast<size_t>(slots * max_len * width), es = cs.fp8 ? 1 : 2;
+  std::vector<uint8_t> kc(cells * es, cs.fp8 ? 0x7f : 0xff), vc(kc.size(), kc[0]);
+  std::vector<float> kv(cells, NAN), vv(cells, NAN);
   std::vector<int32_t> slot_of(static_cast<size_t>(n)), lengths = cs.lengths;
+  auto put = [&](std::vector<uint8_t>& bytes, std::vector<float>& val, size_t at, float si) {
+    if (cs.fp8) {
+      bytes[at] = __nv_cvt_float_to_fp8(normal(rng) / si * 0.05f, __NV_SATFINITE, __NV_E4M3);
+      val[at] = static_cast<float>(emu::fp8_value(bytes[at], true) * si);
+    } else {
+      const uint16_t b = to_bf16(normal(rng));
+      std::memcpy(&bytes[2 * at], &b, 2);
+      val[at] = from_bf16(b);
+    }
+  };
   for (int64_t i = 0; i < n; ++i) {
     slot_of[i] = static_cast<int32_t>(n - i);
     const int64_t len = std::clamp<int64_t>(lengths[i], 0, max_len);
     for (int64_t j = 0; j < len; ++j)
       for (int64_t e = 0; e < width; ++e) {
         const size_t at = static_cast<size_t>((slot_of[i] * max_len + j) * width + e);
-        kc[at] = __nv_cvt_float_to_fp8(normal(rng) / k_si * 0.05f, __NV_SATFINITE, __NV_E4M3);
-        vc[at] = __nv_cvt_float_to_fp8(normal(rng) / v_si * 0.05f, __NV_SATFINITE, __NV_E4M3);
+        put(kc, kv, at, k_si);
+        put(vc, vv, at, v_si);
       }
   }
   if (cs.bad_slot) slot_of[0] = -1;
@@ -84,12 +99,13 @@ bool run(const Case& cs, unsigned seed, bool eager) {
   std::vector<uint16_t> o(q.size(), 0xffff);  // NaN: every element must be written
   std::vector<float> ml(static_cast<size_t>(n * cs.Hq * cs.splits * 2), NAN),
       acc(static_cast<size_t>(n * cs.Hq * cs.splits * kD), NAN);
+  a.fp8 = cs.fp8;
   a.q = q.data();
   a.o = o.data();
   a.cache_k = kc.data();
   a.cache_v = vc.data();
-  a.k_scale_inv = &k_si;
-  a.v_scale_inv = &v_si;
+  a.k_scale_inv = cs.fp8 ? &k_si : nullptr;
+  a.v_scale_inv = cs.fp8 ? &v_si : nullptr;
   a.slot_ids = slot_of.data();
   a.lengths = lengths.data();
   a.part_ml = ml.data();
@@ -125,18 +141,14 @@ bool run(const Case& cs, unsigned seed, bool eager) {
           double dot = 0;
           for (int64_t d = 0; d < kD; ++d)
             dot += static_cast<double>(from_bf16(q[(i * cs.Hq + h) * kD + d])) *
-                   static_cast<float>(
-                       emu::fp8_value(kc[(slot * max_len + j) * width + col + d], true) * k_si);
+                   kv[(slot * max_len + j) * width + col + d];
           sc[j] = dot * scale;
           mx = std::max(mx, sc[j]);
         }
         for (double& x : sc) sum += (x = std::exp(x - mx));
         for (int64_t d = 0; d < kD; ++d) {
           double s = 0;
-          for (int64_t j = 0; j < len; ++j)
-            s += sc[j] *
-                 static_cast<float>(
-                     emu::fp8_value(vc[(slot * max_len + j) * width + col + d], true) * v_si);
+          for (int64_t j = 0; j < len; ++j) s += sc[j] * vv[(slot * max_len + j) * width + col + d];
           want[d] = s / sum;
         }
       }
@@ -167,7 +179,7 @@ bool run(const Case& cs, unsigned seed, bool eager) {
       }
       const double rel = big > 0 ? err / big : err;
       worst = std::max(worst, rel);
-      const double bound = cs.splits == 1 ? 5e-3 : 1e-3;
+      const double bound = cs.splits == 1 ? 5e-3 : cs.fp8 ? 1e-3 : 1e-4;
       if (!(rel <= bound) || (!valid && err != 0)) {
         std::printf(
             "FAIL %s (%s copies): row %lld head %lld: error %.3g of the largest |o| "
@@ -196,6 +208,16 @@ int main() {
        2,
        true},
       {"lengths 5,33; one head per kv head, 1 split; a bad slot", {5, 33}, 2, 2, 1, true},
+      {"bf16 cache: lengths 1,63,64,65,130; 4 heads on 1 kv head",
+       {1, 63, 64, 65, 130},
+       4,
+       1,
+       1,
+       false,
+       false},
+      {"bf16 cache: length 77; 10 heads on 2 kv heads", {77}, 10, 2, 1, false, false},
+      {"bf16 cache: lengths 150,1,64; 3 splits", {150, 1, 64}, 2, 1, 3, false, false},
+      {"bf16 cache: lengths 129,0,40; a bad slot; 2 splits", {129, 0, 40}, 1, 1, 2, true, false},
   };
   bool ok = true;
   unsigned seed = 1;
