@@ -372,7 +372,7 @@ struct OptionField {
   int64_t min, max;  // the values allowed besides 0 (the default)
 };
 constexpr OptionField kOptionFields[] = {
-    {"linear_fp8_kernel", &CudaBackend::KernelOptions::linear_fp8_kernel, 1, 2},
+    {"linear_fp8_kernel", &CudaBackend::KernelOptions::linear_fp8_kernel, 1, 3},
     {"linear_fp8_max_rows", &CudaBackend::KernelOptions::linear_fp8_max_rows, 1, INT32_MAX},
     {"linear_fp8_splits", &CudaBackend::KernelOptions::linear_fp8_splits, 1, 4096},
     {"linear_fp8_ctas_per_sm", &CudaBackend::KernelOptions::linear_fp8_ctas_per_sm, 1, 64},

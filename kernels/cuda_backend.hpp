@@ -169,12 +169,15 @@ class CudaBackend final : public Backend {
   void linear_fp8(const Matrix& x, const Fp8Matrix& w, const Matrix& y,
                   const QuantOptions& opt) override;
   int64_t linear_fp8_max_rows() const override {
-    return options_.linear_fp8_kernel == 1 ? options_.linear_fp8_max_rows : 0;
+    return options_.linear_fp8_kernel != 2 ? options_.linear_fp8_max_rows : 0;
   }
 
   // Kernel options (Backend::set_kernel_option; 0 restores an option's default):
   //   linear_fp8_kernel      1: the decode GEMM up to linear_fp8_max_rows rows (default);
-  //                          2: never (quantize once per input, cuBLASLt: the earlier path)
+  //                          2: never (quantize once per input, cuBLASLt: the earlier path);
+  //                          3: up to 8 rows of bf16 x the one-stream kernel
+  //                          (linear_fp8_stream.cu: a CTA per 16 weight rows over all of K, no
+  //                          split partials), else as 1
   //   linear_fp8_max_rows    rows up to which linear_fp8 runs the decode GEMM (default 16)
   //   linear_fp8_splits      K splits of the decode GEMM (default: enough CTAs for
   //                          linear_fp8_ctas_per_sm per SM)

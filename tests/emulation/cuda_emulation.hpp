@@ -258,6 +258,11 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
   return emu::exchange(v, emu::lane() ^ lane_mask);
 }
 template <class T>
+T __shfl_sync(unsigned mask, T v, int src_lane) {
+  emu::full_mask(mask);
+  return emu::exchange(v, src_lane & 31);
+}
+template <class T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta) {
   emu::full_mask(mask);
   const int src = emu::lane() + static_cast<int>(delta);
@@ -521,6 +526,11 @@ T __ldg(const T* p) {
     std::abort();
   }
   return *p;
+}
+// ld.global.cs (evict-first): a plain load here, with __ldg's alignment check.
+template <class T>
+T __ldcs(const T* p) {
+  return __ldg(p);
 }
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
   const unsigned long long old = *p;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Makes a host-C++ copy of a CUDA kernel file for cuda_emulation.hpp: the bodies of its PTX
 wrappers (cp.async, ldmatrix, mma.sync: attention_mma.cu, gemm_grouped_mma.cu,
-attention_decode_mma.cu) become calls of the emulation, its
+attention_decode_mma.cu, linear_fp8_stream.cu) become calls of the emulation, its
 dynamic shared memory the emulated CTA's, and its launches (kernel<<<...>>>(...)) the emulated
 ones. Everything else is the kernel file as it is.
 
@@ -40,6 +40,9 @@ WRAPPERS = {
         ("__device__ __forceinline__ void mma_bf16(", "emu::mma(c, a, b0, b1);"),
         ("__device__ __forceinline__ void mma_f16(", "emu::mma_f16(c, a, b0, b1);"),
     ],
+    "linear_fp8_stream.cu": [
+        ("__device__ __forceinline__ void mma_fp8(", "emu::mma_fp8(c, a, b0, b1, true, true);"),
+    ],
     "quantize.cuh": [],
     "rmsnorm.cuh": [],
     "swiglu.cuh": [],
@@ -49,6 +52,7 @@ EXPECTED = {
     "attention_mma.cu": (3, 0, 1),
     "gemm_grouped_mma.cu": (1, 0, 1),
     "attention_decode_mma.cu": (1, 5, 1),
+    "linear_fp8_stream.cu": (0, 1, 2),
     "quantize.cuh": (2, 0, 3),
     "rmsnorm.cuh": (0, 4, 6),
     "swiglu.cuh": (0, 0, 0),

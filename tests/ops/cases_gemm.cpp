@@ -357,7 +357,9 @@ void add_linear_fp8_case(Registry& reg, Shape s, DType xdt, DType out, bool pow2
              {"defaults", {nullptr, 0}},
              {"1 split", {"linear_fp8_splits", 1}},
              {"3 splits", {"linear_fp8_splits", 3}},
-             {"unfused", {"linear_fp8_kernel", 2}}};
+             {"unfused", {"linear_fp8_kernel", 2}},
+             // Up to 8 rows of bf16 x: the one-stream kernel (else as the defaults).
+             {"one stream", {"linear_fp8_kernel", 3}}};
          for (const auto& [label, option] : variants) {
            KernelOptions guard(test);
            if (option.first && !guard.set(option.first, option.second)) continue;
@@ -389,10 +391,11 @@ void add_gemm_cases(Registry& reg) {
   add_gemm_fp8_case(reg, {64, 64, 256}, Form::wgrad, DType::f32, Fp8Format::e5m2);
   // The decode GEMM: M = 1, 3, 255 (two m tiles), 256, beyond the fused rows (300); K a multiple
   // of 128, of 16 only (a partial last block), and of neither (1000: the unfused path); N not a
-  // multiple of the 128-row tile; K long enough for many splits (4096).
+  // multiple of the 128-row tile; K long enough for many splits (4096; and for 8 blocks a warp
+  // of the one-stream kernel at 4 rows).
   const Shape linear_shapes[] = {{1, 136, 384},   {3, 257, 1008},  {8, 128, 128},
                                  {33, 200, 4096}, {255, 259, 512}, {256, 384, 1024},
-                                 {300, 128, 256}, {17, 136, 1000}};
+                                 {300, 128, 256}, {17, 136, 1000}, {4, 200, 4096}};
   for (const auto& s : linear_shapes) {
     add_linear_fp8_case(reg, s, DType::bf16, DType::bf16, false);
     add_linear_fp8_case(reg, s, DType::bf16, DType::f32, false);
