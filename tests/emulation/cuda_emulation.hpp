@@ -73,6 +73,12 @@ struct alignas(8) uint2 {
 inline uint2 make_uint2(unsigned a, unsigned b) {
   return {a, b};
 }
+struct alignas(8) float2 {
+  float x, y;
+};
+inline float2 make_float2(float a, float b) {
+  return {a, b};
+}
 struct alignas(16) float4 {
   float x, y, z, w;
 };
@@ -527,6 +533,13 @@ T __ldg(const T* p) {
   }
   return *p;
 }
+// ld.global.cg (L2 only): a plain load here, with __ldg's alignment check.
+template <class T>
+T __ldcg(const T* p) {
+  return __ldg(p);
+}
+// One fiber runs at a time and memory is the host's: a fence has nothing to order.
+inline void __threadfence() {}
 // ld.global.cs (evict-first): a plain load here, with __ldg's alignment check.
 template <class T>
 T __ldcs(const T* p) {

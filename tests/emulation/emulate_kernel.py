@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Makes a host-C++ copy of a CUDA kernel file for cuda_emulation.hpp: the bodies of its PTX
 wrappers (cp.async, ldmatrix, mma.sync: attention_mma.cu, gemm_grouped_mma.cu,
-attention_decode_mma.cu, linear_fp8_stream.cu) become calls of the emulation, its
+attention_decode_mma.cu, linear_fp8_stream.cu, linear_fp8.cuh) become calls of the emulation, its
 dynamic shared memory the emulated CTA's, and its launches (kernel<<<...>>>(...)) the emulated
 ones. Everything else is the kernel file as it is.
 
@@ -43,6 +43,10 @@ WRAPPERS = {
     "linear_fp8_stream.cu": [
         ("__device__ __forceinline__ void mma_fp8(", "emu::mma_fp8(c, a, b0, b1, true, true);"),
     ],
+    "linear_fp8.cuh": [
+        ("__device__ __forceinline__ void mma_e4m3(",
+         "const uint32_t a[4] = {a0, a1, a2, a3};\n  emu::mma_fp8(d, a, b0, b1, true, true);"),
+    ],
     "quantize.cuh": [],
     "rmsnorm.cuh": [],
     "swiglu.cuh": [],
@@ -53,6 +57,7 @@ EXPECTED = {
     "gemm_grouped_mma.cu": (1, 0, 1),
     "attention_decode_mma.cu": (1, 5, 1),
     "linear_fp8_stream.cu": (0, 1, 2),
+    "linear_fp8.cuh": (1, 1, 1),
     "quantize.cuh": (2, 0, 3),
     "rmsnorm.cuh": (0, 4, 6),
     "swiglu.cuh": (0, 0, 0),
