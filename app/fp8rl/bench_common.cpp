@@ -212,6 +212,13 @@ Json backend_json(Backend& be) {
   Json j;
   j["backend"] = be.name();
   j["device"] = be.device();
+  // The kernel choices in effect (FP8RL_KERNEL_OPTIONS changes them for a whole run).
+  const auto options = be.kernel_options();
+  if (!options.empty()) {
+    Json o(Json::Object{});
+    for (const auto& [name, value] : options) o[name] = value;
+    j["kernel_options"] = o;
+  }
   return j;
 }
 

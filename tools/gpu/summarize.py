@@ -322,6 +322,31 @@ class Summary:
                                           f"{fmt_ratio(r['seconds_per_token_vs_forced'])}; "
                                           f"{fmt_ratio(r.get('vs_bf16'))}"))
 
+    def decode_new_kernels(self):
+        """bench rollout again on the kernel options not yet default: FP8 + FP8 KV vs BF16 there,
+        and each mode's tokens/s against the default kernels' run."""
+        run = first_run(load(self.folder, "bench-rollout-0.6b-new"))
+        if not run:
+            if "bench-rollout-0.6b-new" in self.status:
+                self.info.append(("decode on the new kernels",
+                                  self.why_missing("bench-rollout-0.6b-new")))
+            return
+        base = first_run(load(self.folder, "bench-rollout-0.6b")) or {}
+        opts = ", ".join(f"{k}={v}" for k, v in (run.get("kernel_options") or {}).items()
+                         if k in ("attention_kernel", "linear_fp8_max_rows", "linear_fp8_kernel"))
+        opts = opts or f"{run.get('backend')}: no kernel options"
+        before = {(r["batch"], r["mode"]): r for r in base.get("rows", [])}
+        for r in run.get("rows", []):
+            b = before.get((r["batch"], r["mode"]), {})
+            new, old = r.get("decode_tokens_per_s"), b.get("decode_tokens_per_s")
+            cell = f"{new:.0f} tok/s" if new else "–"
+            if new and old:
+                cell += f" ({fmt_ratio(new / old)} the default kernels)"
+            if r.get("vs_bf16") is not None:
+                cell += f"; vs BF16 {fmt_ratio(r['vs_bf16'])}"
+            self.info.append((f"decode on the new kernels ({opts}), batch {r['batch']}, "
+                              f"{r['mode']}", cell))
+
     def step(self):
         run = first_run(load(self.folder, "bench-step-gpu"))
         got = {t["name"]: t for t in run.get("targets", [])} if run else {}
@@ -489,6 +514,7 @@ def main(argv):
         print(f"summarize.py: cannot read {args[0]}/status.tsv: {e!r}", file=sys.stderr)
         return 1
     for part in (s.ops, s.recipe, s.kernels, s.gemm, s.experts, s.attention, s.quant, s.decode,
+                 s.decode_new_kernels,
                  s.step, s.train, s.ranks, s.learn):
         try:
             part()
