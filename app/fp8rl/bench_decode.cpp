@@ -525,11 +525,12 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   const int64_t rows = o.sweep_batch;
   std::printf("sweeps at %lld rows (value 0: the default)\n", static_cast<long long>(rows));
   // K splits and the CTA target of the decode GEMM at the widest and the narrowest linear, at 1
-  // and 8 rows: where it runs (up to linear_fp8_max_rows, 16) and its weight stream is judged.
+  // and 8 rows (where it runs, up to linear_fp8_max_rows = 16, and its weight stream is judged)
+  // and 64 (where it may run next: at 64 rows its FP32 partials weigh as much as the weight).
   for (size_t li : {size_t{3}, size_t{1}}) {
     const LinearShape& l = linears[li];
     const LinearOperands ops = make_linear(be, l, std::max<int64_t>(rows, 256), rotate_bytes, rng);
-    for (int64_t m : {int64_t{1}, int64_t{8}}) {
+    for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{64}}) {
       const std::string what = std::string("linear_fp8 ") + l.name + " " + std::to_string(m) + "x" +
                                std::to_string(l.N) + "x" + std::to_string(l.K);
       for (int64_t s : {0, 1, 2, 4, 8, 16}) {
