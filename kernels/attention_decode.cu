@@ -35,10 +35,13 @@
 #include "attention_decode_mma.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
+#include "mma_ptx.cuh"
 #include "ops_common.cuh"
 
 namespace fp8rl {
 namespace {
+
+using namespace cuda::ptx;  // cp.async (mma_ptx.cuh)
 
 using cuda::In, cuda::Out;
 
@@ -103,18 +106,6 @@ __device__ __forceinline__ void load8(const unsigned char* p, float scale_inv, f
       x[2 * j + 1] = __fmul_rn(f.y, scale_inv);
     }
   }
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 __device__ __forceinline__ float warp_max(float v) {

@@ -6,8 +6,8 @@
 // rescaled when the max grows), O += P·V; o = O / l and lse = max + log l at the end.
 //
 // Backward: dq, dk, dv from dout, q, k, v, lse and di = rowsum(dO ⊙ O) (attention.cu's di
-// kernel). Two kernels each own their outputs, as attention.cu's: every output element is summed in a
-// fixed order by one thread and written once — no atomics, bit-reproducible run to run.
+// kernel). Two kernels each own their outputs, as attention.cu's: every output element is summed in
+// a fixed order by one thread and written once — no atomics, bit-reproducible run to run.
 //  - dq: CTA (query tile, query head, sequence) walks the key tiles up to the diagonal:
 //    S = Q·Kᵀ, dP = dO·Vᵀ, P = exp(S·scale − lse), dS = P ⊙ (dP − Di), dq += dS·K.
 //  - dk, dv: CTA (key tile, kv head, sequence) walks the query heads of its group and the query
@@ -72,9 +72,12 @@
 
 #include "core/error.hpp"
 #include "cuda_check.hpp"
+#include "mma_ptx.cuh"
 
 namespace fp8rl::cuda {
 namespace {
+
+using namespace ptx;  // cp.async, ldmatrix, mma.sync (mma_ptx.cuh)
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
@@ -102,42 +105,6 @@ struct Shape {
 template <int D>
 constexpr size_t smem_bytes() {
   return 6 * sizeof(uint16_t) * Shape<D>::kTileElems + 4 * sizeof(float) * kTile;
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// c += a·b, one m16n8k16 BF16 product with FP32 accumulators (layouts [A], [B], [C]).
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                    uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Two floats rounded to nearest-even BF16, `lo` in the low 16 bits.
@@ -187,8 +154,8 @@ __device__ __forceinline__ void scores(float (&acc)[kScoreTiles][4], uint32_t a,
     for (int np = 0; np < kTile / 16; ++np) {
       uint32_t bf[4];
       ldsm_x4(bf, b + block_offset<S::kPitch>(16 * np, 16 * kk));
-      mma(acc[2 * np], af, bf[0], bf[1]);
-      mma(acc[2 * np + 1], af, bf[2], bf[3]);
+      mma_bf16(acc[2 * np], af, bf[0], bf[1]);
+      mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
     }
   }
 }
@@ -217,8 +184,8 @@ __device__ __forceinline__ void accumulate(float (&out)[Shape<D>::kOutTiles][4],
     for (int nd = 0; nd < S::kSteps; ++nd) {
       uint32_t bf[4];
       ldsm_x4_trans(bf, bt + block_offset<S::kPitch>(16 * j, 16 * nd));
-      mma(out[2 * nd], a[j], bf[0], bf[1]);
-      mma(out[2 * nd + 1], a[j], bf[2], bf[3]);
+      mma_bf16(out[2 * nd], a[j], bf[0], bf[1]);
+      mma_bf16(out[2 * nd + 1], a[j], bf[2], bf[3]);
     }
 }
 

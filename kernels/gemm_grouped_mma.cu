@@ -43,9 +43,12 @@
 #include "core/error.hpp"
 #include "cuda_check.hpp"
 #include "fp8/format.hpp"
+#include "mma_ptx.cuh"
 
 namespace fp8rl::cuda {
 namespace {
+
+using namespace ptx;  // cp.async, ldmatrix, mma.sync (mma_ptx.cuh)
 
 constexpr int kThreads = 256;       // 8 warps: 2 (rows) x 4 (columns)
 constexpr int kTile = 128;          // output rows and columns of a CTA; K per step
@@ -67,47 +70,6 @@ struct Params {
   int64_t first[kMaxGroups + 1];   // stacked row where each group starts; [groups]: the end
   int tile_first[kMaxGroups + 1];  // first CTA of each group; [groups]: the CTA count
 };
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// c += a·b, one m16n8k32 FP8 product with FP32 accumulators (layouts [A], [B], [C]); both
-// operands E4M3 (true) or both E5M2 (false), as Backend::gemm_fp8 pairs them.
-template <bool kE4m3>
-__device__ __forceinline__ void mma_fp8(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                        uint32_t b1) {
-  if constexpr (kE4m3) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
 
 template <bool kE4m3>
 __global__ void __launch_bounds__(kThreads) grouped_fp8_mma_kernel(Params p) {

@@ -38,11 +38,13 @@
 
 #include "cuda_check.hpp"
 #include "fp8/format.hpp"
+#include "mma_ptx.cuh"
 #include "ops_common.cuh"
 
 namespace fp8rl::decode_gemm {
 
 using cuda::In, cuda::Out;
+using namespace cuda::ptx;  // mma.sync (mma_ptx.cuh)
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -94,16 +96,6 @@ __device__ __forceinline__ unsigned word(const uint4& v, int i) {
 // Word i (0..7) of a 32-byte chunk.
 __device__ __forceinline__ unsigned word(const RowChunk& c, int i) {
   return i < 4 ? word(c.lo, i) : word(c.hi, i - 4);
-}
-
-// d += a·b for one m16n8k32 E4M3 tile (FP32 accumulation inside the tensor core's limits).
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], unsigned a0, unsigned a1, unsigned a2,
-                                         unsigned a3, unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // max of two |x| where NaN wins (as quantize.cu).
@@ -211,9 +203,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(DecodeGemmArgs
       const RowChunk xc{xlo, xhi};
       float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int s = 0; s < 4; ++s)  // k32 steps over bytes 8s .. 8s + 7 of the thread's chunk
-        mma_e4m3(c, word(f0.r0, 2 * s), word(f0.r8, 2 * s), word(f0.r0, 2 * s + 1),
-                 word(f0.r8, 2 * s + 1), word(xc, 2 * s), word(xc, 2 * s + 1));
+      for (int s = 0; s < 4; ++s) {  // k32 steps over bytes 8s .. 8s + 7 of the thread's chunk
+        const uint32_t af[4] = {word(f0.r0, 2 * s), word(f0.r8, 2 * s), word(f0.r0, 2 * s + 1),
+                                word(f0.r8, 2 * s + 1)};
+        mma_fp8<true>(c, af, word(xc, 2 * s), word(xc, 2 * s + 1));  // E4M3, FP32 accumulation
+      }
       const float2 sx = *reinterpret_cast<const float2*>(xs + kbl * kMt + 8 * j + 2 * t);
       const float s0 = sx.x * sw, s1 = sx.y * sw;
       acc[j][0] = fmaf(c[0], s0, acc[j][0]);  // (row g, col 2t)

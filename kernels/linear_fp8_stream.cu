@@ -39,24 +39,17 @@
 #include "core/error.hpp"
 #include "cuda_check.hpp"
 #include "fp8/format.hpp"
+#include "mma_ptx.cuh"
 
 namespace fp8rl::cuda {
 namespace {
+
+using namespace ptx;  // mma.sync (mma_ptx.cuh)
 
 constexpr int kRowsPerCta = 16;  // weight rows of a CTA: the mma's M
 constexpr int kBlockK = static_cast<int>(kBlock);
 constexpr int kMaxWarps = 8;
 constexpr int kXRows = static_cast<int>(kStreamMaxRows);  // the mma's N: x rows
-
-// c += a·b, one m16n8k32 E4M3 product with FP32 accumulators.
-__device__ __forceinline__ void mma_fp8(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                        uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // A lane's operands of one 128-block: 32 bytes of weight rows g and g + 8 and 32 BF16 values of
 // x row g (zeros past N, M or K).
@@ -158,7 +151,7 @@ __global__ void __launch_bounds__(32 * W) stream_gemm_kernel(StreamGemmArgs a) {
     for (int s = 0; s < 4; ++s) {
       const uint32_t af[4] = {word(f0.w0, 2 * s), word(f0.w8, 2 * s), word(f0.w0, 2 * s + 1),
                               word(f0.w8, 2 * s + 1)};
-      mma_fp8(c, af, xc[2 * s], xc[2 * s + 1]);
+      mma_fp8<true>(c, af, xc[2 * s], xc[2 * s + 1]);
     }
     // The scales of x rows 2t and 2t + 1 (held by lanes 8t and 8t + 4) times the tile's.
     const float sx0 = __shfl_sync(0xffffffffu, sinv, 8 * t);

@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
-"""Makes a host-C++ copy of a CUDA kernel file for cuda_emulation.hpp: the bodies of its PTX
-wrappers (cp.async, ldmatrix, mma.sync: attention_mma.cu, gemm_grouped_mma.cu,
-attention_decode_mma.cu, linear_fp8_stream.cu, linear_fp8.cuh) become calls of the emulation, its
-dynamic shared memory the emulated CTA's, and its launches (kernel<<<...>>>(...)) the emulated
-ones. Everything else is the kernel file as it is.
+"""Makes a host-C++ copy of a CUDA kernel file for cuda_emulation.hpp: the bodies of the PTX
+wrappers (cp.async, ldmatrix, mma.sync: mma_ptx.cuh, which the tensor-core kernels share) become
+calls of the emulation, a kernel file's dynamic shared memory the emulated CTA's, and its
+launches (kernel<<<...>>>(...)) the emulated ones. Everything else is the file as it is.
 
     emulate_kernel.py KERNEL.cu OUT.cpp
 
@@ -16,22 +15,7 @@ import sys
 
 # The PTX wrappers of each kernel file the emulation knows, and their emulated bodies.
 WRAPPERS = {
-    "attention_mma.cu": [
-        ("__device__ __forceinline__ void cp_async16(", "emu::cp_async16(smem, gmem);"),
-        ("__device__ __forceinline__ void cp_async_commit(", "emu::commit();"),
-        ("__device__ __forceinline__ void cp_async_wait(", "emu::wait(N);"),
-        ("__device__ __forceinline__ void ldsm_x4(", "emu::ldsm(r, addr, false);"),
-        ("__device__ __forceinline__ void ldsm_x4_trans(", "emu::ldsm(r, addr, true);"),
-        ("__device__ __forceinline__ void mma(", "emu::mma(c, a, b0, b1);"),
-    ],
-    "gemm_grouped_mma.cu": [
-        ("__device__ __forceinline__ void cp_async16(", "emu::cp_async16(smem, gmem);"),
-        ("__device__ __forceinline__ void cp_async_commit(", "emu::commit();"),
-        ("__device__ __forceinline__ void cp_async_wait(", "emu::wait(N);"),
-        ("__device__ __forceinline__ void ldsm_x4(", "emu::ldsm(r, addr, false);"),
-        ("__device__ __forceinline__ void mma_fp8(", "emu::mma_fp8(c, a, b0, b1, kE4m3, kE4m3);"),
-    ],
-    "attention_decode_mma.cu": [
+    "mma_ptx.cuh": [
         ("__device__ __forceinline__ void cp_async16(", "emu::cp_async16(smem, gmem);"),
         ("__device__ __forceinline__ void cp_async_commit(", "emu::commit();"),
         ("__device__ __forceinline__ void cp_async_wait(", "emu::wait(N);"),
@@ -39,20 +23,22 @@ WRAPPERS = {
         ("__device__ __forceinline__ void ldsm_x4_trans(", "emu::ldsm(r, addr, true);"),
         ("__device__ __forceinline__ void mma_bf16(", "emu::mma(c, a, b0, b1);"),
         ("__device__ __forceinline__ void mma_f16(", "emu::mma_f16(c, a, b0, b1);"),
+        ("__device__ __forceinline__ void mma_fp8(", "emu::mma_fp8(c, a, b0, b1, kE4m3, kE4m3);"),
     ],
-    "linear_fp8_stream.cu": [
-        ("__device__ __forceinline__ void mma_fp8(", "emu::mma_fp8(c, a, b0, b1, true, true);"),
-    ],
-    "linear_fp8.cuh": [
-        ("__device__ __forceinline__ void mma_e4m3(",
-         "const uint32_t a[4] = {a0, a1, a2, a3};\n  emu::mma_fp8(d, a, b0, b1, true, true);"),
-    ],
+    # The kernel files: their PTX is mma_ptx.cuh's (its host copy comes first on the include
+    # path), so nothing of theirs is replaced.
+    "attention_mma.cu": [],
+    "gemm_grouped_mma.cu": [],
+    "attention_decode_mma.cu": [],
+    "linear_fp8_stream.cu": [],
+    "linear_fp8.cuh": [],
     "quantize.cuh": [],
     "rmsnorm.cuh": [],
     "swiglu.cuh": [],
 }
 # How many dynamic and static shared memory declarations and launches each file has.
 EXPECTED = {
+    "mma_ptx.cuh": (0, 0, 0),
     "attention_mma.cu": (3, 0, 1),
     "gemm_grouped_mma.cu": (1, 0, 1),
     "attention_decode_mma.cu": (1, 5, 1),
