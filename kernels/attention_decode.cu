@@ -370,6 +370,19 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Sequence splits of a decode launch of `ctas` CTAs before splitting: `option` when set, else
+// enough for ctas_per_sm CTAs per SM; at most kMaxSplits and one per stage of the cache.
+int64_t decode_splits(int64_t option, int64_t ctas_per_sm, int sm_count, int64_t ctas,
+                      int64_t max_len, int64_t stage_keys) {
+  int64_t splits = option;
+  if (splits == 0) {
+    const int64_t target = ctas_per_sm * std::max(sm_count, 1);
+    splits = ctas >= target ? 1 : (target + ctas - 1) / ctas;
+  }
+  return std::clamp<int64_t>(
+      splits, 1, std::min<int64_t>(kMaxSplits, (max_len + stage_keys - 1) / stage_keys));
+}
+
 // o from the splits' partial results: one warp per (row, query head).
 void combine_splits(const float2* ml, const float* acc, int64_t pairs, int splits, int D, Out o,
                     cudaStream_t s) {
@@ -444,15 +457,8 @@ bool CudaBackend::attention_decode(const Matrix& q, const KvCacheView& cache,
   int lanes = 1;
   while (lanes < D / 8) lanes <<= 1;
 
-  // Splits: the option, or enough CTAs for the target per SM.
-  const int64_t ctas = n * Hkv * batches;
-  int64_t splits = options_.attention_splits;
-  if (splits == 0) {
-    const int64_t target = options_.attention_ctas_per_sm * std::max(sm_count_, 1);
-    splits = ctas >= target ? 1 : (target + ctas - 1) / ctas;
-  }
-  splits = std::clamp<int64_t>(
-      splits, 1, std::min<int64_t>(kMaxSplits, (cache.max_len + kStageKeys - 1) / kStageKeys));
+  const int64_t splits = decode_splits(options_.attention_splits, options_.attention_ctas_per_sm,
+                                       sm_count_, n * Hkv * batches, cache.max_len, kStageKeys);
 
   const size_t stage_bytes = static_cast<size_t>(2 * kStageKeys * D * E);
   const int stages = stage_bytes <= kThreeStageBytes ? 3 : 2;
@@ -527,17 +533,10 @@ bool CudaBackend::attention_decode_mma(const Matrix& q, const KvCacheView& cache
   m.Hq = static_cast<int>(Hq);
   m.Hkv = static_cast<int>(Hkv);
   m.scale = 1.0f / std::sqrt(static_cast<float>(cuda::kDecodeMmaHeadDim));
-  // Splits: the option, or enough CTAs (rows × kv heads × batches of 8 heads) for the target
-  // per SM; at most one per 64-key stage of the cache.
-  const int64_t ctas = n * Hkv * ((group + 7) / 8);
-  int64_t splits = options_.attention_splits;
-  if (splits == 0) {
-    const int64_t target = options_.attention_ctas_per_sm * std::max(sm_count_, 1);
-    splits = ctas >= target ? 1 : (target + ctas - 1) / ctas;
-  }
-  const int64_t stage = cuda::kDecodeMmaStageKeys;
-  m.splits = static_cast<int>(std::clamp<int64_t>(
-      splits, 1, std::min<int64_t>(kMaxSplits, (cache.max_len + stage - 1) / stage)));
+  // CTAs: rows × kv heads × batches of 8 query heads.
+  m.splits = static_cast<int>(
+      decode_splits(options_.attention_splits, options_.attention_ctas_per_sm, sm_count_,
+                    n * Hkv * ((group + 7) / 8), cache.max_len, cuda::kDecodeMmaStageKeys));
   if (!cuda::decode_mma_problem(m).empty()) return false;
   if (m.splits > 1) {
     const int64_t parts = n * Hq * m.splits, D = cuda::kDecodeMmaHeadDim;
