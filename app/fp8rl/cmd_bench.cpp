@@ -77,9 +77,8 @@ step [--preset NAME] [--set key=value ...] [--model M] [--steps N] [--warmup W] 
     included; on the CPU bf16 and fp8 included). No SFT steps; validation only in the first
     step, its time not counted. W warm-up steps (default 1; 0 where a step is long enough for
     its one-time work not to matter), then N timed (default 5). A line per step as it ends
-    (its phases), then the tables. Prints the
-    phase split of the step records, recalibration's share, tokens/s, the speed-up vs BF16,
-    and a verdict for the targets: FP8 + FP8 KV >= 1.48x BF16, FP8 linears >= 1.15x,
+    (its phases), then the phase split of the step records, recalibration's share, tokens/s,
+    the speed-up vs BF16, and a verdict for the targets: FP8 + FP8 KV >= 1.48x BF16, FP8 linears >= 1.15x,
     recalibration <= 3% of the step. --model replaces the preset's model shape. On the CPU the
     modes take turns step by step, the verdict is FP8 step / BF16 step <= 1.15 (median CPU
     time), the step's GEMM FLOP/s are set against the FP32 peak measured in the same run, and
