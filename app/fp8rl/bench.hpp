@@ -177,6 +177,26 @@ struct CpuPeak {
 CpuPeak measure_cpu_peak();
 // A Python that can import torch ($FP8RL_PYTHON, python3, /usr/bin/python3), or "".
 std::string find_torch_python();
+// A kernel option set for the life of the guard (restored to its default after); ok() says
+// whether the backend has the option (the CPU has none).
+class OptionGuard {
+ public:
+  OptionGuard(Backend& be, const std::string& name, int64_t value) : be_(be), name_(name) {
+    ok_ = be_.set_kernel_option(name_, value);
+  }
+  ~OptionGuard() {
+    if (ok_) be_.set_kernel_option(name_, 0);
+  }
+  OptionGuard(const OptionGuard&) = delete;
+  OptionGuard& operator=(const OptionGuard&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  Backend& be_;
+  std::string name_;
+  bool ok_ = false;
+};
+
 // A helper script installed with the engine (share/fp8rl/tools, or $FP8RL_TOOLS), or "".
 std::string find_tool(const std::string& name);
 // Runs a shell command and parses the last line of its stdout as JSON; errors name it.

@@ -15,25 +15,6 @@
 namespace fp8rl::cli::bench {
 namespace {
 
-// A kernel option set for the life of the guard (its default again after).
-class OptionGuard {
- public:
-  OptionGuard(Backend& be, const char* name, int64_t value) : be_(be), name_(name) {
-    ok_ = be_.set_kernel_option(name_, value);
-  }
-  ~OptionGuard() {
-    if (ok_) be_.set_kernel_option(name_, 0);
-  }
-  OptionGuard(const OptionGuard&) = delete;
-  OptionGuard& operator=(const OptionGuard&) = delete;
-  bool ok() const { return ok_; }
-
- private:
-  Backend& be_;
-  const char* name_;
-  bool ok_ = false;
-};
-
 std::vector<float> download_bf16(Backend& be, const Buffer& b, int64_t n) {
   std::vector<bf16> h(static_cast<size_t>(n));
   be.download(h.data(), b.data(), h.size() * sizeof(bf16));

@@ -33,25 +33,6 @@ double per_call(Backend& be, const std::function<void(int)>& fn, double min_s, i
   return t / n;
 }
 
-// A kernel option set for the life of the guard (restored to its default after).
-class OptionGuard {
- public:
-  OptionGuard(Backend& be, const std::string& name, int64_t value) : be_(be), name_(name) {
-    ok_ = be_.set_kernel_option(name_, value);
-  }
-  ~OptionGuard() {
-    if (ok_) be_.set_kernel_option(name_, 0);
-  }
-  OptionGuard(const OptionGuard&) = delete;
-  OptionGuard& operator=(const OptionGuard&) = delete;
-  bool ok() const { return ok_; }
-
- private:
-  Backend& be_;
-  std::string name_;
-  bool ok_ = false;
-};
-
 // One linear of a layer: W [N, K], `count` of them per layer (k and v, gate and up: 2).
 struct LinearShape {
   const char* name;
