@@ -140,16 +140,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeArgs a
   const int D = a.D;
   const int64_t head0 = i * a.Hq * D + static_cast<int64_t>(h0) * D;
 
+  const cuda::KeyRange keys = cuda::split_keys(a.slot_ids[i], a.lengths[i], a.num_slots, a.max_len,
+                                               a.splits, z, kStageKeys);
   const int64_t slot = a.slot_ids[i];
-  const int len = a.lengths[i];
-  const bool valid = slot >= 0 && slot < a.num_slots && len >= 1 && len <= a.max_len;
-  int kbeg = 0, kend = 0;
-  if (valid) {
-    const int64_t per = (len + a.splits - 1) / a.splits;
-    const int64_t chunk = (per + kStageKeys - 1) / kStageKeys * kStageKeys;
-    kbeg = static_cast<int>(min(static_cast<int64_t>(len), z * chunk));
-    kend = static_cast<int>(min(static_cast<int64_t>(len), kbeg + chunk));
-  }
+  const int kbeg = keys.begin, kend = keys.end;
   if (kbeg >= kend) {  // block-uniform: an invalid row, or a split past the row's keys
     if (a.splits == 1) {
       for (int t = threadIdx.x; t < ng * D; t += kThreads) a.o.store(head0 + t, 0.0f);
@@ -545,7 +539,7 @@ bool CudaBackend::attention_decode_mma(const Matrix& q, const KvCacheView& cache
     m.part_ml = reinterpret_cast<float*>(base);
     m.part_acc = reinterpret_cast<float*>(base + ml_round);
   }
-  cuda::attention_decode_mma(m, stream_);
+  cuda::attention_decode_mma(m, device_, stream_);
   if (m.splits > 1)
     combine_splits(reinterpret_cast<const float2*>(m.part_ml), m.part_acc, n * Hq, m.splits,
                    static_cast<int>(cuda::kDecodeMmaHeadDim), cuda::out_of(o), stream_);

@@ -134,16 +134,10 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(DecodeMmaArgs a) {
   const int z = static_cast<int>(blockIdx.z);
   const int64_t head0 = (i * a.Hq + h0) * kD;
 
+  const KeyRange keys =
+      split_keys(a.slot_ids[i], a.lengths[i], a.num_slots, a.max_len, a.splits, z, kStageKeys);
   const int64_t slot = a.slot_ids[i];
-  const int len = a.lengths[i];
-  const bool valid = slot >= 0 && slot < a.num_slots && len >= 1 && len <= a.max_len;
-  int kbeg = 0, kend = 0;
-  if (valid) {
-    const int64_t per = (len + a.splits - 1) / a.splits;
-    const int64_t chunk = (per + kStageKeys - 1) / kStageKeys * kStageKeys;
-    kbeg = static_cast<int>(min(static_cast<int64_t>(len), z * chunk));
-    kend = static_cast<int>(min(static_cast<int64_t>(len), kbeg + chunk));
-  }
+  const int kbeg = keys.begin, kend = keys.end;
   if (kbeg >= kend) {  // block-uniform: an invalid row, or a split past the row's keys
     for (int t = static_cast<int>(threadIdx.x); t < ng * kD; t += kThreads) {
       if (a.splits == 1) {
@@ -215,11 +209,9 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(DecodeMmaArgs a) {
     }
   };
 
-  float m_run = -INFINITY;  // row g's running max (the same in its four lanes)
-  float l_part = 0.0f;      // this lane's share of row g's running sum
-  float acc[kTiles][4];     // output tiles (maps above); c2, c3 (rows 8-15) stay 0
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  float m_run = -INFINITY;    // row g's running max (the same in its four lanes)
+  float l_part = 0.0f;        // this lane's share of row g's running sum
+  float acc[kTiles][4] = {};  // output tiles (maps above); c2, c3 (rows 8-15) stay 0
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -383,10 +375,8 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(DecodeMmaArgs a) {
 // the opt-in attribute, once per device (not in every step of a graph capture; as
 // attention_decode.cu).
 template <bool kFp8>
-void launch(const DecodeMmaArgs& a, dim3 grid, cudaStream_t stream) {
+void launch(const DecodeMmaArgs& a, dim3 grid, int device, cudaStream_t stream) {
   static uint64_t attribute_set = 0;  // bit d: set on device d
-  int device = 0;
-  FP8RL_CUDA_CHECK(cudaGetDevice(&device));
   const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
   if (bit == 0 || (attribute_set & bit) == 0) {
     FP8RL_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<kFp8>,
@@ -417,7 +407,7 @@ std::string decode_mma_problem(const DecodeMmaArgs& a) {
   return "";
 }
 
-void attention_decode_mma(const DecodeMmaArgs& a, cudaStream_t stream) {
+void attention_decode_mma(const DecodeMmaArgs& a, int device, cudaStream_t stream) {
   const std::string problem = decode_mma_problem(a);
   check(problem.empty(), "attention_decode_mma: " + problem);
   if (a.n == 0) return;
@@ -427,9 +417,9 @@ void attention_decode_mma(const DecodeMmaArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(a.n), static_cast<unsigned>(a.Hkv * batches),
                   static_cast<unsigned>(a.splits));
   if (a.fp8)
-    launch<true>(a, grid, stream);
+    launch<true>(a, grid, device, stream);
   else
-    launch<false>(a, grid, stream);
+    launch<false>(a, grid, device, stream);
 }
 
 }  // namespace fp8rl::cuda

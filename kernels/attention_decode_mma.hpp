@@ -39,13 +39,31 @@ struct DecodeMmaArgs {
 // Keys a CTA streams per stage: a split's range is a multiple of it.
 inline constexpr int64_t kDecodeMmaStageKeys = 64;
 
+// The keys [begin, end) of a row that split z of `splits` takes, as both decode kernels split a
+// sequence (attention_decode.cu, attention_decode_mma.cu): whole stages of stage_keys keys,
+// sized from the row's own length (read from device memory, so every split of a short sequence
+// still has keys while lengths grow); empty for a row whose slot or length is out of range, and
+// for a split past the row's keys.
+struct KeyRange {
+  int begin = 0, end = 0;
+};
+__host__ __device__ inline KeyRange split_keys(int64_t slot, int len, int64_t num_slots,
+                                               int64_t max_len, int splits, int z, int stage_keys) {
+  if (!(slot >= 0 && slot < num_slots && len >= 1 && len <= max_len)) return {};
+  const int64_t per = (len + splits - 1) / splits;
+  const int64_t chunk = (per + stage_keys - 1) / stage_keys * stage_keys;
+  const int64_t begin = z * chunk < len ? z * chunk : len;
+  const int64_t end = begin + chunk < len ? begin + chunk : len;
+  return {static_cast<int>(begin), static_cast<int>(end)};
+}
+
 // Why the kernel cannot take these operands, "" when it can: head dim 128 (width = Hkv·128),
 // Hq a multiple of Hkv, the caches 16-byte aligned (cp.async), an FP8 cache's scales given,
 // splits within 1..the stages of max_len.
 std::string decode_mma_problem(const DecodeMmaArgs& a);
 
-// One launch on `stream` (grid: rows × kv heads · ⌈group / 8⌉ × splits), no host
-// synchronisation. Needs decode_mma_problem(a) == "".
-void attention_decode_mma(const DecodeMmaArgs& a, cudaStream_t stream);
+// One launch on `stream` of device `device` (grid: rows × kv heads · ⌈group / 8⌉ × splits), no
+// host synchronisation. Needs decode_mma_problem(a) == "".
+void attention_decode_mma(const DecodeMmaArgs& a, int device, cudaStream_t stream);
 
 }  // namespace fp8rl::cuda

@@ -126,13 +126,7 @@ __global__ void __launch_bounds__(kThreads) grouped_fp8_mma_kernel(Params p) {
   const uint32_t b_lane = static_cast<uint32_t>((32 * wn + (lane & 7) + 8 * (lane >> 4)) * kPitch +
                                                 16 * ((lane >> 3) & 1));
 
-  float acc[4][4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  float acc[4][4][4] = {};
 
   load(0, 0);
   cp_async_commit();
@@ -143,15 +137,9 @@ __global__ void __launch_bounds__(kThreads) grouped_fp8_mma_kernel(Params p) {
     cp_async_wait<1>();
     __syncthreads();
     const uint32_t As = smem_addr(smem + buf * 2 * kTileBytes), Bs = As + kTileBytes;
-    float part[4][4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
-          // Not unrolled: one k step's fragments live at a time (the accumulators and the step's
-          // partial sums already hold 128 registers).
+    float part[4][4][4] = {};
+    // Not unrolled: one k step's fragments live at a time (the accumulators and the step's
+    // partial sums already hold 128 registers).
 #pragma unroll 1
     for (int ks = 0; ks < kTile / 32; ++ks) {
       uint32_t af[4][4], bf[2][4];

@@ -27,31 +27,6 @@ void CudaBackend::linear_fp8(const Matrix& x, const Fp8Matrix& w, const Matrix& 
   check(w.format == opt.format, std::string(op) + ": the weight's FP8 format differs from opt's");
   const int64_t M = x.rows, N = w.rows, K = x.cols;
   if (M == 0 || N == 0) return;
-  if (options_.linear_fp8_kernel == 3 && M <= cuda::kStreamMaxRows && x.dtype == DType::bf16 &&
-      opt.format == Fp8Format::e4m3 && M <= options_.linear_fp8_max_rows) {
-    // The one-stream kernel (linear_fp8_stream.cu): 8 warps a CTA where 4 would leave the SMs
-    // with fewer than two CTAs each.
-    cuda::StreamGemmArgs s;
-    s.x = static_cast<const uint16_t*>(x.data);
-    s.w = w.codes;
-    s.ws = w.scale_inv;
-    s.y = y.data;
-    s.y_bf16 = y.dtype == DType::bf16;
-    s.M = M;
-    s.N = N;
-    s.K = K;
-    s.ws_stride = tile_scale_stride(K);
-    s.pow2 = opt.pow2_scales;
-    s.warps = (N + 15) / 16 < 2 * std::max(sm_count_, 1) ? 8 : 4;
-    if (cuda::stream_gemm_problem(s).empty()) {
-      cuda::check_data(
-          op, {{"x", x.data}, {"w codes", w.codes}, {"w scales", w.scale_inv}, {"y", y.data}});
-      check(y.data != x.data, std::string(op) + ": y must not alias x");
-      make_current();
-      cuda::linear_fp8_stream(s, stream_);
-      return;
-    }
-  }
   const bool fused = options_.linear_fp8_kernel != 2 && M <= options_.linear_fp8_max_rows &&
                      opt.format == Fp8Format::e4m3 && K > 0 && K % 16 == 0 &&
                      cuda::pointer_alignment(w.codes) >= 16 && K / kBlockK < INT_MAX &&
@@ -67,6 +42,26 @@ void CudaBackend::linear_fp8(const Matrix& x, const Fp8Matrix& w, const Matrix& 
   check(y.data != x.data, std::string(op) + ": y must not alias x");
   make_current();
 
+  if (options_.linear_fp8_kernel == 3 && M <= cuda::kStreamMaxRows && x.dtype == DType::bf16) {
+    // The one-stream kernel (linear_fp8_stream.cu): 8 warps a CTA where 4 would leave the SMs
+    // with fewer than two CTAs each.
+    cuda::StreamGemmArgs s;
+    s.x = static_cast<const uint16_t*>(x.data);
+    s.w = w.codes;
+    s.ws = w.scale_inv;
+    s.y = y.data;
+    s.y_bf16 = y.dtype == DType::bf16;
+    s.M = M;
+    s.N = N;
+    s.K = K;
+    s.ws_stride = tile_scale_stride(K);
+    s.pow2 = opt.pow2_scales;
+    s.warps = (N + 15) / 16 < 2 * std::max(sm_count_, 1) ? 8 : 4;
+    if (cuda::stream_gemm_problem(s).empty()) {
+      cuda::linear_fp8_stream(s, stream_);
+      return;
+    }
+  }
   const Plan plan = plan_decode_gemm(M, N, K, options_.linear_fp8_splits,
                                      options_.linear_fp8_ctas_per_sm * std::max(sm_count_, 1));
   if (plan.splits > 1 && plan.tiles > kSplitCounters) {

@@ -123,7 +123,7 @@ bool run(const Case& cs, unsigned seed, bool eager) {
     std::printf("FAIL %s: %s\n", cs.name, problem.c_str());
     return false;
   }
-  cuda::attention_decode_mma(a, nullptr);
+  cuda::attention_decode_mma(a, 0, nullptr);
 
   // FP64 reference over the dequantized cache (value = code · scale_inv rounded to FP32).
   const int64_t group = cs.Hq / cs.Hkv;
