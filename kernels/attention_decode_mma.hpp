@@ -1,5 +1,5 @@
 // attention_cached's decode step on the tensor cores for an FP8 (E4M3) or BF16 KV cache at head
-// dim 128 (attention_decode_mma.cu), behind the kernel option attention_kernel = 3
+// dim 128 (attention_decode_mma.cu), the default (kernel option attention_kernel = 3)
 // (CudaBackend::attention_decode chooses; attention_decode.cu combines the splits).
 #pragma once
 

@@ -182,10 +182,13 @@ class CudaBackend final : public Backend {
   //   linear_fp8_splits      K splits of the decode GEMM (default: enough CTAs for
   //                          linear_fp8_ctas_per_sm per SM)
   //   linear_fp8_ctas_per_sm the decode GEMM's CTA target per SM (default 2)
-  //   attention_kernel       1: attention_cached's decode kernel where it applies (default);
+  //   attention_kernel       1: attention_cached's FP32 split decode kernel where it applies
+  //                          (attention_decode.cu; the default until round 5);
   //                          2: its first kernel (warps over key tiles, no splits) everywhere;
   //                          3: for an fp8 or bf16 cache at head dim 128 with bf16 q, the
   //                          tensor-core decode kernel (attention_decode_mma.cu), elsewhere as 1
+  //                          (default: 1.3-1.9x kernel 1 at 64-512 rows on an H100, FP8 cache
+  //                          2-4.7x; docs/benchmarks.md, 2026-11-28)
   //   attention_splits       sequence splits of the decode kernel (flash-decoding; 1: none;
   //                          default: enough CTAs for attention_ctas_per_sm per SM)
   //   attention_ctas_per_sm  the decode kernel's CTA target per SM (default 4)
@@ -369,7 +372,7 @@ class CudaBackend final : public Backend {
     int64_t linear_fp8_ctas_per_sm = 2;
     int64_t attention_splits = 0;
     int64_t attention_ctas_per_sm = 4;
-    int64_t attention_kernel = 1;
+    int64_t attention_kernel = 3;
     int64_t gemm_grouped_kernel = 1;
     int64_t attention_mma = 1;
     int64_t quantize_stage_bf16 = 2;
@@ -432,7 +435,7 @@ class CudaBackend final : public Backend {
   // then runs its first kernel). Operands checked by attention_cached.
   bool attention_decode(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                         const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o);
-  // attention_decode.cu, under attention_kernel = 3: the tensor-core decode kernel
+  // attention_decode.cu, under attention_kernel = 3 (default): the tensor-core decode kernel
   // (attention_decode_mma.cu) for an fp8 or bf16 cache at head dim 128 with bf16 q and o, false
   // where it does not apply (attention_decode's kernel then runs).
   bool attention_decode_mma(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,

@@ -181,11 +181,6 @@ std::string fmt_percent(double v) {
   std::snprintf(b, sizeof b, "%.0f%%", 100.0 * v);
   return b;
 }
-std::string fmt_ratio(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2fx", v);
-  return b;
-}
 
 std::string us_or_dash(double t) {
   char s[32] = "-";
@@ -357,16 +352,14 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   }
   std::fflush(stdout);
 
-  // --- Attention: each batch of sequences at each context, BF16 and FP8 caches.
-  // att[bi][ci][0 bf16, 1 fp8]: the default kernel's seconds; att_tc: the tensor-core kernel's
-  // (attention_kernel = 3: head dim 128), 0 where it did not run.
+  // --- Attention: each batch of sequences at each context, BF16 and FP8 caches, on the default
+  // kernel (the tensor-core one at head dim 128), without sequence splits, on the FP32 split
+  // kernel (attention_kernel = 1, the default until round 5) and on the first kernel.
+  // att[bi][ci][0 bf16, 1 fp8]: the default kernel's seconds.
   std::vector<std::vector<std::array<double, 2>>> att(
-      nb, std::vector<std::array<double, 2>>(o.contexts.size())),
-      att_tc(nb, std::vector<std::array<double, 2>>(o.contexts.size(), {0.0, 0.0}));
-  std::string tc_error;  // the tensor-core kernel's failure, if it failed
-  std::printf("\n%-10s %5s %6s %6s %10s %9s %8s %12s %13s %10s %8s\n", "attention", "rows", "ctx",
-              "copies", "us", "GB/s", "vs copy", "no split us", "1st kernel us", "tc us",
-              "tc/copy");
+      nb, std::vector<std::array<double, 2>>(o.contexts.size()));
+  std::printf("\n%-10s %5s %6s %6s %10s %9s %8s %12s %12s %13s\n", "attention", "rows", "ctx",
+              "copies", "us", "GB/s", "vs copy", "no split us", "fp32 split us", "1st kernel us");
   for (size_t bi = 0; bi < nb; ++bi)
     for (size_t ci = 0; ci < o.contexts.size(); ++ci)
       for (int di = 0; di < 2; ++di) {
@@ -374,36 +367,26 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
         const int64_t rows = o.batches[bi], ctx = o.contexts[ci];
         const AttentionOperands ops = make_attention(be, cfg, cdt, rows, ctx, rotate_bytes, rng);
         const double t = time_attention(be, cfg, ops, min_s, reps);
-        double t_one = -1, t_first = -1;
+        double t_one = -1, t_split = -1, t_first = -1;
         {
           OptionGuard one(be, "attention_splits", 1);
           if (one.ok()) t_one = time_attention(be, cfg, ops, min_s, reps);
         }
         {
+          OptionGuard split(be, "attention_kernel", 1);
+          if (split.ok()) t_split = time_attention(be, cfg, ops, min_s, reps);
+        }
+        {
           OptionGuard first(be, "attention_kernel", 2);
           if (first.ok()) t_first = time_attention(be, cfg, ops, min_s, reps);
         }
-        double t_tc = -1;
-        if (cfg.head_dim == 128 && tc_error.empty()) {
-          // A kernel not yet measured on a device: its failure is reported, not the bench's.
-          OptionGuard tc(be, "attention_kernel", 3);
-          try {
-            if (tc.ok()) t_tc = time_attention(be, cfg, ops, min_s, reps);
-          } catch (const Error& e) {
-            tc_error = error_text(e);
-            std::printf("tensor-core attention (attention_kernel 3) failed: %s\n",
-                        tc_error.c_str());
-          }
-        }
         att[bi][ci][static_cast<size_t>(di)] = t;
-        if (t_tc > 0) att_tc[bi][ci][static_cast<size_t>(di)] = t_tc;
         const double bytes = attention_bytes(cfg, cdt, rows, ctx), gbs = bytes / t / 1e9;
         const std::string name = std::string(dtype_name(cdt)) + " KV";
-        std::printf("%-10s %5lld %6lld %6d %10.1f %9.1f %7.0f%% %12s %13s %10s %8s\n", name.c_str(),
+        std::printf("%-10s %5lld %6lld %6d %10.1f %9.1f %7.0f%% %12s %12s %13s\n", name.c_str(),
                     static_cast<long long>(rows), static_cast<long long>(ctx), ops.copies, t * 1e6,
                     gbs, 100.0 * gbs / copy_gbs, us_or_dash(t_one).c_str(),
-                    us_or_dash(t_first).c_str(), us_or_dash(t_tc).c_str(),
-                    t_tc > 0 ? fmt_percent(bytes / t_tc / 1e9 / copy_gbs).c_str() : "-");
+                    us_or_dash(t_split).c_str(), us_or_dash(t_first).c_str());
         Json row;
         row["kernel"] = "attention_cached";
         row["kv_cache"] = dtype_name(cdt);
@@ -414,40 +397,30 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
         row["gb_per_s"] = number(gbs);
         row["vs_copy"] = number(gbs / copy_gbs);
         if (t_one > 0) row["no_split_us"] = number(t_one * 1e6);
+        if (t_split > 0) row["fp32_split_us"] = number(t_split * 1e6);
         if (t_first > 0) row["first_kernel_us"] = number(t_first * 1e6);
-        if (t_tc > 0) {
-          row["tensor_core_us"] = number(t_tc * 1e6);
-          row["tensor_core_vs_copy"] = number(bytes / t_tc / 1e9 / copy_gbs);
-        }
         table.push_back(row);
         std::fflush(stdout);
       }
   run["table"] = Json(table);
-  if (!tc_error.empty()) run["tensor_core_attention_error"] = tc_error;
 
   // --- A decode layer's kernels: linears + attention, FP8 + FP8 KV against BF16 (norms, RoPE
   // and the residual adds are left out: they cost the same in both).
   Json::Array step;
-  std::printf("\n%-34s %5s %6s %10s %10s %9s %10s\n", "a layer's linears + attention", "rows",
-              "ctx", "bf16 us", "fp8 us", "bf16/fp8", "tc: b/fp8");
+  std::printf("\n%-34s %5s %6s %10s %10s %9s\n", "a layer's linears + attention", "rows", "ctx",
+              "bf16 us", "fp8 us", "bf16/fp8");
   for (size_t bi = 0; bi < nb; ++bi)
     for (size_t ci = 0; ci < o.contexts.size(); ++ci) {
       const double bf16 = layer16[bi] + att[bi][ci][0], fp8 = layer8[bi] + att[bi][ci][1];
-      // Both on the tensor-core kernel (where it ran for both caches).
-      const bool tc = att_tc[bi][ci][0] > 0 && att_tc[bi][ci][1] > 0;
-      const double bf16_tc = layer16[bi] + att_tc[bi][ci][0];
-      const double fp8_tc = tc ? layer8[bi] + att_tc[bi][ci][1] : -1;
-      std::printf("%-34s %5lld %6lld %10.1f %10.1f %8.2fx %9s\n", "",
+      std::printf("%-34s %5lld %6lld %10.1f %10.1f %8.2fx\n", "",
                   static_cast<long long>(o.batches[bi]), static_cast<long long>(o.contexts[ci]),
-                  bf16 * 1e6, fp8 * 1e6, bf16 / fp8,
-                  tc ? fmt_ratio(bf16_tc / fp8_tc).c_str() : "-");
+                  bf16 * 1e6, fp8 * 1e6, bf16 / fp8);
       Json row;
       row["rows"] = o.batches[bi];
       row["context"] = o.contexts[ci];
       row["bf16_us"] = number(bf16 * 1e6);
       row["fp8_us"] = number(fp8 * 1e6);
       row["bf16_over_fp8"] = number(bf16 / fp8);
-      if (tc) row["bf16_over_fp8_tensor_core"] = number(bf16_tc / fp8_tc);
       step.push_back(row);
     }
   run["layers"] = Json(layers);
@@ -471,13 +444,10 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
     for (size_t ci = 0; ci < o.contexts.size(); ++ci) {
       const int64_t rows = o.batches[bi], ctx = o.contexts[ci];
       if (ctx < 4096 || rows < 8) continue;
-      // The better of the default kernel and the tensor-core one (the candidate default).
-      const bool tc = att_tc[bi][ci][1] > 0 && att_tc[bi][ci][1] < att[bi][ci][1];
-      const double best = tc ? att_tc[bi][ci][1] : att[bi][ci][1];
-      const double vs = attention_bytes(cfg, DType::fp8, rows, ctx) / best / 1e9 / copy_gbs;
+      const double vs =
+          attention_bytes(cfg, DType::fp8, rows, ctx) / att[bi][ci][1] / 1e9 / copy_gbs;
       targets.push_back(target_json("attention FP8 KV read vs copy, " + std::to_string(rows) +
-                                        " rows x " + std::to_string(ctx) +
-                                        (tc ? " (tensor cores)" : ""),
+                                        " rows x " + std::to_string(ctx),
                                     vs, 0.7, cpu));
     }
   run["targets"] = Json(targets);
@@ -545,15 +515,6 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
       OptionGuard g(be, "attention_splits", s);
       sweep_row(what, "attention_splits", s, time_attention(be, cfg, ops, min_s, reps),
                 attention_bytes(cfg, DType::fp8, n, ctx));
-    }
-    if (cfg.head_dim == 128 && tc_error.empty()) {  // the tensor-core kernel's splits
-      OptionGuard tc(be, "attention_kernel", 3);
-      for (int64_t s : {0, 1, 4, 16}) {
-        OptionGuard g(be, "attention_splits", s);
-        sweep_row(what + " (tensor cores)", "attention_splits", s,
-                  time_attention(be, cfg, ops, min_s, reps),
-                  attention_bytes(cfg, DType::fp8, n, ctx));
-      }
     }
     std::fflush(stdout);
     if (n == rows && rows <= 4) break;

@@ -962,10 +962,10 @@ void add_decode_attention_case(Registry& reg, std::vector<int32_t> lengths, int6
              {"no split", {{"attention_splits", 1}}},
              {"5 splits", {{"attention_splits", 5}}},
              {"first kernel", {{"attention_kernel", 2}}},
-             // The tensor-core kernel where it applies (fp8 or bf16 cache, D 128, bf16 q), else
-             // as 1.
-             {"tensor cores", {{"attention_kernel", 3}}},
-             {"tensor cores, 5 splits", {{"attention_kernel", 3}, {"attention_splits", 5}}}};
+             // The defaults take the tensor-core kernel where it applies (fp8 or bf16 cache,
+             // D 128, bf16 q), else the FP32 split kernel: that one everywhere too.
+             {"fp32 split kernel", {{"attention_kernel", 1}}},
+             {"fp32 split kernel, 5 splits", {{"attention_kernel", 1}, {"attention_splits", 5}}}};
          std::string detail;
          for (const auto& [label, options] : variants) {
            auto reset = [&, &options = options] {

@@ -35,8 +35,8 @@
 #   quant     4  the quantization kernels against the device's copy bandwidth
 #   rollout   9  decode tokens/s, Qwen3-0.6B shape, batch 64: BF16, FP8, FP8 + FP8 KV cache, and
 #                BF16 / FP8 + FP8 KV with ragged lengths (32-128: finished sequences leave); then
-#                the same on the kernels not yet default (FP8RL_KERNEL_OPTIONS: attention_kernel=3,
-#                linear_fp8_max_rows=64)
+#                the same on the previous default kernels (FP8RL_KERNEL_OPTIONS:
+#                attention_kernel=1, the FP32 split decode attention)
 #   step      6  whole GRPO steps of the gpu preset (short responses): BF16, FP8, FP8 + FP8 KV
 #   torch     5  a PyTorch eager decode loop at the rollout's shape (the BF16 decode baseline)
 # Extra parts (--extras; tools/gpu/run.sh asks for them): train 20 (training steps, Qwen3-0.6B
@@ -439,23 +439,24 @@ part_quant() {
   [ $smoke -eq 1 ] && seconds=0
   cmd bench-quant "$fp8rl" bench quant --backend $be --seconds $seconds --json "$j/bench-quant.json"
 }
-# Kernel options not yet default that the rollout part also measures end to end.
-new_kernels=attention_kernel=3,linear_fp8_max_rows=64
+# The kernel options that were the defaults before the last change of them: the rollout part also
+# measures the decode on them, end to end (what the change gave, or lost).
+previous_kernels=attention_kernel=1
 part_rollout() {
   if [ $smoke -eq 1 ]; then
     cmd bench-rollout-0.6b "$fp8rl" bench rollout --backend cpu --model small --batch 4 \
       --prompt-len 8 --new-tokens 8 --ragged 2 --json "$j/bench-rollout-0.6b.json"
-    cmd bench-rollout-0.6b-new env "FP8RL_KERNEL_OPTIONS=$new_kernels" "$fp8rl" bench rollout \
-      --backend cpu --model small --batch 4 --prompt-len 8 --new-tokens 8 \
-      --json "$j/bench-rollout-0.6b-new.json"
+    cmd bench-rollout-0.6b-previous env "FP8RL_KERNEL_OPTIONS=$previous_kernels" "$fp8rl" \
+      bench rollout --backend cpu --model small --batch 4 --prompt-len 8 --new-tokens 8 \
+      --json "$j/bench-rollout-0.6b-previous.json"
   else
     cmd bench-rollout-0.6b "$fp8rl" bench rollout --backend cuda --model qwen3-0.6b --batch 64 \
       --prompt-len 128 --new-tokens 128 --ragged 32 --json "$j/bench-rollout-0.6b.json"
-    # The same decode on the kernels not yet default (the tensor-core decode attention for both
-    # caches, the split-K decode GEMM up to 64 rows): what flipping the defaults would give.
-    cmd bench-rollout-0.6b-new env "FP8RL_KERNEL_OPTIONS=$new_kernels" "$fp8rl" bench rollout \
-      --backend cuda --model qwen3-0.6b --batch 64 --prompt-len 128 --new-tokens 128 \
-      --json "$j/bench-rollout-0.6b-new.json"
+    # The same decode on the previous defaults (the FP32 split decode attention, the default
+    # until 2026-11-28): what the tensor-core decode attention gives end to end.
+    cmd bench-rollout-0.6b-previous env "FP8RL_KERNEL_OPTIONS=$previous_kernels" "$fp8rl" \
+      bench rollout --backend cuda --model qwen3-0.6b --batch 64 --prompt-len 128 \
+      --new-tokens 128 --json "$j/bench-rollout-0.6b-previous.json"
   fi
 }
 # One decode step's kernels (bench decode): what the generation phase is made of.

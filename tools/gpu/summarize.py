@@ -243,16 +243,14 @@ class Summary:
             relation = "≥" if t["relation"] == ">=" else "≤"
             self.target(t["name"], t.get("value"), relation, t["target"], fmt_pct, "bench-decode")
         for r in run.get("layer_step", []):
-            tc = r.get("bf16_over_fp8_tensor_core")
             self.info.append((f"decode layer (linears + attention) BF16 / FP8 + FP8 KV, "
-                              f"{r['rows']} rows x {r['context']}", fmt_ratio(r.get("bf16_over_fp8"))
-                              + (f" (tensor-core attention: {fmt_ratio(tc)})" if tc else "")))
+                              f"{r['rows']} rows x {r['context']}", fmt_ratio(r.get("bf16_over_fp8"))))
         for r in run.get("table", []):
-            if r.get("tensor_core_us") is not None:
-                self.info.append((f"attention FP8 KV, {r['rows']} rows x {r['context']}: default / "
-                                  "tensor-core kernel us (tc vs copy)",
-                                  f"{r['us']:.1f} / {r['tensor_core_us']:.1f} "
-                                  f"({fmt_pct(r.get('tensor_core_vs_copy'))})"))
+            if r.get("fp32_split_us") is not None:
+                self.info.append((f"attention {r.get('kv_cache', '?')} KV, {r['rows']} rows x "
+                                  f"{r['context']}: default / FP32 split kernel us (default vs copy)",
+                                  f"{r['us']:.1f} / {r['fp32_split_us']:.1f} "
+                                  f"({fmt_pct(r.get('vs_copy'))})"))
         for r in run.get("layers", []):
             self.info.append((f"decode layer's linears BF16 / FP8, {r['rows']} rows",
                               fmt_ratio(r.get("linears_bf16_over_fp8"))))
@@ -260,7 +258,7 @@ class Summary:
                 self.info.append((f"decode layer's linears vs copy, {r['rows']} rows: default / "
                                   "one-stream kernel", f"{fmt_pct(r.get('linears_vs_copy'))} / "
                                   f"{fmt_pct(r['linears_stream_vs_copy'])}"))
-        for key in ("stream_gemm_error", "tensor_core_attention_error"):
+        for key in ("stream_gemm_error",):
             if run.get(key):
                 self.info.append((f"decode kernels: {key.replace('_', ' ')}", run[key]))
 
@@ -322,30 +320,30 @@ class Summary:
                                           f"{fmt_ratio(r['seconds_per_token_vs_forced'])}; "
                                           f"{fmt_ratio(r.get('vs_bf16'))}"))
 
-    def decode_new_kernels(self):
-        """bench rollout again on the kernel options not yet default: FP8 + FP8 KV vs BF16 there,
-        and each mode's tokens/s against the default kernels' run."""
-        run = first_run(load(self.folder, "bench-rollout-0.6b-new"))
+    def decode_previous_kernels(self):
+        """bench rollout again on the previous default kernel options: each mode's tokens/s on
+        the defaults against those (> 1: the defaults are faster), and FP8 + FP8 KV vs BF16 there."""
+        run = first_run(load(self.folder, "bench-rollout-0.6b-previous"))
         if not run:
-            if "bench-rollout-0.6b-new" in self.status:
-                self.info.append(("decode on the new kernels",
-                                  self.why_missing("bench-rollout-0.6b-new")))
+            if "bench-rollout-0.6b-previous" in self.status:
+                self.info.append(("decode on the previous default kernels",
+                                  self.why_missing("bench-rollout-0.6b-previous")))
             return
         base = first_run(load(self.folder, "bench-rollout-0.6b")) or {}
         opts = ", ".join(f"{k}={v}" for k, v in (run.get("kernel_options") or {}).items()
                          if k in ("attention_kernel", "linear_fp8_max_rows", "linear_fp8_kernel"))
         opts = opts or f"{run.get('backend')}: no kernel options"
-        before = {(r["batch"], r["mode"]): r for r in base.get("rows", [])}
+        now = {(r["batch"], r["mode"]): r for r in base.get("rows", [])}
         for r in run.get("rows", []):
-            b = before.get((r["batch"], r["mode"]), {})
-            new, old = r.get("decode_tokens_per_s"), b.get("decode_tokens_per_s")
-            cell = f"{new:.0f} tok/s" if new else "–"
+            b = now.get((r["batch"], r["mode"]), {})
+            old, new = r.get("decode_tokens_per_s"), b.get("decode_tokens_per_s")
+            cell = f"{old:.0f} tok/s" if old else "–"
             if new and old:
-                cell += f" ({fmt_ratio(new / old)} the default kernels)"
+                cell += f" (the defaults: {fmt_ratio(new / old)})"
             if r.get("vs_bf16") is not None:
                 cell += f"; vs BF16 {fmt_ratio(r['vs_bf16'])}"
-            self.info.append((f"decode on the new kernels ({opts}), batch {r['batch']}, "
-                              f"{r['mode']}", cell))
+            self.info.append((f"decode on the previous default kernels ({opts}), batch "
+                              f"{r['batch']}, {r['mode']}", cell))
 
     def step(self):
         run = first_run(load(self.folder, "bench-step-gpu"))
@@ -514,7 +512,7 @@ def main(argv):
         print(f"summarize.py: cannot read {args[0]}/status.tsv: {e!r}", file=sys.stderr)
         return 1
     for part in (s.ops, s.recipe, s.kernels, s.gemm, s.experts, s.attention, s.quant, s.decode,
-                 s.decode_new_kernels,
+                 s.decode_previous_kernels,
                  s.step, s.train, s.ranks, s.learn):
         try:
             part()
