@@ -454,6 +454,18 @@ void* CudaBackend::raw_alloc(size_t bytes) {
   return p;
 }
 
+int64_t CudaBackend::memory_available() {
+  // Blocks freed on the stream return to the pool once the work before them ends.
+  synchronize();
+  size_t free_bytes = 0, total_bytes = 0;
+  FP8RL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  std::uint64_t reserved = 0, used = 0;  // cuuint64_t
+  FP8RL_CUDA_CHECK(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  FP8RL_CUDA_CHECK(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &used));
+  return static_cast<int64_t>(free_bytes) +
+         static_cast<int64_t>(reserved - std::min(reserved, used));
+}
+
 void CudaBackend::raw_free(void* p) noexcept {
   if (!p) return;
   // Stream-ordered: the block returns to the pool after the work queued so far, which may

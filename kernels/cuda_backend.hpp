@@ -102,6 +102,8 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   // e.g. "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
   std::string device() const override { return device_desc_; }
+  // cuda_backend.cu: cudaMemGetInfo's free bytes plus the pool's reserved but unused ones.
+  int64_t memory_available() override;
 
   // Memory: alloc() takes from the backend's stream-ordered pool (cudaMallocFromPoolAsync on
   // the stream; graph memory while recording, see capture) and freeing returns a block with

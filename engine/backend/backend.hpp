@@ -174,6 +174,10 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Sets bytes to zero (fresh allocations are uninitialised).
   virtual void zero(void* dst, size_t bytes) = 0;
+  // Bytes alloc() can still hand out (on CUDA the device's free memory plus what the
+  // allocator's pool holds unused), or -1 where the backend does not limit them (the CPU's
+  // host memory). What the generator sizes its waves of sequences by.
+  virtual int64_t memory_available() { return -1; }
   // Whether the `bytes` bytes at a and at b (both in this backend's memory) are the same bits,
   // compared where they live (the layer audit's check of the rollout weights, without copying
   // them to the host). Synchronises.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <numeric>
 
 #include "core/error.hpp"
 #include "core/parallel.hpp"
@@ -232,6 +231,26 @@ void Generator::calibrate(const std::vector<std::vector<int32_t>>& prompts) {
   stats_.calibration_seconds += seconds_since(t0);
 }
 
+int64_t Generator::wave_capacity(int64_t max_len, bool graphs) const {
+  const ModelConfig& cfg = model_.config();
+  int64_t cap = opt_.max_batch > 0 ? opt_.max_batch : INT64_MAX;
+  const int64_t avail = model_.backend().memory_available();  // generate() holds no cache here
+  if (avail < 0 || opt_.max_batch > 0) return cap;
+  // A prefill pass's activations, bounded by f32 of x, q, k, v, o, gate, up, h per token
+  // (norms and FP8 copies fit in the slack), and per sequence its KV cache and the decode
+  // step's logits (f32, with the sampler's copy).
+  const int64_t qkv = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * cfg.head_dim;
+  const int64_t inter =
+      std::max(cfg.intermediate_size,
+               cfg.moe.intermediate_size * (cfg.moe.experts_per_token + cfg.moe.shared_experts));
+  const int64_t prefill =
+      std::max<int64_t>(opt_.prefill_tokens, max_len) * (3 * cfg.hidden_size + qkv + 3 * inter) * 4;
+  const int64_t per_sequence =
+      KvCache::bytes_needed(cfg, 1, max_len, opt_.kv_dtype) + 8 * cfg.vocab_size;
+  const int64_t left = avail - kWorkReserve - prefill - (graphs ? per_sequence : 0);
+  return std::min(cap, std::max<int64_t>(0, left / per_sequence));
+}
+
 std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
                                           const SamplingParams& params) {
   params.validate();
@@ -249,12 +268,84 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
         "generate: prompt (" + std::to_string(longest) + ") + max_new_tokens (" +
             std::to_string(params.max_new_tokens) + ") exceeds max_position_embeddings (" +
             std::to_string(cfg.max_position_embeddings) + ")");
+  check(params.sequence_ids.empty() || static_cast<int64_t>(params.sequence_ids.size()) == n,
+        "generate: sequence_ids must have one index per prompt");
+  check(
+      params.response_lengths.empty() || static_cast<int64_t>(params.response_lengths.size()) == n,
+      "generate: response_lengths must have one length per prompt");
   // Sampling on the backend (greedy or the whole distribution) allows the graph path, whose
   // padding rows use one extra cache slot (slot n).
   const bool on_device = samples_on_backend(model_.backend(), opt_.sampling, params);
   // Experts route on the host between the step's GEMMs: no graph can hold such a step.
+  const bool graphs = on_device && opt_.graphs != DecodeGraphs::off && !model_.has_experts();
+  if (opt_.kv_dtype == KvDType::fp8 && scales_.empty()) calibrate(prompts);  // first step
+
+  // Waves of equal size (the last may be smaller) that fit the memory.
+  const int64_t fit = wave_capacity(max_len, graphs);
+  if (fit <= 0) {
+    cache_.reset();
+    check(false, "generate: not even one sequence of " + std::to_string(max_len) +
+                     " positions fits the backend's free memory (" +
+                     gib(model_.backend().memory_available()) + ") with its " +
+                     std::string(kv_dtype_name(opt_.kv_dtype)) + " KV cache (" +
+                     gib(KvCache::bytes_needed(cfg, 1, max_len, opt_.kv_dtype)) +
+                     "), a prefill pass and a reserve of " + gib(kWorkReserve));
+  }
+  const int64_t waves = fit >= n ? 1 : (n + fit - 1) / fit;
+  const int64_t wave = (n + waves - 1) / waves;
+  std::vector<Sequence> out;
+  RolloutStats total;
+  total.calibration_seconds = stats_.calibration_seconds;
+  try {
+    for (int64_t b = 0; b < n; b += wave) {
+      const int64_t e = std::min(n, b + wave);
+      std::vector<Sequence> part;
+      if (waves == 1) {
+        part = generate_wave(prompts, params, max_len, on_device, graphs);
+      } else {
+        const std::vector<std::vector<int32_t>> sub(prompts.begin() + b, prompts.begin() + e);
+        SamplingParams p = params;
+        p.sequence_ids.clear();
+        for (int64_t i = b; i < e; ++i)
+          p.sequence_ids.push_back(
+              params.sequence_ids.empty() ? i : params.sequence_ids[static_cast<size_t>(i)]);
+        if (!params.response_lengths.empty())
+          p.response_lengths.assign(params.response_lengths.begin() + b,
+                                    params.response_lengths.begin() + e);
+        part = generate_wave(sub, p, max_len, on_device, graphs);
+      }
+      for (auto& s : part) out.push_back(std::move(s));
+      const RolloutStats& w = stats_;
+      total.sequences += w.sequences;
+      total.prompt_tokens += w.prompt_tokens;
+      total.generated_tokens += w.generated_tokens;
+      total.decode_steps += w.decode_steps;
+      total.prefill_seconds += w.prefill_seconds;
+      total.decode_seconds += w.decode_seconds;
+      total.cache_bytes = std::max(total.cache_bytes, w.cache_bytes);
+      total.prefill_passes += w.prefill_passes;
+      total.graph_steps += w.graph_steps;
+      total.graph_captures += w.graph_captures;
+      total.capture_seconds += w.capture_seconds;
+      if (total.graphs_unused.empty()) total.graphs_unused = w.graphs_unused;
+      ++total.waves;
+    }
+  } catch (...) {
+    cache_.reset();
+    throw;
+  }
+  cache_.reset();  // training (or the next step's other work) gets the memory
+  stats_ = total;
+  return out;
+}
+
+std::vector<Sequence> Generator::generate_wave(const std::vector<std::vector<int32_t>>& prompts,
+                                               const SamplingParams& params, int64_t max_len,
+                                               bool on_device, bool graphs) {
+  const ModelConfig& cfg = model_.config();
+  const int64_t n = static_cast<int64_t>(prompts.size());
+  stats_ = RolloutStats{};
   const bool moe = model_.has_experts();
-  const bool graphs = on_device && opt_.graphs != DecodeGraphs::off && !moe;
   const int64_t num_slots = n + (graphs ? 1 : 0);
   // Plan the cache up front.
   const int64_t bytes = KvCache::bytes_needed(cfg, num_slots, max_len, opt_.kv_dtype);
@@ -262,17 +353,13 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
         "generate: the " + std::string(kv_dtype_name(opt_.kv_dtype)) + " KV cache for " +
             std::to_string(n) + " sequences × " + std::to_string(max_len) + " positions needs " +
             gib(bytes) + "; the limit is " + gib(opt_.max_cache_bytes));
-  if (!cache_ || cache_->num_slots() != num_slots || cache_->max_len() < max_len) {
+  if (!cache_ || cache_->num_slots() < num_slots || cache_->max_len() < max_len) {
     cache_.reset();  // before the new one: both may not fit
     cache_ = std::make_unique<KvCache>(model_.backend(), cfg, num_slots, max_len, opt_.kv_dtype);
     if (opt_.kv_dtype == KvDType::fp8 && !scales_.empty()) cache_->set_scales(scales_);
   }
-  if (opt_.kv_dtype == KvDType::fp8 && scales_.empty()) calibrate(prompts);  // first step
   stats_.cache_bytes = bytes;
   stats_.sequences = n;
-
-  check(params.sequence_ids.empty() || static_cast<int64_t>(params.sequence_ids.size()) == n,
-        "generate: sequence_ids must have one index per prompt");
   std::vector<Sequence> out(static_cast<size_t>(n));
   std::vector<Rng> rngs;
   for (int64_t i = 0; i < n; ++i) {
@@ -281,9 +368,6 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
         params.sequence_ids.empty() ? i : params.sequence_ids[static_cast<size_t>(i)];
     rngs.emplace_back(params.seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(id) + 1);
   }
-  check(
-      params.response_lengths.empty() || static_cast<int64_t>(params.response_lengths.size()) == n,
-      "generate: response_lengths must have one length per prompt");
   auto finished = [&](int64_t i, int32_t tok) -> bool {
     Sequence& s = out[i];
     if (!params.response_lengths.empty()) {  // forced: only the length ends it
@@ -305,18 +389,11 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
   };
   const int64_t V = cfg.vocab_size;
 
-  // Prefill: every prompt token of every sequence in one pass; logits of each last token.
+  // Prefill: every prompt token, in passes of whole prompts up to opt_.prefill_tokens tokens;
+  // logits of each last token.
   auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> tokens, slots, positions, rows;
-  for (int64_t i = 0; i < n; ++i) {
-    for (size_t t = 0; t < prompts[i].size(); ++t) {
-      tokens.push_back(prompts[i][t]);
-      slots.push_back(static_cast<int32_t>(i));
-      positions.push_back(static_cast<int32_t>(t));
-    }
-    rows.push_back(static_cast<int32_t>(tokens.size() - 1));
-    stats_.prompt_tokens += static_cast<int64_t>(prompts[i].size());
-  }
+  for (int64_t i = 0; i < n; ++i) stats_.prompt_tokens += static_cast<int64_t>(prompts[i].size());
   // The routing of a mixture-of-experts model, per sequence: each step's rows go to their
   // sequence's positions.
   const int64_t k = cfg.moe.experts_per_token;
@@ -348,9 +425,27 @@ std::vector<Sequence> Generator::generate(const std::vector<std::vector<int32_t>
     if (moe) record_routing();
   };
   std::vector<int64_t> active;
-  std::vector<int64_t> all(static_cast<size_t>(n));
-  std::iota(all.begin(), all.end(), 0);
-  step(all);
+  for (int64_t first = 0; first < n;) {
+    tokens.clear();
+    slots.clear();
+    positions.clear();
+    rows.clear();
+    std::vector<int64_t> pass;
+    for (; first < n; ++first) {
+      const auto& p = prompts[static_cast<size_t>(first)];
+      if (!pass.empty() && static_cast<int64_t>(tokens.size() + p.size()) > opt_.prefill_tokens)
+        break;
+      for (size_t t = 0; t < p.size(); ++t) {
+        tokens.push_back(p[t]);
+        slots.push_back(static_cast<int32_t>(first));
+        positions.push_back(static_cast<int32_t>(t));
+      }
+      rows.push_back(static_cast<int32_t>(tokens.size() - 1));
+      pass.push_back(first);
+    }
+    step(pass);
+    ++stats_.prefill_passes;
+  }
   for (int64_t i = 0; i < n; ++i)
     if (!finished(i, out[i].response.back())) active.push_back(i);
   stats_.prefill_seconds = seconds_since(t0);

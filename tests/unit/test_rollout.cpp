@@ -1,6 +1,7 @@
 // Generation with a KV cache on the CPU reference: greedy equals step-by-step argmax of the
 // full forward, generation log-probs equal the trainer's, FP8 KV drift is bounded, sampling is
-// seeded, the backend sampling path equals the host one, stopping rules, memory planning.
+// seeded, the backend sampling path equals the host one, stopping rules, memory planning, waves
+// of sequences and prefill passes.
 #include <QtTest>
 
 #include <bit>
@@ -385,6 +386,52 @@ class TestRollout : public QObject {
       refused = true;
     }
     QVERIFY(refused);  // one length per prompt
+  }
+
+  // Waves of sequences (GeneratorOptions::max_batch, which the free device memory sets on a
+  // GPU) and prefill passes (prefill_tokens) change only the order of the work: every token,
+  // log-probability and routing choice equals the one-wave, one-pass generation's, bit for bit
+  // (each sequence samples with its own generator; the CPU GEMM sums each row in the same order
+  // whatever M is).
+  void wavesAndPrefillPassesChangeNothing() {
+    for (bool moe : {false, true}) {
+      const ModelConfig cfg = moe ? deepseek_config() : small_config();
+      DecoderModel m(*cpu_, cfg, uniform_precision(cfg, Precision::fp8), 5, 0.2);
+      GeneratorOptions split{KvDType::fp8, 0};
+      split.max_batch = 3;
+      split.prefill_tokens = 10;
+      Generator whole(m, {KvDType::fp8, 0}), waves(m, split);
+      Rng rng(21);
+      const auto prompts = random_prompts(rng, 11, cfg.vocab_size);
+      SamplingParams sp;
+      sp.temperature = 1.0;
+      sp.max_new_tokens = 9;
+      sp.seed = 4;
+      sp.eos_token = 3;
+      sp.stop_tokens = {5, 9};
+      const auto a = whole.generate(prompts, sp), b = waves.generate(prompts, sp);
+      QCOMPARE(b.size(), a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        QCOMPARE(b[i].prompt, a[i].prompt);
+        QCOMPARE(b[i].response, a[i].response);
+        QCOMPARE(b[i].finish_reason, a[i].finish_reason);
+        QCOMPARE(b[i].routing, a[i].routing);
+        QCOMPARE(b[i].logprobs.size(), a[i].logprobs.size());
+        for (size_t k = 0; k < a[i].logprobs.size(); ++k)
+          QCOMPARE(std::bit_cast<uint32_t>(b[i].logprobs[k]),
+                   std::bit_cast<uint32_t>(a[i].logprobs[k]));
+      }
+      QCOMPARE(!a[0].routing.empty(), moe);
+      const RolloutStats &sa = whole.last_stats(), &sb = waves.last_stats();
+      QCOMPARE(sa.waves, int64_t{1});
+      QCOMPARE(sa.prefill_passes, int64_t{1});
+      QCOMPARE(sb.waves, int64_t{4});  // 11 sequences, 3 at a time: 3 + 3 + 3 + 2
+      QVERIFY2(sb.prefill_passes > 4, qPrintable(QString::number(sb.prefill_passes)));
+      QCOMPARE(sb.sequences, sa.sequences);
+      QCOMPARE(sb.prompt_tokens, sa.prompt_tokens);
+      QCOMPARE(sb.generated_tokens, sa.generated_tokens);
+      QVERIFY(sb.cache_bytes < sa.cache_bytes);
+    }
   }
 
   void cacheMemoryIsPlannedUpFront() {
