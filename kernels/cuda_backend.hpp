@@ -305,6 +305,7 @@ class CudaBackend final : public Backend {
   // fp8) when D and the cache pointers allow, element loads otherwise. o may alias q exactly
   // (same dtype). Agrees with the CPU up to FP32 summation order and expf.
   float amax(const Matrix& x) override;
+  void amax_into(const Matrix& x, float* out) override;
   void kv_write(const Matrix& k, const Matrix& v, const int32_t* slot_ids, const int32_t* positions,
                 const KvCacheView& cache) override;
   void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,

@@ -500,23 +500,35 @@ float CudaBackend::amax(const Matrix& x) {
   cuda::check_activation("amax", "x", x);
   const int64_t n = x.rows * x.cols;
   if (n == 0) return 0.0f;
-  cuda::check_data("amax", "x", x.data);
-  make_current();
   // The 32-bit result lives in the result slot of the sum_squares reduction buffer.
   auto* bits_dev = reinterpret_cast<unsigned*>(reduce_dev_ + kReduceBlocks);
-  FP8RL_CUDA_CHECK(cudaMemsetAsync(bits_dev, 0, sizeof(unsigned), stream_));
-  const unsigned blocks = cuda::grid_for(n, kThreads, int64_t{4} * std::max(sm_count_, 1));
-  if (x.dtype == DType::bf16)
-    amax_kernel<true><<<blocks, kThreads, 0, stream_>>>(x.data, n, bits_dev);
-  else
-    amax_kernel<false><<<blocks, kThreads, 0, stream_>>>(x.data, n, bits_dev);
-  cuda::check_launch("amax_kernel");
+  amax_into(x, reinterpret_cast<float*>(bits_dev));
   FP8RL_CUDA_CHECK(
       cudaMemcpyAsync(reduce_host_, bits_dev, sizeof(unsigned), cudaMemcpyDeviceToHost, stream_));
   FP8RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
   unsigned bits = 0;
   std::memcpy(&bits, reduce_host_, sizeof bits);
   return bits > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(bits);
+}
+
+void CudaBackend::amax_into(const Matrix& x, float* out) {
+  const OpScope scope(*this, "amax_into");
+  cuda::check_activation("amax_into", "x", x);
+  cuda::check_data("amax_into", "out", out);
+  make_current();
+  // The kernels take the max of |x|'s bits as unsigned (a NaN's are above +inf's), so the
+  // result's bits read as a float are amax, or a NaN.
+  auto* bits_dev = reinterpret_cast<unsigned*>(out);
+  FP8RL_CUDA_CHECK(cudaMemsetAsync(bits_dev, 0, sizeof(unsigned), stream_));
+  const int64_t n = x.rows * x.cols;
+  if (n == 0) return;
+  cuda::check_data("amax_into", "x", x.data);
+  const unsigned blocks = cuda::grid_for(n, kThreads, int64_t{4} * std::max(sm_count_, 1));
+  if (x.dtype == DType::bf16)
+    amax_kernel<true><<<blocks, kThreads, 0, stream_>>>(x.data, n, bits_dev);
+  else
+    amax_kernel<false><<<blocks, kThreads, 0, stream_>>>(x.data, n, bits_dev);
+  cuda::check_launch("amax_kernel");
 }
 
 void CudaBackend::kv_write(const Matrix& k, const Matrix& v, const int32_t* slot_ids,

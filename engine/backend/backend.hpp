@@ -412,6 +412,10 @@ class Backend {
   // Largest |x| over all elements (NaN if any element is NaN); synchronous. Used to calibrate
   // the FP8 KV-cache scales.
   virtual float amax(const Matrix& x) = 0;
+  // amax(x) written to *out, one float in this backend's memory, without waiting for it: the
+  // training forwards record the KV amax of every layer this way and the host reads them once
+  // a step (DecoderModel::set_kv_calibrator), not three synchronisations per layer.
+  virtual void amax_into(const Matrix& x, float* out) = 0;
 
   // --- KV cache (generation). One layer's cache holds K and V for `num_slots` sequences of up to
   // `max_len` positions: row (slot, pos) = slot·max_len + pos of a [num_slots·max_len, width]

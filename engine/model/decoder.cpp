@@ -317,6 +317,19 @@ Param* DecoderModel::find(const std::string& name) {
   return nullptr;
 }
 
+void DecoderModel::set_kv_calibrator(KvScaleCalibrator* c) {
+  if (calibrator_ && !pending_amax_.empty()) {
+    const size_t L = static_cast<size_t>(cfg_.num_hidden_layers);
+    std::vector<std::array<float, 3>> amax(L);
+    for (const Buffer& b : pending_amax_) {
+      be_.download(amax.data(), b.data(), L * sizeof amax[0]);
+      calibrator_->add(amax);
+    }
+  }
+  pending_amax_.clear();
+  calibrator_ = c;
+}
+
 void DecoderModel::set_quant_observer(QuantObserver* o) {
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
     layers_[l]->for_each_linear(
@@ -511,7 +524,12 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
 
   Tensor x = Tensor::make(be_, M, H, ad);
   be_.embedding_forward(ids(S->ids), norm_weight(embed_), x.m());
-  std::vector<std::array<float, 3>> amax;  // KV calibration: (q, k, v) per layer
+  // KV calibration: (q, k, v) per layer in backend memory, read when the calibrator is unset.
+  float* amax = nullptr;
+  if (calibrator_) {
+    pending_amax_.push_back(be_.alloc(static_cast<size_t>(cfg_.num_hidden_layers) * 3 * 4));
+    amax = static_cast<float*>(pending_amax_.back().data());
+  }
   begin_routing(M);
   std::vector<char> differing(static_cast<size_t>(M), 0);  // tokens routed otherwise than the
                                                            // reference in some layer
@@ -525,11 +543,9 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
                        training, {L.lin[0].get(), L.lin[1].get(), L.lin[2].get()});
     Tensor attn_out = Tensor::make(be_, M, H, ad);
     if (L.mla) {
-      std::array<float, 3> am{};
       L.mla->forward(a.in1, ids(S->positions), B, T,
                      mla_norm_weights(*L.mla, [&](Param& p) { return norm_weight(p); }),
-                     attn_out.m(), training, calibrator_ ? &am : nullptr);
-      if (calibrator_) amax.push_back(am);
+                     attn_out.m(), training, amax ? amax + 3 * l : nullptr);
     } else {
       a.q_raw = Tensor::make(be_, M, Hq * D, ad);
       a.k_raw = Tensor::make(be_, M, Hkv * D, ad);
@@ -552,7 +568,11 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
       }
       be_.rope(a.q.m(), Hq, ids(S->positions), rope, false);
       be_.rope(a.k.m(), Hkv, ids(S->positions), rope, false);
-      if (calibrator_) amax.push_back({be_.amax(a.q.m()), be_.amax(a.k.m()), be_.amax(a.v.m())});
+      if (amax) {
+        be_.amax_into(a.q.m(), amax + 3 * l);
+        be_.amax_into(a.k.m(), amax + 3 * l + 1);
+        be_.amax_into(a.v.m(), amax + 3 * l + 2);
+      }
       a.o = Tensor::make(be_, M, Hq * D, ad);
       a.lse = Tensor::make(be_, B * Hq, T, DType::f32);
       be_.attention_forward(a.q.m(), a.k.m(), a.v.m(), B, T, Hq, Hkv, a.o.m(), a.lse.f32());
@@ -580,7 +600,6 @@ Tensor DecoderModel::run(const std::vector<int32_t>& tokens, int64_t B, int64_t 
     be_.add(a.x_mid.m(), mlp_out.m(), x.m());
     if (training) S->layers.push_back(std::move(a));
   }
-  if (calibrator_) calibrator_->add(amax);
   if (collect_routing_ && has_experts()) {
     routing_telemetry_.tokens += M;
     for (char d : differing) routing_telemetry_.tokens_differing += d;

@@ -127,8 +127,12 @@ class DecoderModel {
   void set_router_aux_loss_coef(double c);
 
   // While set, every forward records per layer the amax of q, k and v after RoPE and QK-norm
-  // (one entry per forward call = micro-batch) for the FP8 KV-cache scales.
-  void set_kv_calibrator(KvScaleCalibrator* c) { calibrator_ = c; }
+  // (one entry per forward call = micro-batch) for the FP8 KV-cache scales. They stay in
+  // backend memory until the calibrator is replaced or unset: then one read per forward
+  // hands them to it (the host does not wait on the device three times a layer).
+  void set_kv_calibrator(KvScaleCalibrator* c);
+  // Forgets the amax recorded for the current calibrator (after a failed forward).
+  void drop_kv_amax() { pending_amax_.clear(); }
   // Reports FP8 quantizations (weights at refresh, activations and gradients while set).
   void set_quant_observer(QuantObserver* o);
 
@@ -190,6 +194,7 @@ class DecoderModel {
   std::vector<std::pair<Param*, Tensor>> bf16_copies_;  // embedding and norm weights
   std::unique_ptr<Saved> saved_;
   KvScaleCalibrator* calibrator_ = nullptr;
+  std::vector<Buffer> pending_amax_;  // per forward since set_kv_calibrator: [layers][q, k, v]
   // Routing of the layers with experts.
   void begin_routing(int64_t rows);
   void moe_forward(int64_t layer, LinearInput& in, const Matrix& out, bool training,

@@ -84,8 +84,7 @@ void LatentAttention::clear() {
 }
 
 void LatentAttention::forward(LinearInput& h, const int32_t* positions, int64_t B, int64_t T,
-                              const NormWeights& w, const Matrix& out, bool training,
-                              std::array<float, 3>* amax) {
+                              const NormWeights& w, const Matrix& out, bool training, float* amax) {
   const int64_t M = h.x().rows, Hq = dims_.heads, R = dims_.latent, dr = dims_.rope;
   check(M == B * T && out.rows == M && out.cols == hidden_,
         "latent attention: h and out must be [B·T, hidden]");
@@ -123,7 +122,11 @@ void LatentAttention::forward(LinearInput& h, const int32_t* positions, int64_t 
   kv_b_->forward(S->in_c, S->kv.m());
   be_.rope_columns(S->q.m(), Hq, dims_.qk(), dims_.nope, dr, positions, rope_, false);
   be_.rope_columns(S->k_rope.m(), 1, dr, 0, dr, positions, rope_, false);
-  if (amax) *amax = {be_.amax(S->q.m()), be_.amax(S->c_n.m()), be_.amax(S->k_rope.m())};
+  if (amax) {
+    be_.amax_into(S->q.m(), amax);
+    be_.amax_into(S->c_n.m(), amax + 1);
+    be_.amax_into(S->k_rope.m(), amax + 2);
+  }
   S->o = Tensor::make(be_, M, Hq * dims_.v, ad);
   S->lse = Tensor::make(be_, B * Hq, T, DType::f32);
   be_.mla_attention_forward(S->q.m(), S->kv.m(), S->k_rope.m(), B, T, dims_, scale_, S->o.m(),

@@ -46,10 +46,11 @@ class LatentAttention {
     Matrix q_a, kv_a;
   };
   // out [M, H] (written) = attention of h over B sequences of T tokens (positions: int32 [M],
-  // backend memory). training keeps what backward() needs. amax (when given) receives the
-  // amax of q, of the normalised latent and of the rotated RoPE key (FP8 cache calibration).
+  // backend memory). training keeps what backward() needs. amax (when given: 3 floats in
+  // backend memory) receives the amax of q, of the normalised latent and of the rotated RoPE
+  // key (FP8 cache calibration; Backend::amax_into, no synchronisation).
   void forward(LinearInput& h, const int32_t* positions, int64_t B, int64_t T, const NormWeights& w,
-               const Matrix& out, bool training, std::array<float, 3>* amax);
+               const Matrix& out, bool training, float* amax);
   // dh [M, H] (written) for dout [M, H]; weight and norm gradients accumulate. Needs a training
   // forward first and h as it gave it.
   void backward(LinearInput& h, const Matrix& dout, const NormWeights& w, const Matrix& dh);

@@ -223,6 +223,7 @@ void Generator::calibrate(const std::vector<std::vector<int32_t>>& prompts) {
       model_.logits(p, 1, static_cast<int64_t>(p.size()));
     }
   } catch (...) {
+    model_.drop_kv_amax();
     model_.set_kv_calibrator(nullptr);
     throw;
   }

@@ -59,15 +59,16 @@ class TestAudit : public QObject {
 
   // How often a step makes the host wait for the backend (what it would cost a device): an
   // FP8 step with FP8 telemetry off waits exactly as often as a BF16 step — the re-quantized
-  // weights' statistics are taken only when observed — and with it on, two waits more. The
-  // counts are printed.
+  // weights' statistics are taken only when observed — with it on, two waits more, and with an
+  // FP8 KV cache one more per training forward. The counts are printed.
   void fp8StepSynchronisesAsOftenAsBf16() {
-    auto syncs_of_second_step = [](const char* precision, const char* every) {
-      RunConfig cfg =
-          RunConfig::load("demo", "",
-                          {"grpo.steps=3", "sft.steps=0", "validation.every=0",
-                           "grpo.prompts_per_step=4", std::string("precision.default=") + precision,
-                           std::string("telemetry.fp8_every=") + every});
+    auto syncs_of_second_step = [](const char* precision, const char* every,
+                                   const char* kv = "bf16") {
+      RunConfig cfg = RunConfig::load(
+          "demo", "",
+          {"grpo.steps=3", "sft.steps=0", "validation.every=0", "grpo.prompts_per_step=4",
+           std::string("precision.default=") + precision,
+           std::string("telemetry.fp8_every=") + every, std::string("precision.kv_cache=") + kv});
       auto be = make_cpu_backend();
       GrpoRun run(cfg, *be);
       run.next();  // the first step also validates
@@ -76,15 +77,22 @@ class TestAudit : public QObject {
       return be->host_syncs() - before;
     };
     const int64_t bf16 = syncs_of_second_step("bf16", "0"), fp8 = syncs_of_second_step("fp8", "0"),
-                  fp8_observed = syncs_of_second_step("fp8", "1");
-    qInfo("host synchronisations per demo step: bf16 %lld, fp8 %lld, fp8 with FP8 telemetry %lld",
-          static_cast<long long>(bf16), static_cast<long long>(fp8),
-          static_cast<long long>(fp8_observed));
+                  fp8_observed = syncs_of_second_step("fp8", "1"),
+                  fp8_kv = syncs_of_second_step("fp8", "0", "fp8");
+    qInfo(
+        "host synchronisations per demo step: bf16 %lld, fp8 %lld, fp8 with FP8 telemetry %lld, "
+        "fp8 with an FP8 KV cache %lld",
+        static_cast<long long>(bf16), static_cast<long long>(fp8),
+        static_cast<long long>(fp8_observed), static_cast<long long>(fp8_kv));
     QVERIFY(bf16 > 0);
     QCOMPARE(fp8, bf16);
     // The FP8 telemetry (scale histograms and statistics of every observed quantization) is
     // summed on the backend and read in two downloads per step, whatever the model's size.
     QVERIFY(fp8_observed <= bf16 + 2);
+    // With an FP8 KV cache the training forwards record the amax of q, k and v on the backend
+    // (Backend::amax_into) and the host reads them once per forward — here one (32 samples, in
+    // micro-batches of 64) — not three times a layer.
+    QCOMPARE(fp8_kv, bf16 + 1);
   }
 
   // The demo (FP8 linears, BF16 KV cache) without warm-up, a live precision edit at step 2:

@@ -78,6 +78,7 @@ class CpuBackend final : public Backend {
   void sample_tokens(const Matrix& logits, float inv_temperature, const double* uniforms,
                      int32_t* tokens, float* logprobs) override;
   float amax(const Matrix& x) override;
+  void amax_into(const Matrix& x, float* out) override;
   void kv_write(const Matrix& k, const Matrix& v, const int32_t* slot_ids, const int32_t* positions,
                 const KvCacheView& cache) override;
   void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,

@@ -36,6 +36,13 @@ float cache_ld(const KvCacheView& c, int which, int64_t row, int64_t e) {
 
 float CpuBackend::amax(const Matrix& x) {
   count_host_sync();
+  float m;
+  amax_into(x, &m);
+  return m;
+}
+
+void CpuBackend::amax_into(const Matrix& x, float* out) {
+  check(out != nullptr, "amax_into: null output");
   float m = 0.0f;
   bool nan = false;
   for (int64_t i = 0; i < x.rows * x.cols; ++i) {
@@ -43,7 +50,7 @@ float CpuBackend::amax(const Matrix& x) {
     nan |= a != a;
     m = a > m ? a : m;
   }
-  return nan ? NAN : m;
+  *out = nan ? NAN : m;
 }
 
 void CpuBackend::kv_write(const Matrix& k, const Matrix& v, const int32_t* slot_ids,
