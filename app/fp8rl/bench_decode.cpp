@@ -475,9 +475,13 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   };
   const int64_t rows = o.sweep_batch;
   std::printf("sweeps at %lld rows (value 0: the default)\n", static_cast<long long>(rows));
+  // The decode GEMM itself at every row count swept (by default it runs up to 16 rows only, and
+  // above that linear_fp8 would time quantize + cuBLASLt under every value).
+  OptionGuard all_rows(be, "linear_fp8_max_rows", 256);
   // K splits and the CTA target of the decode GEMM at the widest and the narrowest linear, at 1
-  // and 8 rows (where it runs, up to linear_fp8_max_rows = 16, and its weight stream is judged)
-  // and 64 (where it may run next: at 64 rows its FP32 partials weigh as much as the weight).
+  // and 8 rows (where it runs by default, up to linear_fp8_max_rows = 16, and its weight stream
+  // is judged) and 64 (where it may run next: at 64 rows its FP32 partials weigh as much as the
+  // weight).
   for (size_t li : {size_t{3}, size_t{1}}) {
     const LinearShape& l = linears[li];
     const LinearOperands ops = make_linear(be, l, std::max<int64_t>(rows, 256), rotate_bytes, rng);
@@ -494,7 +498,8 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
                   fp8_bytes(l, m));
       }
     }
-    // Rows up to which the fused GEMM beats quantize + cuBLASLt (linear_fp8_max_rows).
+    // Rows up to which the fused GEMM beats quantize + cuBLASLt (linear_fp8_max_rows; round 5
+    // ran this sweep without raising it, so its rows above 16 timed quantize + cuBLASLt twice).
     if (li != 3) continue;
     for (int64_t m : {1, 16, 64, 128, 256}) {
       const std::string at = std::string("linear_fp8 ") + l.name + " " + std::to_string(m) + "x" +
