@@ -817,20 +817,24 @@ void add_kv_case(Registry& reg, DType dt, bool fp8, int64_t T, int64_t Hq, int64
     be.kv_write(K.m(), V.m(), SL.ptr(), P.ptr(), view);
     be.attention_cached(Q.m(), view, SL.ptr(), L.ptr(), Hq, Hkv, O.m());
     const float amax_q = be.amax(Q.m());
-    return std::make_tuple(O.get(), amax_q, q, k, v, ksc, vsc);
+    Dev A(be, 1, 1, DType::f32);  // amax_into's float in backend memory
+    be.amax_into(K.m(), A.f32());
+    return std::make_tuple(O.get(), std::array<double, 2>{amax_q, A.get()[0]}, q, k, v, ksc, vsc);
   };
   add(reg, {fmt("kv_write+attention_cached %s%s T%lld Hq%lld Hkv%lld D%lld", dtype_name(dt),
                 fp8 ? " fp8-cache" : "", (long long)T, (long long)Hq, (long long)Hkv, (long long)D),
             dt == DType::f32 && !fp8 ? 2e-5 : 2e-2,
             [=](Backend& be, Rng& rng) {
               auto [o, a, q, k, v, ks, vs] = run(be, rng);
-              return Outputs{{"o", o}, {"amax", {a}}};
+              return Outputs{{"o", o}, {"amax", std::vector<double>{a[0], a[1]}}};
             },
             [=](Backend& be, Rng& rng) {
               auto [o, a, q, k, v, ks, vs] = run(be, rng);
-              double want_amax = 0;
-              for (float x : q.v) want_amax = std::max(want_amax, std::fabs(double(x)));
-              if (a != want_amax) return fail("amax");
+              double want_q = 0, want_k = 0;
+              for (float x : q.v) want_q = std::max(want_q, std::fabs(double(x)));
+              for (float x : k.v) want_k = std::max(want_k, std::fabs(double(x)));
+              if (a[0] != want_q) return fail("amax");
+              if (a[1] != want_k) return fail("amax_into");
               HostTensor kk = k, vv = v;
               if (fp8) {  // the values the FP8 cache holds
                 for (auto& x : kk.v) x = e4m3_to_float(float_to_e4m3(x * (1.0f / ks))) * ks;
