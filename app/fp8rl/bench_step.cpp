@@ -386,6 +386,7 @@ const PhaseTarget kPhaseTargets[] = {
     {"recipe-8b", kFp8Kv, kWholeStep, 1.3},  // the whole step
     {"recipe-8b-long", kFp8Kv, 0, 1.6},      // generation at 64 x 4,096
     {"recipe-0.6b", kFp8, 2, 1.1},           // training at the 0.6B shape
+    {"recipe-moe", kFp8Kv, kWholeStep, 1.3},  // the MoE step (Qwen3-30B-A3B-shaped layers)
 };
 
 Json step_targets(const StepMeasurement& m, const StepOptions& o, Json& run) {

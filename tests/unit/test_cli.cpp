@@ -140,7 +140,8 @@ class TestCli : public QObject {
     QCOMPARE(r.code, 1);
     QVERIFY2(r.out.trimmed() ==
                  "fp8rl train: error: unknown preset 'nope' (available: demo, gpu, llama-demo, "
-                 "math, moe-demo, moonlight-demo, recipe-0.6b, recipe-8b, recipe-8b-long)",
+                 "math, moe-demo, moonlight-demo, recipe-0.6b, recipe-8b, recipe-8b-long, "
+                 "recipe-moe)",
              qPrintable(r.out));
     for (const QStringList& args : {QStringList{"--debug", "train", "--preset", "nope"},
                                     QStringList{"train", "--preset", "nope", "--debug"}}) {

@@ -128,7 +128,8 @@ if [ $cublas -eq 1 ]; then
     problems+=("doctor does not report NCCL as not available (it must load without NCCL)")
 fi
 grep -q '^== backend cpu' "$details/logs/ops.log" 2>/dev/null || problems+=("the op registry did not run on the CPU")
-for c in version doctor ops bench-step-recipe-8b bench-step-recipe-0.6b bench-step-recipe-8b-long bench-decode \
+for c in version doctor ops bench-step-recipe-8b bench-step-recipe-0.6b bench-step-recipe-8b-long \
+  bench-step-recipe-moe bench-decode \
   bench-gemm bench-gemm-qwen3-8b bench-experts bench-attention bench-quant bench-rollout-0.6b \
   bench-step-gpu; do
   code=$(awk -F'\t' -v c="$c" '$1 == c { print $3 }' "$details/status.tsv" 2>/dev/null)

@@ -21,7 +21,8 @@
 #   recipe   53  whole GRPO steps at the recipe's workload, BF16 and FP8 + FP8 KV in one run each
 #                (one timed step, no warm-up step: a step takes minutes), split by phase, a line
 #                per step as it ends (a run cut short keeps them): recipe-8b-long (64 x 256 +
-#                4,096 tokens), recipe-8b (Qwen3-8B width, 512 x 256 + 1,024 tokens) and
+#                4,096 tokens), recipe-8b (Qwen3-8B width, 512 x 256 + 1,024 tokens),
+#                recipe-moe (4 Qwen3-30B-A3B-shaped MoE layers, the same workload) and
 #                recipe-0.6b (the gpu preset's shape, recipe-8b's workload, with op times; the
 #                one the cap cuts first)
 #   decode    6  a decode step's kernels at Qwen3-8B's shapes, 1 to 512 rows, contexts 1,280 and
@@ -489,21 +490,26 @@ part_recipe() {
       --set grpo.group_size=2 --set task.min_len=15 --set task.max_len=15
       --set task.max_response_tokens=16 --set model.max_position_embeddings=48
       --set task.validation_size=2)
-    for p in recipe-8b recipe-8b-long recipe-0.6b; do
+    for p in recipe-8b recipe-8b-long recipe-moe recipe-0.6b; do
+      local experts=()
+      [ "$p" = recipe-moe ] && experts=(--set model.num_experts=8 --set model.moe_intermediate_size=32)
       cmd "bench-step-$p" "$fp8rl" bench step --backend cpu --preset "$p" --steps 1 --warmup 0 \
-        --no-pytorch "${tiny[@]}" --json "$j/bench-step-$p.json"
+        --no-pytorch "${tiny[@]}" "${experts[@]}" --json "$j/bench-step-$p.json"
     done
   else
     # A step here takes minutes (round 4: recipe-8b's first BF16 step did not end within 255 s),
     # so no warm-up step (its one-time work is a small part of such a step; the first step's
     # validation is not counted) and the two modes the targets compare. The long-context point
-    # first: the cheapest (64 samples), it carries the 64 x 4,096 target. The 0.6B shape last
-    # (the step part measures it too, with short responses), with op times.
+    # first: the cheapest (64 samples), it carries the 64 x 4,096 target. Then Qwen3-8B's width,
+    # then Qwen3-30B-A3B's MoE layers. The 0.6B shape last (the step part measures it too, with
+    # short responses), with op times.
     local modes=(--steps 1 --warmup 0 --modes bf16,fp8kv)
     cmd bench-step-recipe-8b-long "$fp8rl" bench step --backend cuda --preset recipe-8b-long \
       "${modes[@]}" --json "$j/bench-step-recipe-8b-long.json"
     cmd bench-step-recipe-8b "$fp8rl" bench step --backend cuda --preset recipe-8b "${modes[@]}" \
       --json "$j/bench-step-recipe-8b.json"
+    cmd bench-step-recipe-moe "$fp8rl" bench step --backend cuda --preset recipe-moe \
+      "${modes[@]}" --json "$j/bench-step-recipe-moe.json"
     cmd bench-step-recipe-0.6b "$fp8rl" bench step --backend cuda --preset recipe-0.6b \
       "${modes[@]}" --op-times --json "$j/bench-step-recipe-0.6b.json"
   fi

@@ -372,7 +372,7 @@ class Summary:
 
     def recipe(self):
         """The recipe workloads: each run's own phase targets, and its phases per mode."""
-        for preset in ("recipe-8b", "recipe-0.6b", "recipe-8b-long"):
+        for preset in ("recipe-8b", "recipe-0.6b", "recipe-8b-long", "recipe-moe"):
             command = f"bench-step-{preset}"
             run = first_run(load(self.folder, command))
             if not run:
