@@ -214,7 +214,10 @@ class Summary:
         run = first_run(load(self.folder, "bench-quant"))
         rows = run.get("rows", []) if run else []
         for op in ("quantize 1x128", "quantize 128x128", "quantize x and x^T"):
-            mine = [r for r in rows if r.get("op") == op and r.get("vs_copy") is not None]
+            # The targets' shapes: 8192 x 4096 and up (the smaller ones, the 0.6B step's, fit
+            # the L2 cache and are there for the producers' rows).
+            mine = [r for r in rows if r.get("op") == op and r.get("vs_copy") is not None
+                    and r.get("rows", 0) * r.get("cols", 0) >= 8192 * 4096]
             worst = min(mine, key=lambda r: r["vs_copy"]) if mine else None
             label = f"{op} vs copy bandwidth" + (
                 f" (worst shape, {worst['rows']}x{worst['cols']})" if worst else "")
