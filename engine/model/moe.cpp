@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "backend/sampling_rules.hpp"
@@ -157,6 +158,57 @@ void MoeBlock::choose(const float* p, const float* bias, int32_t* live) const {
   std::copy(order.begin(), order.begin() + k, live);
 }
 
+double MoeBlock::choice_margin(const float* c) const {
+  const int64_t E = num_experts(), k = k_;
+  // The two best of c[first, last).
+  auto best_two = [&](int64_t first, int64_t last) {
+    float a = -INFINITY, b = -INFINITY;
+    for (int64_t e = first; e < last; ++e) {
+      const float v = c[e];
+      if (v > a) {
+        b = a;
+        a = v;
+      } else if (v > b) {
+        b = v;
+      }
+    }
+    return std::pair{a, b};
+  };
+  double margin = INFINITY;
+  std::vector<char> allowed(static_cast<size_t>(E), 1);
+  if (scoring_ == RouterScoring::sigmoid && n_group_ > 1) {
+    const int64_t per = E / n_group_;
+    std::vector<float> gs;
+    for (int64_t g = 0; g < n_group_; ++g) {
+      const auto [a, b] = best_two(g * per, (g + 1) * per);
+      gs.push_back(a + b);
+    }
+    std::vector<float> sorted = gs;
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    margin = static_cast<double>(sorted[static_cast<size_t>(topk_group_ - 1)]) -
+             sorted[static_cast<size_t>(topk_group_)];
+    // The kept groups: the topk_group best (ties to the lower index, as choose()).
+    std::vector<int32_t> groups(static_cast<size_t>(n_group_));
+    std::iota(groups.begin(), groups.end(), 0);
+    std::stable_sort(groups.begin(), groups.end(), [&](int32_t a, int32_t b) {
+      return gs[static_cast<size_t>(a)] > gs[static_cast<size_t>(b)];
+    });
+    std::fill(allowed.begin(), allowed.end(), 0);
+    for (int64_t i = 0; i < topk_group_; ++i)
+      std::fill_n(allowed.begin() + groups[static_cast<size_t>(i)] * per, per, 1);
+  }
+  // The k-th best allowed expert over the (k+1)-th.
+  std::vector<float> v;
+  for (int64_t e = 0; e < E; ++e)
+    if (allowed[static_cast<size_t>(e)]) v.push_back(c[e]);
+  if (static_cast<int64_t>(v.size()) > k) {
+    std::sort(v.begin(), v.end(), std::greater<>());
+    margin = std::min(
+        margin, static_cast<double>(v[static_cast<size_t>(k - 1)]) - v[static_cast<size_t>(k)]);
+  }
+  return margin;
+}
+
 MoeBlock::~MoeBlock() = default;
 
 Linear& MoeBlock::expert(int64_t e, Module m) {
@@ -213,6 +265,13 @@ void MoeBlock::forward(LinearInput& h, const Matrix& out, bool training, const i
   }
   std::vector<float> bias;
   if (bias_) bias = download_floats(be_, bias_->master);
+  last_scores_.clear();
+  last_own_.clear();
+  if (keep_scores_) {
+    last_scores_ = S->probs;
+    if (!bias.empty())
+      for (size_t i = 0; i < last_scores_.size(); ++i) last_scores_[i] += bias[i % bias.size()];
+  }
 
   // 2. Each token's experts: the router's choice (ties to the lower index), or the replayed
   // ones; weights from the full scores, divided by their sum when norm_topk_prob, scaled.
@@ -226,6 +285,7 @@ void MoeBlock::forward(LinearInput& h, const Matrix& out, bool training, const i
   for (int64_t m = 0; m < M; ++m) {
     const float* p = S->probs.data() + m * E;
     choose(p, bias.empty() ? nullptr : bias.data(), live.data());
+    if (keep_scores_) last_own_.insert(last_own_.end(), live.begin(), live.end());
     int32_t* c = S->chosen.data() + m * k;
     const bool known = reference && reference[m * k] >= 0;
     const bool replayed = known && replay;

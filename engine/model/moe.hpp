@@ -86,6 +86,24 @@ class MoeBlock {
   void forward(LinearInput& h, const Matrix& out, bool training, const int32_t* reference,
                bool replay, std::vector<int32_t>* choices, RoutingStats* stats,
                std::vector<char>* differing);
+  // A token's k experts (live, by descending score; ties to the lower index) from its scores p
+  // [E] (softmax probabilities or sigmoid scores) and, for sigmoid scores, the
+  // score-correction bias [E] (or null): the router's own choice.
+  void choose(const float* p, const float* bias, int32_t* live) const;
+  // While set, forward keeps on the host the scores its choices read, [M, E]: the softmax
+  // probabilities, or the sigmoid scores plus the score-correction bias (off by default: at a
+  // training micro-batch that is M·E floats per layer).
+  // With them, the router's own top k of each token, [M·k] (also under replay, which routes by
+  // the reference instead).
+  void keep_choice_scores(bool on) { keep_scores_ = on; }
+  const std::vector<float>& last_choice_scores() const { return last_scores_; }
+  const std::vector<int32_t>& last_own_choices() const { return last_own_; }
+  // How close a token's choice is to another one: the smallest gap at a decision choose()
+  // makes from its scores c [E] (last_choice_scores' rows) — the k-th chosen expert over the
+  // best unchosen one of the kept groups and, with groups, the last kept group over the best
+  // dropped one by the sum of their two best. A choice that differs between two computations
+  // of the same scores must have had a margin within their difference.
+  double choice_margin(const float* c) const;
   // dh [M, H] (written) = the input gradient for dout [M, H]; the router's and experts' weight
   // gradients accumulate. Needs a training forward first, and h as it gave it.
   void backward(LinearInput& h, const Matrix& dout, const Matrix& dh);
@@ -94,9 +112,6 @@ class MoeBlock {
 
  private:
   struct Saved;
-  // Each token's experts (chosen[m·k + j]) from the scores (probs [M, E]) and, for sigmoid
-  // scores, the score-correction bias; the live choice of token m.
-  void choose(const float* p, const float* bias, int32_t* live) const;
 
   Backend& be_;
   int64_t hidden_, inter_, k_;
@@ -111,6 +126,9 @@ class MoeBlock {
   std::array<std::vector<Linear*>, 3> by_module_;                // every expert's gate, up, down
   std::array<std::unique_ptr<Linear>, 3> shared_;                // the shared expert's
   std::unique_ptr<Saved> saved_;
+  bool keep_scores_ = false;
+  std::vector<float> last_scores_;
+  std::vector<int32_t> last_own_;
 };
 
 }  // namespace fp8rl

@@ -1,14 +1,15 @@
 // Mixture-of-experts cases: a small Qwen3-MoE decoder (8 experts, top 2, experts in every
 // layer), and a DeepSeek-V3 one (latent attention with query compression and YaRN, 8 routed
 // experts in 2 groups with sigmoid scores and score-correction biases, a shared expert), built
-// with the same weights on the backend under test and on the CPU reference, in BF16
-// and in FP8 (each expert's own 128x128 weight tiles and 1x128 activation blocks): the expert
-// choices of every token, the log-probs of a forward and every parameter's gradient of a
-// backward against the CPU's. What this covers on a GPU: the routing on the host between the
-// device's router GEMM and the experts', the dispatch gather, the grouped GEMMs of the experts
-// over their rows of a shared buffer (one call per linear), moe_combine and its backward. On the
-// CPU (test = reference) the cases skip: test_model checks the gradients with finite differences
-// and model_families_reference the forward against an independent float64 implementation.
+// with the same weights on the backend under test and on the CPU reference, in BF16 and in FP8
+// (each expert's own 128x128 weight tiles and 1x128 activation blocks): the routers' scores and
+// choices (a choice may differ only at a near-tie), the log-probs of a forward and the
+// parameters' gradients of a backward against the CPU's. What this covers on a GPU: the routing
+// on the host between the device's router GEMM and the experts', the dispatch gather, the
+// grouped GEMMs of the experts over their rows of a shared buffer (one call per linear),
+// moe_combine and its backward. On the CPU (test = reference) the cases skip: test_model checks
+// the gradients with finite differences and model_families_reference the forward against an
+// independent float64 implementation.
 #include <cmath>
 
 #include "core/error.hpp"
@@ -52,6 +53,11 @@ struct Run {
   DecoderModel::Routing routing;
   std::vector<std::vector<float>> grads;
   int64_t compared = 0, differing = 0;  // with replay: tokens compared, routed otherwise
+  // Per layer (empty for dense ones): the scores the choices read [M, E], the router's own
+  // top k [M·k] and each token's choice margin (MoeBlock::choice_margin) [M].
+  std::vector<std::vector<float>> scores;
+  std::vector<std::vector<int32_t>> own;
+  std::vector<std::vector<double>> margins;
 };
 
 // One forward + backward. With `replay`, every MoE layer routes by those expert ids (routing
@@ -69,6 +75,8 @@ Run run_moe(Backend& be, uint64_t seed, Precision p, const std::vector<int32_t>&
       upload_floats(be, b->master, v);
     }
   Run r;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
+    if (MoeBlock* b = m.moe(l)) b->keep_choice_scores(true);
   m.zero_grad();
   if (replay) {
     m.collect_routing(true);
@@ -76,6 +84,16 @@ Run run_moe(Backend& be, uint64_t seed, Precision p, const std::vector<int32_t>&
   }
   r.logp = m.forward(ids, targets, B, T, 1.0f, true).logp;
   r.routing = m.last_routing();
+  const int64_t E = cfg.moe.num_experts;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    MoeBlock* b = m.moe(l);
+    r.scores.push_back(b ? b->last_choice_scores() : std::vector<float>{});
+    r.own.push_back(b ? b->last_own_choices() : std::vector<int32_t>{});
+    std::vector<double> margin;
+    for (size_t i = 0; b && i < r.scores.back().size(); i += static_cast<size_t>(E))
+      margin.push_back(b->choice_margin(r.scores.back().data() + i));
+    r.margins.push_back(std::move(margin));
+  }
   m.backward(dlogp);
   if (replay) {
     for (const RoutingStats& s : m.take_routing_telemetry().stats) {
@@ -104,39 +122,89 @@ Result moe_vs_cpu(Backend& ref, Backend& test, Rng& rng, Precision p, bool deeps
   }
   const Run want = run_moe(ref, seed, p, ids, targets, dlogp, B, T, deepseek);
   // The device routes by the CPU's choices (routing replay), so that one choice flipped by a
-  // router logit within rounding of another does not send the token down other experts and
-  // every later layer elsewhere (measured on an H200, FP8 without replay: 4 and 14 of 252
-  // choices differed in two runs, the second over the old 2% bound, with gradient errors up to
-  // 0.097; Hopper's FP8 GEMMs accumulate in reduced precision, see cases_gemm.cpp). The
-  // routers' own choices must still agree for nearly every token: more than 5% of tokens with
-  // another top-k set, layer by layer on the same inputs, is an error.
+  // router score within rounding of another does not send the token down other experts and
+  // every later layer elsewhere. Layer by layer on the same inputs, then: (a) the device's
+  // choice scores must agree with the CPU's (a wrong router or its inputs show here), and (b)
+  // a token whose own top k differs may only be a near-tie, its CPU margin within 8 sigma of
+  // that layer's score differences (rms). Fixed counts did not hold: FP8 GEMMs on Hopper
+  // accumulate in reduced precision (cases_gemm.cpp), one ulp of a BF16 output can move an
+  // element across an E4M3 rounding boundary in the next layer's quantization, and the
+  // scores of this small random model sit close (median top-2 margin ~0.3 of their rms): on
+  // an H100 8-10 of 126 tokens flipped on some seeds (2026-11-28), and the emulation flipped up
+  // to 8.7 % with every flip within 6.6 sigma (both noise levels, 1.5e-4 and 5e-4).
   const Run got = run_moe(test, seed, p, ids, targets, dlogp, B, T, deepseek, &want.routing);
   if (got.compared == 0) return fail("no routing compared (replay did not run)");
-  if (got.differing * 20 > got.compared)
-    return fail(fmt("the routers chose other experts than the CPU's for %lld of %lld tokens",
-                    (long long)got.differing, (long long)got.compared));
-  int64_t differ = got.differing, total = got.compared;
+  // The scores' bounds separate FP8's own error from a router 10 % off or reading two columns
+  // of h swapped, in a CPU emulation of Hopper's FP8 accumulation over 60 seeds (2026-11-28):
+  // softmax (Qwen3-MoE) without a bug at most 0.029, with one at least 0.052; sigmoid + bias
+  // (DeepSeek-V3) at most 0.021 against at least 0.026 — the narrow gap a GPU round should
+  // confirm from the printed errors; BF16 at most 0.004 against 0.023.
+  const bool sigmoid_router = moe_model(deepseek).moe.scoring == RouterScoring::sigmoid;
+  const double stol = p == Precision::fp8 ? (sigmoid_router ? 0.0275 : 0.04) : 1.5e-2;
+  const int64_t k = moe_model(deepseek).moe.experts_per_token;
+  double worst_scores = 0, worst_flip = 0;  // relative error; a flipped token's margin / sigma
+  for (size_t l = 0; l < want.scores.size(); ++l) {
+    const std::vector<float>&ws = want.scores[l], &gs = got.scores[l];
+    if (ws.empty()) continue;
+    if (gs.size() != ws.size() || got.own[l].size() != want.margins[l].size() * k)
+      return fail(fmt("layer %zu: the device kept no choice scores", l));
+    std::vector<double> a(gs.begin(), gs.end()), b(ws.begin(), ws.end());
+    const double err = relative_error(a, b);
+    worst_scores = std::max(worst_scores, err);
+    if (!(err <= stol))
+      return fail(fmt("router scores of layer %zu: relative error %.3g > %.3g", l, err, stol));
+    double ss = 0;
+    for (size_t i = 0; i < a.size(); ++i) ss += (a[i] - b[i]) * (a[i] - b[i]);
+    const double sigma = std::sqrt(ss / static_cast<double>(a.size()));
+    for (size_t m = 0; m < want.margins[l].size(); ++m) {
+      std::vector<int32_t> mine(got.own[l].begin() + m * k, got.own[l].begin() + (m + 1) * k),
+          cpu(want.routing[l].begin() + m * k, want.routing[l].begin() + (m + 1) * k);
+      std::sort(mine.begin(), mine.end());
+      std::sort(cpu.begin(), cpu.end());
+      if (mine == cpu) continue;
+      const double margin = want.margins[l][m];
+      worst_flip = std::max(worst_flip, sigma > 0 ? margin / sigma : INFINITY);
+      if (!(margin <= 8 * sigma))
+        return fail(
+            fmt("layer %zu, token %zu: the router chose other experts than the CPU's "
+                "with a CPU margin of %.3g, %.1f sigma of the score differences (bound 8)",
+                l, m, margin, sigma > 0 ? margin / sigma : INFINITY));
+    }
+  }
   std::vector<double> g, w;
   for (float v : got.logp) g.push_back(v);
   for (float v : want.logp) w.push_back(v);
   const double tol = p == Precision::fp8 ? 5e-2 : 2e-2;
   const double lerr = relative_error(g, w);
   if (!(lerr <= tol)) return fail(fmt("log-probs: relative error %.3g > %.3g", lerr, tol));
+  // Gradients: every parameter's together (FP8: their global error moves little between seeds,
+  // while one small parameter's, the router's or a rarely chosen expert's, swings with the
+  // near-tie flips above), and each parameter's under a ceiling that a broken gradient (error
+  // ~1) exceeds. FP8 pass through FP8 dgrad/wgrad of every expert; the emulation measured
+  // global errors up to 0.12 and per-parameter ones up to 0.22 (H100: 0.174), and an expert's
+  // down-projection gradient zeroed or halved fails the ceiling; BF16 keeps its bound.
   double worst = 0;
-  for (size_t k = 0; k < got.grads.size(); ++k) {
-    std::vector<double> a(got.grads[k].begin(), got.grads[k].end()),
-        b(want.grads[k].begin(), want.grads[k].end());
+  std::vector<double> all_got, all_want;
+  for (size_t i = 0; i < got.grads.size(); ++i) {
+    std::vector<double> a(got.grads[i].begin(), got.grads[i].end()),
+        b(want.grads[i].begin(), want.grads[i].end());
     worst = std::max(worst, relative_error(a, b));
+    all_got.insert(all_got.end(), a.begin(), a.end());
+    all_want.insert(all_want.end(), b.begin(), b.end());
   }
-  // Gradients pass through FP8 dgrad/wgrad of every expert (or BF16 GEMMs): the bound of the
-  // model's other end-to-end cases.
-  const double gtol = p == Precision::fp8 ? 0.15 : 5e-2;
-  if (!(worst <= gtol))
-    return fail(fmt("gradients: worst relative error %.3g > %.3g", worst, gtol));
+  const double global = relative_error(all_got, all_want);
+  const double gtol = p == Precision::fp8 ? 0.15 : 5e-2, ptol = p == Precision::fp8 ? 0.3 : 5e-2;
+  if (!(global <= gtol))
+    return fail(fmt("gradients: relative error over all parameters %.3g > %.3g", global, gtol));
+  if (!(worst <= ptol))
+    return fail(fmt("gradients: worst parameter's relative error %.3g > %.3g", worst, ptol));
   return pass(
-      fmt("logp err %.1e, worst grad err %.1e (bounds %.2g, %.2g); under replay the "
-          "routers' own choice differs for %lld of %lld tokens",
-          lerr, worst, tol, gtol, (long long)differ, (long long)total));
+      fmt("router scores err %.1e (bound %.2g); %lld of %lld tokens' own choice "
+          "differs, the widest CPU margin among them %.1f sigma (bound 8); logp err "
+          "%.1e (bound %.2g); grad err %.1e over all parameters, worst parameter %.1e "
+          "(bounds %.2g, %.2g)",
+          worst_scores, stol, (long long)got.differing, (long long)got.compared, worst_flip, lerr,
+          tol, global, worst, gtol, ptol));
 }
 
 }  // namespace

@@ -182,6 +182,49 @@ class TestModel : public QObject {
     return c;
   }
 
+  // MoeBlock::choice_margin, what the MoE op case bounds a flipped choice by: scores moved by
+  // less than a quarter of it each (a group's score is the sum of two) keep the choice, for a
+  // softmax router and DeepSeek's grouped sigmoid one; and a worked example's value.
+  void choiceMarginBoundsTheChoice() {
+    ModelConfig qwen = testing::test_decoder(16, 4, 32, 16);
+    qwen.family = "qwen3_moe";
+    qwen.moe.num_experts = 8;
+    qwen.moe.experts_per_token = 2;
+    qwen.moe.intermediate_size = 8;
+    for (const ModelConfig& cfg : {qwen, deepseek(false)}) {
+      DecoderModel m(*cpu_, cfg, uniform_precision(cfg, Precision::fp32), 5, 0.2);
+      const MoeBlock* b = m.moe(cfg.num_hidden_layers - 1);
+      QVERIFY(b != nullptr);
+      const int64_t E = b->num_experts(), k = b->top_k();
+      Rng rng(11);
+      int checked = 0;
+      for (int t = 0; t < 300; ++t) {
+        std::vector<float> c(static_cast<size_t>(E)), d(c.size());
+        for (auto& v : c) v = static_cast<float>(rng.uniform());
+        const double margin = b->choice_margin(c.data());
+        QVERIFY(margin >= 0 && std::isfinite(margin));
+        if (margin < 1e-4) continue;  // rounding of the perturbed sums could decide
+        for (size_t e = 0; e < c.size(); ++e)
+          d[e] = c[e] + static_cast<float>((rng.uniform() - 0.5) * 0.49 * margin);
+        std::vector<int32_t> a(static_cast<size_t>(k)), a2(a.size());
+        b->choose(c.data(), nullptr, a.data());
+        b->choose(d.data(), nullptr, a2.data());
+        std::sort(a.begin(), a.end());
+        std::sort(a2.begin(), a2.end());
+        QCOMPARE(a2, a);
+        ++checked;
+      }
+      QVERIFY(checked > 200);
+    }
+    // deepseek(false): 8 experts in 4 groups of 2, the best 2 groups by their two best, top 3.
+    // Groups 0.9 + 0.8, 0.1 + 0.1, 0.85 + 0.84, 0.2 + 0.1: groups 0 and 2 kept (1.69 over the
+    // next, 0.3); of their experts 0.84 is third and 0.8 fourth: margin 0.04.
+    const ModelConfig ds = deepseek(false);
+    DecoderModel m(*cpu_, ds, uniform_precision(ds, Precision::fp32), 5, 0.2);
+    const std::vector<float> c = {0.9f, 0.8f, 0.1f, 0.1f, 0.85f, 0.84f, 0.2f, 0.1f};
+    QVERIFY(std::fabs(m.moe(1)->choice_margin(c.data()) - 0.04) < 1e-6);
+  }
+
   // Generation over the latent cache (the absorbed form) against the training forward: each
   // position's logits, fp32 map with an f32 cache (the same sums in another order), bf16 with a
   // bf16 cache (the absorbed form skips BF16 roundings of the per-head keys and values). FP8's
