@@ -382,6 +382,7 @@ constexpr OptionField kOptionFields[] = {
     {"attention_mma", &CudaBackend::KernelOptions::attention_mma, 1, 2},
     {"quantize_stage_bf16", &CudaBackend::KernelOptions::quantize_stage_bf16, 1, 2},
     {"gemm_grouped_kernel", &CudaBackend::KernelOptions::gemm_grouped_kernel, 1, 3},
+    {"gemm_algo", &CudaBackend::KernelOptions::gemm_algo, 1, 16},
 };
 }  // namespace
 

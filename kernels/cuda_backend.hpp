@@ -65,6 +65,7 @@ struct GemmKey {
   bool accumulate = false;                       // beta != 0
   uint32_t align_a = 256, align_b = 256, align_d = 256;
   uint32_t align_a_scale = 256, align_b_scale = 256;
+  int32_t algo = 0;  // which of the heuristic's results (0: its first; the gemm_algo option)
   auto operator<=>(const GemmKey&) const = default;
 };
 
@@ -199,6 +200,10 @@ class CudaBackend final : public Backend {
   //                          (gemm_grouped_mma.cu) when the groups average ≤ 384 rows, else one
   //                          cuBLASLt matmul per group (default); 2: one cuBLASLt matmul per
   //                          group; 3: FP8 groups always in one launch (BF16 as 1)
+  //   gemm_algo              n: every cuBLASLt matmul runs the n-th algorithm of the
+  //                          heuristic's list (default 1, its choice); a plan whose list is
+  //                          shorter is unsupported. For sweeps (bench decode): round 5 found
+  //                          FP8 matmuls of 64 rows taking 15-40 us for 4-50 MB of weights
   //   attention_mma          1: attention_forward and _backward on the tensor cores
   //                          (attention_mma.cu) for BF16 operands at head dims 64 and 128
   //                          (default: 10-15x the FP32 kernels on an H200, its op cases
@@ -379,6 +384,7 @@ class CudaBackend final : public Backend {
     int64_t gemm_grouped_kernel = 1;
     int64_t attention_mma = 1;
     int64_t quantize_stage_bf16 = 2;
+    int64_t gemm_algo = 1;
   };
   // Tiles the decode GEMM's split-K counters cover (one unsigned each, zero between launches).
   static constexpr int64_t kSplitCounters = int64_t{1} << 16;
@@ -444,8 +450,9 @@ class CudaBackend final : public Backend {
   bool attention_decode_mma(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                             const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o);
 
-  // gemm.cu: the cached plan for key (built on first use; rebuilt only after the least recently
-  // used plans were evicted, see plans_). The reference is valid until the next plan() call.
+  // gemm.cu: the cached plan for key with the algorithm the gemm_algo option names (built on
+  // first use; rebuilt only after the least recently used plans were evicted, see plans_). The
+  // reference is valid until the next plan() call.
   const cuda::GemmPlan& plan(const cuda::GemmKey& key) const;
   // Runs a planned matmul D = A·op + beta·C with C = D; scale pointers only for FP8 plans.
   void run_plan(const cuda::GemmPlan& plan, const void* a, const void* b, void* d, float beta,

@@ -72,6 +72,7 @@ std::string describe(const cuda::GemmKey& k) {
   s += k.accumulate ? ", beta != 0" : ", beta 0";
   s += ", alignment a/b/c " + std::to_string(k.align_b) + "/" + std::to_string(k.align_a) + "/" +
        std::to_string(k.align_d);
+  if (k.algo > 0) s += ", the heuristic's algorithm " + std::to_string(k.algo + 1);
   return s;
 }
 
@@ -202,7 +203,9 @@ class ScratchLayout {
 
 }  // namespace
 
-const cuda::GemmPlan& CudaBackend::plan(const cuda::GemmKey& key) const {
+const cuda::GemmPlan& CudaBackend::plan(const cuda::GemmKey& wanted) const {
+  cuda::GemmKey key = wanted;
+  key.algo = static_cast<int32_t>(options_.gemm_algo - 1);
   std::lock_guard<std::mutex> lock(plans_mutex_);
   if (const auto* cached = plans_.find(key)) return **cached;
 
@@ -236,7 +239,10 @@ const cuda::GemmPlan& CudaBackend::plan(const cuda::GemmKey& key) const {
 
   cublasLtMatmulPreference_t pref = nullptr;
   FP8RL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  cublasLtMatmulHeuristicResult_t result{};
+  // The heuristic's first results, up to the one the gemm_algo option names (≤ 16). A plain
+  // array: nvcc 13.0 hit an internal error on a std::vector of them here.
+  cublasLtMatmulHeuristicResult_t results[16] = {};
+  const int wanted_count = std::min(key.algo + 1, 16);
   int found = 0;
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   try {
@@ -248,16 +254,21 @@ const cuda::GemmPlan& CudaBackend::plan(const cuda::GemmKey& key) const {
     set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
     set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d);
     set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d);
-    status = cublasLtMatmulAlgoGetHeuristic(lt_, p->desc, p->a, p->b, p->c, p->d, pref, 1, &result,
-                                            &found);
+    status = cublasLtMatmulAlgoGetHeuristic(lt_, p->desc, p->a, p->b, p->c, p->d, pref,
+                                            wanted_count, results, &found);
   } catch (...) {
     (void)cublasLtMatmulPreferenceDestroy(pref);
     throw;
   }
   (void)cublasLtMatmulPreferenceDestroy(pref);
 
-  if (status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-    p->algo = result.algo;
+  if (status == CUBLAS_STATUS_SUCCESS && found > key.algo &&
+      results[key.algo].state == CUBLAS_STATUS_SUCCESS) {
+    p->algo = results[key.algo].algo;
+  } else if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
+    p->unsupported = "cuBLASLt offers " + std::to_string(found) + " algorithm(s) for " +
+                     describe(wanted) + ", not " + std::to_string(key.algo + 1) +
+                     " (kernel option gemm_algo)";
   } else if (status == CUBLAS_STATUS_SUCCESS || status == CUBLAS_STATUS_NOT_SUPPORTED) {
     // A property of the problem, not a failure: remembered like a plan. (INVALID_VALUE is
     // documented for a bad request only, so it is thrown below: it means a bug here, and must

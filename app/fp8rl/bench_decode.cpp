@@ -510,6 +510,38 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
     }
     std::fflush(stdout);
   }
+  // cuBLASLt's other algorithms for the decode-sized matmuls (its heuristic's first 8, gemm_algo):
+  // quantize + the FP8 matmul (linear_fp8_kernel 2) and BF16, at the narrowest and the widest
+  // linear, 1 to 256 rows. "-": cuBLASLt offers fewer.
+  {
+    OptionGuard cublas_path(be, "linear_fp8_kernel", 2);
+    for (size_t li : {size_t{1}, size_t{3}}) {
+      const LinearShape& l = linears[li];
+      const LinearOperands ops = make_linear(be, l, 256, rotate_bytes, rng);
+      for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{64}, int64_t{256}}) {
+        const std::string at = std::string(" ") + l.name + " " + std::to_string(m) + "x" +
+                               std::to_string(l.N) + "x" + std::to_string(l.K);
+        for (int64_t n = 1; n <= 8; ++n) {
+          OptionGuard algo(be, "gemm_algo", n);
+          if (!algo.ok()) break;
+          for (bool fp8 : {true, false}) {
+            try {
+              const double t =
+                  fp8 ? time_fp8(be, ops, m, min_s, reps) : time_bf16(be, ops, m, min_s, reps);
+              const double bf16_bytes = 2.0 * static_cast<double>(l.N * l.K + m * (l.K + l.N));
+              sweep_row((fp8 ? "q+gemm fp8" : "gemm bf16") + at, "gemm_algo", n, t,
+                        fp8 ? fp8_bytes(l, m) : bf16_bytes);
+            } catch (const Error&) {
+              std::printf("  %-40s %-20s %6lld          -      -\n",
+                          ((fp8 ? "q+gemm fp8" : "gemm bf16") + at).c_str(), "gemm_algo",
+                          static_cast<long long>(n));
+            }
+          }
+        }
+      }
+      std::fflush(stdout);
+    }
+  }
   // Sequence splits of the attention at the longest context, FP8 cache, these rows and 4.
   const int64_t ctx = *std::max_element(o.contexts.begin(), o.contexts.end());
   for (int64_t n : {rows, std::min<int64_t>(rows, 4)}) {
