@@ -160,15 +160,18 @@ class CudaBackend final : public Backend {
   void gemm_fp8_wgrad_grouped(const std::vector<Fp8Matrix>& a, const std::vector<Fp8Matrix>& b,
                               const std::vector<Matrix>& c) override;
 
-  // linear_fp8.cu: the decode GEMM. Up to linear_fp8_max_rows rows (option
-  // "linear_fp8_max_rows", default 16: on an H200 it beats quantize + cuBLASLt 1.6x at 8 rows and
-  // loses 3x at 64, docs/benchmarks.md 2026-11-27), for E4M3, K % 16 == 0 and 16-byte aligned
-  // weight codes, one kernel quantizes x's 1x128 blocks into shared memory (the codes and scales of
-  // quantize()) and multiplies them with the weight tiles on the tensor cores (mma.sync m16n8k32
-  // E4M3, FP32 sums per 128-block, scaled and added in FP32: cuBLASLt's bound), streaming each
-  // weight byte once per 128 rows; K is split over CTAs to fill the device, the last CTA of a tile
-  // adding the splits in order (deterministic). Otherwise Backend::linear_fp8 (quantize +
-  // cuBLASLt).
+  // linear_fp8.cu: the decode GEMMs. Up to linear_fp8_max_rows rows (option
+  // "linear_fp8_max_rows", default 8), for E4M3, K % 16 == 0 and 16-byte aligned weight codes:
+  // for bf16 x the one-stream kernel (linear_fp8_stream.cu, a CTA per 16 weight rows over all of
+  // K, x quantized in registers); else the split-K kernel, which quantizes x's 1x128 blocks into
+  // shared memory (the codes and scales of quantize()) and multiplies them with the weight tiles
+  // on the tensor cores (mma.sync m16n8k32 E4M3, FP32 sums per 128-block, scaled and added in
+  // FP32: cuBLASLt's bound), streaming each weight byte once per 128 rows, K split over CTAs to
+  // fill the device, the last CTA of a tile adding the splits in order (deterministic). Otherwise
+  // Backend::linear_fp8 (quantize + cuBLASLt). On an H100 (docs/benchmarks.md, 2026-11-28) a
+  // Qwen3-8B layer's seven linears took 154 us on the one-stream kernel at 1 and 8 rows, 150 and
+  // 177 us split-K, 160 us quantize + cuBLASLt at 8 rows; at 16 rows split-K took 54 us for
+  // gate/up against cuBLASLt's 29.
   void linear_fp8(const Matrix& x, const Fp8Matrix& w, const Matrix& y,
                   const QuantOptions& opt) override;
   int64_t linear_fp8_max_rows() const override {
@@ -176,12 +179,12 @@ class CudaBackend final : public Backend {
   }
 
   // Kernel options (Backend::set_kernel_option; 0 restores an option's default):
-  //   linear_fp8_kernel      1: the decode GEMM up to linear_fp8_max_rows rows (default);
+  //   linear_fp8_kernel      1: the split-K decode GEMM up to linear_fp8_max_rows rows;
   //                          2: never (quantize once per input, cuBLASLt: the earlier path);
   //                          3: up to 8 rows of bf16 x the one-stream kernel
   //                          (linear_fp8_stream.cu: a CTA per 16 weight rows over all of K, no
-  //                          split partials), else as 1
-  //   linear_fp8_max_rows    rows up to which linear_fp8 runs the decode GEMM (default 16)
+  //                          split partials), else as 1 (default)
+  //   linear_fp8_max_rows    rows up to which linear_fp8 runs a decode GEMM (default 8)
   //   linear_fp8_splits      K splits of the decode GEMM (default: enough CTAs for
   //                          linear_fp8_ctas_per_sm per SM)
   //   linear_fp8_ctas_per_sm the decode GEMM's CTA target per SM (default 2)
@@ -374,8 +377,8 @@ class CudaBackend final : public Backend {
 
   // The kernel options' values (0 in an option means its default; see set_kernel_option).
   struct KernelOptions {
-    int64_t linear_fp8_kernel = 1;
-    int64_t linear_fp8_max_rows = 16;
+    int64_t linear_fp8_kernel = 3;
+    int64_t linear_fp8_max_rows = 8;
     int64_t linear_fp8_splits = 0;
     int64_t linear_fp8_ctas_per_sm = 2;
     int64_t attention_splits = 0;

@@ -288,8 +288,9 @@ class KernelOptions {
 
 // linear_fp8: y [M, N] = q(x) · w(128x128 tiles)ᵀ with x's 1x128 quantization inside the op. On
 // the CPU against FP64 of the dequantized operands (q(x) from quantize(): the op must quantize
-// exactly so); on a device against the CPU, under its kernel options: the defaults, one K split,
-// three K splits (the split-K reduction), and the unfused path.
+// exactly so); on a device against the CPU, under its kernel options: the defaults, the split-K
+// kernel up to 256 rows (with one K split and three: its reduction), the unfused path, the
+// one-stream kernel and cuBLASLt's second algorithm.
 void add_linear_fp8_case(Registry& reg, Shape s, DType xdt, DType out, bool pow2) {
   reg.push_back(
       {fmt("linear_fp8 %s->%s M%lld N%lld K%lld%s", dtype_name(xdt), dtype_name(out),
@@ -357,10 +358,15 @@ void add_linear_fp8_case(Registry& reg, Shape s, DType xdt, DType out, bool pow2
          using Options = std::vector<std::pair<const char*, int64_t>>;
          const std::vector<std::pair<const char*, Options>> variants = {
              {"defaults", {}},
-             {"1 split", {{"linear_fp8_splits", 1}}},
-             {"3 splits", {{"linear_fp8_splits", 3}}},
+             // The split-K kernel at every row count of these shapes (by default up to 8 rows
+             // of f32 x only), with its own split count, one split and three.
+             {"split-K", {{"linear_fp8_kernel", 1}, {"linear_fp8_max_rows", 256}}},
+             {"split-K, 1 split",
+              {{"linear_fp8_kernel", 1}, {"linear_fp8_max_rows", 256}, {"linear_fp8_splits", 1}}},
+             {"split-K, 3 splits",
+              {{"linear_fp8_kernel", 1}, {"linear_fp8_max_rows", 256}, {"linear_fp8_splits", 3}}},
              {"unfused", {{"linear_fp8_kernel", 2}}},
-             // Up to 8 rows of bf16 x: the one-stream kernel (else as the defaults).
+             // Up to 8 rows of bf16 x: the one-stream kernel (the default there).
              {"one stream", {{"linear_fp8_kernel", 3}}},
              // cuBLASLt's second algorithm for the matmul (gemm_algo, which bench decode sweeps),
              // where its heuristic offers one.
