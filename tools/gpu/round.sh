@@ -21,7 +21,8 @@
 #   recipe   53  whole GRPO steps at the recipe's workload, BF16 and FP8 + FP8 KV in one run each
 #                (one timed step, no warm-up step: a step takes minutes), split by phase, a line
 #                per step as it ends (a run cut short keeps them): recipe-8b-long (64 x 256 +
-#                4,096 tokens), recipe-8b (Qwen3-8B width, 512 x 256 + 1,024 tokens),
+#                4,096 tokens), recipe-8b (Qwen3-8B width, 512 x 256 + 1,024 tokens, with
+#                op times: where its training phase, 1.22x BF16 in round 5, goes),
 #                recipe-moe (4 Qwen3-30B-A3B-shaped MoE layers, the same workload) and
 #                recipe-0.6b (the gpu preset's shape, recipe-8b's workload, with op times; the
 #                one the cap cuts first)
@@ -507,7 +508,7 @@ part_recipe() {
     cmd bench-step-recipe-8b-long "$fp8rl" bench step --backend cuda --preset recipe-8b-long \
       "${modes[@]}" --json "$j/bench-step-recipe-8b-long.json"
     cmd bench-step-recipe-8b "$fp8rl" bench step --backend cuda --preset recipe-8b "${modes[@]}" \
-      --json "$j/bench-step-recipe-8b.json"
+      --op-times --json "$j/bench-step-recipe-8b.json"
     cmd bench-step-recipe-moe "$fp8rl" bench step --backend cuda --preset recipe-moe \
       "${modes[@]}" --json "$j/bench-step-recipe-moe.json"
     cmd bench-step-recipe-0.6b "$fp8rl" bench step --backend cuda --preset recipe-0.6b \
