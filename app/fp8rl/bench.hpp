@@ -146,6 +146,7 @@ struct StepOptions {
   std::vector<std::string> modes;  // bench step --modes (bf16, fp8, fp8kv); empty: all three
   bool pytorch = true;             // CPU: also time the step in PyTorch when torch is importable
   bool op_times = false;           // device backends: the timed steps' time op by op, per mode
+  int64_t project_layers = 0;      // > 0: also measure at half the layers, project to this many
 };
 Json bench_step(Backend& be, const StepOptions& o);
 

@@ -381,11 +381,11 @@ struct PhaseTarget {
 };
 constexpr size_t kWholeStep = std::size(Phases::kNames);
 const PhaseTarget kPhaseTargets[] = {
-    {"recipe-8b", kFp8Kv, 0, 1.4},           // generation, FP8 + FP8 KV
-    {"recipe-8b", kFp8, 2, 1.35},            // training, FP8 linears
-    {"recipe-8b", kFp8Kv, kWholeStep, 1.3},  // the whole step
-    {"recipe-8b-long", kFp8Kv, 0, 1.6},      // generation at 64 x 4,096
-    {"recipe-0.6b", kFp8, 2, 1.1},           // training at the 0.6B shape
+    {"recipe-8b", kFp8Kv, 0, 1.4},            // generation, FP8 + FP8 KV
+    {"recipe-8b", kFp8, 2, 1.35},             // training, FP8 linears
+    {"recipe-8b", kFp8Kv, kWholeStep, 1.3},   // the whole step
+    {"recipe-8b-long", kFp8Kv, 0, 1.6},       // generation at 64 x 4,096
+    {"recipe-0.6b", kFp8, 2, 1.1},            // training at the 0.6B shape
     {"recipe-moe", kFp8Kv, kWholeStep, 1.3},  // the MoE step (Qwen3-30B-A3B-shaped layers)
 };
 
@@ -583,6 +583,66 @@ void pytorch_baseline(const StepMeasurement& m, const StepOptions& o, const RunC
 
 }  // namespace
 
+// --project-layers: each phase per mode at the measured layers (m) and at fewer (half, m_half),
+// fitted as a fixed part plus a part per layer and projected to o.project_layers layers, with
+// the BF16 mode's projected time over each mode's. What a model cut to one GPU's memory hides:
+// its BF16 lm_head and embedding (a fixed part) weigh more than in the whole model.
+Json projection_table(const StepMeasurement& m, const StepMeasurement& m_half,
+                      const StepOptions& o) {
+  const double n = static_cast<double>(o.steps);
+  const double L = static_cast<double>(m.shape.num_hidden_layers);
+  const double Lh = static_cast<double>(m_half.shape.num_hidden_layers);
+  const double N = static_cast<double>(o.project_layers);
+  auto project = [&](double t, double th) {  // seconds per step at N layers
+    const double per_layer = (t - th) / (L - Lh);
+    return t + (N - L) * per_layer;
+  };
+  std::printf(
+      "\nprojected to %lld layers (measured at %lld and %lld: a fixed part + a part per "
+      "layer)\n%-14s",
+      static_cast<long long>(o.project_layers), static_cast<long long>(Lh),
+      static_cast<long long>(L), "phase");
+  for (size_t mi : m.run) std::printf(" | %-40s", kStepModes[mi].name);
+  std::printf("\n%-14s", "");
+  for (size_t mi = 0; mi < m.run.size(); ++mi)
+    std::printf(" | %8s %8s %10s %10s", "s half", "s", "projected", "bf16/this");
+  std::printf("\n");
+  Json phases(Json::Object{});
+  double base[std::size(Phases::kNames) + 1] = {};
+  for (size_t k = 0; k <= std::size(Phases::kNames); ++k) {
+    const bool whole = k == std::size(Phases::kNames);
+    const std::string name = whole ? "step" : Phases::kNames[k];
+    std::printf("%-14s", name.c_str());
+    Json per_mode(Json::Object{});
+    for (size_t mi : m.run) {
+      const double t = (whole ? m.modes[mi].step : m.modes[mi].phases.at(k)) / n;
+      const double th = (whole ? m_half.modes[mi].step : m_half.modes[mi].phases.at(k)) / n;
+      const double p = std::max(0.0, project(t, th));
+      if (mi == m.run.front()) base[k] = p;
+      const double ratio = p > 0 && base[k] > 0 ? base[k] / p : NAN;
+      char cell[16] = "-";
+      if (std::isfinite(ratio)) std::snprintf(cell, sizeof cell, "%.2fx", ratio);
+      std::printf(" | %8.3f %8.3f %10.3f %10s", th, t, p, cell);
+      Json e;
+      e["seconds_half"] = number(th);
+      e["seconds"] = number(t);
+      e["projected_seconds"] = number(p);
+      e["bf16_over_this"] = number(ratio);
+      per_mode[kStepModes[mi].name] = e;
+    }
+    std::printf("\n");
+    phases[name] = per_mode;
+  }
+  std::printf(
+      "(one fit per phase and mode through two measurements: noisy where a phase is "
+      "small)\n");
+  Json j;
+  j["layers"] = o.project_layers;
+  j["measured_layers"] = Json::Array{Json(static_cast<int64_t>(Lh)), Json(static_cast<int64_t>(L))};
+  j["phases"] = phases;
+  return j;
+}
+
 Json bench_step(Backend& be, const StepOptions& o) {
   check(o.steps > 0, "--steps must be positive");
   check(o.warmup >= 0, "--warmup must not be negative");
@@ -607,6 +667,9 @@ Json bench_step(Backend& be, const StepOptions& o) {
 
   const bool cpu = be.name() == "cpu";
   selected_modes(o, cpu);  // --modes is checked before anything runs
+  check(o.project_layers <= 0 || preset.model.num_hidden_layers >= 2,
+        "--project-layers: the model has " + std::to_string(preset.model.num_hidden_layers) +
+            " layer; it needs 2 or more to be measured again at half of them");
   std::printf("backend %s: %s\n", be.name().c_str(), be.device().c_str());
   std::printf(
       "preset %s: per mode %lld warm-up + %lld timed GRPO steps (%lld prompts x %lld "
@@ -644,6 +707,19 @@ Json bench_step(Backend& be, const StepOptions& o) {
   }
   run["phases"] = phase_table(m, o);
   run["targets"] = step_targets(m, o, run);
+  if (o.project_layers > 0) {
+    const int64_t half = m.shape.num_hidden_layers / 2;
+    std::printf("\n--project-layers %lld: the modes again with %lld of the %lld layers\n",
+                static_cast<long long>(o.project_layers), static_cast<long long>(half),
+                static_cast<long long>(m.shape.num_hidden_layers));
+    std::fflush(stdout);
+    StepOptions oh = o;
+    oh.op_times = false;
+    std::vector<std::string> sets_half = sets;
+    sets_half.push_back("model.num_hidden_layers=" + std::to_string(half));
+    const StepMeasurement mh = measure_step_modes(be, oh, sets_half);
+    run["projection"] = projection_table(m, mh, o);
+  }
   if (!cpu) {
     std::printf("\n");
     return run;

@@ -71,7 +71,7 @@ train --seeds N [--preset NAME] [--set key=value ...] [--target ACC]
     and per run the wall seconds to the first validation >= ACC (default 0.9; the median
     over seeds) and to the end of the run.
 step [--preset NAME] [--set key=value ...] [--model M] [--steps N] [--warmup W] [--no-pytorch]
-     [--op-times] [--modes bf16,fp8,fp8kv]
+     [--op-times] [--modes bf16,fp8,fp8kv] [--project-layers L]
     whole GRPO steps (GrpoRun::next) of a preset (default demo; --set as for fp8rl train) in
     three modes: BF16, FP8 linears, FP8 linears + FP8 KV cache (--modes: a subset, bf16
     included; on the CPU bf16 and fp8 included). No SFT steps; validation only in the first
@@ -85,7 +85,10 @@ step [--preset NAME] [--set key=value ...] [--model M] [--steps N] [--warmup W] 
     when a python3 with torch is found (FP8RL_PYTHON) the same step in PyTorch is timed
     (tools/cpu/torch_grpo_step.py); --no-pytorch skips it. --op-times (device backends) adds
     per mode where the timed steps' time goes, op by op: calls, host and device time per step
-    (the CPU backend has no op timing: use perf).
+    (the CPU backend has no op timing: use perf). --project-layers L measures the modes again
+    with half the layers and projects each phase to L layers (a fixed part plus a part per
+    layer, fitted through the two): a model cut to what one GPU holds has its BF16 lm_head
+    and embedding weigh more than in the whole model, which understates what FP8 gains.
 telemetry [--steps N] [--warmup W]
     what a worker's telemetry costs per RL step of the demo preset (run-store write, JSON
     encoding, sending on a PUB socket to a draining subscriber) against the step itself;
@@ -142,7 +145,7 @@ const std::map<std::string, std::set<std::string>>& bench_options() {
       {"attention", {"seq-lens", "tokens", "seconds"}},
       {"train",
        {"model", "batch", "seq-len", "steps", "warmup", "seeds", "preset", "set", "target"}},
-      {"step", {"preset", "set", "model", "steps", "warmup", "modes"}},
+      {"step", {"preset", "set", "model", "steps", "warmup", "modes", "project-layers"}},
       {"moe", {"preset", "set", "steps", "warmup"}},
       {"experts", {"tokens", "experts", "top-k", "hidden", "inter", "seconds"}},
       {"telemetry", {"steps", "warmup"}},
@@ -164,7 +167,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       "prompt-len", "new-tokens", "seq-len",   "steps",    "warmup",  "preset",
       "seeds",      "tokenizer",  "megabytes", "ranks",    "target",  "runs",
       "scalars",    "dir",        "contexts",  "tokens",   "experts", "top-k",
-      "hidden",     "inter",      "ragged",    "seq-lens", "modes"};
+      "hidden",     "inter",      "ragged",    "seq-lens", "modes",   "project-layers"};
   const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -239,7 +242,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     return given(name) ? bench::integer_option(a.get(name, ""), name, 0) : fallback;
   };
   // Every given option is checked before anything is measured.
-  for (const char* name : {"prompt-len", "new-tokens", "seq-len", "steps", "seeds", "ragged"})
+  for (const char* name :
+       {"prompt-len", "new-tokens", "seq-len", "steps", "seeds", "ragged", "project-layers"})
     if (given(name)) int_option(name, 0);
   if (given("warmup")) count_option("warmup", 0);
   if (given("batch") && (what == "rollout" || what == "decode"))
@@ -347,6 +351,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       o.warmup = count_option("warmup", 1);
       o.pytorch = what == "step" && !a.flag("no-pytorch");
       o.op_times = a.flag("op-times");
+      o.project_layers = int_option("project-layers", 0);
       if (given("modes")) {  // names checked by bench_step
         std::stringstream list(a.get("modes", ""));
         for (std::string m; std::getline(list, m, ',');) o.modes.push_back(m);

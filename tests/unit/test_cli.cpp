@@ -581,6 +581,46 @@ class TestCli : public QObject {
     QCOMPARE(runObj["rows"].toArray().size(), 2);
     // The FP8 + FP8 KV target is left out, the FP8 one and recalibration's stay.
     QCOMPARE(runObj["targets"].toArray().size(), 3);
+
+    // --project-layers: the modes again at half the layers (the demo's 2: 1), each phase
+    // projected through the two, t + (L' − L)·(t − t_half)/(L − L_half).
+    const auto p = run(kCli, {"bench",
+                              "step",
+                              "--backend",
+                              "cpu",
+                              "--preset",
+                              "demo",
+                              "--steps",
+                              "1",
+                              "--warmup",
+                              "0",
+                              "--modes",
+                              "bf16,fp8",
+                              "--set",
+                              "grpo.prompts_per_step=2",
+                              "--set",
+                              "grpo.group_size=2",
+                              "--no-pytorch",
+                              "--project-layers",
+                              "6",
+                              "--json",
+                              json});
+    QCOMPARE(p.code, 0);
+    QVERIFY2(p.out.contains("projected to 6 layers (measured at 1 and 2"), qPrintable(p.out));
+    const auto proj = benchJson(json, "step")["projection"].toObject();
+    QCOMPARE(proj["layers"].toInt(), 6);
+    const auto step = proj["phases"].toObject()["step"].toObject();
+    for (const char* mode : {"bf16 linears, bf16 KV", "fp8 linears, bf16 KV"}) {
+      const auto e = step[mode].toObject();
+      const double t = e["seconds"].toDouble(), th = e["seconds_half"].toDouble();
+      QVERIFY(t > 0 && th > 0);
+      QVERIFY(std::fabs(e["projected_seconds"].toDouble() - std::max(0.0, t + 4 * (t - th))) <
+              1e-3 * t + 1e-6);
+    }
+    const auto one = run(kCli, {"bench", "step", "--backend", "cpu", "--preset", "demo", "--set",
+                                "model.num_hidden_layers=1", "--project-layers", "6"});
+    QCOMPARE(one.code, 1);
+    QVERIFY2(one.out.contains("--project-layers: the model has 1 layer"), qPrintable(one.out));
   }
 
   // FP8 vs BF16 over seeds: each seed's pair of runs to the end, means and the gap (tiny runs;

@@ -50,6 +50,15 @@ def load(folder, name):
         return None
 
 
+def short_mode(mode):
+    """'bf16 linears, bf16 KV' -> 'bf16', 'fp8 linears, bf16 KV' -> 'fp8',
+    'fp8 linears, fp8 KV' -> 'fp8 + fp8 KV': the step modes' names, short but distinct."""
+    linears, _, kv = mode.partition(",")
+    linears = linears.replace(" linears", "").strip()
+    kv = kv.strip()
+    return linears if kv in ("", "bf16 KV") else f"{linears} + {kv}"
+
+
 def first_run(doc):
     if not doc:
         return None
@@ -391,10 +400,20 @@ class Summary:
                     relation = "≥" if t["relation"] == ">=" else "≤"
                     self.target(t["name"], t.get("value"), relation, t["target"], fmt_ratio, command)
             for phase, modes in (run.get("phases") or {}).items():
-                cells = [f"{m.split(',')[0]} {v['seconds']:.3f} s {v['share'] * 100:.0f}% "
+                cells = [f"{short_mode(m)} {v['seconds']:.3f} s {v['share'] * 100:.0f}% "
                          f"{fmt_ratio(v.get('bf16_over_this'))}" for m, v in modes.items()
                          if v.get("seconds") is not None and v.get("share") is not None]
                 self.info.append((f"{preset} {phase}: s, share, bf16/this", "; ".join(cells)))
+            proj = run.get("projection") or {}
+            for phase in ("step", "generation", "training"):
+                modes = (proj.get("phases") or {}).get(phase) or {}
+                cells = [f"{short_mode(m)} {v['projected_seconds']:.2f} s "
+                         f"{fmt_ratio(v.get('bf16_over_this'))}" for m, v in modes.items()
+                         if v.get("projected_seconds") is not None]
+                if cells:
+                    self.info.append((f"{preset} {phase} projected to {proj.get('layers')} layers "
+                                      f"(measured at {proj.get('measured_layers')}): s, bf16/this",
+                                      "; ".join(cells)))
             cells = [f"{r['mode']}: {r['token_mult_prob_error']:.5f} / "
                      f"{r['gen_kl_error']:.2e}" for r in run.get("rows", [])
                      if r.get("token_mult_prob_error") is not None
