@@ -254,13 +254,13 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   Json::Array table, layers, sweeps, targets;
 
   // --- Linears: y [rows, N] = x [rows, K] · Wᵀ. Per linear (operands made once), each batch.
-  // t8s: the one-stream kernel (linear_fp8_kernel = 3, up to 8 rows), -1 where it did not run.
+  // t8s: the split-K kernel (linear_fp8_kernel = 1) up to 8 rows, where the default runs the
+  // one-stream kernel; -1 where it did not run.
   std::vector<std::vector<double>> t8(kLinears, std::vector<double>(nb)),
       t16(kLinears, std::vector<double>(nb)), t8s(kLinears, std::vector<double>(nb, -1.0));
-  std::string stream_error;  // the one-stream kernel's failure (not yet measured on a device)
   std::printf("%-8s %5s %6s %6s %6s %10s %9s %8s %12s %10s %9s %10s %8s\n", "linear", "rows", "N",
               "K", "copies", "fp8 us", "GB/s", "vs copy", "q+gemm us", "bf16 us", "bf16/fp8",
-              "stream us", "s/copy");
+              "split us", "sp/copy");
   for (size_t li = 0; li < kLinears; ++li) {
     const LinearShape& l = linears[li];
     const LinearOperands ops = make_linear(be, l, max_rows, rotate_bytes, rng);
@@ -272,28 +272,22 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
         OptionGuard unfused(be, "linear_fp8_kernel", 2);
         if (unfused.ok()) t_unfused = time_fp8(be, ops, rows, min_s, reps);
       }
-      double t_stream = -1;
-      if (rows <= 8 && stream_error.empty()) {
-        OptionGuard stream(be, "linear_fp8_kernel", 3);
-        try {
-          if (stream.ok()) t_stream = time_fp8(be, ops, rows, min_s, reps);
-        } catch (const Error& e) {
-          stream_error = error_text(e);
-          std::printf("one-stream decode GEMM (linear_fp8_kernel 3) failed: %s\n",
-                      stream_error.c_str());
-        }
+      double t_split = -1;
+      if (rows <= 8) {
+        OptionGuard split_k(be, "linear_fp8_kernel", 1);
+        if (split_k.ok()) t_split = time_fp8(be, ops, rows, min_s, reps);
       }
       const double t_bf16 = time_bf16(be, ops, rows, min_s, reps);
       t8[li][bi] = t;
       t16[li][bi] = t_bf16;
-      t8s[li][bi] = t_stream;
+      t8s[li][bi] = t_split;
       const double gbs = fp8_bytes(l, rows) / t / 1e9;
       std::printf(
           "%-8s %5lld %6lld %6lld %6d %10.1f %9.1f %7.0f%% %12s %10.1f %8.2fx %10s %8s\n", l.name,
           static_cast<long long>(rows), static_cast<long long>(l.N), static_cast<long long>(l.K),
           ops.copies, t * 1e6, gbs, 100.0 * gbs / copy_gbs, us_or_dash(t_unfused).c_str(),
-          t_bf16 * 1e6, t_bf16 / t, us_or_dash(t_stream).c_str(),
-          t_stream > 0 ? fmt_percent(fp8_bytes(l, rows) / t_stream / 1e9 / copy_gbs).c_str() : "-");
+          t_bf16 * 1e6, t_bf16 / t, us_or_dash(t_split).c_str(),
+          t_split > 0 ? fmt_percent(fp8_bytes(l, rows) / t_split / 1e9 / copy_gbs).c_str() : "-");
       Json row;
       row["kernel"] = "linear_fp8";
       row["linear"] = l.name;
@@ -305,7 +299,7 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
       row["gb_per_s"] = number(gbs);
       row["vs_copy"] = number(gbs / copy_gbs);
       if (t_unfused > 0) row["unfused_us"] = number(t_unfused * 1e6);
-      if (t_stream > 0) row["stream_us"] = number(t_stream * 1e6);
+      if (t_split > 0) row["split_k_us"] = number(t_split * 1e6);
       row["bf16_us"] = number(t_bf16 * 1e6);
       row["bf16_over_fp8"] = number(t_bf16 / t);
       table.push_back(row);
@@ -314,39 +308,38 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   }
 
   // A layer's seven linears per batch: the weight stream against the copy, BF16 over FP8; with
-  // the one-stream kernel where it ran for every linear.
+  // the split-K kernel where it ran for every linear.
   std::vector<double> layer8(nb, 0.0), layer16(nb, 0.0), layer_vs(nb, 0.0), layer8s(nb, 0.0),
-      layer_vs_stream(nb, -1.0);
-  if (!stream_error.empty()) run["stream_gemm_error"] = stream_error;
+      layer_vs_split(nb, -1.0);
   std::printf("\n%-30s %5s %10s %10s %8s %10s %10s %8s\n", "a layer's linears", "rows", "fp8 us",
-              "GB/s", "vs copy", "bf16/fp8", "stream us", "s/copy");
+              "GB/s", "vs copy", "bf16/fp8", "split us", "sp/copy");
   for (size_t bi = 0; bi < nb; ++bi) {
     double bytes = 0;
-    bool streamed = true;
+    bool all_split = true;
     for (size_t li = 0; li < kLinears; ++li) {
       layer8[bi] += linears[li].count * t8[li][bi];
       layer16[bi] += linears[li].count * t16[li][bi];
       layer8s[bi] += linears[li].count * t8s[li][bi];
-      streamed = streamed && t8s[li][bi] > 0;
+      all_split = all_split && t8s[li][bi] > 0;
       bytes += linears[li].count * fp8_bytes(linears[li], o.batches[bi]);
     }
     const double gbs = bytes / layer8[bi] / 1e9;
     layer_vs[bi] = gbs / copy_gbs;
-    if (streamed) layer_vs_stream[bi] = bytes / layer8s[bi] / 1e9 / copy_gbs;
+    if (all_split) layer_vs_split[bi] = bytes / layer8s[bi] / 1e9 / copy_gbs;
     std::printf("%-30s %5lld %10.1f %10.1f %7.0f%% %9.2fx %10s %8s\n", "",
                 static_cast<long long>(o.batches[bi]), layer8[bi] * 1e6, gbs,
                 100.0 * gbs / copy_gbs, layer16[bi] / layer8[bi],
-                streamed ? us_or_dash(layer8s[bi]).c_str() : "-",
-                streamed ? fmt_percent(layer_vs_stream[bi]).c_str() : "-");
+                all_split ? us_or_dash(layer8s[bi]).c_str() : "-",
+                all_split ? fmt_percent(layer_vs_split[bi]).c_str() : "-");
     Json row;
     row["rows"] = o.batches[bi];
     row["linears_fp8_us"] = number(layer8[bi] * 1e6);
     row["linears_bf16_us"] = number(layer16[bi] * 1e6);
     row["linears_vs_copy"] = number(gbs / copy_gbs);
     row["linears_bf16_over_fp8"] = number(layer16[bi] / layer8[bi]);
-    if (streamed) {
-      row["linears_stream_us"] = number(layer8s[bi] * 1e6);
-      row["linears_stream_vs_copy"] = number(layer_vs_stream[bi]);
+    if (all_split) {
+      row["linears_split_k_us"] = number(layer8s[bi] * 1e6);
+      row["linears_split_k_vs_copy"] = number(layer_vs_split[bi]);
     }
     layers.push_back(row);
   }
@@ -433,12 +426,9 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   for (size_t bi = 0; bi < nb; ++bi) {
     const int64_t rows = o.batches[bi];
     if (rows > 256) continue;
-    // The better of the default kernels and the one-stream kernel (the candidate default).
-    const bool stream = layer_vs_stream[bi] > layer_vs[bi];
-    targets.push_back(target_json("decode linears (a layer) FP8 weight stream vs copy, " +
-                                      std::to_string(rows) + " rows" +
-                                      (stream ? " (one-stream kernel)" : ""),
-                                  stream ? layer_vs_stream[bi] : layer_vs[bi], 0.8, cpu));
+    targets.push_back(target_json(
+        "decode linears (a layer) FP8 weight stream vs copy, " + std::to_string(rows) + " rows",
+        layer_vs[bi], 0.8, cpu));
   }
   for (size_t bi = 0; bi < nb; ++bi)
     for (size_t ci = 0; ci < o.contexts.size(); ++ci) {
@@ -475,14 +465,14 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   };
   const int64_t rows = o.sweep_batch;
   std::printf("sweeps at %lld rows (value 0: the default)\n", static_cast<long long>(rows));
-  // The decode GEMM itself at every row count swept (by default it runs up to 16 rows only, and
-  // above that linear_fp8 would time quantize + cuBLASLt under every value).
+  // The decode GEMMs themselves at every row count swept (by default they run up to 8 rows
+  // only, and above that linear_fp8 would time quantize + cuBLASLt under every value).
   OptionGuard all_rows(be, "linear_fp8_max_rows", 256);
-  // K splits and the CTA target of the decode GEMM at the widest and the narrowest linear, at 1
-  // and 8 rows (where it runs by default, up to linear_fp8_max_rows = 16, and its weight stream
-  // is judged) and 64 (where it may run next: at 64 rows its FP32 partials weigh as much as the
-  // weight).
+  // K splits and the CTA target of the split-K decode GEMM (linear_fp8_kernel 1: the default
+  // takes the one-stream kernel up to 8 rows) at the widest and the narrowest linear, at 1, 8
+  // and 64 rows (at 64 its FP32 partials weigh as much as the weight).
   for (size_t li : {size_t{3}, size_t{1}}) {
+    OptionGuard split_k(be, "linear_fp8_kernel", 1);
     const LinearShape& l = linears[li];
     const LinearOperands ops = make_linear(be, l, std::max<int64_t>(rows, 256), rotate_bytes, rng);
     for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{64}}) {
@@ -498,15 +488,19 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
                   fp8_bytes(l, m));
       }
     }
-    // Rows up to which the fused GEMM beats quantize + cuBLASLt (linear_fp8_max_rows; round 5
-    // ran this sweep without raising it, so its rows above 16 timed quantize + cuBLASLt twice).
+    // Rows up to which a decode GEMM beats quantize + cuBLASLt (linear_fp8_max_rows; round 5
+    // ran this sweep without raising it, so its rows above 16 timed quantize + cuBLASLt twice):
+    // split-K (1), quantize + cuBLASLt (2), and up to 8 rows the one-stream kernel (3).
     if (li != 3) continue;
-    for (int64_t m : {1, 16, 64, 128, 256}) {
+    for (int64_t m : {1, 8, 16, 64, 128, 256}) {
       const std::string at = std::string("linear_fp8 ") + l.name + " " + std::to_string(m) + "x" +
                              std::to_string(l.N) + "x" + std::to_string(l.K);
-      sweep_row(at, "linear_fp8_kernel", 1, time_fp8(be, ops, m, min_s, reps), fp8_bytes(l, m));
-      OptionGuard g(be, "linear_fp8_kernel", 2);
-      sweep_row(at, "linear_fp8_kernel", 2, time_fp8(be, ops, m, min_s, reps), fp8_bytes(l, m));
+      for (int64_t kernel : {1, 2, 3}) {
+        if (kernel == 3 && m > 8) continue;
+        OptionGuard g(be, "linear_fp8_kernel", kernel);
+        sweep_row(at, "linear_fp8_kernel", kernel, time_fp8(be, ops, m, min_s, reps),
+                  fp8_bytes(l, m));
+      }
     }
     std::fflush(stdout);
   }

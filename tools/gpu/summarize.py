@@ -266,13 +266,10 @@ class Summary:
         for r in run.get("layers", []):
             self.info.append((f"decode layer's linears BF16 / FP8, {r['rows']} rows",
                               fmt_ratio(r.get("linears_bf16_over_fp8"))))
-            if r.get("linears_stream_vs_copy") is not None:
+            if r.get("linears_split_k_vs_copy") is not None:
                 self.info.append((f"decode layer's linears vs copy, {r['rows']} rows: default / "
-                                  "one-stream kernel", f"{fmt_pct(r.get('linears_vs_copy'))} / "
-                                  f"{fmt_pct(r['linears_stream_vs_copy'])}"))
-        for key in ("stream_gemm_error",):
-            if run.get(key):
-                self.info.append((f"decode kernels: {key.replace('_', ' ')}", run[key]))
+                                  "split-K kernel", f"{fmt_pct(r.get('linears_vs_copy'))} / "
+                                  f"{fmt_pct(r['linears_split_k_vs_copy'])}"))
 
     def decode(self):
         for tag in ("0.6b", "1.7b"):
