@@ -176,7 +176,7 @@ double MoeBlock::choice_margin(const float* c) const {
   };
   double margin = INFINITY;
   std::vector<char> allowed(static_cast<size_t>(E), 1);
-  if (scoring_ == RouterScoring::sigmoid && n_group_ > 1) {
+  if (scoring_ == RouterScoring::sigmoid && n_group_ > 1 && topk_group_ < n_group_) {
     const int64_t per = E / n_group_;
     std::vector<float> gs;
     for (int64_t g = 0; g < n_group_; ++g) {
