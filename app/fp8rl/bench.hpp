@@ -77,7 +77,10 @@ struct GemmShape {
 std::vector<GemmShape> gemm_gpu_shapes();
 std::vector<GemmShape> gemm_cpu_shapes();
 std::vector<GemmShape> parse_gemm_shapes(const std::string& spec);  // "M,N,K;M,N,K"
-Json bench_gemm(Backend& be, const std::vector<GemmShape>& shapes, double min_seconds);
+// BF16 vs FP8 fprop, dgrad and wgrad per shape; with algos > 1 (backends with the kernel option
+// gemm_algo) also each precision's best of cuBLASLt's first `algos` algorithms, and which.
+Json bench_gemm(Backend& be, const std::vector<GemmShape>& shapes, double min_seconds,
+                int64_t algos = 1);
 Json bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& shapes,
                  double min_seconds);
 

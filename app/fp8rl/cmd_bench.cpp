@@ -26,9 +26,11 @@ common options:
   --backend all|cpu|cuda|auto   where to measure (default: all; train and step: auto)
   --json FILE                   also write the measured rows as a JSON document
 
-gemm [--shapes M,N,K;...] [--seconds S]
+gemm [--shapes M,N,K;...] [--seconds S] [--algos N]
     BF16 vs block-scaled FP8 fprop, dgrad and wgrad (TFLOP/s and the ratio to the fastest
     baseline; on the CPU the FP32 sgemm that the FP8 emulation wraps is a baseline too).
+    --algos N (GPUs): also each precision's best of cuBLASLt's first N algorithms (kernel
+    option gemm_algo) and which, at up to 0.05 s a timing.
     Default shapes: 8192^3 and Qwen3-1.7B/8B and Llama-8B linears on GPUs, 1024^3 and
     0.6B-model linears on the CPU.
 quant [--seconds S]
@@ -138,7 +140,7 @@ tokenize --tokenizer DIR [--megabytes M]
 // The options each bench accepts besides --backend and --json.
 const std::map<std::string, std::set<std::string>>& bench_options() {
   static const std::map<std::string, std::set<std::string>> m = {
-      {"gemm", {"shapes", "seconds"}},
+      {"gemm", {"shapes", "seconds", "algos"}},
       {"quant", {"seconds"}},
       {"rollout", {"model", "batch", "prompt-len", "new-tokens", "ragged"}},
       {"decode", {"model", "batch", "contexts", "seconds"}},
@@ -163,11 +165,11 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   const std::vector<std::string> sets = take_repeated(rest, "set");
   const std::set<std::string> valued = {
-      "backend",    "json",       "shapes",    "seconds",  "batch",   "model",
-      "prompt-len", "new-tokens", "seq-len",   "steps",    "warmup",  "preset",
-      "seeds",      "tokenizer",  "megabytes", "ranks",    "target",  "runs",
-      "scalars",    "dir",        "contexts",  "tokens",   "experts", "top-k",
-      "hidden",     "inter",      "ragged",    "seq-lens", "modes",   "project-layers"};
+      "backend",    "json",           "shapes", "seconds", "batch",   "model",  "prompt-len",
+      "new-tokens", "seq-len",        "steps",  "warmup",  "preset",  "seeds",  "tokenizer",
+      "megabytes",  "ranks",          "target", "runs",    "scalars", "dir",    "contexts",
+      "tokens",     "experts",        "top-k",  "hidden",  "inter",   "ragged", "seq-lens",
+      "modes",      "project-layers", "algos"};
   const Args a(rest, valued, {"help", "no-pytorch", "op-times"});
   const auto& pos = a.positional();
   const auto& options = bench_options();
@@ -242,8 +244,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     return given(name) ? bench::integer_option(a.get(name, ""), name, 0) : fallback;
   };
   // Every given option is checked before anything is measured.
-  for (const char* name :
-       {"prompt-len", "new-tokens", "seq-len", "steps", "seeds", "ragged", "project-layers"})
+  for (const char* name : {"prompt-len", "new-tokens", "seq-len", "steps", "seeds", "ragged",
+                           "project-layers", "algos"})
     if (given(name)) int_option(name, 0);
   if (given("warmup")) count_option("warmup", 0);
   if (given("batch") && (what == "rollout" || what == "decode"))
@@ -278,7 +280,7 @@ int cmd_bench(const std::vector<std::string>& args) {
           *be,
           spec.empty() ? (cpu ? bench::gemm_cpu_shapes() : bench::gemm_gpu_shapes())
                        : bench::parse_gemm_shapes(spec),
-          min_s));
+          min_s, int_option("algos", 1)));
     } else if (what == "quant") {
       std::vector<std::pair<int64_t, int64_t>> shapes;
       if (cpu)

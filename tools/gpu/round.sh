@@ -413,10 +413,15 @@ part_gemm() {
   else
     cmd bench-gemm "$fp8rl" bench gemm --backend cuda --shapes "8192,8192,8192" --seconds 0.5 \
       --json "$j/bench-gemm.json"
-    # Qwen3-8B: q/o, k/v, gate/up, down at 8192 tokens.
+    # Qwen3-8B: q/o, k/v, gate/up, down at 8192 tokens; then the 0.6B step's linears at its
+    # micro-batch of 10,240 tokens (q, k/v, o, gate/up, down), where round 5's FP8 GEMMs were no
+    # faster than BF16: both with the best of cuBLASLt's first 8 algorithms beside its first.
     cmd bench-gemm-qwen3-8b "$fp8rl" bench gemm --backend cuda \
       --shapes "8192,4096,4096;8192,1024,4096;8192,12288,4096;8192,4096,12288" --seconds 0.2 \
-      --json "$j/bench-gemm-qwen3-8b.json"
+      --algos 8 --json "$j/bench-gemm-qwen3-8b.json"
+    cmd bench-gemm-qwen3-0.6b "$fp8rl" bench gemm --backend cuda \
+      --shapes "10240,2048,1024;10240,1024,1024;10240,1024,2048;10240,3072,1024;10240,1024,3072" \
+      --seconds 0.05 --algos 8 --json "$j/bench-gemm-qwen3-0.6b.json"
   fi
 }
 part_experts() {

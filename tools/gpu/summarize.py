@@ -155,6 +155,15 @@ class Summary:
             if "fp8_vs_bf16" in r and r is not pick:
                 self.info.append((f"GEMM {r['gemm']} FP8 vs BF16, {r['shape']} "
                                   f"({r['M']}x{r['N']}x{r['K']})", fmt_ratio(r["fp8_vs_bf16"])))
+            # --algos: the best of cuBLASLt's algorithms per precision, against its first choice.
+            if r.get("fp8_best_algo") is not None:
+                self.info.append((
+                    f"GEMM {r['gemm']} {r['M']}x{r['N']}x{r['K']}: best of cuBLASLt's algorithms "
+                    "(#, TF/s) bf16 / fp8; fp8/bf16 at the best",
+                    f"#{r['bf16_best_algo']} {r['bf16_best_tflops']:.0f} (first "
+                    f"{r.get('bf16_tflops', 0):.0f}) / #{r['fp8_best_algo']} "
+                    f"{r['fp8_best_tflops']:.0f} (first {r.get('fp8_tflops', 0):.0f}); "
+                    f"{fmt_ratio(r.get('fp8_vs_bf16_best_algos'))}"))
 
     def experts(self):
         """bench experts: the grouped FP8 expert GEMMs' TFLOP/s at the largest token count (fprop,
