@@ -150,6 +150,12 @@ struct Phases {
   }
 };
 
+// Phase k of Phases::kNames, or the whole step for k = kWholeStep; its name.
+constexpr size_t kWholeStep = std::size(Phases::kNames);
+const char* phase_name(size_t k) {
+  return k == kWholeStep ? "step" : Phases::kNames[k];
+}
+
 // One mode's timed steps.
 struct ModeTimes {
   double step = 0, cpu = 0, response_tokens = 0, train_tokens = 0, response_length = 0,
@@ -161,6 +167,8 @@ struct ModeTimes {
   double tokens_before = 0;
   std::vector<OpTiming> ops;  // --op-times: the timed steps, op by op
   std::string precision;      // the run's precision summary
+  // Phase k's seconds over the timed steps (the whole step's for kWholeStep).
+  double seconds(size_t k) const { return k == kWholeStep ? step : phases.at(k); }
 };
 
 // What measuring the modes found: each mode's times, and the runs' model and batch shape.
@@ -340,15 +348,13 @@ Json phase_table(const StepMeasurement& m, const StepOptions& o) {
     std::printf(" | %9s %8s %11s", "s/step", "share", "bf16/this");
   std::printf("\n");
   Json phases(Json::Object{});
-  for (size_t k = 0; k <= std::size(Phases::kNames); ++k) {
-    const bool whole = k == std::size(Phases::kNames);
-    const std::string name = whole ? "step" : Phases::kNames[k];
+  for (size_t k = 0; k <= kWholeStep; ++k) {
+    const std::string name = phase_name(k);
     std::printf("%-14s", name.c_str());
     Json per_mode(Json::Object{});
     for (size_t mi : m.run) {
       const ModeTimes& s = m.modes[mi];
-      const double t = whole ? s.step : s.phases.at(k);
-      const double base = whole ? m.modes[0].step : m.modes[0].phases.at(k);
+      const double t = s.seconds(k), base = m.modes[0].seconds(k);
       const double ratio = t > 0 && base > 0 ? base / t : NAN;
       if (std::isfinite(ratio))
         std::printf(" | %9.4f %7.1f%% %10.2fx", t / n, 100.0 * t / s.step, ratio);
@@ -379,7 +385,6 @@ struct PhaseTarget {
   size_t phase;  // index in Phases::kNames, or std::size(Phases::kNames) for the whole step
   double at_least;
 };
-constexpr size_t kWholeStep = std::size(Phases::kNames);
 const PhaseTarget kPhaseTargets[] = {
     {"recipe-8b", kFp8Kv, 0, 1.4},            // generation, FP8 + FP8 KV
     {"recipe-8b", kFp8, 2, 1.35},             // training, FP8 linears
@@ -416,12 +421,10 @@ Json step_targets(const StepMeasurement& m, const StepOptions& o, Json& run) {
     size_t mode = t.mode;
     if (!measured(mode) && mode == kFp8 && t.phase == 2) mode = kFp8Kv;
     if (!measured(mode)) continue;
-    const bool whole = t.phase == kWholeStep;
-    const double base = whole ? m.modes[0].step : m.modes[0].phases.at(t.phase);
-    const double mine = whole ? m.modes[mode].step : m.modes[mode].phases.at(t.phase);
+    const double base = m.modes[0].seconds(t.phase), mine = m.modes[mode].seconds(t.phase);
     const double ratio = mine > 0 ? base / mine : NAN;
-    const std::string name = std::string(whole ? "step" : Phases::kNames[t.phase]) + " " +
-                             kStepModes[mode].name + " vs bf16 (" + t.preset + ")";
+    const std::string name = std::string(phase_name(t.phase)) + " " + kStepModes[mode].name +
+                             " vs bf16 (" + t.preset + ")";
     targets.push_back(target_json(name, ratio, ">=", t.at_least));
     std::printf("target: %s %.2fx (>= %.2fx) %s\n", name.c_str(), ratio, t.at_least,
                 verdict(ratio >= t.at_least));
@@ -608,15 +611,13 @@ Json projection_table(const StepMeasurement& m, const StepMeasurement& m_half,
     std::printf(" | %8s %8s %10s %10s", "s half", "s", "projected", "bf16/this");
   std::printf("\n");
   Json phases(Json::Object{});
-  double base[std::size(Phases::kNames) + 1] = {};
-  for (size_t k = 0; k <= std::size(Phases::kNames); ++k) {
-    const bool whole = k == std::size(Phases::kNames);
-    const std::string name = whole ? "step" : Phases::kNames[k];
+  double base[kWholeStep + 1] = {};
+  for (size_t k = 0; k <= kWholeStep; ++k) {
+    const std::string name = phase_name(k);
     std::printf("%-14s", name.c_str());
     Json per_mode(Json::Object{});
     for (size_t mi : m.run) {
-      const double t = (whole ? m.modes[mi].step : m.modes[mi].phases.at(k)) / n;
-      const double th = (whole ? m_half.modes[mi].step : m_half.modes[mi].phases.at(k)) / n;
+      const double t = m.modes[mi].seconds(k) / n, th = m_half.modes[mi].seconds(k) / n;
       const double p = std::max(0.0, project(t, th));
       if (mi == m.run.front()) base[k] = p;
       const double ratio = p > 0 && base[k] > 0 ? base[k] / p : NAN;

@@ -55,6 +55,22 @@ std::vector<std::vector<int32_t>> random_prompts(Rng& rng, int n, int64_t V) {
   return ps;
 }
 
+// "" when got is want to the bit — prompt, response, finish reason, routing and every log-prob's
+// bits —, else the first difference (for QVERIFY2).
+QString sequence_difference(const Sequence& got, const Sequence& want) {
+  if (got.prompt != want.prompt) return "prompts differ";
+  if (got.response != want.response) return "responses differ";
+  if (got.finish_reason != want.finish_reason)
+    return QString("finish reason %1, want %2")
+        .arg(QString::fromStdString(got.finish_reason), QString::fromStdString(want.finish_reason));
+  if (got.routing != want.routing) return "routings differ";
+  if (got.logprobs.size() != want.logprobs.size()) return "log-prob counts differ";
+  for (size_t k = 0; k < want.logprobs.size(); ++k)
+    if (std::bit_cast<uint32_t>(got.logprobs[k]) != std::bit_cast<uint32_t>(want.logprobs[k]))
+      return QString("log-prob %1: %2, want %3").arg(k).arg(got.logprobs[k]).arg(want.logprobs[k]);
+  return "";
+}
+
 // The trainer's log-probs of a generated sequence: one forward over prompt + response.
 std::vector<float> trainer_logprobs(DecoderModel& m, const Sequence& s, float inv_t) {
   std::vector<int32_t> ids = s.prompt;
@@ -254,12 +270,8 @@ class TestRollout : public QObject {
       const auto a = host.generate(prompts, sp), b = backend.generate(prompts, sp);
       QCOMPARE(a.size(), b.size());
       for (size_t i = 0; i < a.size(); ++i) {
-        QCOMPARE(b[i].response, a[i].response);
-        QCOMPARE(b[i].finish_reason, a[i].finish_reason);
-        QCOMPARE(b[i].logprobs.size(), a[i].logprobs.size());
-        for (size_t k = 0; k < a[i].logprobs.size(); ++k)
-          QCOMPARE(std::bit_cast<uint32_t>(b[i].logprobs[k]),
-                   std::bit_cast<uint32_t>(a[i].logprobs[k]));
+        const QString diff = sequence_difference(b[i], a[i]);
+        QVERIFY2(diff.isEmpty(), qPrintable(QString("sequence %1: %2").arg(i).arg(diff)));
         left_early |= a[i].finish_reason != "length";
       }
     }
@@ -305,12 +317,8 @@ class TestRollout : public QObject {
         size_t short_ones = 0;
         for (size_t i = 0; i < a.size(); ++i) {
           for (const auto* other : {&b[i], &c[i]}) {
-            QCOMPARE(other->response, a[i].response);
-            QCOMPARE(other->finish_reason, a[i].finish_reason);
-            QCOMPARE(other->logprobs.size(), a[i].logprobs.size());
-            for (size_t k = 0; k < a[i].logprobs.size(); ++k)
-              QCOMPARE(std::bit_cast<uint32_t>(other->logprobs[k]),
-                       std::bit_cast<uint32_t>(a[i].logprobs[k]));
+            const QString diff = sequence_difference(*other, a[i]);
+            QVERIFY2(diff.isEmpty(), qPrintable(QString("sequence %1: %2").arg(i).arg(diff)));
           }
           short_ones += a[i].response.size() < 12;
         }
@@ -412,14 +420,8 @@ class TestRollout : public QObject {
       const auto a = whole.generate(prompts, sp), b = waves.generate(prompts, sp);
       QCOMPARE(b.size(), a.size());
       for (size_t i = 0; i < a.size(); ++i) {
-        QCOMPARE(b[i].prompt, a[i].prompt);
-        QCOMPARE(b[i].response, a[i].response);
-        QCOMPARE(b[i].finish_reason, a[i].finish_reason);
-        QCOMPARE(b[i].routing, a[i].routing);
-        QCOMPARE(b[i].logprobs.size(), a[i].logprobs.size());
-        for (size_t k = 0; k < a[i].logprobs.size(); ++k)
-          QCOMPARE(std::bit_cast<uint32_t>(b[i].logprobs[k]),
-                   std::bit_cast<uint32_t>(a[i].logprobs[k]));
+        const QString diff = sequence_difference(b[i], a[i]);
+        QVERIFY2(diff.isEmpty(), qPrintable(QString("sequence %1: %2").arg(i).arg(diff)));
       }
       QCOMPARE(!a[0].routing.empty(), moe);
       const RolloutStats &sa = whole.last_stats(), &sb = waves.last_stats();
