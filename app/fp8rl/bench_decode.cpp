@@ -242,11 +242,12 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
 
   const int64_t H = cfg.hidden_size, D = cfg.head_dim, I = cfg.intermediate_size;
   const int64_t Hq = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads;
-  const LinearShape linears[] = {{"q", Hq * D, H, 1},
-                                 {"k/v", Hkv * D, H, 2},
-                                 {"o", H, Hq * D, 1},
-                                 {"gate/up", I, H, 2},
-                                 {"down", H, I, 1}};
+  // The seven linears of a layer, then q, k and v stacked as the decoder runs them in
+  // generation (FusedLinears: one GEMM, then a column copy into each of q, k, v).
+  const LinearShape linears[] = {{"q", Hq * D, H, 1}, {"k/v", Hkv * D, H, 2},
+                                 {"o", H, Hq * D, 1}, {"gate/up", I, H, 2},
+                                 {"down", H, I, 1},   {"q+k+v", (Hq + 2 * Hkv) * D, H, 0}};
+  constexpr size_t kQ = 0, kKv = 1, kQkv = 5;
   constexpr size_t kLinears = std::size(linears);
   const size_t nb = o.batches.size();
   const int64_t max_rows = *std::max_element(o.batches.begin(), o.batches.end());
@@ -307,16 +308,43 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
     std::fflush(stdout);
   }
 
+  // The stacked q/k/v GEMM's column copies into q, k and v (BF16), per batch.
+  std::vector<double> t_cols(nb);
+  {
+    const int64_t Nq = Hq * D, Nkv = Hkv * D, Ns = Nq + 2 * Nkv;
+    Buffer ys = be.alloc(static_cast<size_t>(max_rows * Ns) * 2);
+    be.zero(ys.data(), ys.bytes());
+    Buffer q = be.alloc(static_cast<size_t>(max_rows * Nq) * 2),
+           kv = be.alloc(static_cast<size_t>(max_rows * Nkv) * 4);
+    for (size_t bi = 0; bi < nb; ++bi) {
+      const int64_t rows = o.batches[bi];
+      const Matrix y{ys.data(), rows, Ns, DType::bf16};
+      const Matrix mq{q.data(), rows, Nq, DType::bf16}, mk{kv.data(), rows, Nkv, DType::bf16},
+          mv{kv.as<uint16_t>() + rows * Nkv, rows, Nkv, DType::bf16};
+      t_cols[bi] = per_call(
+          be,
+          [&](int) {
+            be.copy_columns(y, 0, mq, 0, Nq);
+            be.copy_columns(y, Nq, mk, 0, Nkv);
+            be.copy_columns(y, Nq + Nkv, mv, 0, Nkv);
+          },
+          min_s, reps);
+    }
+  }
+
   // A layer's seven linears per batch: the weight stream against the copy, BF16 over FP8; with
-  // the split-K kernel where it ran for every linear.
+  // the split-K kernel where it ran for every linear; and as the decoder runs them (q, k and v
+  // one stacked GEMM and its column copies), whose FP8 weight stream is the target's.
   std::vector<double> layer8(nb, 0.0), layer16(nb, 0.0), layer_vs(nb, 0.0), layer8s(nb, 0.0),
-      layer_vs_split(nb, -1.0);
-  std::printf("\n%-30s %5s %10s %10s %8s %10s %10s %8s\n", "a layer's linears", "rows", "fp8 us",
-              "GB/s", "vs copy", "bf16/fp8", "split us", "sp/copy");
+      layer_vs_split(nb, -1.0), stacked8(nb), stacked16(nb);
+  std::printf("\n%-30s %5s %10s %10s %8s %10s %10s %8s %11s %9s %12s\n", "a layer's linears",
+              "rows", "fp8 us", "GB/s", "vs copy", "bf16/fp8", "split us", "sp/copy", "stacked us",
+              "st/copy", "st bf16/fp8");
   for (size_t bi = 0; bi < nb; ++bi) {
     double bytes = 0;
     bool all_split = true;
     for (size_t li = 0; li < kLinears; ++li) {
+      if (linears[li].count == 0) continue;
       layer8[bi] += linears[li].count * t8[li][bi];
       layer16[bi] += linears[li].count * t16[li][bi];
       layer8s[bi] += linears[li].count * t8s[li][bi];
@@ -324,14 +352,24 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
       bytes += linears[li].count * fp8_bytes(linears[li], o.batches[bi]);
     }
     const double gbs = bytes / layer8[bi] / 1e9;
-    layer_vs[bi] = gbs / copy_gbs;
+    const auto stacked = [&](const std::vector<std::vector<double>>& t, double seven) {
+      return seven - t[kQ][bi] - 2 * t[kKv][bi] + t[kQkv][bi] + t_cols[bi];
+    };
+    stacked8[bi] = stacked(t8, layer8[bi]);
+    stacked16[bi] = stacked(t16, layer16[bi]);
+    layer_vs[bi] = bytes / stacked8[bi] / 1e9 / copy_gbs;
     if (all_split) layer_vs_split[bi] = bytes / layer8s[bi] / 1e9 / copy_gbs;
-    std::printf("%-30s %5lld %10.1f %10.1f %7.0f%% %9.2fx %10s %8s\n", "",
+    std::printf("%-30s %5lld %10.1f %10.1f %7.0f%% %9.2fx %10s %8s %11.1f %8.0f%% %11.2fx\n", "",
                 static_cast<long long>(o.batches[bi]), layer8[bi] * 1e6, gbs,
                 100.0 * gbs / copy_gbs, layer16[bi] / layer8[bi],
                 all_split ? us_or_dash(layer8s[bi]).c_str() : "-",
-                all_split ? fmt_percent(layer_vs_split[bi]).c_str() : "-");
+                all_split ? fmt_percent(layer_vs_split[bi]).c_str() : "-", stacked8[bi] * 1e6,
+                100.0 * layer_vs[bi], stacked16[bi] / stacked8[bi]);
     Json row;
+    row["stacked_qkv_fp8_us"] = number(stacked8[bi] * 1e6);
+    row["stacked_qkv_bf16_us"] = number(stacked16[bi] * 1e6);
+    row["stacked_qkv_vs_copy"] = number(layer_vs[bi]);
+    row["qkv_column_copies_us"] = number(t_cols[bi] * 1e6);
     row["rows"] = o.batches[bi];
     row["linears_fp8_us"] = number(layer8[bi] * 1e6);
     row["linears_bf16_us"] = number(layer16[bi] * 1e6);
@@ -397,14 +435,15 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
       }
   run["table"] = Json(table);
 
-  // --- A decode layer's kernels: linears + attention, FP8 + FP8 KV against BF16 (norms, RoPE
-  // and the residual adds are left out: they cost the same in both).
+  // --- A decode layer's kernels: linears (q, k, v stacked, as the decoder runs them) +
+  // attention, FP8 + FP8 KV against BF16 (norms, RoPE and the residual adds are left out: they
+  // cost the same in both).
   Json::Array step;
   std::printf("\n%-34s %5s %6s %10s %10s %9s\n", "a layer's linears + attention", "rows", "ctx",
               "bf16 us", "fp8 us", "bf16/fp8");
   for (size_t bi = 0; bi < nb; ++bi)
     for (size_t ci = 0; ci < o.contexts.size(); ++ci) {
-      const double bf16 = layer16[bi] + att[bi][ci][0], fp8 = layer8[bi] + att[bi][ci][1];
+      const double bf16 = stacked16[bi] + att[bi][ci][0], fp8 = stacked8[bi] + att[bi][ci][1];
       std::printf("%-34s %5lld %6lld %10.1f %10.1f %8.2fx\n", "",
                   static_cast<long long>(o.batches[bi]), static_cast<long long>(o.contexts[ci]),
                   bf16 * 1e6, fp8 * 1e6, bf16 / fp8);
@@ -419,9 +458,10 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   run["layers"] = Json(layers);
   run["layer_step"] = Json(step);
 
-  // --- Targets (docs/benchmarks.md): the fused GEMM streams a layer's FP8 weights at ≥ 80 % of
-  // the copy bandwidth up to 256 rows; attention reads an FP8 cache of 4,096 positions per row
-  // at ≥ 70 % of it (from 8 rows: fewer are a few MiB, latency rather than bandwidth).
+  // --- Targets (docs/benchmarks.md): the decoder's GEMMs (q, k, v stacked) stream a layer's FP8
+  // weights at ≥ 80 % of the copy bandwidth up to 256 rows; attention reads an FP8 cache of 4,096
+  // positions per row at ≥ 70 % of it (from 8 rows: fewer are a few MiB, latency rather than
+  // bandwidth).
   std::printf("\n");
   for (size_t bi = 0; bi < nb; ++bi) {
     const int64_t rows = o.batches[bi];

@@ -439,7 +439,7 @@ class Backend {
 
   // out[:, out_col + c] = x[:, x_col + c] for c < cols, every row (x, out: same rows, f32 or
   // bf16, converted). Splits kv_a's output into the latent and the RoPE key, joins their
-  // gradients.
+  // gradients; splits the stacked q/k/v GEMM's output (FusedLinears).
   virtual void copy_columns(const Matrix& x, int64_t x_col, const Matrix& out, int64_t out_col,
                             int64_t cols);
   // Rotary embedding in place on columns [first, first + dims) of each of `heads` groups of

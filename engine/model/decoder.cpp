@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/rng.hpp"
+#include "model/fused_linears.hpp"
 #include "model/mla.hpp"
 #include "model/moe.hpp"
 
@@ -16,7 +17,9 @@ struct DecoderModel::Layer {
   // A layer with experts has no gate, up, down here; one with latent attention no q … o.
   std::unique_ptr<Linear> lin[kModules];
   std::unique_ptr<LatentAttention> mla;  // multi-head latent attention (DeepSeek-V3)
-  std::unique_ptr<MoeBlock> moe;         // the experts and router of a mixture-of-experts layer
+  // q, k and v as one GEMM in generation's steps (forward_cached_step); null with latent attention.
+  std::unique_ptr<FusedLinears> qkv;
+  std::unique_ptr<MoeBlock> moe;  // the experts and router of a mixture-of-experts layer
   // Its linears (dense ones or latent attention's, then the router, each expert's and the
   // shared expert's), with the module each reports as and the precision the map gives it.
   template <class F>
@@ -184,6 +187,9 @@ DecoderModel::DecoderModel(Backend& be, const ModelConfig& cfg, const PrecisionM
       name.resize(name.size() - 7);  // the Linear adds ".weight"
       layer->lin[mi] = std::make_unique<Linear>(be, name, shapes[mi][0], shapes[mi][1]);
     }
+    if (!layer->mla)
+      layer->qkv = std::make_unique<FusedLinears>(
+          be, std::vector<Linear*>{layer->lin[0].get(), layer->lin[1].get(), layer->lin[2].get()});
     if (experts) layer->moe = std::make_unique<MoeBlock>(be, p + "mlp.", H, cfg_.moe);
     layers_.push_back(std::move(layer));
   }
@@ -279,8 +285,16 @@ void DecoderModel::set_precision(const PrecisionMap& p) {
 }
 
 void DecoderModel::refresh_decode_weights() {
-  for (auto& layer : layers_)
+  for (auto& layer : layers_) {
     if (layer->mla) layer->mla->refresh_decode_weight(act_dtype_);
+    if (layer->qkv) layer->qkv->refresh();
+  }
+}
+
+int64_t DecoderModel::stacked_qkv_layers() const {
+  int64_t n = 0;
+  for (const auto& layer : layers_) n += layer->qkv && layer->qkv->stacked() ? 1 : 0;
+  return n;
 }
 
 std::string DecoderModel::linear_weight_name(int64_t layer, Module m) {
@@ -868,10 +882,10 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
                             mla_norm_weights(*L.mla, [&](Param& p) { return norm_weight(p); }),
                             cache.layer(l), out.m());
     } else {
-      // Without QK-norm the projections write q and k directly.
-      L.lin[0]->forward(in1, cfg_.qk_norm ? q_raw.m() : q.m());
-      L.lin[1]->forward(in1, cfg_.qk_norm ? k_raw.m() : k.m());
-      L.lin[2]->forward(in1, v.m());
+      // Without QK-norm the projections write q and k directly; one GEMM for the three where
+      // their weights stack (FusedLinears).
+      L.qkv->forward(in1,
+                     {cfg_.qk_norm ? q_raw.m() : q.m(), cfg_.qk_norm ? k_raw.m() : k.m(), v.m()});
       if (cfg_.qk_norm) {
         be_.rmsnorm_forward(heads_view(q_raw, Hq), norm_weight(L.q_norm), eps, heads_view(q, Hq),
                             rstd.f32());

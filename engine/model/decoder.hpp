@@ -137,9 +137,13 @@ class DecoderModel {
   void set_quant_observer(QuantObserver* o);
 
   void zero_grad();
-  // Re-makes latent attention's absorbed decode weights from the weights kv_b computes with
-  // (refresh() and set_precision() do it; call it after giving a linear checkpoint tiles).
+  // Re-makes the weights only generation reads: latent attention's absorbed decode weights
+  // from the weights kv_b computes with, and the stacked q/k/v copies (FusedLinears) from the
+  // projections' compute copies (refresh() and set_precision() do it; call it after giving a
+  // linear checkpoint tiles). A stacked copy left stale is not read: q, k and v then run alone.
   void refresh_decode_weights();
+  // Layers whose q, k and v run as one GEMM in generation's steps (FusedLinears::stacked).
+  int64_t stacked_qkv_layers() const;
   // Re-makes every compute copy from the master weights (after an optimizer step; FP8 tiles
   // given by a checkpoint are dropped). FP8 weights are reported to the quant observer.
   void refresh();

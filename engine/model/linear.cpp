@@ -113,6 +113,7 @@ void Linear::refresh() {
 }
 
 void Linear::rebuild() {
+  ++compute_version_;
   const int64_t N = out_features(), K = in_features();
   if (precision_ == Precision::fp32) {
     // dgrad's Wᵀ, made once per weight update rather than in every backward.
@@ -168,6 +169,12 @@ bool Linear::takes_produced(const LinearInput& x) const {
 }
 
 void Linear::forward(LinearInput& x, const Matrix& y) {
+  const Matrix w16 = bf16_w_ ? bf16_w_->m() : Matrix{};
+  forward_with(x, bf16_w_ ? &w16 : nullptr, fp8_w_ ? &fp8_w_->q : nullptr, y);
+}
+
+void Linear::forward_with(LinearInput& x, const Matrix* bf16_w, const Fp8Matrix* fp8_w,
+                          const Matrix& y) {
   check(precision_ == Precision::fp8 || x.x().data || x.x().rows == 0 || x.x().cols == 0,
         "linear " + w_->name + ": its input was made only as FP8 operands (a " +
             precision_name(precision_) + " linear reads the tensor itself)");
@@ -177,17 +184,21 @@ void Linear::forward(LinearInput& x, const Matrix& y) {
       be_.gemm(x.x(), w_->master.m(), y, 0.0f);
       break;
     case Precision::bf16:
-      be_.gemm(x.x(), bf16_w_->m(), y, 0.0f);
+      check(bf16_w && bf16_w->cols == in_features(),
+            "linear " + w_->name + ": a bf16 weight of its input width is needed");
+      be_.gemm(x.x(), *bf16_w, y, 0.0f);
       break;
     case Precision::fp8: {
+      check(fp8_w && fp8_w->cols == in_features() && fp8_w->format == qopt_.format,
+            "linear " + w_->name + ": FP8 weight tiles of its input width and format are needed");
       const QuantOptions opt = input_options();
       if (QuantObserver* o = observing()) x.observe(be_, opt, *o, layer_, module_);
       // Decode: one pass per linear (see LinearInput); the fused kernel sums no statistics.
       if (!opt.stats_sum && x.fuses_quantization(be_)) {
-        be_.linear_fp8(x.x(), fp8_w_->q, y, opt);
+        be_.linear_fp8(x.x(), *fp8_w, y, opt);
         break;
       }
-      be_.gemm_fp8(x.along(be_, opt).q, fp8_w_->q, y, 0.0f);
+      be_.gemm_fp8(x.along(be_, opt).q, *fp8_w, y, 0.0f);
       break;
     }
   }

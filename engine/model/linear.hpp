@@ -188,6 +188,18 @@ class Linear {
 
   // y [M, out] = x·Wᵀ; y may be f32 or bf16 (fp8 and bf16 GEMMs accumulate in FP32).
   void forward(LinearInput& x, const Matrix& y);
+  // The same computation with another weight of this linear's precision and input width: a
+  // bf16 [N, in] (bf16) or FP8 128x128 tiles [N, in] (fp8); y [M, N]. For FusedLinears, whose
+  // weight is its members' compute copies one above the other.
+  void forward_with(LinearInput& x, const Matrix* bf16_w, const Fp8Matrix* fp8_w, const Matrix& y);
+  // Counts the remakes of the compute copies (precision changes, refreshes, checkpoint tiles):
+  // a copy made from them is current while this has not moved.
+  uint64_t compute_version() const { return compute_version_; }
+  // Whether an observer wants this linear's quantizations now or sums their statistics: then
+  // its input must go through forward() (FusedLinears falls back to it).
+  bool observed() const {
+    return observing() || (observer_ && observer_->stats_sum(layer_, module_, "activation"));
+  }
   // --- The experts of a mixture-of-experts layer: one linear (gate, up or down) of every expert
   // (experts[e], all of one shape) on an expert-sorted input. When the experts share a precision
   // (and, for fp8, a format and scale rule: groupable) each pass is one grouped GEMM; otherwise
@@ -228,6 +240,7 @@ class Linear {
   std::optional<Fp8Tensor> fp8_w_, fp8_wt_;  // fp8 tiles of W and Wᵀ
   std::optional<Fp8Tensor> given_;           // tiles from a checkpoint (set_fp8_weight)
   DType given_scale_dtype_ = DType::f32;
+  uint64_t compute_version_ = 0;
 
   // Makes the compute copies for the current precision (from given_ when it serves).
   void rebuild();

@@ -237,9 +237,10 @@ int64_t Generator::wave_capacity(int64_t max_len, bool graphs) const {
   int64_t cap = opt_.max_batch > 0 ? opt_.max_batch : INT64_MAX;
   const int64_t avail = model_.backend().memory_available();  // generate() holds no cache here
   if (avail < 0 || opt_.max_batch > 0) return cap;
-  // A prefill pass's activations, bounded by f32 of x, q, k, v, o, gate, up, h per token
-  // (norms and FP8 copies fit in the slack), and per sequence its KV cache and the decode
-  // step's logits (f32, with the sampler's copy).
+  // A prefill pass's activations, bounded by f32 of x, q, k, v, o, gate, up, h per token (they
+  // are BF16: the norms' outputs, the FP8 copies and the stacked q/k/v GEMM's output fit in the
+  // slack), and per sequence its KV cache and the decode step's logits (f32, with the sampler's
+  // copy).
   const int64_t qkv = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * cfg.head_dim;
   const int64_t inter =
       std::max(cfg.intermediate_size,

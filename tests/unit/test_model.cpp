@@ -11,6 +11,7 @@
 #include "core/rng.hpp"
 #include "model/checkpoint.hpp"
 #include "model/decoder.hpp"
+#include "model/fused_linears.hpp"
 #include "model/kv_cache.hpp"
 #include "model/optimizer.hpp"
 #include "test_models.hpp"
@@ -37,6 +38,18 @@ Batch random_batch(Rng& rng, int64_t B, int64_t T, int64_t V) {
     b.targets.push_back(static_cast<int32_t>(rng.next() % V));
   }
   return b;
+}
+
+// A [rows, cols] tensor of normal(0, 1) draws in dtype dt (bf16: the draws rounded).
+Tensor random_tensor(Backend& be, Rng& rng, int64_t rows, int64_t cols, DType dt) {
+  Tensor t = Tensor::make(be, rows, cols, DType::f32);
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (float& f : v) f = static_cast<float>(rng.normal());
+  upload_floats(be, t, v);
+  if (dt == DType::f32) return t;
+  Tensor c = Tensor::make(be, rows, cols, dt);
+  be.convert(t.m(), c.m());
+  return c;
 }
 
 double weighted(const std::vector<float>& logp, const std::vector<float>& r) {
@@ -364,6 +377,121 @@ class TestModel : public QObject {
     QVERIFY_THROWS_EXCEPTION(Error, forward_only.transposed(*cpu_, q));
   }
 
+  // FusedLinears (q, k and v as one GEMM in generation's steps) gives each member's output bit
+  // for bit in bf16 and fp8, at decode rows (quantization fused into the GEMM, ≤ 256 on the CPU)
+  // and at more rows (the shared 1x128 operand); it stacks only what can stack (one precision
+  // of bf16 or fp8; FP8 members before the last of whole 128-row tiles), never reads a copy
+  // that a member's refresh left stale, and lets an observed member run alone (the telemetry
+  // hears its input).
+  void fusedLinearsMatchTheirMembers() {
+    Backend& be = *cpu_;
+    const int64_t K = 192;  // not a multiple of 128: a partial last column of tiles
+    Rng rng(23);
+    struct Counting : QuantObserver {
+      int calls = 0;
+      void observe(int64_t, Module, const char*, const Fp8Matrix&) override { ++calls; }
+    };
+    auto same = [&](FusedLinears& f, const std::vector<Linear*>& ls, int64_t M) {
+      const Tensor x = random_tensor(be, rng, M, K, DType::bf16);
+      LinearInput a(x.m(), false), b(x.m(), false);
+      std::vector<Tensor> fused, alone;
+      std::vector<Matrix> ys;
+      for (Linear* l : ls) {
+        fused.push_back(Tensor::make(be, M, l->out_features(), DType::bf16));
+        alone.push_back(Tensor::make(be, M, l->out_features(), DType::bf16));
+        ys.push_back(fused.back().m());
+        l->forward(b, alone.back().m());
+      }
+      f.forward(a, ys);
+      for (size_t i = 0; i < ls.size(); ++i)
+        if (!be.equal_bytes(fused[i].buf.data(), alone[i].buf.data(), fused[i].buf.bytes()))
+          return false;
+      return true;
+    };
+    for (Precision p : {Precision::bf16, Precision::fp8}) {
+      for (int64_t k_rows : {int64_t{128}, int64_t{100}}) {
+        Linear q(be, "q", 256, K), k(be, "k", k_rows, K), v(be, "v", 72, K);
+        const std::vector<Linear*> ls = {&q, &k, &v};
+        for (Linear* l : ls) {
+          const Tensor w = random_tensor(be, rng, l->out_features(), K, DType::f32);
+          be.copy(l->weight().master.buf.data(), w.buf.data(), w.buf.bytes());
+          l->set_precision(p, QuantOptions{});
+        }
+        FusedLinears f(be, ls);
+        f.refresh();
+        // k's 100 rows would share its last tile's scales with v's first rows.
+        const bool stacks = p == Precision::bf16 || k_rows == 128;
+        QCOMPARE(f.stacked(), stacks);
+        const int64_t rows = 256 + k_rows + 72;
+        QCOMPARE(static_cast<int64_t>(f.bytes()),
+                 !stacks ? 0
+                 : p == Precision::bf16
+                     ? rows * K * 2
+                     : rows * K + scale_count(ScaleBlock::tile128x128, rows, K) * 4);
+        for (int64_t M : {1, 3, 255, 300}) QVERIFY(same(f, ls, M));
+
+        // k's weights change and its compute copies are remade: the stale stack is not read.
+        const Tensor w = random_tensor(be, rng, k_rows, K, DType::f32);
+        be.copy(k.weight().master.buf.data(), w.buf.data(), w.buf.bytes());
+        k.refresh();
+        QVERIFY(!f.stacked());
+        QVERIFY(same(f, ls, 5));
+        f.refresh();
+        QCOMPARE(f.stacked(), stacks);
+        QVERIFY(same(f, ls, 5));
+
+        if (p == Precision::fp8 && stacks) {
+          Counting obs;
+          v.set_observer(&obs, 0, Module::v);
+          QVERIFY(same(f, ls, 4));
+          QCOMPARE(obs.calls, 2);  // v ran alone: each input (stacked path, reference) heard once
+          v.set_observer(nullptr, 0, Module::v);
+        }
+        // Members of two precisions run alone.
+        k.set_precision(p == Precision::bf16 ? Precision::fp8 : Precision::bf16, QuantOptions{});
+        f.refresh();
+        QVERIFY(!f.stacked());
+        QCOMPARE(f.bytes(), size_t{0});
+        QVERIFY(same(f, ls, 3));
+      }
+    }
+    Linear a(be, "a", 8, K), b(be, "b", 8, K + 1);
+    QVERIFY_THROWS_EXCEPTION(Error, FusedLinears(be, {&a, &b}));
+  }
+
+  // Generation's steps run each layer's q, k and v as one GEMM where they stack (Qwen3 shapes
+  // with 128-row projections in FP8; any shape in BF16) and give the logits of the unstacked
+  // path bit for bit; a projection refreshed alone leaves its layer unstacked until the model
+  // refreshes.
+  void generationStacksQkvProjections() {
+    for (const auto& [hd, p, stacked] : {std::tuple{int64_t{64}, Precision::fp8, int64_t{2}},
+                                         std::tuple{int64_t{8}, Precision::fp8, int64_t{0}},
+                                         std::tuple{int64_t{8}, Precision::bf16, int64_t{2}}}) {
+      ModelConfig cfg = tiny();
+      cfg.head_dim = hd;  // 64: q 256 rows, k and v 128
+      cfg.hidden_size = 128;
+      DecoderModel m(*cpu_, cfg, uniform_precision(cfg, p), 9, 0.05);
+      QCOMPARE(m.stacked_qkv_layers(), stacked);
+      Rng rng(4);
+      const Batch b = random_batch(rng, 1, 7, cfg.vocab_size);
+      auto decode = [&] {
+        KvCache cache(*cpu_, cfg, 1, 8, KvDType::bf16);
+        const std::vector<int32_t> pos = {0, 1, 2, 3, 4, 5}, slot_ids(6, 0), rows = {5};
+        const std::vector<int32_t> prompt(b.ids.begin(), b.ids.begin() + 6);
+        std::vector<float> out = m.forward_cached(prompt, slot_ids, pos, rows, cache);
+        const auto step = m.forward_cached({b.ids[6]}, {0}, {6}, {0}, cache);
+        out.insert(out.end(), step.begin(), step.end());
+        return out;
+      };
+      const std::vector<float> with = decode();
+      m.linear(0, Module::k).refresh();
+      QCOMPARE(m.stacked_qkv_layers(), std::max<int64_t>(stacked - 1, 0));
+      QVERIFY(decode() == with);
+      m.refresh();
+      QCOMPARE(m.stacked_qkv_layers(), stacked);
+    }
+  }
+
   // An input whose FP8 operands its producer made (RMSNorm quantizing as it normalizes, the
   // tensor itself unwritten) gives an FP8 linear the outputs and gradients of the plain path; a
   // BF16 reader of such an input is refused by name; an FP8 gradient made by its producer gives
@@ -373,14 +501,7 @@ class TestModel : public QObject {
     const int64_t M = 130, K = 256, N = 128;
     Rng rng(17);
     auto random = [&](int64_t rows, int64_t cols, DType dt) {
-      Tensor t = Tensor::make(be, rows, cols, DType::f32);
-      std::vector<float> v(static_cast<size_t>(rows * cols));
-      for (float& f : v) f = static_cast<float>(rng.normal());
-      upload_floats(be, t, v);
-      if (dt == DType::f32) return t;
-      Tensor c = Tensor::make(be, rows, cols, dt);
-      be.convert(t.m(), c.m());
-      return c;
+      return random_tensor(be, rng, rows, cols, dt);
     };
     Linear fp8(be, "fp8", N, K), bf16(be, "bf16", N, K);
     for (Linear* l : {&fp8, &bf16}) {

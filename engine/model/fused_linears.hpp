@@ -1,0 +1,51 @@
+// Linears that read one input — a layer's q, k and v projections — run as one GEMM where only
+// their outputs are wanted (the prefill and decode steps of generation). At decode's few rows a
+// GEMM costs about the same whatever its width (round 5 on an H100: k or v's 4 MB of FP8 tiles
+// took as long as q's 16 MB), so one launch over the stacked weight replaces three.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "model/linear.hpp"
+#include "model/tensor.hpp"
+
+namespace fp8rl {
+
+// The members stay separate linears (parameters, names, precisions, telemetry, checkpoints);
+// this holds a copy of their compute copies one above the other — [Σ out, in] in bf16, or FP8
+// 128x128 tiles whose scales stack as whole tile rows — remade by refresh(). It costs the
+// members' compute bytes once more (Qwen3-8B: 24 MB of FP8 a layer, 13 % of its linears' bytes).
+class FusedLinears {
+ public:
+  // members: at least one, all reading inputs of one width.
+  FusedLinears(Backend& be, std::vector<Linear*> members);
+
+  // Remakes the stacked copy from the members' compute copies, in place when its shape and
+  // precision stay; drops it when they cannot stack: not one shared precision of bf16 or fp8,
+  // FP8 formats or scale rules that differ, or an FP8 member before the last whose rows are not
+  // whole 128-row tiles (its last tile row would share scales with the next member's rows).
+  void refresh();
+  // Whether forward() runs one GEMM: the stacked copy exists and no member remade its compute
+  // copies since refresh() (a precision change, an optimizer step, checkpoint tiles).
+  bool stacked() const;
+  // Bytes of the stacked copy (0 without one).
+  size_t bytes() const;
+
+  // ys[i] [M, out_i] = x·W_iᵀ for every member i (one dtype, f32 or bf16). When stacked() and no
+  // member's quantizations are observed: one GEMM of the members' precision into [M, Σ out]
+  // (the same per-element products as each member's, bit for bit on the CPU, whose GEMM fixes
+  // every element's order whatever the width) and a column copy into each ys[i]; otherwise
+  // member i's forward(x, ys[i]).
+  void forward(LinearInput& x, const std::vector<Matrix>& ys);
+
+ private:
+  Backend& be_;
+  std::vector<Linear*> members_;
+  int64_t rows_ = 0;  // Σ out
+  std::optional<Tensor> bf16_;
+  std::optional<Fp8Tensor> fp8_;
+  std::vector<uint64_t> versions_;  // the members' compute_version() at refresh()
+};
+
+}  // namespace fp8rl
