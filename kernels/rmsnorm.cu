@@ -3,11 +3,13 @@
 // Per-head norms (Qwen3's q/k norms) call these with x viewed as [M·heads, D].
 //
 // A row is reduced by one warp (H ≤ 1024) or one block (wider rows), so short rows do not leave
-// most of a block idle. rstd = 1/sqrtf(mean + eps) with IEEE division and square root, as on the
-// CPU; the final per-element expressions are spelled with _rn intrinsics so nvcc cannot contract
-// them into FMAs the reference does not use. The backward reads dy and x once for dw, the row
-// means and dx (rmsnorm_backward_rows_kernel) where a thread can hold its columns' dw sums
-// (rows up to 8,192); wider rows take a dw kernel and a dx kernel.
+// most of a block idle. The FP8 forward of a forward-only operand is one kernel (rows up to
+// 4,096: rmsnorm_quantize_rows_kernel); with a transposed copy, an rstd pass and the tiles.
+// rstd = 1/sqrtf(mean + eps) with IEEE division and square root, as on the CPU; the final
+// per-element expressions are spelled with _rn intrinsics so nvcc cannot contract them into FMAs
+// the reference does not use. The backward reads dy and x once for dw, the row means and dx
+// (rmsnorm_backward_rows_kernel) where a thread can hold its columns' dw sums (rows up to 8,192);
+// wider rows take a dw kernel and a dx kernel.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -102,6 +104,8 @@ void CudaBackend::rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float ep
   check(y.data == nullptr || y.data != x.data, std::string(op) + ": y may not alias x");
   const quant::QuantTarget tg = quant::produced_target(op, M, H, out, opt);
   make_current();
+  // A forward-only operand (generation, the log-prob pass): one pass, x read once.
+  if (launch_rmsnorm_quantize_rows(x, w, eps, y, rstd, opt, tg, stream_, sm_count_)) return;
   launch_rmsnorm_forward<false>(x, w, eps, y, rstd, stream_, sm_count_);
   const bool vec = H % 8 == 0 && cuda::pointer_alignment(x.data) >= 16 &&
                    cuda::pointer_alignment(w.data) >= 16 &&

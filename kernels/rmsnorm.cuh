@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/backend.hpp"
 #include "cuda_check.hpp"
@@ -20,6 +21,7 @@ using cuda::In, cuda::Out;
 
 constexpr int kThreads = 256;
 constexpr int64_t kWarpRowMax = 1024;  // rows up to this width are reduced by one warp
+constexpr int kMaxVals = 16;  // values a thread of rmsnorm_quantize_rows_kernel's block rows holds
 
 // Sum over the kGroup threads that share a row (a warp, or the whole block).
 template <int kGroup>
@@ -52,6 +54,12 @@ __device__ __forceinline__ float normalized(float x, float r, float w) {
   return x * r * w;
 }
 
+// A row's 1/sqrt(mean of squares + eps) from its sum of squares, IEEE division and square root
+// (the reference's), one spelling for both forward kernels.
+__device__ __forceinline__ float rstd_of(float sum_squares, int64_t H, float eps) {
+  return 1.0f / sqrtf(sum_squares / static_cast<float>(H) + eps);
+}
+
 // kGroup threads per row (row_group). The row loop is uniform across each group (a whole block
 // when kGroup == kThreads), as group_sum needs. Without kWriteY only rstd is written (the fused
 // producer normalizes and quantizes in its own pass).
@@ -69,7 +77,7 @@ __global__ void __launch_bounds__(kThreads)
       ss += v * v;
     }
     ss = group_sum<kGroup>(ss, warp_sums);
-    const float r = 1.0f / sqrtf(ss / static_cast<float>(H) + eps);
+    const float r = rstd_of(ss, H, eps);
     if (lane == 0) rstd[m] = r;
     if constexpr (kWriteY)
       for (int64_t h = lane; h < H; h += kGroup) y.store(row + h, normalized(x[row + h], r, w[h]));
@@ -101,6 +109,136 @@ struct RmsnormProducer {
     if (y.p) quant::store8(y, i, v);
   }
 };
+
+// The forward and the 1x128 quantization of its forward-only operand in one pass (decode and
+// prefill steps, the log-prob pass), where the two-pass path reads x twice in two launches: a
+// row's values stay in registers between the sum of squares and its blocks. The threads, their
+// elements and the sum are rmsnorm_forward_kernel's (thread l of a row's kGroup holds elements
+// l + kGroup·j, j < kVals), so rstd is its bits; y = x·r·w rounded to y's dtype (stored when y
+// has data) is quantized as quantize() quantizes y: a block's amax (the largest |v|, NaN
+// winning: any order gives the same), block_scale, the codes of v·s. kGroup 32: each block's 128
+// elements are lanes l's j = 4b .. 4b + 3 (quantize_warp_block's layout). kGroup 256: a block's
+// 128 elements are one per thread of four warps, whose amaxes meet in shared memory.
+template <int kGroup, int kVals, Fp8Format F, bool kStats>
+__global__ void __launch_bounds__(kThreads, kGroup == kThreads ? 2 : 1)
+    rmsnorm_quantize_rows_kernel(In x, In w, float eps, Out y, float* __restrict__ rstd, int64_t M,
+                                 int64_t H, bool pow2, uint8_t* __restrict__ q,
+                                 float* __restrict__ qs, DeviceQuantStats* stats) {
+  static_assert(kGroup == 32 || kGroup == kThreads, "a row is a warp's or the whole block's");
+  static_assert(kVals % 4 == 0, "whole blocks of 128 per warp row");
+  __shared__ float warp_sums[kThreads / 32];
+  __shared__ float warp_amax[kGroup == kThreads ? kVals * (kThreads / 32) : 1];
+  const auto [lane, first, stride] = row_group<kGroup>();
+  quant::ThreadStats st;
+  for (int64_t m = first; m < M; m += stride) {  // uniform across the row's group
+    const int64_t row = m * H;
+    float v[kVals];
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kVals; ++j) {
+      const int64_t h = lane + int64_t{j} * kGroup;
+      v[j] = 0.0f;
+      if (h < H) {
+        v[j] = x[row + h];
+        ss += v[j] * v[j];
+      }
+    }
+    ss = group_sum<kGroup>(ss, warp_sums);
+    const float r = rstd_of(ss, H, eps);
+    if (lane == 0) rstd[m] = r;
+#pragma unroll
+    for (int j = 0; j < kVals; ++j) {
+      const int64_t h = lane + int64_t{j} * kGroup;
+      if (h < H) {
+        v[j] = y.round(normalized(v[j], r, w[h]));
+        if (y.p) y.store(row + h, v[j]);
+      }
+    }
+    if constexpr (kGroup == 32) {
+#pragma unroll
+      for (int b = 0; b < kVals / 4; ++b) {
+        const int64_t c0 = int64_t{b} * quant::kTile;
+        if (c0 >= H) break;  // warp-uniform
+        const float bv[4] = {v[4 * b], v[4 * b + 1], v[4 * b + 2], v[4 * b + 3]};
+        quant::quantize_warp_block<F, kStats>(
+            bv, static_cast<int>(min(int64_t{quant::kTile}, H - c0)), lane, pow2, q + row + c0,
+            qs + scale_index(ScaleBlock::row1x128, M, H, m, c0), st);
+      }
+    } else {
+      const int warp = lane >> 5;
+#pragma unroll
+      for (int j = 0; j < kVals; ++j) {  // each warp's amax of its 32 elements of every j
+        const int64_t h = lane + int64_t{j} * kGroup;
+        const float a = quant::warp_amax(h < H ? fabsf(v[j]) : 0.0f);
+        if ((lane & 31) == 0) warp_amax[j * (kThreads / 32) + warp] = a;
+      }
+      __syncthreads();
+      const int w0 = (lane / quant::kTile) * (quant::kTile / 32);  // the first warp of the block
+#pragma unroll
+      for (int j = 0; j < kVals; ++j) {
+        const int64_t h = lane + int64_t{j} * kGroup, c0 = h - lane % quant::kTile;
+        if (c0 >= H) continue;  // uniform across the block's four warps
+        const float* wa = warp_amax + j * (kThreads / 32) + w0;
+        const float amax = quant::amax_combine(quant::amax_combine(wa[0], wa[1]),
+                                               quant::amax_combine(wa[2], wa[3]));
+        bool degenerate = false;
+        const float s = block_scale(amax, F, pow2, &degenerate);
+        const float sinv = __fdiv_rn(1.0f, s);
+        if (lane % quant::kTile == 0) {
+          qs[scale_index(ScaleBlock::row1x128, M, H, m, c0)] = sinv;
+          if constexpr (kStats) {
+            ++st.blocks;
+            st.degenerate += degenerate ? 1 : 0;
+          }
+        }
+        if (h < H) {
+          const float xs = __fmul_rn(v[j], s);
+          const uint8_t code = quant::encode<F>(xs);
+          q[row + h] = code;
+          if constexpr (kStats) quant::count_element<F>(st, v[j], xs, code, sinv);
+        }
+      }
+      __syncthreads();  // warp_amax is the next row's
+    }
+  }
+  if constexpr (kStats) quant::flush_stats(st, stats);
+}
+
+// Launches rmsnorm_quantize_rows_kernel for a forward-only target (tg without a transposed
+// copy) of x [M, H], M and H > 0: false (nothing launched) for rows wider than 4,096, whose
+// values a thread would hold in more registers than it has (ptxas: 32 a thread of a block row
+// spill ~1 KB at the 128 registers that two blocks an SM leave).
+inline bool launch_rmsnorm_quantize_rows(const Matrix& x, const Matrix& w, float eps,
+                                         const Matrix& y, float* rstd, const QuantOptions& opt,
+                                         const quant::QuantTarget& tg, cudaStream_t stream,
+                                         int sm_count) {
+  const int64_t M = x.rows, H = x.cols;
+  if (tg.qt != nullptr || H > int64_t{kThreads} * kMaxVals) return false;
+  using Kernel = void (*)(In, In, float, Out, float*, int64_t, int64_t, bool, uint8_t*, float*,
+                          DeviceQuantStats*);
+  const bool warp_row = H <= kWarpRowMax, stats = tg.stats != nullptr;
+  const bool e4m3 = opt.format == Fp8Format::e4m3;
+  // The values a thread holds: as few as the row needs (registers: occupancy).
+  auto pick = [&](auto group, auto vals) -> Kernel {
+    constexpr int kG = decltype(group)::value, kV = decltype(vals)::value;
+    return e4m3 ? (stats ? rmsnorm_quantize_rows_kernel<kG, kV, Fp8Format::e4m3, true>
+                         : rmsnorm_quantize_rows_kernel<kG, kV, Fp8Format::e4m3, false>)
+                : (stats ? rmsnorm_quantize_rows_kernel<kG, kV, Fp8Format::e5m2, true>
+                         : rmsnorm_quantize_rows_kernel<kG, kV, Fp8Format::e5m2, false>);
+  };
+  using Warp = std::integral_constant<int, 32>;
+  using Block = std::integral_constant<int, kThreads>;
+  const Kernel kernel = warp_row ? pick(Warp{}, std::integral_constant<int, 32>{})
+                        : H <= 8 * kThreads
+                            ? pick(Block{}, std::integral_constant<int, 8>{})
+                            : pick(Block{}, std::integral_constant<int, kMaxVals>{});
+  const int64_t cap = int64_t{32} * sm_count;
+  kernel<<<cuda::grid_for(M, warp_row ? kThreads / 32 : 1, cap), kThreads, 0, stream>>>(
+      cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H, opt.pow2_scales, tg.q,
+      tg.qs, tg.stats);
+  cuda::check_launch("rmsnorm_quantize_rows_kernel");
+  return true;
+}
 
 // Launches the forward kernel's rstd pass (kWriteY false) or the whole forward.
 template <bool kWriteY>

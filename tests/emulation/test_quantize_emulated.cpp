@@ -10,6 +10,8 @@
 //    gradient plus the residual, or without one), the outputs stored or not;
 //  - quantize_produced_rows_kernel (forward-only, K % 128 == 0, the 16-byte path), which
 //    launch_produced picks for one output without a transposed copy;
+//  - rmsnorm_quantize_rows_kernel (RMSNorm's forward-only FP8 forward in one pass, warp and
+//    block rows), whose rstd must also be the rstd pass's bits;
 //  - quantize_transpose_kernel (x and xᵀ from one staged read) for f32 and bf16 x.
 // The SwiGLU cases compare with the CPU's swiglu_forward_fp8 / swiglu_backward_fp8 (the op, then
 // its quantization; the host's expf on both sides); RMSNorm's rstd is a sum in another order, so
@@ -190,6 +192,7 @@ struct Reference {
 // rmsnorm_backward_heads: a per-head norm's (groups of norm_width(K) columns), without.
 enum class Op {
   rmsnorm,
+  rmsnorm_one_pass,
   swiglu,
   swiglu_backward,
   rmsnorm_backward,
@@ -203,6 +206,8 @@ const char* op_name(Op op) {
   switch (op) {
     case Op::rmsnorm:
       return "rmsnorm";
+    case Op::rmsnorm_one_pass:
+      return "rmsnorm (one pass)";
     case Op::swiglu:
       return "swiglu";
     case Op::swiglu_backward:
@@ -215,6 +220,10 @@ const char* op_name(Op op) {
       return "rmsnorm_backward (per head)";
   }
   return "?";
+}
+// RMSNorm's forward: its rstd pass and the producer, or the one-pass kernel (forward-only).
+bool norm_forward(Op op) {
+  return op == Op::rmsnorm || op == Op::rmsnorm_one_pass;
 }
 bool norm_backward(Op op) {
   return op == Op::rmsnorm_backward || op == Op::rmsnorm_backward_final ||
@@ -284,8 +293,10 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
   const float eps = 1e-6f;
   // Inputs, f32 or bf16 each: x and w (rmsnorm), gate and up (swiglu), dh, gate and up.
   std::vector<Tensor> in;
-  if (c.op == Op::rmsnorm) {
-    in.push_back(make_tensor(M, K, !c.out_bf16, true, rng));
+  if (norm_forward(c.op)) {
+    // Specials in x: a NaN or inf makes its whole row NaN, so the one pass's block rows (wider
+    // than 1,024) go without them.
+    in.push_back(make_tensor(M, K, !c.out_bf16, !(c.op == Op::rmsnorm_one_pass && K > 1024), rng));
     in.push_back(make_tensor(1, K, c.out_bf16, false, rng));
   } else if (c.op == Op::swiglu) {
     in.push_back(make_tensor(M, K, c.out_bf16, true, rng));
@@ -357,6 +368,13 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
                                                     static_cast<int>(K / D)};
     quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
                            nullptr, sm_count);
+  } else if (c.op == Op::rmsnorm_one_pass) {
+    if (!rmsnorm_kernels::launch_rmsnorm_quantize_rows(
+            in[0].matrix(), in[1].matrix(), eps, Matrix{dst[0].p, M, K, out_dtype}, rstd.data(),
+            opt, tg[0], nullptr, sm_count)) {
+      std::printf("  the one-pass kernel does not take rows of %lld\n", static_cast<long long>(K));
+      return false;
+    }
   } else if (c.op == Op::rmsnorm) {
     rmsnorm_kernels::launch_rmsnorm_forward<false>(in[0].matrix(), in[1].matrix(), eps,
                                                    Matrix{nullptr, M, K, out_dtype}, rstd.data(),
@@ -384,9 +402,20 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     ref_opt[o] = {c.format, c.pow2, &ref_sums[o]};
   }
   auto matrix = [&](Output& t) { return Matrix{t.data(), M, K, out_dtype}; };
-  if (c.op == Op::rmsnorm) {
+  if (norm_forward(c.op)) {
     // rstd against the CPU's (another summation order), then the normalized values from the
-    // kernel's rstd with the producer's formula, quantized by the CPU.
+    // kernel's rstd with the producer's formula, quantized by the CPU. The one pass's rstd must
+    // be the rstd pass's bits (the same threads and sum).
+    if (c.op == Op::rmsnorm_one_pass) {
+      std::vector<float> rstd_pass(static_cast<size_t>(M), NAN);
+      rmsnorm_kernels::launch_rmsnorm_forward<false>(in[0].matrix(), in[1].matrix(), eps,
+                                                     Matrix{nullptr, M, K, out_dtype},
+                                                     rstd_pass.data(), nullptr, sm_count);
+      if (std::memcmp(rstd_pass.data(), rstd.data(), rstd.size() * sizeof(float)) != 0) {
+        std::printf("  the one pass's rstd differs from the rstd pass's\n");
+        ++bad;
+      }
+    }
     std::vector<float> rstd_ref(static_cast<size_t>(M));
     Output y_cpu(M, K, c.out_bf16);
     cpu.rmsnorm_forward(in[0].matrix(), in[1].matrix(), eps, matrix(y_cpu), rstd_ref.data());
@@ -473,7 +502,7 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
 
   QuantStats seen;  // the reference's statistics: what the data held
   for (int o = 0; o < n_out; ++o) {
-    const std::string name = c.op == Op::rmsnorm   ? "y"
+    const std::string name = norm_forward(c.op)    ? "y"
                              : c.op == Op::swiglu  ? "h"
                              : norm_backward(c.op) ? "dx"
                              : o == 0              ? "dgate"
@@ -579,9 +608,9 @@ int main() {
   }
   using F = Fp8Format;
   const F e4 = F::e4m3, e5 = F::e5m2;
-  const Op norm = Op::rmsnorm, fwd = Op::swiglu, bwd = Op::swiglu_backward,
-           nbwd = Op::rmsnorm_backward, nfin = Op::rmsnorm_backward_final,
-           nhead = Op::rmsnorm_backward_heads;
+  const Op norm = Op::rmsnorm, one = Op::rmsnorm_one_pass, fwd = Op::swiglu,
+           bwd = Op::swiglu_backward, nbwd = Op::rmsnorm_backward,
+           nfin = Op::rmsnorm_backward_final, nhead = Op::rmsnorm_backward_heads;
   // {M, K, format, pow2, op, out_bf16, stage_bf16, vec, transposed, stats, store}
   const std::vector<Case> cases = {
       // quantize_produced_kernel, one output with its transposed copy.
@@ -603,6 +632,14 @@ int main() {
       {257, 1024, e4, true, norm, true, false, true, false, true, false},
       {65, 256, e5, true, fwd, false, false, true, false, false, true},
       {9, 1280, e4, false, norm, true, false, true, false, true, true},  // rstd: block reduction
+      // rmsnorm_quantize_rows_kernel: forward-only, any K up to 4,096 (warp rows to 1,024).
+      {1, 1, e4, false, one, false, false, false, false, true, true},
+      {3, 129, e5, true, one, true, false, false, false, true, true},
+      {130, 300, e4, false, one, true, false, false, false, true, false},
+      {65, 1024, e4, false, one, false, false, false, false, false, true},
+      {5, 1100, e5, false, one, true, false, false, false, true, true},  // block: a partial block
+      {3, 4096, e4, true, one, true, false, false, false, true, true},
+      {2, 2048, e4, false, one, false, false, false, false, true, false},
       // Two outputs (dgate, dup), both with transposed copies.
       {1, 1, e5, false, bwd, true, true, false, true, true, true},
       {3, 129, e4, false, bwd, false, false, false, true, true, false},

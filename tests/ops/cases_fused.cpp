@@ -318,10 +318,14 @@ void add_fused_cases(Registry& reg) {
   add_rmsnorm_case(reg, 130, 300, DType::bf16, false, true, e4m3);
   add_rmsnorm_case(reg, 200, 2048, DType::bf16, false, false, e4m3);  // row wider than a warp's
   add_rmsnorm_case(reg, 129, 256, DType::bf16, true, true, e5m2_pow2);
-  // Forward-only with whole 1x128 blocks: the unstaged row kernel on CUDA (an odd block count
-  // leaves the last half-warp idle).
+  // Forward-only: on CUDA the one-pass kernel up to rows of 4,096 (warp rows, block rows holding
+  // 8 or 16 values a thread: Qwen3-8B's decode rows), the rstd pass and the unstaged row kernel
+  // beyond (an odd block count leaves the last half-warp idle).
   add_rmsnorm_case(reg, 257, 1024, DType::bf16, false, true, e4m3);
   add_rmsnorm_case(reg, 3, 128, DType::f32, false, true, e4m3);
+  add_rmsnorm_case(reg, 64, 4096, DType::bf16, false, true, e4m3);
+  add_rmsnorm_case(reg, 5, 3000, DType::bf16, false, false, e5m2_pow2);
+  add_rmsnorm_case(reg, 3, 4224, DType::bf16, false, true, e4m3);
   // The final norm's (no residual), a row wider than a warp's, an f32 residual, the gradient
   // only quantized, forward-only, another format.
   add_rmsnorm_backward_case(reg, 130, 300, DType::bf16, true, false, DType::bf16, true, e4m3);
