@@ -66,6 +66,8 @@ struct GemmKey {
   uint32_t align_a = 256, align_b = 256, align_d = 256;
   uint32_t align_a_scale = 256, align_b_scale = 256;
   int32_t algo = 0;  // which of the heuristic's results (0: its first; the gemm_algo option)
+  // cuBLAS's NT form (gemm_wgrad: A = x, B = dy, both as stored) instead of TN.
+  bool nt = false;
   auto operator<=>(const GemmKey&) const = default;
 };
 
@@ -155,6 +157,7 @@ class CudaBackend final : public Backend {
   void gemm_fp8_grouped(const Fp8Matrix& a, const std::vector<Fp8Matrix>& b, const Matrix& c,
                         const std::vector<int64_t>& rows, float beta) override;
   void group_scales(const Fp8Matrix& q, const std::vector<int64_t>& rows, float* out) override;
+  void gemm_wgrad(const Matrix& dy, const Matrix& x, const Matrix& c, float beta) override;
   void gemm_wgrad_grouped(const Matrix& dy, const Matrix& x, const std::vector<Matrix>& c,
                           const std::vector<int64_t>& rows) override;
   void gemm_fp8_wgrad_grouped(const std::vector<Fp8Matrix>& a, const std::vector<Fp8Matrix>& b,

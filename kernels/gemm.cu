@@ -73,6 +73,7 @@ std::string describe(const cuda::GemmKey& k) {
   s += ", alignment a/b/c " + std::to_string(k.align_b) + "/" + std::to_string(k.align_a) + "/" +
        std::to_string(k.align_d);
   if (k.algo > 0) s += ", the heuristic's algorithm " + std::to_string(k.algo + 1);
+  if (k.nt) s += ", NT (a and b^T read as stored)";
   return s;
 }
 
@@ -211,7 +212,8 @@ const cuda::GemmPlan& CudaBackend::plan(const cuda::GemmKey& wanted) const {
 
   auto p = std::make_unique<cuda::GemmPlan>();
   FP8RL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const int32_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  const int32_t trans_a = key.nt ? CUBLAS_OP_N : CUBLAS_OP_T,
+                trans_b = key.nt ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_attr(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, trans_a, "set TRANSA");
   set_attr(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, trans_b, "set TRANSB");
   if (key.a_scale_mode >= 0) {
@@ -232,8 +234,14 @@ const cuda::GemmPlan& CudaBackend::plan(const cuda::GemmKey& wanted) const {
   const auto a_type = static_cast<cudaDataType_t>(key.a_type);
   const auto b_type = static_cast<cudaDataType_t>(key.b_type);
   const auto d_type = static_cast<cudaDataType_t>(key.d_type);
-  FP8RL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, a_type, key.k, key.m, key.k));
-  FP8RL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, b_type, key.k, key.n, key.k));
+  // TN: A stored k x m, B k x n; NT: A stored m x k, B n x k (column-major, packed).
+  if (key.nt) {
+    FP8RL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, a_type, key.m, key.k, key.m));
+    FP8RL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, b_type, key.n, key.k, key.n));
+  } else {
+    FP8RL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, a_type, key.k, key.m, key.k));
+    FP8RL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, b_type, key.k, key.n, key.k));
+  }
   FP8RL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, d_type, key.m, key.n, key.m));
   FP8RL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, d_type, key.m, key.n, key.m));
 
@@ -341,6 +349,43 @@ void CudaBackend::gemm(const Matrix& a, const Matrix& b, const Matrix& c, float 
   if (via_f32) {
     f32_to_bf16_kernel<<<stride_grid(M * N), kThreads, 0, stream_>>>(
         static_cast<const float*>(d), static_cast<uint16_t*>(c.data), M * N);
+    cuda::check_launch("f32_to_bf16_kernel");
+  }
+}
+
+// dW [N, K] = dyᵀ·x: cuBLAS's NT call m = K, n = N, k = M with A = x ([M, K] row-major is K x M
+// column-major, lda = K, not transposed), B = dy (N x M column-major, ldb = N, transposed), C
+// [N, K] row-major = K x N column-major (ldc = K). No transposed copies (the default's two
+// passes over dy and x).
+void CudaBackend::gemm_wgrad(const Matrix& dy, const Matrix& x, const Matrix& c, float beta) {
+  const OpScope scope(*this, "gemm_wgrad");
+  check_gemm_wgrad_operands(dy, x, c, beta);
+  const int64_t M = dy.rows, N = dy.cols, K = x.cols;
+  if (!begin_product("gemm_wgrad", N, K, M, c, beta)) return;
+  check(dy.data && x.data, "gemm_wgrad: null input pointer");
+  const bool via_f32 = dy.dtype == DType::f32 && c.dtype == DType::bf16;
+  cuda::GemmKey key;
+  key.m = K;
+  key.n = N;
+  key.k = M;
+  key.nt = true;
+  key.a_type = data_type(x.dtype);
+  key.b_type = data_type(dy.dtype);
+  key.d_type = via_f32 ? CUDA_R_32F : data_type(c.dtype);
+  key.accumulate = beta != 0.0f;
+  key.align_a = cuda::pointer_alignment(x.data);
+  key.align_b = cuda::pointer_alignment(dy.data);
+  key.align_d = via_f32 ? 256 : cuda::pointer_alignment(c.data);
+  const cuda::GemmPlan& p = plan(key);
+  if (p.unsupported) {  // no NT algorithm for this shape: transposed copies and gemm
+    Backend::gemm_wgrad(dy, x, c, beta);
+    return;
+  }
+  void* d = via_f32 ? scratch(static_cast<size_t>(N * K) * sizeof(float)) : c.data;
+  run_plan(p, x.data, dy.data, d, beta, nullptr, nullptr);
+  if (via_f32) {
+    f32_to_bf16_kernel<<<stride_grid(N * K), kThreads, 0, stream_>>>(
+        static_cast<const float*>(d), static_cast<uint16_t*>(c.data), N * K);
     cuda::check_launch("f32_to_bf16_kernel");
   }
 }

@@ -352,7 +352,7 @@ void CudaBackend::gemm_wgrad_grouped(const Matrix& dy, const Matrix& x,
                                      const std::vector<Matrix>& c,
                                      const std::vector<int64_t>& rows) {
   const OpScope scope(*this, "gemm_wgrad_grouped");
-  Backend::gemm_wgrad_grouped(dy, x, c, rows);  // transposes and one matmul per group
+  Backend::gemm_wgrad_grouped(dy, x, c, rows);  // one gemm_wgrad per group
 }
 
 void CudaBackend::gemm_fp8_wgrad_grouped(const std::vector<Fp8Matrix>& a,

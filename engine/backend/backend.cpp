@@ -200,6 +200,16 @@ void Backend::group_scales(const Fp8Matrix& q, const std::vector<int64_t>& rows,
   }
 }
 
+void Backend::gemm_wgrad(const Matrix& dy, const Matrix& x, const Matrix& c, float beta) {
+  check_gemm_wgrad_operands(dy, x, c, beta);
+  const int64_t M = dy.rows, N = dy.cols, K = x.cols;
+  const Buffer dyt = alloc(static_cast<size_t>(N * M) * dtype_size(dy.dtype));
+  const Buffer xt = alloc(static_cast<size_t>(K * M) * dtype_size(x.dtype));
+  transpose(dy, Matrix{dyt.data(), N, M, dy.dtype});
+  transpose(x, Matrix{xt.data(), K, M, x.dtype});
+  gemm(Matrix{dyt.data(), N, M, dy.dtype}, Matrix{xt.data(), K, M, x.dtype}, c, beta);
+}
+
 void Backend::gemm_wgrad_grouped(const Matrix& dy, const Matrix& x, const std::vector<Matrix>& c,
                                  const std::vector<int64_t>& rows) {
   check_grouped_rows("gemm_wgrad_grouped", rows, dy.rows, c.size());
@@ -209,15 +219,9 @@ void Backend::gemm_wgrad_grouped(const Matrix& dy, const Matrix& x, const std::v
   int64_t first = 0;
   for (size_t g = 0; g < rows.size(); ++g) {
     const int64_t n = rows[g];
-    if (n > 0) {
-      const Buffer dyt = alloc(static_cast<size_t>(N * n) * dtype_size(dy.dtype));
-      const Buffer xt = alloc(static_cast<size_t>(K * n) * dtype_size(x.dtype));
-      transpose(Matrix{row_at(dy.data, first, N, dtype_size(dy.dtype)), n, N, dy.dtype},
-                Matrix{dyt.data(), N, n, dy.dtype});
-      transpose(Matrix{row_at(x.data, first, K, dtype_size(x.dtype)), n, K, x.dtype},
-                Matrix{xt.data(), K, n, x.dtype});
-      gemm(Matrix{dyt.data(), N, n, dy.dtype}, Matrix{xt.data(), K, n, x.dtype}, c[g], 1.0f);
-    }
+    if (n > 0)
+      gemm_wgrad(Matrix{row_at(dy.data, first, N, dtype_size(dy.dtype)), n, N, dy.dtype},
+                 Matrix{row_at(x.data, first, K, dtype_size(x.dtype)), n, K, x.dtype}, c[g], 1.0f);
     first += n;
   }
 }
@@ -330,6 +334,19 @@ void check_gemm_fp8_operands(const Fp8Matrix& a, const Fp8Matrix& b, const Matri
   check(a.format == b.format, "gemm_fp8: operands in different FP8 formats");
   check(c.dtype != DType::fp8, "gemm_fp8: output must be f32 or bf16");
   check(c.dtype == DType::f32 || beta == 0.0f, "gemm_fp8: beta != 0 needs an f32 output");
+}
+
+void check_gemm_wgrad_operands(const Matrix& dy, const Matrix& x, const Matrix& c, float beta) {
+  check(dy.rows == x.rows, "gemm_wgrad: contracted sizes differ: " + shape("dy", dy.rows, dy.cols) +
+                               " vs " + shape("x", x.rows, x.cols));
+  check(c.rows == dy.cols && c.cols == x.cols, "gemm_wgrad: output " + shape("c", c.rows, c.cols) +
+                                                   " must be [" + std::to_string(dy.cols) + ", " +
+                                                   std::to_string(x.cols) + "]");
+  check(dy.dtype == x.dtype && dy.dtype != DType::fp8,
+        std::string("gemm_wgrad: inputs must both be f32 or both bf16, got ") +
+            dtype_name(dy.dtype) + " and " + dtype_name(x.dtype));
+  check(c.dtype != DType::fp8, "gemm_wgrad: output must be f32 or bf16");
+  check(c.dtype == DType::f32 || beta == 0.0f, "gemm_wgrad: beta != 0 needs an f32 output");
 }
 
 void check_quantize_operands(const Matrix& x, const Fp8Matrix& out) {

@@ -275,9 +275,15 @@ class Backend {
   // group's codes and scales exactly as a quantization of its rows alone would.
   virtual void group_scales(const Fp8Matrix& q, const std::vector<int64_t>& rows, float* out);
 
+  // A weight gradient c [N, K] = dyᵀ · x + beta·c: dy [M, N] and x [M, K] (f32 or bf16, one
+  // dtype), c f32 or bf16; FP32 accumulation. The default transposes dy and x and calls gemm
+  // (the CPU: its bits); a device multiplies the stored operands with transposed reads, as a
+  // BF16 trainer does (CUDA: cuBLASLt's NT form; without an algorithm for the shape, the
+  // default).
+  virtual void gemm_wgrad(const Matrix& dy, const Matrix& x, const Matrix& c, float beta);
   // Weight gradients, one per group: c[g] [N, K] (f32) += dy_gᵀ · x_g, dy [ΣM_g, N] and
   // x [ΣM_g, K] (f32 or bf16, the same dtype) in the contiguous layout. The default is what
-  // Linear's backward does per linear: dy_gᵀ and x_gᵀ transposed, then gemm with beta 1.
+  // Linear's backward does per linear: gemm_wgrad with beta 1 per group.
   virtual void gemm_wgrad_grouped(const Matrix& dy, const Matrix& x, const std::vector<Matrix>& c,
                                   const std::vector<int64_t>& rows);
 
@@ -576,6 +582,7 @@ class Backend {
 // Error naming the mismatch. Backends call these first.
 void check_gemm_operands(const Matrix& a, const Matrix& b, const Matrix& c, float beta);
 void check_gemm_fp8_operands(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix& c, float beta);
+void check_gemm_wgrad_operands(const Matrix& dy, const Matrix& x, const Matrix& c, float beta);
 void check_quantize_operands(const Matrix& x, const Fp8Matrix& out);
 // Checks the operands of the grouped GEMMs (Backend::gemm_grouped, gemm_fp8_grouped,
 // gemm_wgrad_grouped: the row counts against the stacked operands, one b or c per group; each

@@ -205,7 +205,7 @@ void Linear::forward_with(LinearInput& x, const Matrix* bf16_w, const Fp8Matrix*
 }
 
 void Linear::backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantStats* dy_stats) {
-  const int64_t M = dy.rows, N = dy.cols, K = in_features();
+  const int64_t M = dy.rows, N = dy.cols;
   const Matrix dw = w_->grad.m();
   if (precision_ == Precision::fp8) {
     Fp8Gradient g = Fp8Gradient::make(be_, M, N, qopt_.format);
@@ -213,12 +213,9 @@ void Linear::backward(LinearInput& x, const Matrix& dy, const Matrix& dx, QuantS
     backward(x, g, dx);
     return;
   }
-  // fp32 / bf16: the same TN GEMM form with transposed copies.
+  // fp32 / bf16: dgrad with the transposed copy of W, wgrad from dy and x as they are.
   if (dx.data) be_.gemm(dy, wt_->m(), dx, 0.0f);
-  Tensor dyt = Tensor::make(be_, N, M, dy.dtype), xt = Tensor::make(be_, K, M, x.x().dtype);
-  be_.transpose(dy, dyt.m());
-  be_.transpose(x.x(), xt.m());
-  be_.gemm(dyt.m(), xt.m(), dw, 1.0f);
+  be_.gemm_wgrad(dy, x.x(), dw, 1.0f);
 }
 
 void Linear::backward(LinearInput& x, const Fp8Gradient& dy, const Matrix& dx) {

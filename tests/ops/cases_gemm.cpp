@@ -142,6 +142,59 @@ void add_gemm_case(Registry& reg, Shape s, DType in, DType out, float beta) {
                  }});
 }
 
+// The weight gradient of a BF16 or FP32 linear, c [N, K] = dyᵀ·x + beta·c with dy [M, N] and
+// x [M, K] as stored (s: M rows, N = dy's columns, K = x's), against the reference's product of
+// the transposed copies (FP64 on the CPU).
+void add_gemm_wgrad_case(Registry& reg, Shape s, DType in, DType out, float beta) {
+  reg.push_back({fmt("gemm_wgrad %s->%s M%lld N%lld K%lld%s", dtype_name(in), dtype_name(out),
+                     (long long)s.M, (long long)s.N, (long long)s.K, beta != 0 ? " beta=1" : ""),
+                 [=](Backend& ref, Backend& test, Rng& rng) {
+                   const auto dy = to_bytes(random_matrix(rng, s.M, s.N), in),
+                              x = to_bytes(random_matrix(rng, s.M, s.K), in),
+                              c0 = to_bytes(random_matrix(rng, s.N, s.K), out);
+                   auto run = [&](Backend& be, std::vector<uint8_t>& c) {
+                     Guarded D(be, dy.size()), X(be, x.size()), C(be, c0.size());
+                     D.upload(dy.data());
+                     X.upload(x.data());
+                     C.upload(c0.data());
+                     be.gemm_wgrad(Matrix{D.data(), s.M, s.N, in}, Matrix{X.data(), s.M, s.K, in},
+                                   Matrix{C.data(), s.N, s.K, out}, beta);
+                     c.resize(c0.size());
+                     return C.download(c.data());
+                   };
+                   std::vector<uint8_t> got;
+                   if (!run(test, got))
+                     return fail("wrote outside its output (guard bytes changed)");
+                   const auto g = to_double(got, out);
+                   if (!all_finite(g)) return fail("non-finite output from finite inputs");
+                   // dyᵀ [N, M] and xᵀ [K, M]: the NT reference's operands.
+                   auto transposed = [](const std::vector<double>& v, int64_t rows, int64_t cols) {
+                     std::vector<double> t(v.size());
+                     for (int64_t r = 0; r < rows; ++r)
+                       for (int64_t c = 0; c < cols; ++c)
+                         t[static_cast<size_t>(c * rows + r)] =
+                             v[static_cast<size_t>(r * cols + c)];
+                     return t;
+                   };
+                   const auto dyt = transposed(to_double(dy, in), s.M, s.N),
+                              xt = transposed(to_double(x, in), s.M, s.K);
+                   std::vector<double> want;
+                   const bool self = &ref == &test;
+                   if (self) {
+                     want = reference_nt(dyt, xt, s.N, s.K, s.M, beta, to_double(c0, out));
+                   } else {
+                     std::vector<uint8_t> w;
+                     run(ref, w);
+                     want = to_double(w, out);
+                   }
+                   const double err =
+                       error_vs_terms(g, want, dyt, xt, s.N, s.K, s.M, beta, to_double(c0, out));
+                   const double tol = tolerance(out, self, s.M);
+                   if (!(err <= tol)) return fail(fmt("relative error %.3g > %.3g", err, tol));
+                   return pass(fmt("rel. err %.2g (bound %.2g)", err, tol));
+                 }});
+}
+
 // The three GEMMs of a linear layer with X [M,K], W [N,K], dY [M,N]:
 //   fprop Y  [M,N] = X(1x128 along K) · W(128x128)ᵀ
 //   dgrad dX [M,K] = dY(1x128 along N) · (Wᵀ)(128x128)ᵀ, Wᵀ from transpose_fp8
@@ -401,11 +454,15 @@ void add_gemm_cases(Registry& reg) {
     add_gemm_case(reg, s, DType::f32, DType::f32, 0.0f);
     add_gemm_case(reg, s, DType::bf16, DType::bf16, 0.0f);
     add_gemm_case(reg, s, DType::bf16, DType::f32, 1.0f);
+    add_gemm_wgrad_case(reg, s, DType::bf16, DType::f32, 1.0f);
+    add_gemm_wgrad_case(reg, s, DType::f32, DType::f32, 0.0f);
     add_gemm_fp8_case(reg, s, Form::fprop, DType::bf16, Fp8Format::e4m3);
     add_gemm_fp8_case(reg, s, Form::fprop, DType::f32, Fp8Format::e4m3);
     add_gemm_fp8_case(reg, s, Form::dgrad, DType::bf16, Fp8Format::e4m3);
     add_gemm_fp8_case(reg, s, Form::wgrad, DType::f32, Fp8Format::e4m3);
   }
+  add_gemm_wgrad_case(reg, {33, 17, 129}, DType::bf16, DType::bf16, 0.0f);
+  add_gemm_wgrad_case(reg, {1000, 40, 24}, DType::f32, DType::bf16, 0.0f);  // via f32 scratch
   add_gemm_fp8_case(reg, {64, 64, 256}, Form::fprop, DType::f32, Fp8Format::e5m2);
   add_gemm_fp8_case(reg, {64, 64, 256}, Form::wgrad, DType::f32, Fp8Format::e5m2);
   // The decode GEMM: M = 1, 3, 255 (two m tiles), 256, beyond the fused rows (300); K a multiple
