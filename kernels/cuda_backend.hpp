@@ -264,6 +264,9 @@ class CudaBackend final : public Backend {
                    const Matrix& out) override;
   void moe_combine_backward(const Matrix& dout, const Matrix& y, const int32_t* pos, const float* w,
                             int64_t k, const Matrix& dy, float* dw) override;
+  void qkv_heads(const Matrix& qkv, int64_t hq, int64_t hkv, const Matrix& q_norm,
+                 const Matrix& k_norm, float eps, const int32_t* positions, const Rope& rope,
+                 const Matrix& q, const Matrix& k, const Matrix& v) override;
   void rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
             bool inverse) override;
 

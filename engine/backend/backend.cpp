@@ -200,6 +200,32 @@ void Backend::group_scales(const Fp8Matrix& q, const std::vector<int64_t>& rows,
   }
 }
 
+void Backend::qkv_heads(const Matrix& qkv, int64_t hq, int64_t hkv, const Matrix& q_norm,
+                        const Matrix& k_norm, float eps, const int32_t* positions,
+                        const Rope& rope_rule, const Matrix& q, const Matrix& k, const Matrix& v) {
+  check_qkv_heads_operands(qkv, hq, hkv, q_norm, k_norm, q, k, v);
+  const int64_t M = qkv.rows, D = q.cols / hq;
+  if (M == 0) return;
+  const size_t es = dtype_size(qkv.dtype);
+  // q and k: their columns, normalized per head (through a raw copy) or copied straight.
+  auto head_part = [&](int64_t col, const Matrix& out, int64_t heads, const Matrix& w) {
+    if (!w.data) {
+      copy_columns(qkv, col, out, 0, out.cols);
+      return;
+    }
+    const Buffer raw = alloc(static_cast<size_t>(M * out.cols) * es);
+    const Buffer rstd = alloc(static_cast<size_t>(M * heads) * sizeof(float));
+    copy_columns(qkv, col, Matrix{raw.data(), M, out.cols, qkv.dtype}, 0, out.cols);
+    rmsnorm_forward(Matrix{raw.data(), M * heads, D, qkv.dtype}, w, eps,
+                    Matrix{out.data, M * heads, D, out.dtype}, rstd.as<float>());
+  };
+  head_part(0, q, hq, q_norm);
+  head_part(hq * D, k, hkv, k_norm);
+  rope(q, hq, positions, rope_rule, false);
+  rope(k, hkv, positions, rope_rule, false);
+  copy_columns(qkv, (hq + hkv) * D, v, 0, v.cols);
+}
+
 void Backend::gemm_wgrad(const Matrix& dy, const Matrix& x, const Matrix& c, float beta) {
   check_gemm_wgrad_operands(dy, x, c, beta);
   const int64_t M = dy.rows, N = dy.cols, K = x.cols;
@@ -347,6 +373,28 @@ void check_gemm_wgrad_operands(const Matrix& dy, const Matrix& x, const Matrix& 
             dtype_name(dy.dtype) + " and " + dtype_name(x.dtype));
   check(c.dtype != DType::fp8, "gemm_wgrad: output must be f32 or bf16");
   check(c.dtype == DType::f32 || beta == 0.0f, "gemm_wgrad: beta != 0 needs an f32 output");
+}
+
+void check_qkv_heads_operands(const Matrix& qkv, int64_t hq, int64_t hkv, const Matrix& q_norm,
+                              const Matrix& k_norm, const Matrix& q, const Matrix& k,
+                              const Matrix& v) {
+  check(hq > 0 && hkv > 0 && q.cols % hq == 0, "qkv_heads: " + std::to_string(hq) + " query and " +
+                                                   std::to_string(hkv) + " key/value heads for " +
+                                                   shape("q", q.rows, q.cols));
+  const int64_t M = qkv.rows, D = q.cols / hq;
+  check(q.rows == M && k.rows == M && v.rows == M && k.cols == hkv * D && v.cols == hkv * D &&
+            qkv.cols == (hq + 2 * hkv) * D,
+        "qkv_heads: " + shape("qkv", qkv.rows, qkv.cols) + " is not q " +
+            shape("", q.rows, q.cols) + ", k " + shape("", k.rows, k.cols) + " and v " +
+            shape("", v.rows, v.cols) + " side by side (heads of " + std::to_string(D) + ")");
+  check(q.dtype == qkv.dtype && k.dtype == qkv.dtype && v.dtype == qkv.dtype &&
+            qkv.dtype != DType::fp8,
+        "qkv_heads: qkv, q, k and v must share one dtype (f32 or bf16)");
+  check((q_norm.data == nullptr) == (k_norm.data == nullptr),
+        "qkv_heads: the QK-norm needs both norm weights or neither");
+  if (q_norm.data)
+    check(q_norm.rows == 1 && q_norm.cols == D && k_norm.rows == 1 && k_norm.cols == D,
+          "qkv_heads: norm weights must be [1, " + std::to_string(D) + "]");
 }
 
 void check_quantize_operands(const Matrix& x, const Fp8Matrix& out) {

@@ -339,6 +339,16 @@ class Backend {
   virtual void rope(const Matrix& x, int64_t heads, const int32_t* positions, const Rope& rope,
                     bool inverse) = 0;
 
+  // A generation step's q, k and v from the stacked q/k/v projection qkv [M, (hq + 2·hkv)·D]
+  // (FusedLinears): q [M, hq·D] and k [M, hkv·D] its first columns, each head normalized when
+  // q_norm / k_norm ([1, D]) are given (Qwen3's QK-norm, as rmsnorm_forward of the heads) and
+  // rotated (rope, not inverse); v [M, hkv·D] its last columns. All of qkv's dtype. The default
+  // runs copy_columns, rmsnorm_forward and rope one after the other (the CPU: their bits); a
+  // device does it in one pass with the same arithmetic (CUDA: head dims 64, 128 and 256).
+  virtual void qkv_heads(const Matrix& qkv, int64_t hq, int64_t hkv, const Matrix& q_norm,
+                         const Matrix& k_norm, float eps, const int32_t* positions,
+                         const Rope& rope, const Matrix& q, const Matrix& k, const Matrix& v);
+
   // Causal grouped-query attention over B sequences of T tokens. q [B·T, Hq·D], k, v
   // [B·T, Hkv·D] (query head h reads kv head h / (Hq/Hkv)), o [B·T, Hq·D], scale 1/sqrt(D).
   // lse [B, Hq, T] (f32): log-sum-exp of each query's scaled scores, saved for backward.
@@ -583,6 +593,9 @@ class Backend {
 void check_gemm_operands(const Matrix& a, const Matrix& b, const Matrix& c, float beta);
 void check_gemm_fp8_operands(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix& c, float beta);
 void check_gemm_wgrad_operands(const Matrix& dy, const Matrix& x, const Matrix& c, float beta);
+void check_qkv_heads_operands(const Matrix& qkv, int64_t hq, int64_t hkv, const Matrix& q_norm,
+                              const Matrix& k_norm, const Matrix& q, const Matrix& k,
+                              const Matrix& v);
 void check_quantize_operands(const Matrix& x, const Fp8Matrix& out);
 // Checks the operands of the grouped GEMMs (Backend::gemm_grouped, gemm_fp8_grouped,
 // gemm_wgrad_grouped: the row counts against the stacked operands, one b or c per group; each

@@ -866,6 +866,7 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
   Tensor q = Tensor::make(be_, n, Hq * D, ad), q_raw = Tensor::make(be_, n, Hq * D, ad);
   Tensor k = Tensor::make(be_, n, Hkv * D, ad), k_raw = Tensor::make(be_, n, Hkv * D, ad);
   Tensor v = Tensor::make(be_, n, Hkv * D, ad), o = Tensor::make(be_, n, Hq * D, ad);
+  Tensor qkv = Tensor::make(be_, n, (Hq + 2 * Hkv) * D, ad);
   Tensor out = Tensor::make(be_, n, H, ad), gate = Tensor::make(be_, n, I, ad),
          up = Tensor::make(be_, n, I, ad), mlp = Tensor::make(be_, n, I, ad);
   Tensor rstd = Tensor::make(be_, n * std::max(Hq, int64_t{1}), 1, DType::f32);
@@ -882,18 +883,24 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
                             mla_norm_weights(*L.mla, [&](Param& p) { return norm_weight(p); }),
                             cache.layer(l), out.m());
     } else {
-      // Without QK-norm the projections write q and k directly; one GEMM for the three where
-      // their weights stack (FusedLinears).
-      L.qkv->forward(in1,
-                     {cfg_.qk_norm ? q_raw.m() : q.m(), cfg_.qk_norm ? k_raw.m() : k.m(), v.m()});
-      if (cfg_.qk_norm) {
-        be_.rmsnorm_forward(heads_view(q_raw, Hq), norm_weight(L.q_norm), eps, heads_view(q, Hq),
-                            rstd.f32());
-        be_.rmsnorm_forward(heads_view(k_raw, Hkv), norm_weight(L.k_norm), eps, heads_view(k, Hkv),
-                            rstd.f32());
+      // q, k and v: one GEMM where their weights stack (FusedLinears), then one op for the
+      // heads (Backend::qkv_heads: split, QK-norm, RoPE); otherwise each projection and the
+      // ops one by one (without QK-norm the projections write q and k directly). The same
+      // bits on the CPU either way.
+      const Matrix qn = cfg_.qk_norm ? norm_weight(L.q_norm) : Matrix{},
+                   kn = cfg_.qk_norm ? norm_weight(L.k_norm) : Matrix{};
+      if (L.qkv->forward_stacked(in1, qkv.m())) {
+        be_.qkv_heads(qkv.m(), Hq, Hkv, qn, kn, eps, in.positions, rope, q.m(), k.m(), v.m());
+      } else {
+        L.qkv->forward(in1,
+                       {cfg_.qk_norm ? q_raw.m() : q.m(), cfg_.qk_norm ? k_raw.m() : k.m(), v.m()});
+        if (cfg_.qk_norm) {
+          be_.rmsnorm_forward(heads_view(q_raw, Hq), qn, eps, heads_view(q, Hq), rstd.f32());
+          be_.rmsnorm_forward(heads_view(k_raw, Hkv), kn, eps, heads_view(k, Hkv), rstd.f32());
+        }
+        be_.rope(q.m(), Hq, in.positions, rope, false);
+        be_.rope(k.m(), Hkv, in.positions, rope, false);
       }
-      be_.rope(q.m(), Hq, in.positions, rope, false);
-      be_.rope(k.m(), Hkv, in.positions, rope, false);
       const KvCacheView view = cache.layer(l);
       be_.kv_write(k.m(), v.m(), in.slot_ids, in.positions, view);
       be_.attention_cached(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m());

@@ -79,26 +79,33 @@ size_t FusedLinears::bytes() const {
   return 0;
 }
 
+bool FusedLinears::forward_stacked(LinearInput& x, const Matrix& y) {
+  const int64_t M = x.x().rows;
+  check(y.rows == M && y.cols == rows_, "fused linears: the stacked output must be [" +
+                                            std::to_string(M) + ", " + std::to_string(rows_) + "]");
+  if (!stacked() || M == 0) return false;
+  for (const Linear* l : members_)
+    if (l->observed()) return false;
+  const Matrix w16 = bf16_ ? bf16_->m() : Matrix{};
+  members_[0]->forward_with(x, bf16_ ? &w16 : nullptr, fp8_ ? &fp8_->q : nullptr, y);
+  return true;
+}
+
 void FusedLinears::forward(LinearInput& x, const std::vector<Matrix>& ys) {
   check(ys.size() == members_.size(), "fused linears: " + std::to_string(ys.size()) +
                                           " outputs for " + std::to_string(members_.size()) +
                                           " linears");
   const int64_t M = x.x().rows;
-  bool one = stacked() && M > 0;
-  for (size_t i = 0; i < members_.size(); ++i) {
+  for (size_t i = 0; i < members_.size(); ++i)
     check(
         ys[i].rows == M && ys[i].cols == members_[i]->out_features() && ys[i].dtype == ys[0].dtype,
         "fused linears: output " + std::to_string(i) + " is not [" + std::to_string(M) + ", " +
             std::to_string(members_[i]->out_features()) + "] of the first output's dtype");
-    one = one && !members_[i]->observed();
-  }
-  if (!one) {
+  const Tensor y = Tensor::make(be_, M, rows_, ys[0].dtype);
+  if (!forward_stacked(x, y.m())) {
     for (size_t i = 0; i < members_.size(); ++i) members_[i]->forward(x, ys[i]);
     return;
   }
-  const Tensor y = Tensor::make(be_, M, rows_, ys[0].dtype);
-  const Matrix w16 = bf16_ ? bf16_->m() : Matrix{};
-  members_[0]->forward_with(x, bf16_ ? &w16 : nullptr, fp8_ ? &fp8_->q : nullptr, y.m());
   int64_t col = 0;
   for (size_t i = 0; i < members_.size(); ++i) {
     be_.copy_columns(y.m(), col, ys[i], 0, ys[i].cols);

@@ -32,12 +32,15 @@ class FusedLinears {
   // Bytes of the stacked copy (0 without one).
   size_t bytes() const;
 
-  // ys[i] [M, out_i] = x·W_iᵀ for every member i (one dtype, f32 or bf16). When stacked() and no
-  // member's quantizations are observed: one GEMM of the members' precision into [M, Σ out]
-  // (the same per-element products as each member's, bit for bit on the CPU, whose GEMM fixes
-  // every element's order whatever the width) and a column copy into each ys[i]; otherwise
-  // member i's forward(x, ys[i]).
+  // y [M, Σ out] = x·[W_0; W_1; ...]ᵀ, the members' outputs side by side, in one GEMM of their
+  // precision (the same per-element products as each member's, bit for bit on the CPU, whose
+  // GEMM fixes every element's order whatever the width) and true — when stacked(), x has rows
+  // and no member's quantizations are observed; otherwise false, nothing done.
+  bool forward_stacked(LinearInput& x, const Matrix& y);
+  // ys[i] [M, out_i] = x·W_iᵀ for every member i (one dtype, f32 or bf16): forward_stacked and a
+  // column copy into each ys[i], or member i's forward(x, ys[i]).
   void forward(LinearInput& x, const std::vector<Matrix>& ys);
+  int64_t out_features() const { return rows_; }  // Σ out
 
  private:
   Backend& be_;

@@ -35,6 +35,7 @@ WRAPPERS = {
     "quantize.cuh": [],
     "rmsnorm.cuh": [],
     "swiglu.cuh": [],
+    "qkv_heads.cuh": [],
 }
 # How many dynamic and static shared memory declarations and launches each file has.
 EXPECTED = {
@@ -47,6 +48,7 @@ EXPECTED = {
     "quantize.cuh": (2, 0, 3),
     "rmsnorm.cuh": (0, 6, 7),
     "swiglu.cuh": (0, 0, 0),
+    "qkv_heads.cuh": (0, 0, 1),
 }
 
 

@@ -298,6 +298,36 @@ void add_swiglu_backward_case(Registry& reg, int64_t M, int64_t I, DType dt, boo
 
 }  // namespace
 
+// Backend::qkv_heads (a generation step's heads from the stacked q/k/v projection: split,
+// QK-norm, RoPE) against its default on the same backend (copy_columns, rmsnorm_forward of the
+// heads, rope): the same bits in q, k and v. Positions up to 5,000, norm weights and values of
+// a BF16 or f32 step; a Llama 3 rope too.
+void add_qkv_heads_case(Registry& reg, int64_t M, int64_t hq, int64_t hkv, int64_t D, DType dt,
+                        bool norm, Rope rope) {
+  reg.push_back(
+      {fmt("qkv_heads %s M%lld %lld/%lld heads of %lld%s%s", dtype_name(dt), (long long)M,
+           (long long)hq, (long long)hkv, (long long)D, norm ? " qk-norm" : "",
+           rope.scaling == RopeScalingType::llama3 ? " llama3 rope" : ""),
+       [=](Backend&, Backend& test, Rng& rng) -> Result {
+         const DevMatrix qkv(test, rng, M, (hq + 2 * hkv) * D, dt, 2.0), qn(test, rng, 1, D, dt),
+             kn(test, rng, 1, D, dt);
+         std::vector<int32_t> pos(static_cast<size_t>(M));
+         for (int32_t& p : pos) p = static_cast<int32_t>(rng.next() % 5000);
+         Guarded P(test, pos.size() * sizeof(int32_t));
+         P.upload(pos.data());
+         const auto* positions = static_cast<const int32_t*>(P.data());
+         DevMatrix q(test, M, hq * D, dt), k(test, M, hkv * D, dt), v(test, M, hkv * D, dt),
+             q0(test, M, hq * D, dt), k0(test, M, hkv * D, dt), v0(test, M, hkv * D, dt);
+         const Matrix nq = norm ? qn.m : Matrix{}, nk = norm ? kn.m : Matrix{};
+         test.qkv_heads(qkv.m, hq, hkv, nq, nk, 1e-6f, positions, rope, q.m, k.m, v.m);
+         test.Backend::qkv_heads(qkv.m, hq, hkv, nq, nk, 1e-6f, positions, rope, q0.m, k0.m, v0.m);
+         if (q.bytes() != q0.bytes()) return fail("q differs from the ops one by one");
+         if (k.bytes() != k0.bytes()) return fail("k differs from the ops one by one");
+         if (v.bytes() != v0.bytes()) return fail("v differs from its columns");
+         return pass("bit-exact with copy_columns + rmsnorm_forward + rope");
+       }});
+}
+
 void add_fused_cases(Registry& reg) {
   const QuantOptions e4m3;
   QuantOptions e5m2_pow2;
@@ -314,6 +344,20 @@ void add_fused_cases(Registry& reg) {
       add_swiglu_case(reg, M, K, dt, true, true, e4m3);
       add_swiglu_backward_case(reg, M, K, dt, true, e4m3, e4m3);
     }
+  // The heads of a generation step: head dims the one-pass kernel takes (64, 128, 256) and one
+  // it leaves to the default (32); Qwen3 (QK-norm) and Llama (none, Llama 3's rope) shapes.
+  Rope llama3;
+  llama3.theta = 500000.0f;
+  llama3.scaling = RopeScalingType::llama3;
+  llama3.factor = 8.0f;
+  for (DType dt : {DType::bf16, DType::f32}) {
+    add_qkv_heads_case(reg, 3, 4, 2, 128, dt, true, Rope{});
+    add_qkv_heads_case(reg, 64, 16, 8, 128, dt, true, Rope{});
+  }
+  add_qkv_heads_case(reg, 1, 32, 8, 128, DType::bf16, false, llama3);
+  add_qkv_heads_case(reg, 5, 4, 1, 64, DType::bf16, true, Rope{});
+  add_qkv_heads_case(reg, 2, 2, 2, 256, DType::bf16, true, Rope{});
+  add_qkv_heads_case(reg, 3, 4, 2, 32, DType::bf16, true, Rope{});
   add_rmsnorm_case(reg, 257, 1024, DType::bf16, true, false, e4m3);
   add_rmsnorm_case(reg, 130, 300, DType::bf16, false, true, e4m3);
   add_rmsnorm_case(reg, 200, 2048, DType::bf16, false, false, e4m3);  // row wider than a warp's
