@@ -290,6 +290,9 @@ class CudaBackend final : public Backend {
   // output(s): the backward stages dgate's tile, then dup's (one kernel, one format).
   void swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Matrix& h,
                           const Fp8Operands& out, const QuantOptions& opt) override;
+  void swiglu_forward_stacked(const Matrix& gu, const Matrix& h) override;
+  void swiglu_forward_stacked_fp8(const Matrix& gu, const Matrix& h, const Fp8Operands& out,
+                                  const QuantOptions& opt) override;
   void swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, const Matrix& up,
                            const Matrix& dgate, const Matrix& dup, const Fp8Operands& out_gate,
                            const QuantOptions& opt_gate, const Fp8Operands& out_up,

@@ -24,9 +24,17 @@ using namespace swiglu_kernels;
 
 constexpr int kThreads = 256;
 
+// gate and up rows ld elements apart (I, or 2I: the halves of a stacked gate/up projection).
 __global__ void __launch_bounds__(kThreads)
-    swiglu_forward_kernel(In gate, In up, Out h, int64_t n) {
-  cuda::for_each_index<kThreads>(n, [&](int64_t i) { h.store(i, swiglu_value(gate[i], up[i])); });
+    swiglu_forward_kernel(In gate, In up, Out h, int64_t n, int64_t I, int64_t ld) {
+  if (ld == I) {  // kernel-uniform
+    cuda::for_each_index<kThreads>(n, [&](int64_t i) { h.store(i, swiglu_value(gate[i], up[i])); });
+    return;
+  }
+  cuda::for_each_index<kThreads>(n, [&](int64_t i) {
+    const int64_t s = i / I * ld + i % I;
+    h.store(i, swiglu_value(gate[s], up[s]));
+  });
 }
 
 // Every input element is read before the thread writes its outputs, so an output may alias an
@@ -74,7 +82,7 @@ void CudaBackend::swiglu_forward(const Matrix& gate, const Matrix& up, const Mat
   check_alias(op, "h", h, "up", up);
   make_current();
   swiglu_forward_kernel<<<swiglu_grid(n, sm_count_), kThreads, 0, stream_>>>(
-      cuda::in_of(gate), cuda::in_of(up), cuda::out_of(h), n);
+      cuda::in_of(gate), cuda::in_of(up), cuda::out_of(h), n, gate.cols, gate.cols);
   cuda::check_launch("swiglu_forward_kernel");
 }
 
@@ -131,10 +139,61 @@ void CudaBackend::swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const
   const int64_t M = gate.rows, I = gate.cols;
   const quant::QuantTarget tg = quant::produced_target(op, M, I, out, opt);
   make_current();
-  const SwigluProducer prod{cuda::in_of(gate), cuda::in_of(up), cuda::out_of(h), I};
+  const SwigluProducer prod{cuda::in_of(gate), cuda::in_of(up), cuda::out_of(h), I, I};
   const bool stage_bf16 = options_.quantize_stage_bf16 == 1 && h.dtype == DType::bf16;
   quant::launch_produced(prod, M, I, opt, tg, quant::QuantTarget{}, vector_ok(I, {&gate, &up, &h}),
                          stage_bf16, stream_, sm_count_);
+}
+
+namespace {
+
+// gu's halves as the kernels read them in place: gate at gu's start, up I elements on, rows 2I
+// apart. Throws unless gu is an f32 or bf16 [M, 2I] with data (for M, I > 0).
+std::pair<In, In> halves(const char* op, const Matrix& gu) {
+  cuda::check_activation(op, "gu", gu);
+  check(gu.cols % 2 == 0, std::string(op) + ": " + cuda::shape_of("gu", gu) + " has an odd width");
+  if (gu.rows > 0 && gu.cols > 0) cuda::check_data(op, "gu", gu.data);
+  const In g = cuda::in_of(gu);
+  const In u{static_cast<const uint8_t*>(gu.data) +
+                 static_cast<size_t>(gu.cols / 2) * dtype_size(gu.dtype),
+             g.bf16};
+  return {g, u};
+}
+
+}  // namespace
+
+void CudaBackend::swiglu_forward_stacked(const Matrix& gu, const Matrix& h) {
+  const OpScope scope(*this, "swiglu_forward_stacked");
+  const char* op = "swiglu_forward_stacked";
+  const auto [g, u] = halves(op, gu);
+  const int64_t M = gu.rows, I = gu.cols / 2, n = M * I;
+  cuda::check_activation(op, "h", h, M, I);
+  if (n == 0) return;
+  cuda::check_data(op, "h", h.data);
+  check(h.data != gu.data, std::string(op) + ": h may not alias gu");
+  make_current();
+  swiglu_forward_kernel<<<swiglu_grid(n, sm_count_), kThreads, 0, stream_>>>(g, u, cuda::out_of(h),
+                                                                             n, I, 2 * I);
+  cuda::check_launch("swiglu_forward_kernel");
+}
+
+void CudaBackend::swiglu_forward_stacked_fp8(const Matrix& gu, const Matrix& h,
+                                             const Fp8Operands& out, const QuantOptions& opt) {
+  const OpScope scope(*this, "swiglu_forward_stacked_fp8");
+  const char* op = "swiglu_forward_stacked_fp8";
+  const auto [g, u] = halves(op, gu);
+  const int64_t M = gu.rows, I = gu.cols / 2;
+  cuda::check_activation(op, "h", h, M, I);
+  check(h.data == nullptr || h.data != gu.data, std::string(op) + ": h may not alias gu");
+  if (M == 0 || I == 0) return;
+  const quant::QuantTarget tg = quant::produced_target(op, M, I, out, opt);
+  make_current();
+  const SwigluProducer prod{g, u, cuda::out_of(h), I, 2 * I};
+  const bool stage_bf16 = options_.quantize_stage_bf16 == 1 && h.dtype == DType::bf16;
+  // The 16-byte path: up's start (I elements on) and the rows (2I apart) stay 16-byte aligned.
+  const Matrix up_view{const_cast<void*>(u.p), M, I, gu.dtype};
+  quant::launch_produced(prod, M, I, opt, tg, quant::QuantTarget{},
+                         vector_ok(I, {&gu, &up_view, &h}), stage_bf16, stream_, sm_count_);
 }
 
 void CudaBackend::swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, const Matrix& up,

@@ -27,23 +27,24 @@ __device__ __forceinline__ SwigluGrads swiglu_grads(float d, float g, float u) {
   return {d * u * sig * __fadd_rn(1.0f, __fmul_rn(g, 1.0f - sig)), d * (g * sig)};
 }
 
-// h = SwiGLU(gate, up) [M, I] for quantize_produced_kernel, stored to h when it has data.
+// h = SwiGLU(gate, up) [M, I] for quantize_produced_kernel, stored to h when it has data. gate
+// and up rows ld elements apart (I; 2I for the halves of a stacked gate/up projection).
 struct SwigluProducer {
   static constexpr int kOutputs = 1;
   In gate, up;
   Out h;
-  int64_t I;
+  int64_t I, ld;
   __device__ __forceinline__ float value(int, int64_t r, int64_t c) const {
-    const int64_t i = r * I + c;
-    const float v = h.round(swiglu_value(gate[i], up[i]));
+    const int64_t i = r * I + c, s = r * ld + c;
+    const float v = h.round(swiglu_value(gate[s], up[s]));
     if (h.p) h.store(i, v);
     return v;
   }
   __device__ __forceinline__ void value8(int, int64_t r, int64_t c, float (&v)[8]) const {
-    const int64_t i = r * I + c;
+    const int64_t i = r * I + c, s = r * ld + c;
     float g[8], u[8];
-    quant::load8(gate, i, g);
-    quant::load8(up, i, u);
+    quant::load8(gate, s, g);
+    quant::load8(up, s, u);
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = h.round(swiglu_value(g[j], u[j]));
     if (h.p) quant::store8(h, i, v);

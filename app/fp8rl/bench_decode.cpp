@@ -242,12 +242,14 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
 
   const int64_t H = cfg.hidden_size, D = cfg.head_dim, I = cfg.intermediate_size;
   const int64_t Hq = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads;
-  // The seven linears of a layer, then q, k and v stacked as the decoder runs them in
-  // generation (FusedLinears: one GEMM, then Backend::qkv_heads makes the heads).
-  const LinearShape linears[] = {{"q", Hq * D, H, 1}, {"k/v", Hkv * D, H, 2},
-                                 {"o", H, Hq * D, 1}, {"gate/up", I, H, 2},
-                                 {"down", H, I, 1},   {"q+k+v", (Hq + 2 * Hkv) * D, H, 0}};
-  constexpr size_t kQ = 0, kKv = 1, kQkv = 5;
+  // The seven linears of a layer, then q, k and v and gate and up stacked as the decoder runs
+  // them in generation (FusedLinears: one GEMM each; then Backend::qkv_heads makes the heads,
+  // and SwiGLU reads the gate/up halves in place).
+  const LinearShape linears[] = {{"q", Hq * D, H, 1},     {"k/v", Hkv * D, H, 2},
+                                 {"o", H, Hq * D, 1},     {"gate/up", I, H, 2},
+                                 {"down", H, I, 1},       {"q+k+v", (Hq + 2 * Hkv) * D, H, 0},
+                                 {"gate+up", 2 * I, H, 0}};
+  constexpr size_t kQ = 0, kKv = 1, kGateUp = 3, kQkv = 5, kStackedGateUp = 6;
   constexpr size_t kLinears = std::size(linears);
   const size_t nb = o.batches.size();
   const int64_t max_rows = *std::max_element(o.batches.begin(), o.batches.end());
@@ -341,7 +343,8 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
 
   // A layer's seven linears per batch: the weight stream against the copy, BF16 over FP8; with
   // the split-K kernel where it ran for every linear; and as the decoder runs them (q, k and v
-  // one stacked GEMM and its heads op), whose FP8 weight stream is the target's.
+  // one stacked GEMM and its heads op, gate and up one), whose FP8 weight stream is the
+  // target's.
   std::vector<double> layer8(nb, 0.0), layer16(nb, 0.0), layer_vs(nb, 0.0), layer8s(nb, 0.0),
       layer_vs_split(nb, -1.0), stacked8(nb), stacked16(nb);
   std::printf("\n%-30s %5s %10s %10s %8s %10s %10s %8s %11s %9s %12s\n", "a layer's linears",
@@ -360,7 +363,8 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
     }
     const double gbs = bytes / layer8[bi] / 1e9;
     const auto stacked = [&](const std::vector<std::vector<double>>& t, double seven) {
-      return seven - t[kQ][bi] - 2 * t[kKv][bi] + t[kQkv][bi] + t_heads[bi];
+      return seven - t[kQ][bi] - 2 * t[kKv][bi] + t[kQkv][bi] + t_heads[bi] - 2 * t[kGateUp][bi] +
+             t[kStackedGateUp][bi];
     };
     stacked8[bi] = stacked(t8, layer8[bi]);
     stacked16[bi] = stacked(t16, layer16[bi]);
@@ -373,9 +377,9 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
                 all_split ? fmt_percent(layer_vs_split[bi]).c_str() : "-", stacked8[bi] * 1e6,
                 100.0 * layer_vs[bi], stacked16[bi] / stacked8[bi]);
     Json row;
-    row["stacked_qkv_fp8_us"] = number(stacked8[bi] * 1e6);
-    row["stacked_qkv_bf16_us"] = number(stacked16[bi] * 1e6);
-    row["stacked_qkv_vs_copy"] = number(layer_vs[bi]);
+    row["stacked_fp8_us"] = number(stacked8[bi] * 1e6);
+    row["stacked_bf16_us"] = number(stacked16[bi] * 1e6);
+    row["stacked_vs_copy"] = number(layer_vs[bi]);
     row["qkv_heads_us"] = number(t_heads[bi] * 1e6);
     row["rows"] = o.batches[bi];
     row["linears_fp8_us"] = number(layer8[bi] * 1e6);

@@ -165,9 +165,9 @@ struct ModeTimes {
   Phases phases;
   std::vector<double> steps, cpu_steps;
   double tokens_before = 0;
-  std::vector<OpTiming> ops;       // --op-times: the timed steps, op by op
-  std::string precision;           // the run's precision summary
-  int64_t stacked_qkv_layers = 0;  // layers whose q, k, v generation runs as one GEMM
+  std::vector<OpTiming> ops;  // --op-times: the timed steps, op by op
+  std::string precision;      // the run's precision summary
+  StackedLayers stacked;      // layers whose q/k/v and gate/up generation runs as one GEMM each
   // Phase k's seconds over the timed steps (the whole step's for kWholeStep).
   double seconds(size_t k) const { return k == kWholeStep ? step : phases.at(k); }
 };
@@ -203,7 +203,7 @@ StepMeasurement measure_step_modes(Backend& be, const StepOptions& o,
     s.insert(s.end(), kStepModes[mi].sets.begin(), kStepModes[mi].sets.end());
     runs[mi] = std::make_unique<GrpoRun>(RunConfig::load(o.preset, "", s), be);
     m.modes[mi].precision = runs[mi]->model().precision().summary();
-    m.modes[mi].stacked_qkv_layers = runs[mi]->model().stacked_qkv_layers();
+    m.modes[mi].stacked = runs[mi]->model().stacked_layers();
     if (mi == 0) {  // the vocabulary comes from the task's tokenizer
       m.shape = runs[mi]->model().config();
       // The batch's longest prompt and response, as a batched PyTorch loop pads to them.
@@ -217,9 +217,11 @@ StepMeasurement measure_step_modes(Backend& be, const StepOptions& o,
                   static_cast<double>(m.shape.parameter_count()) / 1e6);
       std::fflush(stdout);
     }
-    std::printf("%s: generation runs q, k and v as one GEMM in %lld of %lld layers\n",
-                kStepModes[mi].name, static_cast<long long>(m.modes[mi].stacked_qkv_layers),
-                static_cast<long long>(runs[mi]->model().config().num_hidden_layers));
+    std::printf(
+        "%s: generation runs q, k and v as one GEMM in %lld, gate and up in %lld of %lld layers\n",
+        kStepModes[mi].name, static_cast<long long>(m.modes[mi].stacked.qkv),
+        static_cast<long long>(m.modes[mi].stacked.gate_up),
+        static_cast<long long>(runs[mi]->model().config().num_hidden_layers));
   };
   auto step = [&](size_t mi, int64_t i) {
     ModeTimes& sum = m.modes[mi];
@@ -310,7 +312,8 @@ Json step_table(const StepMeasurement& m, const StepOptions& o) {
     Json row;
     row["mode"] = kStepModes[mi].name;
     row["precision"] = s.precision;
-    row["stacked_qkv_layers"] = s.stacked_qkv_layers;
+    row["stacked_qkv_layers"] = s.stacked.qkv;
+    row["stacked_gate_up_layers"] = s.stacked.gate_up;
     row["kv_cache"] = kStepModes[mi].kv_cache;
     row["step_seconds"] = number(step_s);
     row["step_seconds_median"] = number(median(s.steps));

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -108,6 +109,39 @@ void Backend::swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Mat
   const Matrix hw = written(*this, h, storage);
   swiglu_forward(gate, up, hw);
   quantize_operands(*this, hw, out, opt);
+}
+
+namespace {
+
+// The halves of a stacked gate/up projection gu [M, 2I] copied out into storage: gate, up.
+std::pair<Matrix, Matrix> stacked_halves(Backend& be, const Matrix& gu, Buffer& storage) {
+  check(gu.cols % 2 == 0 && gu.dtype != DType::fp8,
+        "swiglu_forward_stacked: gu must be [M, 2I] f32 or bf16, got [" + std::to_string(gu.rows) +
+            ", " + std::to_string(gu.cols) + "]");
+  const int64_t M = gu.rows, I = gu.cols / 2;
+  storage = be.alloc(static_cast<size_t>(M * gu.cols) * dtype_size(gu.dtype));
+  const Matrix gate{storage.data(), M, I, gu.dtype},
+      up{storage.as<uint8_t>() + static_cast<size_t>(M * I) * dtype_size(gu.dtype), M, I, gu.dtype};
+  if (M > 0 && I > 0) {
+    be.copy_columns(gu, 0, gate, 0, I);
+    be.copy_columns(gu, I, up, 0, I);
+  }
+  return {gate, up};
+}
+
+}  // namespace
+
+void Backend::swiglu_forward_stacked(const Matrix& gu, const Matrix& h) {
+  Buffer storage;
+  const auto [gate, up] = stacked_halves(*this, gu, storage);
+  swiglu_forward(gate, up, h);
+}
+
+void Backend::swiglu_forward_stacked_fp8(const Matrix& gu, const Matrix& h, const Fp8Operands& out,
+                                         const QuantOptions& opt) {
+  Buffer storage;
+  const auto [gate, up] = stacked_halves(*this, gu, storage);
+  swiglu_forward_fp8(gate, up, h, out, opt);
 }
 
 void Backend::swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, const Matrix& up,

@@ -391,6 +391,13 @@ class Backend {
   // swiglu_forward(gate, up, h), then h's FP8 operands into out.
   virtual void swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Matrix& h,
                                   const Fp8Operands& out, const QuantOptions& opt);
+  // The same from the stacked gate/up projection gu [M, 2I] (FusedLinears: gate's I columns, then
+  // up's): h [M, I] = swiglu_forward of the two halves; _fp8 also h's FP8 operands into out, as
+  // swiglu_forward_fp8 (h's data may be null there). The defaults copy the halves out and call
+  // those (the CPU: their bits); a device reads the halves in place.
+  virtual void swiglu_forward_stacked(const Matrix& gu, const Matrix& h);
+  virtual void swiglu_forward_stacked_fp8(const Matrix& gu, const Matrix& h, const Fp8Operands& out,
+                                          const QuantOptions& opt);
   // swiglu_backward(dh, gate, up, dgate, dup), then dgate's FP8 operands into out_gate (with
   // opt_gate) and dup's into out_up (with opt_up): the gradients the gate and up projections'
   // backward reads. Both outputs need `transposed` (wgrad).

@@ -17,8 +17,9 @@ struct DecoderModel::Layer {
   // A layer with experts has no gate, up, down here; one with latent attention no q … o.
   std::unique_ptr<Linear> lin[kModules];
   std::unique_ptr<LatentAttention> mla;  // multi-head latent attention (DeepSeek-V3)
-  // q, k and v as one GEMM in generation's steps (forward_cached_step); null with latent attention.
-  std::unique_ptr<FusedLinears> qkv;
+  // q, k and v as one GEMM in generation's steps (forward_cached_step); null with latent
+  // attention. Gate and up likewise; null with experts.
+  std::unique_ptr<FusedLinears> qkv, gate_up;
   std::unique_ptr<MoeBlock> moe;  // the experts and router of a mixture-of-experts layer
   // Its linears (dense ones or latent attention's, then the router, each expert's and the
   // shared expert's), with the module each reports as and the precision the map gives it.
@@ -79,6 +80,16 @@ void rmsnorm_into(Backend& be, const Matrix& x, const Matrix& w, float eps, floa
   }
   const QuantOptions opt = first->input_options();
   be.rmsnorm_forward_fp8(x, w, eps, in.x(), rstd, in.produce(be, opt), opt);
+}
+
+// SwiGLU of the stacked gate/up projection gu [M, 2I] into in, as swiglu_into does.
+void swiglu_stacked_into(Backend& be, const Matrix& gu, LinearInput& in, Linear* first) {
+  if (!first) {
+    be.swiglu_forward_stacked(gu, in.x());
+    return;
+  }
+  const QuantOptions opt = first->input_options();
+  be.swiglu_forward_stacked_fp8(gu, in.x(), in.produce(be, opt), opt);
 }
 
 // SwiGLU(gate, up) into in, as rmsnorm_into does.
@@ -190,6 +201,9 @@ DecoderModel::DecoderModel(Backend& be, const ModelConfig& cfg, const PrecisionM
     if (!layer->mla)
       layer->qkv = std::make_unique<FusedLinears>(
           be, std::vector<Linear*>{layer->lin[0].get(), layer->lin[1].get(), layer->lin[2].get()});
+    if (!experts)
+      layer->gate_up = std::make_unique<FusedLinears>(
+          be, std::vector<Linear*>{layer->lin[4].get(), layer->lin[5].get()});
     if (experts) layer->moe = std::make_unique<MoeBlock>(be, p + "mlp.", H, cfg_.moe);
     layers_.push_back(std::move(layer));
   }
@@ -287,13 +301,17 @@ void DecoderModel::set_precision(const PrecisionMap& p) {
 void DecoderModel::refresh_decode_weights() {
   for (auto& layer : layers_) {
     if (layer->mla) layer->mla->refresh_decode_weight(act_dtype_);
-    if (layer->qkv) layer->qkv->refresh();
+    for (FusedLinears* f : {layer->qkv.get(), layer->gate_up.get()})
+      if (f) f->refresh();
   }
 }
 
-int64_t DecoderModel::stacked_qkv_layers() const {
-  int64_t n = 0;
-  for (const auto& layer : layers_) n += layer->qkv && layer->qkv->stacked() ? 1 : 0;
+StackedLayers DecoderModel::stacked_layers() const {
+  StackedLayers n;
+  for (const auto& layer : layers_) {
+    n.qkv += layer->qkv && layer->qkv->stacked() ? 1 : 0;
+    n.gate_up += layer->gate_up && layer->gate_up->stacked() ? 1 : 0;
+  }
   return n;
 }
 
@@ -866,7 +884,7 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
   Tensor q = Tensor::make(be_, n, Hq * D, ad), q_raw = Tensor::make(be_, n, Hq * D, ad);
   Tensor k = Tensor::make(be_, n, Hkv * D, ad), k_raw = Tensor::make(be_, n, Hkv * D, ad);
   Tensor v = Tensor::make(be_, n, Hkv * D, ad), o = Tensor::make(be_, n, Hq * D, ad);
-  Tensor qkv = Tensor::make(be_, n, (Hq + 2 * Hkv) * D, ad);
+  Tensor qkv = Tensor::make(be_, n, (Hq + 2 * Hkv) * D, ad), gu = Tensor::make(be_, n, 2 * I, ad);
   Tensor out = Tensor::make(be_, n, H, ad), gate = Tensor::make(be_, n, I, ad),
          up = Tensor::make(be_, n, I, ad), mlp = Tensor::make(be_, n, I, ad);
   Tensor rstd = Tensor::make(be_, n * std::max(Hq, int64_t{1}), 1, DType::f32);
@@ -914,10 +932,16 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
     if (L.moe) {
       moe_forward(l, in2, out.m(), false, nullptr);
     } else {
-      L.lin[4]->forward(in2, gate.m());
-      L.lin[5]->forward(in2, up.m());
+      // Gate and up: one GEMM where they stack, SwiGLU reading its halves in place.
       LinearInput in_down(mlp.m(), false);
-      swiglu_into(be_, gate.m(), up.m(), in_down, produced_reader({L.lin[6].get()}, in_down));
+      Linear* down_reader = produced_reader({L.lin[6].get()}, in_down);
+      if (L.gate_up->forward_stacked(in2, gu.m())) {
+        swiglu_stacked_into(be_, gu.m(), in_down, down_reader);
+      } else {
+        L.lin[4]->forward(in2, gate.m());
+        L.lin[5]->forward(in2, up.m());
+        swiglu_into(be_, gate.m(), up.m(), in_down, down_reader);
+      }
       L.lin[6]->forward(in_down, out.m());
     }
     be_.add(x.m(), out.m(), x.m());

@@ -27,6 +27,11 @@ struct ForwardResult {
   std::vector<float> entropy;  // [B·T] when requested
 };
 
+// How many layers stack their projections in generation (DecoderModel::stacked_layers).
+struct StackedLayers {
+  int64_t qkv = 0, gate_up = 0;
+};
+
 class DecoderModel {
  public:
   // Random initialisation (normal(0, init_std) matrices, unit norms), seeded.
@@ -142,8 +147,9 @@ class DecoderModel {
   // projections' compute copies (refresh() and set_precision() do it; call it after giving a
   // linear checkpoint tiles). A stacked copy left stale is not read: q, k and v then run alone.
   void refresh_decode_weights();
-  // Layers whose q, k and v run as one GEMM in generation's steps (FusedLinears::stacked).
-  int64_t stacked_qkv_layers() const;
+  // Layers whose q, k and v, and whose gate and up, run as one GEMM each in generation's steps
+  // (FusedLinears::stacked).
+  StackedLayers stacked_layers() const;
   // Re-makes every compute copy from the master weights (after an optimizer step; FP8 tiles
   // given by a checkpoint are dropped). FP8 weights are reported to the quant observer.
   void refresh();

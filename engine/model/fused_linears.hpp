@@ -1,7 +1,7 @@
-// Linears that read one input — a layer's q, k and v projections — run as one GEMM where only
-// their outputs are wanted (the prefill and decode steps of generation). At decode's few rows a
-// GEMM costs about the same whatever its width (round 5 on an H100: k or v's 4 MB of FP8 tiles
-// took as long as q's 16 MB), so one launch over the stacked weight replaces three.
+// Linears that read one input — a layer's q, k and v projections; its gate and up — run as one GEMM
+// where only their outputs are wanted (the prefill and decode steps of generation). At decode's few
+// rows a GEMM costs about the same whatever its width (round 5 on an H100: k or v's 4 MB of FP8
+// tiles took as long as q's 16 MB), so one launch over the stacked weight replaces two or three.
 #pragma once
 
 #include <optional>
@@ -15,7 +15,7 @@ namespace fp8rl {
 // The members stay separate linears (parameters, names, precisions, telemetry, checkpoints);
 // this holds a copy of their compute copies one above the other — [Σ out, in] in bf16, or FP8
 // 128x128 tiles whose scales stack as whole tile rows — remade by refresh(). It costs the
-// members' compute bytes once more (Qwen3-8B: 24 MB of FP8 a layer, 13 % of its linears' bytes).
+// members' compute bytes once more (Qwen3-8B, FP8: q/k/v 24 MB, gate/up 100 MB a layer).
 class FusedLinears {
  public:
   // members: at least one, all reading inputs of one width.

@@ -194,6 +194,7 @@ enum class Op {
   rmsnorm,
   rmsnorm_one_pass,
   swiglu,
+  swiglu_stacked,
   swiglu_backward,
   rmsnorm_backward,
   rmsnorm_backward_final,
@@ -210,6 +211,8 @@ const char* op_name(Op op) {
       return "rmsnorm (one pass)";
     case Op::swiglu:
       return "swiglu";
+    case Op::swiglu_stacked:
+      return "swiglu (stacked gate/up)";
     case Op::swiglu_backward:
       return "swiglu_backward";
     case Op::rmsnorm_backward:
@@ -298,9 +301,11 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     // than 1,024) go without them.
     in.push_back(make_tensor(M, K, !c.out_bf16, !(c.op == Op::rmsnorm_one_pass && K > 1024), rng));
     in.push_back(make_tensor(1, K, c.out_bf16, false, rng));
-  } else if (c.op == Op::swiglu) {
+  } else if (c.op == Op::swiglu || c.op == Op::swiglu_stacked) {
+    // Stacked: gate and up halves of one [M, 2K] tensor, so one dtype.
     in.push_back(make_tensor(M, K, c.out_bf16, true, rng));
-    in.push_back(make_tensor(M, K, !c.out_bf16, true, rng));
+    in.push_back(
+        make_tensor(M, K, c.op == Op::swiglu_stacked ? c.out_bf16 : !c.out_bf16, true, rng));
   } else if (norm_backward(c.op)) {
     // dy, x, w, the residual; specials only in the residual (in dy or x one spreads over the
     // whole row through its mean) — and in dy of the final norm's cases.
@@ -382,8 +387,28 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     const rmsnorm_kernels::RmsnormProducer prod{in[0].in(), in[1].in(), rstd.data(), dst[0], K};
     quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
                            nullptr, sm_count);
+  } else if (c.op == Op::swiglu_stacked) {
+    // gu [M, 2K]: each row gate's K values, then up's; the producer reads the halves in place.
+    std::vector<float> gu32;
+    std::vector<uint16_t> gu16;
+    for (int64_t r = 0; r < M; ++r)
+      for (int h = 0; h < 2; ++h)
+        for (int64_t k = 0; k < K; ++k) {
+          const size_t i = static_cast<size_t>(r * K + k);
+          if (c.out_bf16)
+            gu16.push_back(in[h].b16[i]);
+          else
+            gu32.push_back(in[h].f32[i]);
+        }
+    const void* gu = c.out_bf16 ? static_cast<const void*>(gu16.data()) : gu32.data();
+    const size_t es = c.out_bf16 ? 2 : 4;
+    const swiglu_kernels::SwigluProducer prod{
+        In{gu, c.out_bf16}, In{static_cast<const uint8_t*>(gu) + K * es, c.out_bf16}, dst[0], K,
+        2 * K};
+    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
+                           nullptr, sm_count);
   } else if (c.op == Op::swiglu) {
-    const swiglu_kernels::SwigluProducer prod{in[0].in(), in[1].in(), dst[0], K};
+    const swiglu_kernels::SwigluProducer prod{in[0].in(), in[1].in(), dst[0], K, K};
     quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
                            nullptr, sm_count);
   } else {
@@ -493,7 +518,7 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     } else {
       cpu.quantize(dx, ref_out[0].along, ref_opt[0], nullptr);
     }
-  } else if (c.op == Op::swiglu) {
+  } else if (c.op == Op::swiglu || c.op == Op::swiglu_stacked) {
     cpu.swiglu_forward_fp8(in[0].matrix(), in[1].matrix(), matrix(want[0]), ref_out[0], ref_opt[0]);
   } else {
     cpu.swiglu_backward_fp8(in[0].matrix(), in[1].matrix(), in[2].matrix(), matrix(want[0]),
@@ -502,11 +527,11 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
 
   QuantStats seen;  // the reference's statistics: what the data held
   for (int o = 0; o < n_out; ++o) {
-    const std::string name = norm_forward(c.op)    ? "y"
-                             : c.op == Op::swiglu  ? "h"
-                             : norm_backward(c.op) ? "dx"
-                             : o == 0              ? "dgate"
-                                                   : "dup";
+    const std::string name = norm_forward(c.op)                                 ? "y"
+                             : c.op == Op::swiglu || c.op == Op::swiglu_stacked ? "h"
+                             : norm_backward(c.op)                              ? "dx"
+                             : o == 0                                           ? "dgate"
+                                                                                : "dup";
     bad += compare((name + " along").c_str(), along[o], ref_along[o]);
     if (c.transposed) bad += compare((name + " transposed").c_str(), trans[o], ref_trans[o]);
     if (c.stats) bad += compare_stats(name.c_str(), sums[o], ref_sums[o].stats());
@@ -608,8 +633,8 @@ int main() {
   }
   using F = Fp8Format;
   const F e4 = F::e4m3, e5 = F::e5m2;
-  const Op norm = Op::rmsnorm, one = Op::rmsnorm_one_pass, fwd = Op::swiglu,
-           bwd = Op::swiglu_backward, nbwd = Op::rmsnorm_backward,
+  const Op norm = Op::rmsnorm, one = Op::rmsnorm_one_pass, sst = Op::swiglu_stacked,
+           fwd = Op::swiglu, bwd = Op::swiglu_backward, nbwd = Op::rmsnorm_backward,
            nfin = Op::rmsnorm_backward_final, nhead = Op::rmsnorm_backward_heads;
   // {M, K, format, pow2, op, out_bf16, stage_bf16, vec, transposed, stats, store}
   const std::vector<Case> cases = {
@@ -640,6 +665,12 @@ int main() {
       {5, 1100, e5, false, one, true, false, false, false, true, true},  // block: a partial block
       {3, 4096, e4, true, one, true, false, false, false, true, true},
       {2, 2048, e4, false, one, false, false, false, false, true, false},
+      // SwiGLU reading the halves of a stacked gate/up projection (rows 2K apart): the row
+      // kernel, the staged kernel (scalar, a partial block; with a transposed copy).
+      {64, 256, e4, false, sst, true, false, true, false, true, true},
+      {3, 129, e5, false, sst, false, false, false, false, true, true},
+      {130, 300, e4, true, sst, true, true, false, true, true, false},
+      {257, 1024, e4, false, sst, true, true, true, true, false, true},
       // Two outputs (dgate, dup), both with transposed copies.
       {1, 1, e5, false, bwd, true, true, false, true, true, true},
       {3, 129, e4, false, bwd, false, false, false, true, true, false},

@@ -261,6 +261,35 @@ void add_swiglu_case(Registry& reg, int64_t M, int64_t I, DType dt, bool transpo
                  }});
 }
 
+// SwiGLU of a stacked gate/up projection gu [M, 2I] (swiglu_forward_stacked and its FP8
+// producer, reading the halves in place on a device) against the ops on the halves copied out:
+// h, and the operands bit for bit.
+void add_swiglu_stacked_case(Registry& reg, int64_t M, int64_t I, DType dt, bool written,
+                             QuantOptions opt) {
+  reg.push_back(
+      {"swiglu_forward_stacked(_fp8) " + what_of(dt, M, I, false, written, opt),
+       [=](Backend&, Backend& test, Rng& rng) {
+         return staged_both_ways(test, [&]() -> Result {
+           const DevMatrix gu(test, rng, M, 2 * I, dt, 2.0);
+           DevMatrix g(test, M, I, dt), u(test, M, I, dt), h(test, M, I, dt), h8(test, M, I, dt),
+               h_ref(test, M, I, dt);
+           test.copy_columns(gu.m, 0, g.m, 0, I);
+           test.copy_columns(gu.m, I, u.m, 0, I);
+           test.swiglu_forward_stacked(gu.m, h.m);
+           test.swiglu_forward(g.m, u.m, h_ref.m);
+           if (h.bytes() != h_ref.bytes()) return fail("h differs from swiglu_forward's");
+           DevOperands got(test, M, I, false, opt), want(test, M, I, false, opt);
+           test.swiglu_forward_stacked_fp8(gu.m, written ? h8.m : Matrix{nullptr, M, I, dt},
+                                           got.ops, got.opt);
+           test.swiglu_forward_fp8(g.m, u.m, Matrix{nullptr, M, I, dt}, want.ops, want.opt);
+           if (written && h8.bytes() != h_ref.bytes())
+             return fail("the FP8 producer's h differs from swiglu_forward's");
+           const std::string d = compare_operands(got, want, "h");
+           return d.empty() ? pass("bit-exact with the halves' swiglu_forward(_fp8)") : fail(d);
+         });
+       }});
+}
+
 void add_swiglu_backward_case(Registry& reg, int64_t M, int64_t I, DType dt, bool written,
                               QuantOptions opt_gate, QuantOptions opt_up) {
   reg.push_back({"swiglu_backward_fp8 " + what_of(dt, M, I, true, written, opt_gate) +
@@ -344,6 +373,11 @@ void add_fused_cases(Registry& reg) {
       add_swiglu_case(reg, M, K, dt, true, true, e4m3);
       add_swiglu_backward_case(reg, M, K, dt, true, e4m3, e4m3);
     }
+  // The stacked gate/up halves: whole blocks (the row kernel), a partial block, f32, E5M2.
+  add_swiglu_stacked_case(reg, 64, 3072, DType::bf16, false, e4m3);
+  add_swiglu_stacked_case(reg, 3, 1024, DType::bf16, true, e4m3);
+  add_swiglu_stacked_case(reg, 5, 300, DType::bf16, true, e4m3);
+  add_swiglu_stacked_case(reg, 9, 256, DType::f32, true, e5m2_pow2);
   // The heads of a generation step: head dims the one-pass kernel takes (64, 128, 256) and one
   // it leaves to the default (32); Qwen3 (QK-norm) and Llama (none, Llama 3's rope) shapes.
   Rope llama3;

@@ -478,20 +478,21 @@ class TestCli : public QObject {
     const auto runObj = benchJson(json, "decode");
     QVERIFY(runObj["copy_gb_per_s"].toDouble() > 0);
     const auto table = runObj["table"].toArray();
-    // 5 linear shapes and q, k, v stacked, 2 caches; 2 batches each.
-    QCOMPARE(table.size(), 6 * 2 + 2 * 2);
+    // 5 linear shapes, q/k/v and gate/up stacked, 2 caches; 2 batches each.
+    QCOMPARE(table.size(), 7 * 2 + 2 * 2);
     for (const auto& v : table) {
       const auto row = v.toObject();
       QVERIFY2(row["us"].toDouble() > 0 && row["vs_copy"].toDouble() > 0, qPrintable(r.out));
     }
     QCOMPARE(table[0].toObject()["linear"].toString(), QStringLiteral("q"));
     QCOMPARE(table[10].toObject()["linear"].toString(), QStringLiteral("q+k+v"));
-    QCOMPARE(table[15].toObject()["kv_cache"].toString(), QStringLiteral("fp8"));
-    QCOMPARE(table[15].toObject()["rows"].toInt(), 3);
-    // A layer as the decoder runs it: q, k, v stacked, with the heads op.
+    QCOMPARE(table[12].toObject()["linear"].toString(), QStringLiteral("gate+up"));
+    QCOMPARE(table[17].toObject()["kv_cache"].toString(), QStringLiteral("fp8"));
+    QCOMPARE(table[17].toObject()["rows"].toInt(), 3);
+    // A layer as the decoder runs it: q/k/v stacked with the heads op, gate/up stacked.
     for (const auto& v : runObj["layers"].toArray()) {
       const auto row = v.toObject();
-      QVERIFY(row["stacked_qkv_fp8_us"].toDouble() > 0 && row["qkv_heads_us"].toDouble() > 0);
+      QVERIFY(row["stacked_fp8_us"].toDouble() > 0 && row["qkv_heads_us"].toDouble() > 0);
     }
     QCOMPARE(runObj["layer_step"].toArray().size(), 2);
     // Both batches are at most 256 rows: one weight-stream target each (4096 positions: none).

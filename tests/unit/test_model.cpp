@@ -459,36 +459,48 @@ class TestModel : public QObject {
     QVERIFY_THROWS_EXCEPTION(Error, FusedLinears(be, {&a, &b}));
   }
 
-  // Generation's steps run each layer's q, k and v as one GEMM where they stack (Qwen3 shapes
-  // with 128-row projections in FP8; any shape in BF16) and give the logits of the unstacked
-  // path bit for bit; a projection refreshed alone leaves its layer unstacked until the model
-  // refreshes.
-  void generationStacksQkvProjections() {
-    for (const auto& [hd, p, stacked] : {std::tuple{int64_t{64}, Precision::fp8, int64_t{2}},
-                                         std::tuple{int64_t{8}, Precision::fp8, int64_t{0}},
-                                         std::tuple{int64_t{8}, Precision::bf16, int64_t{2}}}) {
+  // Generation's steps run each layer's q, k and v, and its gate and up, as one GEMM each where
+  // they stack (FP8: 128-row projections; BF16: any shape) and give the logits of the unstacked
+  // path bit for bit — decode rows and a prefill of more rows than the CPU's fused decode GEMM
+  // takes (the producers of the stacked output then quantize: qkv_heads' split, SwiGLU's halves);
+  // a projection refreshed alone leaves its layer unstacked until the model refreshes.
+  void generationStacksProjections() {
+    for (const auto& [hd, inter, p, stacked] :
+         {std::tuple{int64_t{64}, int64_t{128}, Precision::fp8, int64_t{2}},
+          std::tuple{int64_t{8}, int64_t{48}, Precision::fp8, int64_t{0}},
+          std::tuple{int64_t{8}, int64_t{48}, Precision::bf16, int64_t{2}}}) {
       ModelConfig cfg = tiny();
       cfg.head_dim = hd;  // 64: q 256 rows, k and v 128
       cfg.hidden_size = 128;
+      cfg.intermediate_size = inter;
+      cfg.max_position_embeddings = 512;
       DecoderModel m(*cpu_, cfg, uniform_precision(cfg, p), 9, 0.05);
-      QCOMPARE(m.stacked_qkv_layers(), stacked);
+      QCOMPARE(m.stacked_layers().qkv, stacked);
+      QCOMPARE(m.stacked_layers().gate_up, stacked);
       Rng rng(4);
-      const Batch b = random_batch(rng, 1, 7, cfg.vocab_size);
+      const int64_t T = 262;  // a 261-token prefill: above the CPU's 256 fused decode rows
+      const Batch b = random_batch(rng, 1, T, cfg.vocab_size);
       auto decode = [&] {
-        KvCache cache(*cpu_, cfg, 1, 8, KvDType::bf16);
-        const std::vector<int32_t> pos = {0, 1, 2, 3, 4, 5}, slot_ids(6, 0), rows = {5};
-        const std::vector<int32_t> prompt(b.ids.begin(), b.ids.begin() + 6);
+        KvCache cache(*cpu_, cfg, 1, T + 2, KvDType::bf16);
+        std::vector<int32_t> pos(T - 1), slot_ids(T - 1, 0);
+        for (int32_t i = 0; i < T - 1; ++i) pos[i] = i;
+        const std::vector<int32_t> prompt(b.ids.begin(), b.ids.end() - 1),
+            rows = {static_cast<int32_t>(T - 2)};
         std::vector<float> out = m.forward_cached(prompt, slot_ids, pos, rows, cache);
-        const auto step = m.forward_cached({b.ids[6]}, {0}, {6}, {0}, cache);
+        const auto step =
+            m.forward_cached({b.ids.back()}, {0}, {static_cast<int32_t>(T - 1)}, {0}, cache);
         out.insert(out.end(), step.begin(), step.end());
         return out;
       };
       const std::vector<float> with = decode();
       m.linear(0, Module::k).refresh();
-      QCOMPARE(m.stacked_qkv_layers(), std::max<int64_t>(stacked - 1, 0));
+      m.linear(1, Module::gate).refresh();
+      QCOMPARE(m.stacked_layers().qkv, std::max<int64_t>(stacked - 1, 0));
+      QCOMPARE(m.stacked_layers().gate_up, std::max<int64_t>(stacked - 1, 0));
       QVERIFY(decode() == with);
       m.refresh();
-      QCOMPARE(m.stacked_qkv_layers(), stacked);
+      QCOMPARE(m.stacked_layers().qkv, stacked);
+      QCOMPARE(m.stacked_layers().gate_up, stacked);
     }
   }
 

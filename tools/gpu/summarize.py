@@ -275,13 +275,13 @@ class Summary:
         for r in run.get("layers", []):
             self.info.append((f"decode layer's linears BF16 / FP8, {r['rows']} rows",
                               fmt_ratio(r.get("linears_bf16_over_fp8"))))
-            if r.get("stacked_qkv_fp8_us") is not None:
-                self.info.append((f"decode layer's linears with q/k/v stacked (as generation runs "
+            if r.get("stacked_fp8_us") is not None:
+                self.info.append((f"decode layer's linears with q/k/v and gate/up stacked (as generation runs "
                                   f"them), {r['rows']} rows: FP8 us, BF16 / FP8, vs copy (seven "
                                   f"GEMMs: vs copy)",
-                                  f"{r['stacked_qkv_fp8_us']:.1f}, "
-                                  f"{fmt_ratio(r['stacked_qkv_bf16_us'] / r['stacked_qkv_fp8_us'])}, "
-                                  f"{fmt_pct(r.get('stacked_qkv_vs_copy'))} "
+                                  f"{r['stacked_fp8_us']:.1f}, "
+                                  f"{fmt_ratio(r['stacked_bf16_us'] / r['stacked_fp8_us'])}, "
+                                  f"{fmt_pct(r.get('stacked_vs_copy'))} "
                                   f"({fmt_pct(r.get('linears_vs_copy'))})"))
             if r.get("linears_split_k_vs_copy") is not None:
                 self.info.append((f"decode layer's linears vs copy, {r['rows']} rows: default / "
