@@ -14,62 +14,76 @@ FusedLinears::FusedLinears(Backend& be, std::vector<Linear*> members)
     check(l->in_features() == members_[0]->in_features(), "fused linears: " + l->weight().name +
                                                               " reads another input width than " +
                                                               members_[0]->weight().name);
+    first_.push_back(rows_);
     rows_ += l->out_features();
   }
 }
 
+// Member i's rows of the stack: bf16 [out_i, in], or its 128x128 tiles (whole tile rows: the
+// members before it have whole 128-row tiles).
+Matrix FusedLinears::bf16_rows(size_t i) const {
+  const int64_t K = members_[0]->in_features();
+  return Matrix{bf16_->buf.as<uint8_t>() + static_cast<size_t>(first_[i] * K) * 2,
+                members_[i]->out_features(), K, DType::bf16};
+}
+
+Fp8Matrix FusedLinears::fp8_rows(size_t i) const {
+  const int64_t K = members_[0]->in_features();
+  return Fp8Matrix{fp8_->q.codes + first_[i] * K,
+                   fp8_->q.scale_inv + scale_count(ScaleBlock::tile128x128, first_[i], K),
+                   members_[i]->out_features(),
+                   K,
+                   ScaleBlock::tile128x128,
+                   fp8_->q.format};
+}
+
 void FusedLinears::refresh() {
-  versions_.clear();
   const Linear& a = *members_[0];
   const Precision p = a.precision();
   bool ok = p == Precision::bf16 || p == Precision::fp8;
   for (size_t i = 0; ok && i < members_.size(); ++i) {
     const Linear& l = *members_[i];
-    ok = l.precision() == p &&
-         (p == Precision::bf16 ? l.bf16_weight() != nullptr : l.fp8_weight() != nullptr);
+    ok = l.precision() == p;
     if (ok && p == Precision::fp8)
       ok = l.quant_options().format == a.quant_options().format &&
            l.quant_options().pow2_scales == a.quant_options().pow2_scales &&
            (i + 1 == members_.size() || l.out_features() % kBlock == 0);
   }
-  const int64_t K = a.in_features();
   if (!ok) {
+    // Members still in the stack take their own copies back before it goes (those whose
+    // precision changed own theirs already).
+    for (size_t i = 0; i < members_.size(); ++i)
+      if (in_stack(i)) members_[i]->place_weight({}, {});
     bf16_.reset();
     fp8_.reset();
     return;
   }
-  int64_t row = 0;
+  if (stacked()) return;  // every member's copy already lives in the stack, remade in place
+  const int64_t K = a.in_features();
   if (p == Precision::bf16) {
     fp8_.reset();
-    if (!bf16_) bf16_ = Tensor::make(be_, rows_, K, DType::bf16);
-    for (const Linear* l : members_) {
-      const size_t bytes = static_cast<size_t>(l->out_features() * K) * 2;
-      be_.copy(bf16_->buf.as<uint8_t>() + static_cast<size_t>(row * K) * 2,
-               l->bf16_weight()->buf.data(), bytes);
-      row += l->out_features();
-    }
+    bf16_ = Tensor::make(be_, rows_, K, DType::bf16);
+    for (size_t i = 0; i < members_.size(); ++i) members_[i]->place_weight(bf16_rows(i), {});
   } else {
     bf16_.reset();
-    const Fp8Format f = a.quant_options().format;
-    if (!fp8_ || fp8_->q.format != f)
-      fp8_ = Fp8Tensor::make(be_, rows_, K, ScaleBlock::tile128x128, f);
-    for (const Linear* l : members_) {
-      const Fp8Matrix& w = l->fp8_weight()->q;
-      const int64_t N = l->out_features();
-      be_.copy(fp8_->q.codes + row * K, w.codes, static_cast<size_t>(N * K));
-      // Whole tile rows: the member's scales follow the previous members' tile rows.
-      be_.copy(fp8_->q.scale_inv + scale_count(ScaleBlock::tile128x128, row, K), w.scale_inv,
-               static_cast<size_t>(scale_count(ScaleBlock::tile128x128, N, K)) * sizeof(float));
-      row += N;
-    }
+    fp8_ = Fp8Tensor::make(be_, rows_, K, ScaleBlock::tile128x128, a.quant_options().format);
+    for (size_t i = 0; i < members_.size(); ++i) members_[i]->place_weight({}, fp8_rows(i));
   }
-  for (const Linear* l : members_) versions_.push_back(l->compute_version());
+}
+
+bool FusedLinears::in_stack(size_t i) const {
+  const Linear& l = *members_[i];
+  if (bf16_)
+    return l.precision() == Precision::bf16 && l.bf16_weight() &&
+           l.bf16_weight()->data == bf16_rows(i).data;
+  return fp8_ && l.precision() == Precision::fp8 && l.fp8_weight() &&
+         l.fp8_weight()->codes == fp8_rows(i).codes;
 }
 
 bool FusedLinears::stacked() const {
   if (!bf16_ && !fp8_) return false;
   for (size_t i = 0; i < members_.size(); ++i)
-    if (members_[i]->compute_version() != versions_[i]) return false;
+    if (!in_stack(i)) return false;
   return true;
 }
 

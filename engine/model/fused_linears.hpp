@@ -13,23 +13,24 @@
 namespace fp8rl {
 
 // The members stay separate linears (parameters, names, precisions, telemetry, checkpoints);
-// this holds a copy of their compute copies one above the other — [Σ out, in] in bf16, or FP8
-// 128x128 tiles whose scales stack as whole tile rows — remade by refresh(). It costs the
-// members' compute bytes once more (Qwen3-8B, FP8: q/k/v 24 MB, gate/up 100 MB a layer).
+// their compute copies of W live in one buffer here, one above the other — [Σ out, in] in bf16,
+// or FP8 128x128 tiles whose scales stack as whole tile rows (Linear::place_weight) — so the
+// stack costs no memory and every refresh of a member remakes its rows in place.
 class FusedLinears {
  public:
   // members: at least one, all reading inputs of one width.
   FusedLinears(Backend& be, std::vector<Linear*> members);
 
-  // Remakes the stacked copy from the members' compute copies, in place when its shape and
-  // precision stay; drops it when they cannot stack: not one shared precision of bf16 or fp8,
-  // FP8 formats or scale rules that differ, or an FP8 member before the last whose rows are not
-  // whole 128-row tiles (its last tile row would share scales with the next member's rows).
+  // Places the members' compute copies in a stack of their precision (after a change of
+  // precision, which gives each member its own copies back; nothing to do while they stack);
+  // drops the stack when they cannot stack: not one shared precision of bf16 or fp8, FP8 formats
+  // or scale rules that differ, or an FP8 member before the last whose rows are not whole
+  // 128-row tiles (its last tile row would share scales with the next member's rows).
   void refresh();
-  // Whether forward() runs one GEMM: the stacked copy exists and no member remade its compute
-  // copies since refresh() (a precision change, an optimizer step, checkpoint tiles).
+  // Whether every member's compute copy is its rows of the stack (false after a member's
+  // precision changed, until refresh()).
   bool stacked() const;
-  // Bytes of the stacked copy (0 without one).
+  // Bytes of the stack (0 without one): the members' compute copies, not a second copy.
   size_t bytes() const;
 
   // y [M, Σ out] = x·[W_0; W_1; ...]ᵀ, the members' outputs side by side, in one GEMM of their
@@ -45,10 +46,13 @@ class FusedLinears {
  private:
   Backend& be_;
   std::vector<Linear*> members_;
-  int64_t rows_ = 0;  // Σ out
+  int64_t rows_ = 0;            // Σ out
+  std::vector<int64_t> first_;  // member i's first row in the stack
   std::optional<Tensor> bf16_;
   std::optional<Fp8Tensor> fp8_;
-  std::vector<uint64_t> versions_;  // the members' compute_version() at refresh()
+  Matrix bf16_rows(size_t i) const;
+  Fp8Matrix fp8_rows(size_t i) const;
+  bool in_stack(size_t i) const;  // member i's compute copy is its rows of the stack
 };
 
 }  // namespace fp8rl

@@ -84,10 +84,33 @@ Linear::Linear(Backend& be, Param* shared) : be_(be), w_(shared) {}
 void Linear::set_precision(Precision p, const QuantOptions& opt) {
   precision_ = p;
   qopt_ = opt;
-  bf16_w_.reset();
+  bf16_w_ = Matrix{};
+  fp8_w_ = Fp8Matrix{};
+  bf16_own_.reset();
   wt_.reset();
-  fp8_w_.reset();
+  fp8_own_.reset();
   fp8_wt_.reset();
+  bf16_at_ = Matrix{};
+  fp8_at_ = Fp8Matrix{};
+  rebuild();
+}
+
+void Linear::place_weight(const Matrix& bf16_at, const Fp8Matrix& fp8_at) {
+  const int64_t N = out_features(), K = in_features();
+  check(!bf16_at.data || (bf16_at.rows == N && bf16_at.cols == K && bf16_at.dtype == DType::bf16),
+        "linear " + w_->name + ": placed bf16 storage is not [" + std::to_string(N) + ", " +
+            std::to_string(K) + "] bf16");
+  check(!fp8_at.codes || (fp8_at.rows == N && fp8_at.cols == K &&
+                          fp8_at.block == ScaleBlock::tile128x128 && fp8_at.format == qopt_.format),
+        "linear " + w_->name + ": placed FP8 storage is not [" + std::to_string(N) + ", " +
+            std::to_string(K) + "] 128x128 tiles in its format");
+  bf16_at_ = bf16_at;
+  fp8_at_ = fp8_at;
+  // The copies move there: remade in place below.
+  bf16_w_ = Matrix{};
+  fp8_w_ = Fp8Matrix{};
+  bf16_own_.reset();
+  fp8_own_.reset();
   rebuild();
 }
 
@@ -113,30 +136,32 @@ void Linear::refresh() {
 }
 
 void Linear::rebuild() {
-  ++compute_version_;
   const int64_t N = out_features(), K = in_features();
   if (precision_ == Precision::fp32) {
     // dgrad's Wᵀ, made once per weight update rather than in every backward.
     if (!wt_) wt_ = Tensor::make(be_, K, N, DType::f32);
     be_.transpose(w_->master.m(), wt_->m());
   } else if (precision_ == Precision::bf16) {
-    if (!bf16_w_) {
-      bf16_w_ = Tensor::make(be_, N, K, DType::bf16);
-      wt_ = Tensor::make(be_, K, N, DType::bf16);
+    if (!bf16_w_.data) {
+      if (!bf16_at_.data) bf16_own_ = Tensor::make(be_, N, K, DType::bf16);
+      bf16_w_ = bf16_at_.data ? bf16_at_ : bf16_own_->m();
     }
-    be_.convert(w_->master.m(), bf16_w_->m());
-    be_.transpose(bf16_w_->m(), wt_->m());
+    if (!wt_) wt_ = Tensor::make(be_, K, N, DType::bf16);
+    be_.convert(w_->master.m(), bf16_w_);
+    be_.transpose(bf16_w_, wt_->m());
   } else if (precision_ == Precision::fp8) {
-    if (!fp8_w_) {
-      fp8_w_ = Fp8Tensor::make(be_, N, K, ScaleBlock::tile128x128, qopt_.format);
-      fp8_wt_ = Fp8Tensor::make(be_, K, N, ScaleBlock::tile128x128, qopt_.format);
+    if (!fp8_w_.codes) {
+      if (!fp8_at_.codes)
+        fp8_own_ = Fp8Tensor::make(be_, N, K, ScaleBlock::tile128x128, qopt_.format);
+      fp8_w_ = fp8_at_.codes ? fp8_at_ : fp8_own_->q;
     }
+    if (!fp8_wt_) fp8_wt_ = Fp8Tensor::make(be_, K, N, ScaleBlock::tile128x128, qopt_.format);
     if (given_ && given_->q.format == qopt_.format) {
       // A checkpoint's own tiles: generation uses exactly the file's bytes.
-      be_.copy(fp8_w_->q.codes, given_->q.codes, static_cast<size_t>(N * K));
-      be_.copy(fp8_w_->q.scale_inv, given_->q.scale_inv,
+      be_.copy(fp8_w_.codes, given_->q.codes, static_cast<size_t>(N * K));
+      be_.copy(fp8_w_.scale_inv, given_->q.scale_inv,
                static_cast<size_t>(scale_count(ScaleBlock::tile128x128, N, K)) * 4);
-      be_.transpose_fp8(fp8_w_->q, fp8_wt_->q);
+      be_.transpose_fp8(fp8_w_, fp8_wt_->q);
       return;
     }
     // The same quantizer serves the trainer and the rollout: both read these tiles. Statistics
@@ -145,9 +170,9 @@ void Linear::rebuild() {
     // per-linear error signal).
     QuantOptions opt = qopt_;
     if (observer_) opt.stats_sum = observer_->stats_sum(layer_, module_, "weight");
-    be_.quantize(w_->master.m(), fp8_w_->q, opt, nullptr);
-    be_.transpose_fp8(fp8_w_->q, fp8_wt_->q);
-    if (QuantObserver* o = observing()) o->observe(layer_, module_, "weight", fp8_w_->q);
+    be_.quantize(w_->master.m(), fp8_w_, opt, nullptr);
+    be_.transpose_fp8(fp8_w_, fp8_wt_->q);
+    if (QuantObserver* o = observing()) o->observe(layer_, module_, "weight", fp8_w_);
   }
 }
 
@@ -169,8 +194,7 @@ bool Linear::takes_produced(const LinearInput& x) const {
 }
 
 void Linear::forward(LinearInput& x, const Matrix& y) {
-  const Matrix w16 = bf16_w_ ? bf16_w_->m() : Matrix{};
-  forward_with(x, bf16_w_ ? &w16 : nullptr, fp8_w_ ? &fp8_w_->q : nullptr, y);
+  forward_with(x, bf16_weight(), fp8_weight(), y);
 }
 
 void Linear::forward_with(LinearInput& x, const Matrix* bf16_w, const Fp8Matrix* fp8_w,
@@ -375,7 +399,7 @@ void Linear::forward_grouped(const std::vector<Linear*>& experts, GroupedLinearI
       be.gemm_grouped(x.x(), w, y, rows, 0.0f);
       break;
     case Precision::bf16:
-      for (Linear* l : experts) w.push_back(l->bf16_w_->m());
+      for (Linear* l : experts) w.push_back(l->bf16_w_);
       be.gemm_grouped(x.x(), w, y, rows, 0.0f);
       break;
     case Precision::fp8: {
@@ -385,7 +409,7 @@ void Linear::forward_grouped(const std::vector<Linear*>& experts, GroupedLinearI
       if (QuantObserver* o = l0.observing()) x.observe(be, opt, *o, l0.layer_, l0.module_);
       std::vector<Fp8Matrix> wq;
       wq.reserve(experts.size());
-      for (Linear* l : experts) wq.push_back(l->fp8_w_->q);
+      for (Linear* l : experts) wq.push_back(l->fp8_w_);
       be.gemm_fp8_grouped(x.along(be, opt).q, wq, y, rows, 0.0f);
       break;
     }

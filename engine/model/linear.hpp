@@ -164,12 +164,20 @@ class Linear {
   // recomputes the compute copies (bf16 W and Wᵀ, or FP8 W tiles and their transpose) from the
   // masters (an fp8 weight's quantization is reported to the observer, when one is active).
   void refresh();
-  // The weight scales of the last fp8 refresh (1/s per 128x128 tile), for scale histograms.
-  const Fp8Tensor* fp8_weight() const { return fp8_w_ ? &*fp8_w_ : nullptr; }
+  // The weight scales of the last fp8 refresh (1/s per 128x128 tile), for scale histograms: the
+  // FP8 tiles of W the GEMMs read (null when the precision has none).
+  const Fp8Matrix* fp8_weight() const { return fp8_w_.codes ? &fp8_w_ : nullptr; }
   // The compute copies the GEMMs read, for the layer audit: FP8 tiles of Wᵀ (dgrad), and the
   // BF16 copy of W; null when the precision has none.
   const Fp8Tensor* fp8_weight_transposed() const { return fp8_wt_ ? &*fp8_wt_ : nullptr; }
-  const Tensor* bf16_weight() const { return bf16_w_ ? &*bf16_w_ : nullptr; }
+  const Matrix* bf16_weight() const { return bf16_w_.data ? &bf16_w_ : nullptr; }
+  // Keeps the compute copy of W (a bf16 [out, in] at bf16_at, or FP8 128x128 tiles [out, in] at
+  // fp8_at, for the linear's precision) in storage its caller owns — rows of a larger buffer
+  // (FusedLinears: its members' copies one above the other) — and remakes it there; the copy of
+  // the precision not held is ignored; null data in both: the linear owns its copies again.
+  // Until the precision changes: then it owns them again too. The storage must outlive its use
+  // by this linear.
+  void place_weight(const Matrix& bf16_at, const Fp8Matrix& fp8_at);
   const QuantOptions& quant_options() const { return qopt_; }
 
   // Gives this linear FP8 tiles of its weight, read from a checkpoint whose dequantization the
@@ -192,9 +200,6 @@ class Linear {
   // bf16 [N, in] (bf16) or FP8 128x128 tiles [N, in] (fp8); y [M, N]. For FusedLinears, whose
   // weight is its members' compute copies one above the other.
   void forward_with(LinearInput& x, const Matrix* bf16_w, const Fp8Matrix* fp8_w, const Matrix& y);
-  // Counts the remakes of the compute copies (precision changes, refreshes, checkpoint tiles):
-  // a copy made from them is current while this has not moved.
-  uint64_t compute_version() const { return compute_version_; }
   // Whether an observer wants this linear's quantizations now or sums their statistics: then
   // its input must go through forward() (FusedLinears falls back to it).
   bool observed() const {
@@ -235,12 +240,17 @@ class Linear {
   Param* w_ = nullptr;
   Precision precision_ = Precision::fp32;
   QuantOptions qopt_;
-  // Compute copies: bf16 W; Wᵀ for dgrad (bf16, or f32 for the fp32 reference).
-  std::optional<Tensor> bf16_w_, wt_;
-  std::optional<Fp8Tensor> fp8_w_, fp8_wt_;  // fp8 tiles of W and Wᵀ
-  std::optional<Fp8Tensor> given_;           // tiles from a checkpoint (set_fp8_weight)
+  // Compute copies: bf16 W and fp8 tiles of W (views of their own storage below or of storage
+  // given by place_weight); Wᵀ for dgrad (bf16, or f32 for the fp32 reference) and fp8 tiles of
+  // Wᵀ.
+  Matrix bf16_w_{};
+  Fp8Matrix fp8_w_{};
+  std::optional<Tensor> bf16_own_, wt_;
+  std::optional<Fp8Tensor> fp8_own_, fp8_wt_;
+  Matrix bf16_at_{};  // place_weight's storage (null data: none)
+  Fp8Matrix fp8_at_{};
+  std::optional<Fp8Tensor> given_;  // tiles from a checkpoint (set_fp8_weight)
   DType given_scale_dtype_ = DType::f32;
-  uint64_t compute_version_ = 0;
 
   // Makes the compute copies for the current precision (from given_ when it serves).
   void rebuild();

@@ -225,7 +225,7 @@ void LatentAttention::refresh_decode_weight(DType dtype) {
   if (kvb.precision() == Precision::fp8) dtype = DType::f32;
   if (decode_w_.empty() || decode_w_.dtype != dtype) decode_w_ = Tensor::make(be_, N, K, dtype);
   if (kvb.precision() == Precision::fp8 && kvb.fp8_weight())
-    be_.dequantize(kvb.fp8_weight()->q, decode_w_.m());
+    be_.dequantize(*kvb.fp8_weight(), decode_w_.m());
   else  // fp32 masters, or the BF16 copy (the masters rounded once, as here)
     be_.convert(kvb.weight().master.m(), decode_w_.m());
 }

@@ -65,7 +65,7 @@ Side generator_side(Backend& be, const Linear& lin) {
   Side s{lin.precision(), {}, {}, {}};
   const int64_t N = lin.out_features(), K = lin.in_features();
   if (s.precision == Precision::fp8) {
-    s.tiles.push_back(download(be, lin.fp8_weight()->q));
+    s.tiles.push_back(download(be, *lin.fp8_weight()));
     s.tiles.push_back(download(be, lin.fp8_weight_transposed()->q));
     s.values = dequantize(s.tiles[0]);
     return s;
@@ -73,7 +73,7 @@ Side generator_side(Backend& be, const Linear& lin) {
   s.values.resize(static_cast<size_t>(N * K));
   if (s.precision == Precision::bf16) {
     s.bf16_bits.resize(s.values.size());
-    be.download(s.bf16_bits.data(), lin.bf16_weight()->buf.data(), s.bf16_bits.size() * 2);
+    be.download(s.bf16_bits.data(), lin.bf16_weight()->data, s.bf16_bits.size() * 2);
     for (size_t i = 0; i < s.values.size(); ++i) s.values[i] = bf16_to_float(bf16{s.bf16_bits[i]});
   } else {
     be.download(s.values.data(), lin.weight().master.buf.data(), s.values.size() * 4);
@@ -125,26 +125,26 @@ std::optional<Comparison> comparison_on_backend(Backend& be, const Linear& lin, 
     case Precision::fp32:
       return c;
     case Precision::bf16: {
-      const Tensor* g = lin.bf16_weight();
+      const Matrix* g = lin.bf16_weight();
       if (!g) return std::nullopt;
       const Matrix master = lin.weight().master.m();
       c.bf16 = Tensor::make(be, master.rows, master.cols, DType::bf16);
       be.convert(master, c.bf16->m());
       c.pairs.push_back(
-          {g->buf.data(), c.bf16->buf.data(), static_cast<size_t>(master.rows * master.cols) * 2});
+          {g->data, c.bf16->buf.data(), static_cast<size_t>(master.rows * master.cols) * 2});
       return c;
     }
     case Precision::fp8: {
-      const Fp8Tensor* g = lin.fp8_weight();
+      const Fp8Matrix* g = lin.fp8_weight();
       const Fp8Tensor* gt = lin.fp8_weight_transposed();
       if (!g || !gt) return std::nullopt;
       auto [w, wt] = trainer_tiles(be, lin, qopt);
-      const bool shaped = g->q.rows == w.q.rows && g->q.cols == w.q.cols &&
-                          g->q.format == w.q.format && g->q.block == w.q.block &&
-                          gt->q.rows == wt.q.rows && gt->q.cols == wt.q.cols &&
-                          gt->q.format == wt.q.format && gt->q.block == wt.q.block;
+      const bool shaped = g->rows == w.q.rows && g->cols == w.q.cols && g->format == w.q.format &&
+                          g->block == w.q.block && gt->q.rows == wt.q.rows &&
+                          gt->q.cols == wt.q.cols && gt->q.format == wt.q.format &&
+                          gt->q.block == wt.q.block;
       if (!shaped) return std::nullopt;
-      add_tiles(c, g->q, w.q);
+      add_tiles(c, *g, w.q);
       add_tiles(c, gt->q, wt.q);
       c.fp8.push_back(std::move(w));
       c.fp8.push_back(std::move(wt));

@@ -190,7 +190,7 @@ class TestFp8Checkpoint : public QObject {
       for (int mi = 0; mi < kDenseModules; ++mi) {
         const std::string name = DecoderModel::linear_weight_name(l, Module(mi));
         const Fp8WeightTiles file = tiles_in(foreign, name);
-        const Fp8Matrix& q = c->linear(l, Module(mi)).fp8_weight()->q;
+        const Fp8Matrix& q = *c->linear(l, Module(mi)).fp8_weight();
         QVERIFY2(std::memcmp(q.codes, file.codes.data(), file.codes.size()) == 0, name.c_str());
         QVERIFY2(same_bits(tile_scales_to_hf(
                                std::vector<float>(q.scale_inv, q.scale_inv + file.scale_inv.size()),
@@ -504,13 +504,12 @@ class TestFp8Checkpoint : public QObject {
         }
         ++fp8;
         // Exactly the tiles the run computes with (power-of-two scales included).
-        const Fp8Tensor* q = a.linear(l, Module(mi)).fp8_weight();
+        const Fp8Matrix* q = a.linear(l, Module(mi)).fp8_weight();
         const Fp8WeightTiles t = tiles_in(f, w);
-        QVERIFY2(std::memcmp(q->q.codes, t.codes.data(), t.codes.size()) == 0, w.c_str());
-        const auto hf = tile_scales_to_hf(t.scale_inv, q->q.rows, q->q.cols);
+        QVERIFY2(std::memcmp(q->codes, t.codes.data(), t.codes.size()) == 0, w.c_str());
+        const auto hf = tile_scales_to_hf(t.scale_inv, q->rows, q->cols);
         const auto run_scales = tile_scales_to_hf(
-            std::vector<float>(q->q.scale_inv, q->q.scale_inv + t.scale_inv.size()), q->q.rows,
-            q->q.cols);
+            std::vector<float>(q->scale_inv, q->scale_inv + t.scale_inv.size()), q->rows, q->cols);
         QVERIFY2(same_bits(hf, run_scales), w.c_str());
         for (float s : hf) QCOMPARE(std::exp2(std::round(std::log2(s))), s);
       }

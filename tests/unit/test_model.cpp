@@ -380,9 +380,10 @@ class TestModel : public QObject {
   // FusedLinears (q, k and v as one GEMM in generation's steps) gives each member's output bit
   // for bit in bf16 and fp8, at decode rows (quantization fused into the GEMM, ≤ 256 on the CPU)
   // and at more rows (the shared 1x128 operand); it stacks only what can stack (one precision
-  // of bf16 or fp8; FP8 members before the last of whole 128-row tiles), never reads a copy
-  // that a member's refresh left stale, and lets an observed member run alone (the telemetry
-  // hears its input).
+  // of bf16 or fp8; FP8 members before the last of whole 128-row tiles), holds the members'
+  // compute copies themselves (a member's refresh remakes its rows in place; a member whose
+  // precision is set again runs alone until refresh()), and lets an observed member run alone
+  // (the telemetry hears its input).
   void fusedLinearsMatchTheirMembers() {
     Backend& be = *cpu_;
     const int64_t K = 192;  // not a multiple of 128: a partial last column of tiles
@@ -430,10 +431,14 @@ class TestModel : public QObject {
                      : rows * K + scale_count(ScaleBlock::tile128x128, rows, K) * 4);
         for (int64_t M : {1, 3, 255, 300}) QVERIFY(same(f, ls, M));
 
-        // k's weights change and its compute copies are remade: the stale stack is not read.
+        // k's weights change (an optimizer step): its rows of the stack are remade in place.
         const Tensor w = random_tensor(be, rng, k_rows, K, DType::f32);
         be.copy(k.weight().master.buf.data(), w.buf.data(), w.buf.bytes());
         k.refresh();
+        QCOMPARE(f.stacked(), stacks);
+        QVERIFY(same(f, ls, 5));
+        // k's precision is set again: it owns its copy, the stack is not read until refresh().
+        k.set_precision(p, QuantOptions{});
         QVERIFY(!f.stacked());
         QVERIFY(same(f, ls, 5));
         f.refresh();
@@ -463,7 +468,8 @@ class TestModel : public QObject {
   // they stack (FP8: 128-row projections; BF16: any shape) and give the logits of the unstacked
   // path bit for bit — decode rows and a prefill of more rows than the CPU's fused decode GEMM
   // takes (the producers of the stacked output then quantize: qkv_heads' split, SwiGLU's halves);
-  // a projection refreshed alone leaves its layer unstacked until the model refreshes.
+  // a projection whose precision is set again alone leaves its layer unstacked until the model
+  // refreshes.
   void generationStacksProjections() {
     for (const auto& [hd, inter, p, stacked] :
          {std::tuple{int64_t{64}, int64_t{128}, Precision::fp8, int64_t{2}},
@@ -493,8 +499,8 @@ class TestModel : public QObject {
         return out;
       };
       const std::vector<float> with = decode();
-      m.linear(0, Module::k).refresh();
-      m.linear(1, Module::gate).refresh();
+      for (Linear* l : {&m.linear(0, Module::k), &m.linear(1, Module::gate)})
+        l->set_precision(l->precision(), l->quant_options());
       QCOMPARE(m.stacked_layers().qkv, std::max<int64_t>(stacked - 1, 0));
       QCOMPARE(m.stacked_layers().gate_up, std::max<int64_t>(stacked - 1, 0));
       QVERIFY(decode() == with);
