@@ -474,6 +474,12 @@ class CudaBackend final : public Backend {
   // for beta == 0, as done here); otherwise makes the device current and returns true. Throws on a
   // null c.
   bool begin_product(const char* op, int64_t M, int64_t N, int64_t K, const Matrix& c, float beta);
+  // An f32 / bf16 matmul into c (cuBLAS's m x n column-major, ldc = m): cuBLAS A = a, B = b in
+  // the TN form (nt false: A stored k x m, B k x n) or the NT form (A m x k, B n x k), inputs of
+  // dtype `in`; an f32 product into a bf16 c through f32 scratch and a rounding (cuBLASLt has no
+  // f32 x f32 → bf16). False, nothing run, when cuBLASLt has no algorithm (*why: its reason).
+  bool run_matmul(bool nt, int64_t m, int64_t n, int64_t k, const void* a, const void* b, DType in,
+                  const Matrix& c, float beta, std::string* why);
 
   int device_ = 0;
   int sm_count_ = 0;

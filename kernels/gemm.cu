@@ -323,71 +323,59 @@ bool CudaBackend::begin_product(const char* op, int64_t M, int64_t N, int64_t K,
   return false;
 }
 
+bool CudaBackend::run_matmul(bool nt, int64_t m, int64_t n, int64_t k, const void* a, const void* b,
+                             DType in, const Matrix& c, float beta, std::string* why) {
+  const bool via_f32 = in == DType::f32 && c.dtype == DType::bf16;
+  cuda::GemmKey key;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.nt = nt;
+  key.a_type = data_type(in);
+  key.b_type = data_type(in);
+  key.d_type = via_f32 ? CUDA_R_32F : data_type(c.dtype);
+  key.accumulate = beta != 0.0f;
+  key.align_a = cuda::pointer_alignment(a);
+  key.align_b = cuda::pointer_alignment(b);
+  key.align_d = via_f32 ? 256 : cuda::pointer_alignment(c.data);
+  const cuda::GemmPlan& p = plan(key);
+  if (p.unsupported) {
+    if (why) *why = *p.unsupported;
+    return false;
+  }
+  void* d = via_f32 ? scratch(static_cast<size_t>(m * n) * sizeof(float)) : c.data;
+  run_plan(p, a, b, d, beta, nullptr, nullptr);
+  if (via_f32) {
+    f32_to_bf16_kernel<<<stride_grid(m * n), kThreads, 0, stream_>>>(
+        static_cast<const float*>(d), static_cast<uint16_t*>(c.data), m * n);
+    cuda::check_launch("f32_to_bf16_kernel");
+  }
+  return true;
+}
+
 void CudaBackend::gemm(const Matrix& a, const Matrix& b, const Matrix& c, float beta) {
   const OpScope scope(*this, "gemm");
   check_gemm_operands(a, b, c, beta);
   const int64_t M = a.rows, N = b.rows, K = a.cols;
   if (!begin_product("gemm", M, N, K, c, beta)) return;
   check(a.data && b.data, "gemm: null input pointer");
-  // cuBLASLt has no f32 x f32 → bf16 matmul: compute f32 into scratch, then round.
-  const bool via_f32 = a.dtype == DType::f32 && c.dtype == DType::bf16;
-  cuda::GemmKey key;
-  key.m = N;
-  key.n = M;
-  key.k = K;
-  key.a_type = data_type(b.dtype);
-  key.b_type = data_type(a.dtype);
-  key.d_type = via_f32 ? CUDA_R_32F : data_type(c.dtype);
-  key.accumulate = beta != 0.0f;
-  key.align_a = cuda::pointer_alignment(b.data);
-  key.align_b = cuda::pointer_alignment(a.data);
-  key.align_d = via_f32 ? 256 : cuda::pointer_alignment(c.data);
-  const cuda::GemmPlan& p = plan(key);
-  if (p.unsupported) throw Error("gemm: " + *p.unsupported);
-  void* d = via_f32 ? scratch(static_cast<size_t>(M * N) * sizeof(float)) : c.data;
-  run_plan(p, b.data, a.data, d, beta, nullptr, nullptr);
-  if (via_f32) {
-    f32_to_bf16_kernel<<<stride_grid(M * N), kThreads, 0, stream_>>>(
-        static_cast<const float*>(d), static_cast<uint16_t*>(c.data), M * N);
-    cuda::check_launch("f32_to_bf16_kernel");
-  }
+  std::string why;
+  if (!run_matmul(false, N, M, K, b.data, a.data, a.dtype, c, beta, &why))
+    throw Error("gemm: " + why);
 }
 
 // dW [N, K] = dyᵀ·x: cuBLAS's NT call m = K, n = N, k = M with A = x ([M, K] row-major is K x M
 // column-major, lda = K, not transposed), B = dy (N x M column-major, ldb = N, transposed), C
 // [N, K] row-major = K x N column-major (ldc = K). No transposed copies (the default's two
-// passes over dy and x).
+// passes over dy and x); without an NT algorithm for the shape, the default.
 void CudaBackend::gemm_wgrad(const Matrix& dy, const Matrix& x, const Matrix& c, float beta) {
   const OpScope scope(*this, "gemm_wgrad");
   check_gemm_wgrad_operands(dy, x, c, beta);
   const int64_t M = dy.rows, N = dy.cols, K = x.cols;
   if (!begin_product("gemm_wgrad", N, K, M, c, beta)) return;
   check(dy.data && x.data, "gemm_wgrad: null input pointer");
-  const bool via_f32 = dy.dtype == DType::f32 && c.dtype == DType::bf16;
-  cuda::GemmKey key;
-  key.m = K;
-  key.n = N;
-  key.k = M;
-  key.nt = true;
-  key.a_type = data_type(x.dtype);
-  key.b_type = data_type(dy.dtype);
-  key.d_type = via_f32 ? CUDA_R_32F : data_type(c.dtype);
-  key.accumulate = beta != 0.0f;
-  key.align_a = cuda::pointer_alignment(x.data);
-  key.align_b = cuda::pointer_alignment(dy.data);
-  key.align_d = via_f32 ? 256 : cuda::pointer_alignment(c.data);
-  const cuda::GemmPlan& p = plan(key);
-  if (p.unsupported) {  // no NT algorithm for this shape: transposed copies and gemm
+  if (!run_matmul(true, K, N, M, x.data, dy.data, dy.dtype, c, beta, nullptr))
     Backend::gemm_wgrad(dy, x, c, beta);
-    return;
-  }
-  void* d = via_f32 ? scratch(static_cast<size_t>(N * K) * sizeof(float)) : c.data;
-  run_plan(p, x.data, dy.data, d, beta, nullptr, nullptr);
-  if (via_f32) {
-    f32_to_bf16_kernel<<<stride_grid(N * K), kThreads, 0, stream_>>>(
-        static_cast<const float*>(d), static_cast<uint16_t*>(c.data), N * K);
-    cuda::check_launch("f32_to_bf16_kernel");
-  }
 }
 
 std::optional<std::string> CudaBackend::gemm_fp8_unsupported(const Fp8Matrix& a, const Fp8Matrix& b,

@@ -1,5 +1,6 @@
 // Op cases: gemm (f32 / bf16) and gemm_fp8 in the fprop, dgrad and wgrad forms of a linear layer.
 #include <cmath>
+#include <functional>
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
@@ -102,6 +103,44 @@ double fp8_tolerance(DType out, int64_t K) {
   return out == DType::bf16 ? tolerance(out, false, K) : 5e-4;
 }
 
+// A product c [rows, cols] = A·Bᵀ + beta·c0 computed by `op` from the uploaded inputs (its two
+// operands' bytes, in dtype `in`) on the backend under test, against the reference backend's
+// result or — checking the reference itself — the FP64 NT product of a_nt [rows, k] and b_nt
+// [cols, k] (the same values, laid out as the NT form reads them), relative to the terms' size.
+using ProductOp = std::function<void(Backend& be, void* a, void* b, void* c)>;
+Result check_product(Backend& ref, Backend& test, const std::vector<uint8_t>& a,
+                     const std::vector<uint8_t>& b, const std::vector<uint8_t>& c0, DType out,
+                     const ProductOp& op, const std::vector<double>& a_nt,
+                     const std::vector<double>& b_nt, int64_t rows, int64_t cols, int64_t k,
+                     float beta) {
+  auto run = [&](Backend& be, std::vector<uint8_t>& c) {
+    Guarded A(be, a.size()), B(be, b.size()), C(be, c0.size());
+    A.upload(a.data());
+    B.upload(b.data());
+    C.upload(c0.data());
+    op(be, A.data(), B.data(), C.data());
+    c.resize(c0.size());
+    return C.download(c.data());
+  };
+  std::vector<uint8_t> got;
+  if (!run(test, got)) return fail("wrote outside its output (guard bytes changed)");
+  const auto g = to_double(got, out);
+  if (!all_finite(g)) return fail("non-finite output from finite inputs");
+  std::vector<double> want;
+  const bool self = &ref == &test;
+  if (self) {
+    want = reference_nt(a_nt, b_nt, rows, cols, k, beta, to_double(c0, out));
+  } else {
+    std::vector<uint8_t> w;
+    run(ref, w);
+    want = to_double(w, out);
+  }
+  const double err = error_vs_terms(g, want, a_nt, b_nt, rows, cols, k, beta, to_double(c0, out));
+  const double tol = tolerance(out, self, k);
+  if (!(err <= tol)) return fail(fmt("relative error %.3g > %.3g", err, tol));
+  return pass(fmt("rel. err %.2g (bound %.2g)", err, tol));
+}
+
 void add_gemm_case(Registry& reg, Shape s, DType in, DType out, float beta) {
   reg.push_back({fmt("gemm %s->%s M%lld N%lld K%lld%s", dtype_name(in), dtype_name(out),
                      (long long)s.M, (long long)s.N, (long long)s.K, beta != 0 ? " beta=1" : ""),
@@ -109,42 +148,17 @@ void add_gemm_case(Registry& reg, Shape s, DType in, DType out, float beta) {
                    const auto a = to_bytes(random_matrix(rng, s.M, s.K), in),
                               b = to_bytes(random_matrix(rng, s.N, s.K), in),
                               c0 = to_bytes(random_matrix(rng, s.M, s.N), out);
-                   auto run = [&](Backend& be, std::vector<uint8_t>& c) {
-                     Guarded A(be, a.size()), B(be, b.size()), C(be, c0.size());
-                     A.upload(a.data());
-                     B.upload(b.data());
-                     C.upload(c0.data());
-                     be.gemm(Matrix{A.data(), s.M, s.K, in}, Matrix{B.data(), s.N, s.K, in},
-                             Matrix{C.data(), s.M, s.N, out}, beta);
-                     c.resize(c0.size());
-                     return C.download(c.data());
+                   const ProductOp op = [&](Backend& be, void* A, void* B, void* C) {
+                     be.gemm(Matrix{A, s.M, s.K, in}, Matrix{B, s.N, s.K, in},
+                             Matrix{C, s.M, s.N, out}, beta);
                    };
-                   std::vector<uint8_t> got;
-                   if (!run(test, got))
-                     return fail("wrote outside its output (guard bytes changed)");
-                   const auto g = to_double(got, out);
-                   if (!all_finite(g)) return fail("non-finite output from finite inputs");
-                   std::vector<double> want;
-                   const bool self = &ref == &test;
-                   if (self) {
-                     want = reference_nt(to_double(a, in), to_double(b, in), s.M, s.N, s.K, beta,
-                                         to_double(c0, out));
-                   } else {
-                     std::vector<uint8_t> w;
-                     run(ref, w);
-                     want = to_double(w, out);
-                   }
-                   const double err = error_vs_terms(g, want, to_double(a, in), to_double(b, in),
-                                                     s.M, s.N, s.K, beta, to_double(c0, out));
-                   const double tol = tolerance(out, self, s.K);
-                   if (!(err <= tol)) return fail(fmt("relative error %.3g > %.3g", err, tol));
-                   return pass(fmt("rel. err %.2g (bound %.2g)", err, tol));
+                   return check_product(ref, test, a, b, c0, out, op, to_double(a, in),
+                                        to_double(b, in), s.M, s.N, s.K, beta);
                  }});
 }
 
 // The weight gradient of a BF16 or FP32 linear, c [N, K] = dyᵀ·x + beta·c with dy [M, N] and
-// x [M, K] as stored (s: M rows, N = dy's columns, K = x's), against the reference's product of
-// the transposed copies (FP64 on the CPU).
+// x [M, K] as stored (s: M rows, N = dy's columns, K = x's).
 void add_gemm_wgrad_case(Registry& reg, Shape s, DType in, DType out, float beta) {
   reg.push_back({fmt("gemm_wgrad %s->%s M%lld N%lld K%lld%s", dtype_name(in), dtype_name(out),
                      (long long)s.M, (long long)s.N, (long long)s.K, beta != 0 ? " beta=1" : ""),
@@ -152,21 +166,6 @@ void add_gemm_wgrad_case(Registry& reg, Shape s, DType in, DType out, float beta
                    const auto dy = to_bytes(random_matrix(rng, s.M, s.N), in),
                               x = to_bytes(random_matrix(rng, s.M, s.K), in),
                               c0 = to_bytes(random_matrix(rng, s.N, s.K), out);
-                   auto run = [&](Backend& be, std::vector<uint8_t>& c) {
-                     Guarded D(be, dy.size()), X(be, x.size()), C(be, c0.size());
-                     D.upload(dy.data());
-                     X.upload(x.data());
-                     C.upload(c0.data());
-                     be.gemm_wgrad(Matrix{D.data(), s.M, s.N, in}, Matrix{X.data(), s.M, s.K, in},
-                                   Matrix{C.data(), s.N, s.K, out}, beta);
-                     c.resize(c0.size());
-                     return C.download(c.data());
-                   };
-                   std::vector<uint8_t> got;
-                   if (!run(test, got))
-                     return fail("wrote outside its output (guard bytes changed)");
-                   const auto g = to_double(got, out);
-                   if (!all_finite(g)) return fail("non-finite output from finite inputs");
                    // dyᵀ [N, M] and xᵀ [K, M]: the NT reference's operands.
                    auto transposed = [](const std::vector<double>& v, int64_t rows, int64_t cols) {
                      std::vector<double> t(v.size());
@@ -176,22 +175,13 @@ void add_gemm_wgrad_case(Registry& reg, Shape s, DType in, DType out, float beta
                              v[static_cast<size_t>(r * cols + c)];
                      return t;
                    };
-                   const auto dyt = transposed(to_double(dy, in), s.M, s.N),
-                              xt = transposed(to_double(x, in), s.M, s.K);
-                   std::vector<double> want;
-                   const bool self = &ref == &test;
-                   if (self) {
-                     want = reference_nt(dyt, xt, s.N, s.K, s.M, beta, to_double(c0, out));
-                   } else {
-                     std::vector<uint8_t> w;
-                     run(ref, w);
-                     want = to_double(w, out);
-                   }
-                   const double err =
-                       error_vs_terms(g, want, dyt, xt, s.N, s.K, s.M, beta, to_double(c0, out));
-                   const double tol = tolerance(out, self, s.M);
-                   if (!(err <= tol)) return fail(fmt("relative error %.3g > %.3g", err, tol));
-                   return pass(fmt("rel. err %.2g (bound %.2g)", err, tol));
+                   const ProductOp op = [&](Backend& be, void* D, void* X, void* C) {
+                     be.gemm_wgrad(Matrix{D, s.M, s.N, in}, Matrix{X, s.M, s.K, in},
+                                   Matrix{C, s.N, s.K, out}, beta);
+                   };
+                   return check_product(
+                       ref, test, dy, x, c0, out, op, transposed(to_double(dy, in), s.M, s.N),
+                       transposed(to_double(x, in), s.M, s.K), s.N, s.K, s.M, beta);
                  }});
 }
 
