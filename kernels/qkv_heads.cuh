@@ -31,7 +31,7 @@ template <int kVals>  // D / 32
 __global__ void __launch_bounds__(kThreads)
     qkv_heads_kernel(In qkv, int64_t M, int hq, int hkv, In q_norm, In k_norm, bool norm, float eps,
                      const int32_t* __restrict__ pos, Rope rope, Out q, Out k, Out v) {
-  constexpr int D = 32 * kVals, kHalf = D / 2;
+  constexpr int kD = 32 * kVals, kHalf = kD / 2;
   const int lane = threadIdx.x & 31;
   const int heads = hq + 2 * hkv;
   const int64_t units = M * heads;
@@ -40,19 +40,19 @@ __global__ void __launch_bounds__(kThreads)
        u += warps) {  // warp-uniform
     const int64_t m = u / heads;
     const int h = static_cast<int>(u - m * heads);
-    const int64_t src = u * D;  // row m's head h: (m·heads + h)·D
+    const int64_t src = u * kD;  // row m's head h: (m·heads + h)·D
     float x[kVals];
 #pragma unroll
     for (int j = 0; j < kVals; ++j) x[j] = qkv[src + lane + 32 * j];
     if (h >= hq + hkv) {  // v
-      const int64_t dst = (m * hkv + (h - hq - hkv)) * D;
+      const int64_t dst = (m * hkv + (h - hq - hkv)) * kD;
 #pragma unroll
       for (int j = 0; j < kVals; ++j) v.store(dst + lane + 32 * j, x[j]);
       continue;
     }
     const bool is_q = h < hq;
     const Out& out = is_q ? q : k;
-    const int64_t dst = is_q ? (m * hq + h) * D : (m * hkv + (h - hq)) * D;
+    const int64_t dst = is_q ? (m * hq + h) * kD : (m * hkv + (h - hq)) * kD;
     if (norm) {  // rmsnorm_forward_kernel<32>'s row: the sum, rstd, x·r·w rounded as stored
       const In& w = is_q ? q_norm : k_norm;
       float ss = 0.0f;
@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kThreads)
         ss += val * val;
       }
       ss = cuda::warp_sum(ss);
-      const float r = rmsnorm_kernels::rstd_of(ss, D, eps);
+      const float r = rmsnorm_kernels::rstd_of(ss, kD, eps);
 #pragma unroll
       for (int j = 0; j < kVals; ++j)
         x[j] = out.round(rmsnorm_kernels::normalized(x[j], r, w[lane + 32 * j]));
