@@ -290,6 +290,11 @@ class CudaBackend final : public Backend {
   // output(s): the backward stages dgate's tile, then dup's (one kernel, one format).
   void swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const Matrix& h,
                           const Fp8Operands& out, const QuantOptions& opt) override;
+  void add_rmsnorm_forward(const Matrix& x, const Matrix& r, const Matrix& w, float eps,
+                           const Matrix& y, float* rstd) override;
+  void add_rmsnorm_forward_fp8(const Matrix& x, const Matrix& r, const Matrix& w, float eps,
+                               const Matrix& y, float* rstd, const Fp8Operands& out,
+                               const QuantOptions& opt) override;
   void swiglu_forward_stacked(const Matrix& gu, const Matrix& h) override;
   void swiglu_forward_stacked_fp8(const Matrix& gu, const Matrix& h, const Fp8Operands& out,
                                   const QuantOptions& opt) override;

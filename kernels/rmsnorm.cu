@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <utility>
 
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
@@ -114,6 +115,58 @@ void CudaBackend::rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float ep
   const bool stage_bf16 = options_.quantize_stage_bf16 == 1 && y.dtype == DType::bf16;
   quant::launch_produced(prod, M, H, opt, tg, quant::QuantTarget{}, vec, stage_bf16, stream_,
                          sm_count_);
+}
+
+void CudaBackend::add_rmsnorm_forward(const Matrix& x, const Matrix& r, const Matrix& w, float eps,
+                                      const Matrix& y, float* rstd) {
+  const OpScope scope(*this, "add_rmsnorm_forward");
+  const char* op = "add_rmsnorm_forward";
+  cuda::check_activation(op, "x", x);
+  const int64_t M = x.rows, H = x.cols;
+  cuda::check_activation(op, "r", r, M, H);
+  cuda::check_activation(op, "w", w, 1, H);
+  cuda::check_activation(op, "y", y, M, H);
+  if (M == 0) return;
+  if (H == 0) {  // nothing to add; rstd as rmsnorm_forward writes it
+    rmsnorm_forward(x, w, eps, y, rstd);
+    return;
+  }
+  for (const auto& [name, p] :
+       {std::pair{"x", x.data}, {"r", r.data}, {"w", w.data}, {"y", y.data}})
+    cuda::check_data(op, name, p);
+  cuda::check_data(op, "rstd", rstd);
+  // Each element of x is read, summed and written by one thread, which reads it again for y.
+  check(r.data != x.data && r.data != y.data, std::string(op) + ": r may not alias x or y");
+  check(y.data != x.data || y.dtype == x.dtype, std::string(op) + ": y aliases x of another dtype");
+  make_current();
+  launch_rmsnorm_forward<true>(x, w, eps, y, rstd, stream_, sm_count_, r);
+}
+
+void CudaBackend::add_rmsnorm_forward_fp8(const Matrix& x, const Matrix& r, const Matrix& w,
+                                          float eps, const Matrix& y, float* rstd,
+                                          const Fp8Operands& out, const QuantOptions& opt) {
+  const char* op = "add_rmsnorm_forward_fp8";
+  const int64_t M = x.rows, H = x.cols;
+  const bool one_pass =
+      out.transposed.codes == nullptr && H > 0 && H <= int64_t{kThreads} * kMaxVals;
+  if (!one_pass || M == 0) {  // add, then the two-pass forward (or nothing to do)
+    Backend::add_rmsnorm_forward_fp8(x, r, w, eps, y, rstd, out, opt);
+    return;
+  }
+  const OpScope scope(*this, op);
+  cuda::check_activation(op, "x", x);
+  cuda::check_activation(op, "r", r, M, H);
+  cuda::check_activation(op, "w", w, 1, H);
+  cuda::check_activation(op, "y", y, M, H);
+  for (const auto& [name, p] : {std::pair{"x", x.data}, {"r", r.data}, {"w", w.data}})
+    cuda::check_data(op, name, p);
+  cuda::check_data(op, "rstd", rstd);
+  check(y.data == nullptr || y.data != x.data, std::string(op) + ": y may not alias x");
+  check(r.data != x.data && (y.data == nullptr || r.data != y.data),
+        std::string(op) + ": r may not alias x or y");
+  const quant::QuantTarget tg = quant::produced_target(op, M, H, out, opt);
+  make_current();
+  launch_rmsnorm_quantize_rows(x, w, eps, y, rstd, opt, tg, stream_, sm_count_, r);
 }
 
 void CudaBackend::rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w,

@@ -60,20 +60,32 @@ __device__ __forceinline__ float rstd_of(float sum_squares, int64_t H, float eps
   return 1.0f / sqrtf(sum_squares / static_cast<float>(H) + eps);
 }
 
+// x's element i, or — with a residual (res.p set) — x[i] + res[i] rounded to x's dtype and
+// stored back to x (x_out: x written): the residual stream's add (add_kernel's arithmetic) in the
+// norm's read of x.
+__device__ __forceinline__ float residual_sum(In x, In res, Out x_out, int64_t i) {
+  if (!res.p) return x[i];
+  const float v = x_out.round(x[i] + res[i]);
+  x_out.store(i, v);
+  return v;
+}
+
 // kGroup threads per row (row_group). The row loop is uniform across each group (a whole block
 // when kGroup == kThreads), as group_sum needs. Without kWriteY only rstd is written (the fused
-// producer normalizes and quantizes in its own pass).
+// producer normalizes and quantizes in its own pass). With a residual (res.p set) x += res
+// first, in the same read (residual_sum; each element read and written by one thread, which
+// reads it again for y).
 template <int kGroup, bool kWriteY = true>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_forward_kernel(In x, In w, float eps, Out y, float* __restrict__ rstd, int64_t M,
-                           int64_t H) {
+                           int64_t H, In res, Out x_out) {
   __shared__ float warp_sums[kThreads / 32];
   const auto [lane, first, stride] = row_group<kGroup>();
   for (int64_t m = first; m < M; m += stride) {
     const int64_t row = m * H;
     float ss = 0.0f;
     for (int64_t h = lane; h < H; h += kGroup) {
-      const float v = x[row + h];
+      const float v = residual_sum(x, res, x_out, row + h);
       ss += v * v;
     }
     ss = group_sum<kGroup>(ss, warp_sums);
@@ -118,12 +130,13 @@ struct RmsnormProducer {
 // has data) is quantized as quantize() quantizes y: a block's amax (the largest |v|, NaN
 // winning: any order gives the same), block_scale, the codes of v·s. kGroup 32: each block's 128
 // elements are lanes l's j = 4b .. 4b + 3 (quantize_warp_block's layout). kGroup 256: a block's
-// 128 elements are one per thread of four warps, whose amaxes meet in shared memory.
+// 128 elements are one per thread of four warps, whose amaxes meet in shared memory. With a
+// residual (res.p set) x += res first, as rmsnorm_forward_kernel does.
 template <int kGroup, int kVals, Fp8Format F, bool kStats>
 __global__ void __launch_bounds__(kThreads, kGroup == kThreads ? 2 : 1)
     rmsnorm_quantize_rows_kernel(In x, In w, float eps, Out y, float* __restrict__ rstd, int64_t M,
                                  int64_t H, bool pow2, uint8_t* __restrict__ q,
-                                 float* __restrict__ qs, DeviceQuantStats* stats) {
+                                 float* __restrict__ qs, DeviceQuantStats* stats, In res, Out x_out) {
   static_assert(kGroup == 32 || kGroup == kThreads, "a row is a warp's or the whole block's");
   static_assert(kVals % 4 == 0, "whole blocks of 128 per warp row");
   __shared__ float warp_sums[kThreads / 32];
@@ -139,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, kGroup == kThreads ? 2 : 1)
       const int64_t h = lane + int64_t{j} * kGroup;
       v[j] = 0.0f;
       if (h < H) {
-        v[j] = x[row + h];
+        v[j] = residual_sum(x, res, x_out, row + h);
         ss += v[j] * v[j];
       }
     }
@@ -205,17 +218,18 @@ __global__ void __launch_bounds__(kThreads, kGroup == kThreads ? 2 : 1)
 }
 
 // Launches rmsnorm_quantize_rows_kernel for a forward-only target (tg without a transposed
-// copy) of x [M, H], M and H > 0: false (nothing launched) for rows wider than 4,096, whose
+// copy) of x [M, H], M and H > 0 — with a residual (its data set) x += residual first: false
+// (nothing launched) for rows wider than 4,096, whose
 // values a thread would hold in more registers than it has (ptxas: 32 a thread of a block row
 // spill ~1 KB at the 128 registers that two blocks an SM leave).
 inline bool launch_rmsnorm_quantize_rows(const Matrix& x, const Matrix& w, float eps,
                                          const Matrix& y, float* rstd, const QuantOptions& opt,
                                          const quant::QuantTarget& tg, cudaStream_t stream,
-                                         int sm_count) {
+                                         int sm_count, const Matrix& residual = Matrix{}) {
   const int64_t M = x.rows, H = x.cols;
   if (tg.qt != nullptr || H > int64_t{kThreads} * kMaxVals) return false;
   using Kernel = void (*)(In, In, float, Out, float*, int64_t, int64_t, bool, uint8_t*, float*,
-                          DeviceQuantStats*);
+                          DeviceQuantStats*, In, Out);
   const bool warp_row = H <= kWarpRowMax, stats = tg.stats != nullptr;
   const bool e4m3 = opt.format == Fp8Format::e4m3;
   // The values a thread holds: as few as the row needs (registers: occupancy).
@@ -235,24 +249,29 @@ inline bool launch_rmsnorm_quantize_rows(const Matrix& x, const Matrix& w, float
   const int64_t cap = int64_t{32} * sm_count;
   kernel<<<cuda::grid_for(M, warp_row ? kThreads / 32 : 1, cap), kThreads, 0, stream>>>(
       cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H, opt.pow2_scales, tg.q,
-      tg.qs, tg.stats);
+      tg.qs, tg.stats, residual.data ? cuda::in_of(residual) : In{nullptr, false},
+      residual.data ? cuda::out_of(x) : Out{nullptr, false});
   cuda::check_launch("rmsnorm_quantize_rows_kernel");
   return true;
 }
 
-// Launches the forward kernel's rstd pass (kWriteY false) or the whole forward.
+// Launches the forward kernel's rstd pass (kWriteY false) or the whole forward; with a
+// residual (its data set: [M, H]) x += residual first.
 template <bool kWriteY>
 void launch_rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
-                            float* rstd, cudaStream_t stream, int sm_count) {
+                            float* rstd, cudaStream_t stream, int sm_count,
+                            const Matrix& residual = Matrix{}) {
   const int64_t M = x.rows, H = x.cols;
   const int64_t cap = int64_t{32} * sm_count;
+  const In res = residual.data ? cuda::in_of(residual) : In{nullptr, false};
+  const Out x_out = residual.data ? cuda::out_of(x) : Out{nullptr, false};
   if (H <= kWarpRowMax) {
     rmsnorm_forward_kernel<32, kWriteY>
         <<<cuda::grid_for(M, kThreads / 32, cap), kThreads, 0, stream>>>(
-            cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H);
+            cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H, res, x_out);
   } else {
     rmsnorm_forward_kernel<kThreads, kWriteY><<<cuda::grid_for(M, 1, cap), kThreads, 0, stream>>>(
-        cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H);
+        cuda::in_of(x), cuda::in_of(w), eps, cuda::out_of(y), rstd, M, H, res, x_out);
   }
   cuda::check_launch("rmsnorm_forward_kernel");
 }

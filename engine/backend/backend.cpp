@@ -131,6 +131,19 @@ std::pair<Matrix, Matrix> stacked_halves(Backend& be, const Matrix& gu, Buffer& 
 
 }  // namespace
 
+void Backend::add_rmsnorm_forward(const Matrix& x, const Matrix& r, const Matrix& w, float eps,
+                                  const Matrix& y, float* rstd) {
+  add(x, r, x);
+  rmsnorm_forward(x, w, eps, y, rstd);
+}
+
+void Backend::add_rmsnorm_forward_fp8(const Matrix& x, const Matrix& r, const Matrix& w, float eps,
+                                      const Matrix& y, float* rstd, const Fp8Operands& out,
+                                      const QuantOptions& opt) {
+  add(x, r, x);
+  rmsnorm_forward_fp8(x, w, eps, y, rstd, out, opt);
+}
+
 void Backend::swiglu_forward_stacked(const Matrix& gu, const Matrix& h) {
   Buffer storage;
   const auto [gate, up] = stacked_halves(*this, gu, storage);

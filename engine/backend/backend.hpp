@@ -328,6 +328,15 @@ class Backend {
   // w: [1, H] f32 or bf16. Per-head norms call it with x viewed as [M·heads, D].
   virtual void rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
                                float* rstd) = 0;
+  // The residual stream's add and the next norm in one pass: x += r (rounded to x's dtype, in
+  // place; r [M, H]), then rmsnorm_forward(x, w, eps, y, rstd); _fp8 then as rmsnorm_forward_fp8
+  // (y's FP8 operands into out). The defaults run add and the norm (the CPU: their bits); CUDA
+  // reads x once (the FP8 one: forward-only operands of rows up to 4,096).
+  virtual void add_rmsnorm_forward(const Matrix& x, const Matrix& r, const Matrix& w, float eps,
+                                   const Matrix& y, float* rstd);
+  virtual void add_rmsnorm_forward_fp8(const Matrix& x, const Matrix& r, const Matrix& w, float eps,
+                                       const Matrix& y, float* rstd, const Fp8Operands& out,
+                                       const QuantOptions& opt);
   // dx [M, H] = rstd·(w·dy − x̂·mean_h(w·dy·x̂)) with x̂ = x·rstd; dw [1, H] (f32) += Σ_m dy·x̂.
   virtual void rmsnorm_backward(const Matrix& dy, const Matrix& x, const Matrix& w,
                                 const float* rstd, const Matrix& dx, const Matrix& dw) = 0;

@@ -82,6 +82,22 @@ void rmsnorm_into(Backend& be, const Matrix& x, const Matrix& w, float eps, floa
   be.rmsnorm_forward_fp8(x, w, eps, in.x(), rstd, in.produce(be, opt), opt);
 }
 
+// x += r, then RMSNorm(x) into in as rmsnorm_into does — in one pass (Backend::add_rmsnorm_forward:
+// the residual stream's add and the next norm of a generation step). r null: no add.
+void add_rmsnorm_into(Backend& be, const Matrix& x, const Matrix* r, const Matrix& w, float eps,
+                      float* rstd, LinearInput& in, Linear* first) {
+  if (!r) {
+    rmsnorm_into(be, x, w, eps, rstd, in, first);
+    return;
+  }
+  if (!first) {
+    be.add_rmsnorm_forward(x, *r, w, eps, in.x(), rstd);
+    return;
+  }
+  const QuantOptions opt = first->input_options();
+  be.add_rmsnorm_forward_fp8(x, *r, w, eps, in.x(), rstd, in.produce(be, opt), opt);
+}
+
 // SwiGLU of the stacked gate/up projection gu [M, 2I] into in, as swiglu_into does.
 void swiglu_stacked_into(Backend& be, const Matrix& gu, LinearInput& in, Linear* first) {
   if (!first) {
@@ -889,13 +905,17 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
          up = Tensor::make(be_, n, I, ad), mlp = Tensor::make(be_, n, I, ad);
   Tensor rstd = Tensor::make(be_, n * std::max(Hq, int64_t{1}), 1, DType::f32);
   be_.embedding_forward(in.tokens, norm_weight(embed_), x.m());
+  // Each residual add (x += out) happens in the next norm's pass; the last layer's before the
+  // final norm's row gather.
+  const Matrix residual = out.m();
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     Layer& L = *layers_[l];
     // h stays written (shared by the layers); prefill rows (more than a fused decode GEMM
     // takes) are quantized as the norm writes h.
     LinearInput in1(h.m(), false);
-    rmsnorm_into(be_, x.m(), norm_weight(L.in_norm), eps, rstd.f32(), in1,
-                 produced_reader({L.lin[0].get(), L.lin[1].get(), L.lin[2].get()}, in1));
+    add_rmsnorm_into(be_, x.m(), l > 0 ? &residual : nullptr, norm_weight(L.in_norm), eps,
+                     rstd.f32(), in1,
+                     produced_reader({L.lin[0].get(), L.lin[1].get(), L.lin[2].get()}, in1));
     if (L.mla) {
       L.mla->forward_cached(in1, in.positions, in.slot_ids, in.lengths,
                             mla_norm_weights(*L.mla, [&](Param& p) { return norm_weight(p); }),
@@ -925,10 +945,9 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
       LinearInput in_o(o.m(), false);
       L.lin[3]->forward(in_o, out.m());
     }
-    be_.add(x.m(), out.m(), x.m());
     LinearInput in2(h.m(), false);
-    rmsnorm_into(be_, x.m(), norm_weight(L.post_norm), eps, rstd.f32(), in2,
-                 produced_reader({L.lin[4].get(), L.lin[5].get()}, in2));
+    add_rmsnorm_into(be_, x.m(), &residual, norm_weight(L.post_norm), eps, rstd.f32(), in2,
+                     produced_reader({L.lin[4].get(), L.lin[5].get()}, in2));
     if (L.moe) {
       moe_forward(l, in2, out.m(), false, nullptr);
     } else {
@@ -944,8 +963,8 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
       }
       L.lin[6]->forward(in_down, out.m());
     }
-    be_.add(x.m(), out.m(), x.m());
   }
+  if (cfg_.num_hidden_layers > 0) be_.add(x.m(), out.m(), x.m());
   // Only the requested rows go through the final norm and lm_head (a row gather is an
   // embedding lookup into x).
   Tensor xr = Tensor::make(be_, r, H, ad), xf = Tensor::make(be_, r, H, ad);

@@ -193,6 +193,7 @@ struct Reference {
 enum class Op {
   rmsnorm,
   rmsnorm_one_pass,
+  rmsnorm_add_one_pass,
   swiglu,
   swiglu_stacked,
   swiglu_backward,
@@ -209,6 +210,8 @@ const char* op_name(Op op) {
       return "rmsnorm";
     case Op::rmsnorm_one_pass:
       return "rmsnorm (one pass)";
+    case Op::rmsnorm_add_one_pass:
+      return "rmsnorm (one pass, residual added)";
     case Op::swiglu:
       return "swiglu";
     case Op::swiglu_stacked:
@@ -226,7 +229,7 @@ const char* op_name(Op op) {
 }
 // RMSNorm's forward: its rstd pass and the producer, or the one-pass kernel (forward-only).
 bool norm_forward(Op op) {
-  return op == Op::rmsnorm || op == Op::rmsnorm_one_pass;
+  return op == Op::rmsnorm || op == Op::rmsnorm_one_pass || op == Op::rmsnorm_add_one_pass;
 }
 bool norm_backward(Op op) {
   return op == Op::rmsnorm_backward || op == Op::rmsnorm_backward_final ||
@@ -299,8 +302,11 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
   if (norm_forward(c.op)) {
     // Specials in x: a NaN or inf makes its whole row NaN, so the one pass's block rows (wider
     // than 1,024) go without them.
-    in.push_back(make_tensor(M, K, !c.out_bf16, !(c.op == Op::rmsnorm_one_pass && K > 1024), rng));
+    const bool one = c.op != Op::rmsnorm;
+    in.push_back(make_tensor(M, K, !c.out_bf16, !(one && K > 1024), rng));
     in.push_back(make_tensor(1, K, c.out_bf16, false, rng));
+    // The residual added to x (x's dtype), without specials.
+    if (c.op == Op::rmsnorm_add_one_pass) in.push_back(make_tensor(M, K, !c.out_bf16, false, rng));
   } else if (c.op == Op::swiglu || c.op == Op::swiglu_stacked) {
     // Stacked: gate and up halves of one [M, 2K] tensor, so one dtype.
     in.push_back(make_tensor(M, K, c.out_bf16, true, rng));
@@ -373,12 +379,25 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
                                                     static_cast<int>(K / D)};
     quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
                            nullptr, sm_count);
-  } else if (c.op == Op::rmsnorm_one_pass) {
+  } else if (c.op == Op::rmsnorm_one_pass || c.op == Op::rmsnorm_add_one_pass) {
+    const bool add = c.op == Op::rmsnorm_add_one_pass;
+    Tensor sum = in[0];  // x + r as the CPU's add makes it: what x must hold afterwards
+    if (add) cpu.add(in[0].matrix(), in[2].matrix(), sum.matrix());
     if (!rmsnorm_kernels::launch_rmsnorm_quantize_rows(
             in[0].matrix(), in[1].matrix(), eps, Matrix{dst[0].p, M, K, out_dtype}, rstd.data(),
-            opt, tg[0], nullptr, sm_count)) {
+            opt, tg[0], nullptr, sm_count, add ? in[2].matrix() : Matrix{})) {
       std::printf("  the one-pass kernel does not take rows of %lld\n", static_cast<long long>(K));
       return false;
+    }
+    if (add) {
+      // Bits (NaN compares unequal to itself).
+      if (in[0].bf16 ? in[0].b16 != sum.b16
+                     : std::memcmp(in[0].f32.data(), sum.f32.data(), sum.f32.size() * 4) != 0) {
+        std::printf("  x after the pass differs from the CPU's x + r\n");
+        return false;
+      }
+      for (size_t i = 0; i < in[0].value.size(); ++i)  // the reference reads the sum
+        in[0].value[i] = in[0].bf16 ? bf16_value(in[0].b16[i]) : in[0].f32[i];
     }
   } else if (c.op == Op::rmsnorm) {
     rmsnorm_kernels::launch_rmsnorm_forward<false>(in[0].matrix(), in[1].matrix(), eps,
@@ -431,7 +450,7 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     // rstd against the CPU's (another summation order), then the normalized values from the
     // kernel's rstd with the producer's formula, quantized by the CPU. The one pass's rstd must
     // be the rstd pass's bits (the same threads and sum).
-    if (c.op == Op::rmsnorm_one_pass) {
+    if (c.op != Op::rmsnorm) {
       std::vector<float> rstd_pass(static_cast<size_t>(M), NAN);
       rmsnorm_kernels::launch_rmsnorm_forward<false>(in[0].matrix(), in[1].matrix(), eps,
                                                      Matrix{nullptr, M, K, out_dtype},
@@ -633,9 +652,10 @@ int main() {
   }
   using F = Fp8Format;
   const F e4 = F::e4m3, e5 = F::e5m2;
-  const Op norm = Op::rmsnorm, one = Op::rmsnorm_one_pass, sst = Op::swiglu_stacked,
-           fwd = Op::swiglu, bwd = Op::swiglu_backward, nbwd = Op::rmsnorm_backward,
-           nfin = Op::rmsnorm_backward_final, nhead = Op::rmsnorm_backward_heads;
+  const Op norm = Op::rmsnorm, one = Op::rmsnorm_one_pass, add1 = Op::rmsnorm_add_one_pass,
+           sst = Op::swiglu_stacked, fwd = Op::swiglu, bwd = Op::swiglu_backward,
+           nbwd = Op::rmsnorm_backward, nfin = Op::rmsnorm_backward_final,
+           nhead = Op::rmsnorm_backward_heads;
   // {M, K, format, pow2, op, out_bf16, stage_bf16, vec, transposed, stats, store}
   const std::vector<Case> cases = {
       // quantize_produced_kernel, one output with its transposed copy.
@@ -665,6 +685,10 @@ int main() {
       {5, 1100, e5, false, one, true, false, false, false, true, true},  // block: a partial block
       {3, 4096, e4, true, one, true, false, false, false, true, true},
       {2, 2048, e4, false, one, false, false, false, false, true, false},
+      // The same with the residual stream's add in the pass (x += r, written back).
+      {3, 129, e4, false, add1, true, false, false, false, true, true},
+      {65, 1024, e5, true, add1, false, false, false, false, true, true},
+      {3, 4096, e4, false, add1, true, false, false, false, false, false},
       // SwiGLU reading the halves of a stacked gate/up projection (rows 2K apart): the row
       // kernel, the staged kernel (scalar, a partial block; with a transposed copy).
       {64, 256, e4, false, sst, true, false, true, false, true, true},

@@ -154,6 +154,44 @@ void add_rmsnorm_case(Registry& reg, int64_t M, int64_t H, DType dt, bool transp
        }});
 }
 
+// The residual stream's add fused into the next norm (add_rmsnorm_forward and its FP8 form)
+// against add followed by the norm on the same backend: x afterwards, y, rstd and the operands
+// bit for bit.
+void add_add_rmsnorm_case(Registry& reg, int64_t M, int64_t H, DType dt, bool fp8,
+                          QuantOptions opt) {
+  reg.push_back(
+      {std::string(fp8 ? "add_rmsnorm_forward_fp8 " : "add_rmsnorm_forward ") +
+           what_of(dt, M, H, false, true, opt),
+       [=](Backend&, Backend& test, Rng& rng) -> Result {
+         const DevMatrix x0(test, rng, M, H, dt, 3.0), r(test, rng, M, H, dt),
+             w(test, rng, 1, H, dt);
+         DevMatrix x(test, M, H, dt), x_ref(test, M, H, dt), y(test, M, H, dt),
+             y_ref(test, M, H, dt), rstd(test, M, 1, DType::f32), rstd_ref(test, M, 1, DType::f32);
+         test.copy(x.m.data, x0.m.data, x0.buf.bytes());
+         test.copy(x_ref.m.data, x0.m.data, x0.buf.bytes());
+         DevOperands got(test, M, H, false, opt), want(test, M, H, false, opt);
+         auto* rs = static_cast<float*>(rstd.m.data);
+         auto* rs_ref = static_cast<float*>(rstd_ref.m.data);
+         if (fp8) {
+           test.add_rmsnorm_forward_fp8(x.m, r.m, w.m, 1e-6f, y.m, rs, got.ops, got.opt);
+           test.add(x_ref.m, r.m, x_ref.m);
+           test.rmsnorm_forward_fp8(x_ref.m, w.m, 1e-6f, y_ref.m, rs_ref, want.ops, want.opt);
+         } else {
+           test.add_rmsnorm_forward(x.m, r.m, w.m, 1e-6f, y.m, rs);
+           test.add(x_ref.m, r.m, x_ref.m);
+           test.rmsnorm_forward(x_ref.m, w.m, 1e-6f, y_ref.m, rs_ref);
+         }
+         if (x.bytes() != x_ref.bytes()) return fail("x differs from add's");
+         if (rstd.bytes() != rstd_ref.bytes()) return fail("rstd differs from the norm's");
+         if (y.bytes() != y_ref.bytes()) return fail("y differs from the norm's");
+         if (fp8) {
+           const std::string d = compare_operands(got, want, "y");
+           if (!d.empty()) return fail(d);
+         }
+         return pass("bit-exact with add + the norm");
+       }});
+}
+
 // The values of an f32 or bf16 matrix's bytes.
 std::vector<float> values_of(const std::vector<uint8_t>& bytes, DType dt) {
   const size_t n = bytes.size() / dtype_size(dt);
@@ -373,6 +411,14 @@ void add_fused_cases(Registry& reg) {
       add_swiglu_case(reg, M, K, dt, true, true, e4m3);
       add_swiglu_backward_case(reg, M, K, dt, true, e4m3, e4m3);
     }
+  // The residual add in the next norm's pass: warp rows, block rows (Qwen3-8B's 4,096), f32,
+  // and rows past the one-pass kernel's 4,096 (the FP8 form's add + two passes).
+  for (bool fp8 : {false, true}) {
+    add_add_rmsnorm_case(reg, 64, 1024, DType::bf16, fp8, e4m3);
+    add_add_rmsnorm_case(reg, 5, 4096, DType::bf16, fp8, e4m3);
+    add_add_rmsnorm_case(reg, 3, 300, DType::f32, fp8, e5m2_pow2);
+    add_add_rmsnorm_case(reg, 2, 5000, DType::bf16, fp8, e4m3);
+  }
   // The stacked gate/up halves: whole blocks (the row kernel), a partial block, f32, E5M2.
   add_swiglu_stacked_case(reg, 64, 3072, DType::bf16, false, e4m3);
   add_swiglu_stacked_case(reg, 3, 1024, DType::bf16, true, e4m3);
