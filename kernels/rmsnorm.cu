@@ -61,6 +61,26 @@ void launch_rmsnorm_backward_dw(const char* op, const Matrix& dy, const Matrix& 
   cuda::check_launch("rmsnorm_backward_dw_kernel");
 }
 
+// The shapes of add_rmsnorm_forward(_fp8): x [M, H], r [M, H], w [1, H], y [M, H] (y's data
+// may be null: an unwritten FP8 input).
+void check_add_norm(const char* op, const Matrix& x, const Matrix& r, const Matrix& w,
+                    const Matrix& y) {
+  cuda::check_activation(op, "x", x);
+  cuda::check_activation(op, "r", r, x.rows, x.cols);
+  cuda::check_activation(op, "w", w, 1, x.cols);
+  cuda::check_activation(op, "y", y, x.rows, x.cols);
+}
+
+// Their data (for a non-empty x) and r's aliasing: r is read while x (and y) are written.
+void check_add_norm_data(const char* op, const Matrix& x, const Matrix& r, const Matrix& w,
+                         const Matrix& y, const float* rstd) {
+  for (const auto& [name, p] : {std::pair{"x", x.data}, {"r", r.data}, {"w", w.data}})
+    cuda::check_data(op, name, p);
+  cuda::check_data(op, "rstd", rstd);
+  check(r.data != x.data && (y.data == nullptr || r.data != y.data),
+        std::string(op) + ": r may not alias x or y");
+}
+
 }  // namespace
 
 void CudaBackend::rmsnorm_forward(const Matrix& x, const Matrix& w, float eps, const Matrix& y,
@@ -121,22 +141,16 @@ void CudaBackend::add_rmsnorm_forward(const Matrix& x, const Matrix& r, const Ma
                                       const Matrix& y, float* rstd) {
   const OpScope scope(*this, "add_rmsnorm_forward");
   const char* op = "add_rmsnorm_forward";
-  cuda::check_activation(op, "x", x);
   const int64_t M = x.rows, H = x.cols;
-  cuda::check_activation(op, "r", r, M, H);
-  cuda::check_activation(op, "w", w, 1, H);
-  cuda::check_activation(op, "y", y, M, H);
+  check_add_norm(op, x, r, w, y);
   if (M == 0) return;
   if (H == 0) {  // nothing to add; rstd as rmsnorm_forward writes it
     rmsnorm_forward(x, w, eps, y, rstd);
     return;
   }
-  for (const auto& [name, p] :
-       {std::pair{"x", x.data}, {"r", r.data}, {"w", w.data}, {"y", y.data}})
-    cuda::check_data(op, name, p);
-  cuda::check_data(op, "rstd", rstd);
+  check_add_norm_data(op, x, r, w, y, rstd);
+  cuda::check_data(op, "y", y.data);
   // Each element of x is read, summed and written by one thread, which reads it again for y.
-  check(r.data != x.data && r.data != y.data, std::string(op) + ": r may not alias x or y");
   check(y.data != x.data || y.dtype == x.dtype, std::string(op) + ": y aliases x of another dtype");
   make_current();
   launch_rmsnorm_forward<true>(x, w, eps, y, rstd, stream_, sm_count_, r);
@@ -154,16 +168,9 @@ void CudaBackend::add_rmsnorm_forward_fp8(const Matrix& x, const Matrix& r, cons
     return;
   }
   const OpScope scope(*this, op);
-  cuda::check_activation(op, "x", x);
-  cuda::check_activation(op, "r", r, M, H);
-  cuda::check_activation(op, "w", w, 1, H);
-  cuda::check_activation(op, "y", y, M, H);
-  for (const auto& [name, p] : {std::pair{"x", x.data}, {"r", r.data}, {"w", w.data}})
-    cuda::check_data(op, name, p);
-  cuda::check_data(op, "rstd", rstd);
+  check_add_norm(op, x, r, w, y);
+  check_add_norm_data(op, x, r, w, y, rstd);
   check(y.data == nullptr || y.data != x.data, std::string(op) + ": y may not alias x");
-  check(r.data != x.data && (y.data == nullptr || r.data != y.data),
-        std::string(op) + ": r may not alias x or y");
   const quant::QuantTarget tg = quant::produced_target(op, M, H, out, opt);
   make_current();
   launch_rmsnorm_quantize_rows(x, w, eps, y, rstd, opt, tg, stream_, sm_count_, r);

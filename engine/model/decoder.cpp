@@ -897,12 +897,16 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
 
   begin_routing(n);
   Tensor x = Tensor::make(be_, n, H, ad), h = Tensor::make(be_, n, H, ad);
-  Tensor q = Tensor::make(be_, n, Hq * D, ad), q_raw = Tensor::make(be_, n, Hq * D, ad);
-  Tensor k = Tensor::make(be_, n, Hkv * D, ad), k_raw = Tensor::make(be_, n, Hkv * D, ad);
+  Tensor q = Tensor::make(be_, n, Hq * D, ad), k = Tensor::make(be_, n, Hkv * D, ad);
   Tensor v = Tensor::make(be_, n, Hkv * D, ad), o = Tensor::make(be_, n, Hq * D, ad);
-  Tensor qkv = Tensor::make(be_, n, (Hq + 2 * Hkv) * D, ad), gu = Tensor::make(be_, n, 2 * I, ad);
-  Tensor out = Tensor::make(be_, n, H, ad), gate = Tensor::make(be_, n, I, ad),
-         up = Tensor::make(be_, n, I, ad), mlp = Tensor::make(be_, n, I, ad);
+  Tensor out = Tensor::make(be_, n, H, ad), mlp = Tensor::make(be_, n, I, ad);
+  // The stacked projections' outputs, and what a layer that does not stack writes instead: made
+  // on first use, once a step.
+  Tensor qkv, gu, q_raw, k_raw, gate, up;
+  auto made = [&](Tensor& t, int64_t cols) {
+    if (t.empty()) t = Tensor::make(be_, n, cols, ad);
+    return t.m();
+  };
   Tensor rstd = Tensor::make(be_, n * std::max(Hq, int64_t{1}), 1, DType::f32);
   be_.embedding_forward(in.tokens, norm_weight(embed_), x.m());
   // Each residual add (x += out) happens in the next norm's pass; the last layer's before the
@@ -927,11 +931,11 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
       // bits on the CPU either way.
       const Matrix qn = cfg_.qk_norm ? norm_weight(L.q_norm) : Matrix{},
                    kn = cfg_.qk_norm ? norm_weight(L.k_norm) : Matrix{};
-      if (L.qkv->forward_stacked(in1, qkv.m())) {
+      if (L.qkv->forward_stacked(in1, made(qkv, (Hq + 2 * Hkv) * D))) {
         be_.qkv_heads(qkv.m(), Hq, Hkv, qn, kn, eps, in.positions, rope, q.m(), k.m(), v.m());
       } else {
-        L.qkv->forward(in1,
-                       {cfg_.qk_norm ? q_raw.m() : q.m(), cfg_.qk_norm ? k_raw.m() : k.m(), v.m()});
+        L.qkv->forward(in1, {cfg_.qk_norm ? made(q_raw, Hq * D) : q.m(),
+                             cfg_.qk_norm ? made(k_raw, Hkv * D) : k.m(), v.m()});
         if (cfg_.qk_norm) {
           be_.rmsnorm_forward(heads_view(q_raw, Hq), qn, eps, heads_view(q, Hq), rstd.f32());
           be_.rmsnorm_forward(heads_view(k_raw, Hkv), kn, eps, heads_view(k, Hkv), rstd.f32());
@@ -954,11 +958,11 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
       // Gate and up: one GEMM where they stack, SwiGLU reading its halves in place.
       LinearInput in_down(mlp.m(), false);
       Linear* down_reader = produced_reader({L.lin[6].get()}, in_down);
-      if (L.gate_up->forward_stacked(in2, gu.m())) {
+      if (L.gate_up->forward_stacked(in2, made(gu, 2 * I))) {
         swiglu_stacked_into(be_, gu.m(), in_down, down_reader);
       } else {
-        L.lin[4]->forward(in2, gate.m());
-        L.lin[5]->forward(in2, up.m());
+        L.lin[4]->forward(in2, made(gate, I));
+        L.lin[5]->forward(in2, made(up, I));
         swiglu_into(be_, gate.m(), up.m(), in_down, down_reader);
       }
       L.lin[6]->forward(in_down, out.m());
