@@ -381,6 +381,7 @@ constexpr OptionField kOptionFields[] = {
     {"attention_ctas_per_sm", &CudaBackend::KernelOptions::attention_ctas_per_sm, 1, 64},
     {"attention_mma", &CudaBackend::KernelOptions::attention_mma, 1, 2},
     {"quantize_stage_bf16", &CudaBackend::KernelOptions::quantize_stage_bf16, 1, 2},
+    {"quantize_tile_kernel", &CudaBackend::KernelOptions::quantize_tile_kernel, 1, 2},
     {"gemm_grouped_kernel", &CudaBackend::KernelOptions::gemm_grouped_kernel, 1, 3},
     {"gemm_algo", &CudaBackend::KernelOptions::gemm_algo, 1, 16},
 };

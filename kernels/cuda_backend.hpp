@@ -218,6 +218,12 @@ class CudaBackend final : public Backend {
   //                          tiles as 16-bit patterns (33 KB, twice the blocks per SM);
   //                          2: as FP32 values (66 KB; default: on an H200 the two were
   //                          within a few percent of each other, either way)
+  //   quantize_tile_kernel   1: quantize_with_transpose and the fused producers stage every
+  //                          128x128 tile in shared memory and quantize its rows and columns a
+  //                          warp per 1x128 line (before 2026-11-28: 28-45 % of the copy
+  //                          bandwidth on an H100, instruction-bound); 2: whole tiles from
+  //                          registers (a thread 8x8 values, a scale per line made once), the
+  //                          edges staged (default; not yet timed: bench quant compares both)
   bool set_kernel_option(const std::string& name, int64_t value) override;
   std::vector<std::pair<std::string, int64_t>> kernel_options() const override;
 
@@ -401,6 +407,7 @@ class CudaBackend final : public Backend {
     int64_t gemm_grouped_kernel = 1;
     int64_t attention_mma = 1;
     int64_t quantize_stage_bf16 = 2;
+    int64_t quantize_tile_kernel = 2;
     int64_t gemm_algo = 1;
   };
   // Tiles the decode GEMM's split-K counters cover (one unsigned each, zero between launches).

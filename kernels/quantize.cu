@@ -324,7 +324,7 @@ struct QuantLaunch {
   float* qts = nullptr;
   DeviceQuantStats* stats = nullptr;
   ScaleBlock block = ScaleBlock::row1x128;
-  bool stage_bf16 = false;  // quantize_with_transpose of a BF16 x: 16-bit staging (Stage)
+  TileChoice tiles;  // quantize_with_transpose: the tile kernels
   cudaStream_t stream = nullptr;
   int sm_count = 1;
 };
@@ -336,20 +336,11 @@ bool vector_ok(const QuantLaunch& p) {
          cuda::pointer_alignment(p.q) >= 8;
 }
 
-// Blocks for a grid-stride kernel: enough to fill the device, no more than there is work.
-template <class Kernel>
-unsigned grid_size(Kernel kernel, size_t smem, int64_t work_blocks, int sm_count) {
-  int per_sm = 0;
-  FP8RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
-  const int64_t cap = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sm_count, 1);
-  return static_cast<unsigned>(std::clamp<int64_t>(work_blocks, 1, cap));
-}
-
-// Launches a grid-stride kernel of p on grid_size blocks for work_blocks blocks of work.
+// Launches a grid-stride kernel of p on fill_grid blocks for work_blocks blocks of work.
 template <class Kernel, class... Args>
 void launch_grid_stride(Kernel kernel, const char* name, size_t smem, int64_t work_blocks,
                         const QuantLaunch& p, Args... args) {
-  const unsigned grid = grid_size(kernel, smem, work_blocks, p.sm_count);
+  const unsigned grid = fill_grid(kernel, smem, work_blocks, p.sm_count);
   kernel<<<grid, kThreads, smem, p.stream>>>(args...);
   cuda::check_launch(name);
 }
@@ -388,12 +379,12 @@ struct LaunchQuantizeTranspose {
   template <class S>
   static void run_staged(const QuantLaunch& p) {
     launch_quantize_transpose<T, F, kStats, S>(static_cast<const T*>(p.x), p.rows, p.cols, p.pow2,
-                                               p.q, p.qs, p.qt, p.qts, p.stats, p.stream,
-                                               p.sm_count);
+                                               p.q, p.qs, p.qt, p.qts, p.stats, p.tiles.registers,
+                                               p.stream, p.sm_count);
   }
   static void run(const QuantLaunch& p) {
     if constexpr (std::is_same_v<T, uint16_t>) {
-      if (p.stage_bf16) return run_staged<uint16_t>(p);
+      if (p.tiles.stage_bf16) return run_staged<uint16_t>(p);
     }
     run_staged<float>(p);
   }
@@ -521,7 +512,8 @@ void CudaBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& alon
       quant_launch(x, along, opt, want_stats ? begin_stats() : nullptr, stream_, sm_count_);
   p.qt = transposed.codes;
   p.qts = transposed.scale_inv;
-  p.stage_bf16 = options_.quantize_stage_bf16 == 1;
+  p.tiles = tile_choice(options_.quantize_tile_kernel, options_.quantize_stage_bf16,
+                        x.dtype == DType::bf16);
   dispatch<LaunchQuantizeTranspose>(p, x.dtype, opt.format);
   if (opt.stats_sum) add_stats(opt.stats_sum);
   if (stats_along || stats_transposed) finish_stats(stats_along, stats_transposed);

@@ -1,7 +1,9 @@
-// Block quantization on the device, shared by the quantize kernels (quantize.cu; the staged x / xᵀ
-// kernel quantize_transpose_kernel lives here) and the producers that quantize what they write
-// (RMSNorm, SwiGLU: quantize_produced_kernel below). The CUDA emulation runs this file on the CPU
-// (tests/emulation/test_quantize_emulated.cpp).
+// Block quantization on the device, shared by the quantize kernels (quantize.cu; the x / xᵀ
+// kernels live here) and the producers that quantize what they write (RMSNorm, SwiGLU:
+// quantize_produced_kernel below). A tensor with a transposed copy is quantized in 128x128 tiles:
+// whole tiles from registers (quantize_tile_registers, the default) and the rest staged in shared
+// memory (quantize_staged_lines; every tile with the kernel option quantize_tile_kernel 1). The
+// CUDA emulation runs this file on the CPU (tests/emulation/test_quantize_emulated.cpp).
 // Bit-exact with the CPU reference (engine/backend/cpu/quantize.cpp): see quantize.cu.
 #pragma once
 
@@ -245,13 +247,14 @@ __device__ __forceinline__ void load8(const float* __restrict__ x, float (&v)[8]
 // x [M, K] → q [M, K] 1x128 along K and qt [K, M] 1x128 along M, from one read of x: a 128x128
 // tile of x is staged in shared memory (dynamic, kStageSmem<S> bytes); warps then quantize its
 // rows (blocks of q) and its columns (blocks of qt). stats: 2 records (q, qt) or null.
-// S: the staging (Stage), uint16_t only for a BF16 x.
+// S: the staging (Stage), uint16_t only for a BF16 x. edges_only: whole tiles are skipped (the
+// register kernel below took them).
 template <typename T, Fp8Format F, bool kStats, class S>
 __global__ void __launch_bounds__(kThreads)
     quantize_transpose_kernel(const T* __restrict__ x, int64_t M, int64_t K, bool pow2,
                               uint8_t* __restrict__ q, float* __restrict__ qs,
                               uint8_t* __restrict__ qt, float* __restrict__ qts,
-                              DeviceQuantStats* stats, bool vec) {
+                              DeviceQuantStats* stats, bool vec, bool edges_only) {
   extern __shared__ __align__(16) unsigned char stage_smem[];
   S* tile = reinterpret_cast<S*>(stage_smem);  // [kTile][Stage<S>::kPitch]
   constexpr int kP = Stage<S>::kPitch;
@@ -263,6 +266,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t m0 = (t / kbs) * kBlock, k0 = (t % kbs) * kBlock;
     const int nm = static_cast<int>(min(kBlock, M - m0));
     const int nk = static_cast<int>(min(kBlock, K - k0));
+    if (edges_only && nm == kTile && nk == kTile) continue;  // block-uniform
     __syncthreads();                          // readers of the previous tile are done
     if (vec && nm == kTile && nk == kTile) {  // block-uniform: 16-byte loads of a whole tile
       const int h = threadIdx.x & 15;
@@ -298,24 +302,193 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Launches quantize_transpose_kernel over x [M, K] (both > 0) on the stream: enough blocks to
-// fill the device (sm_count SMs), no more than there are tiles. Whole tiles stage with 16-byte
-// loads when every row start is 16-byte aligned.
+// --- x and xᵀ quantized from registers (kernel option quantize_tile_kernel 2, the default)
+
+// A whole 128x128 tile held by the block's 256 threads, nothing staged: thread t holds rows
+// 8g .. 8g + 7 (g = t / 16) and columns 8h .. 8h + 7 (h = t % 16) as v[p][j] (row 8g + p, column
+// 8h + j). A row's 16 threads are one half-warp, which reduce-scatters the rows' amaxes (lanes
+// 2p and 2p + 1 end with row p's) and shuffles each row's scale back; a column's 16 threads span
+// the warps, whose partial amaxes over 16 rows meet in shared memory, where 128 threads make the
+// columns' scales. Codes leave eight at a time: a row's eight columns to q, a column's eight rows
+// to qt (8-byte stores: K % 8 == 0, M % 8 == 0, q and qt 8-byte aligned). Per block the same
+// amax, scale and codes as quantize_staged_lines (amaxes are exact in any order); statistics are
+// summed in another order. Instructions per element are what bound the staged kernels (a warp per
+// 1x128 line, five shuffle rounds and a scale per line): here a row costs a quarter of a shuffle
+// round per thread, a scale is made once per row or column, and nothing is staged.
+// Its shared memory, in floats: the columns' amaxes over each warp's 16 rows ([kWarps][kTile]),
+// then the columns' scales and their inverses ([kTile] each).
+inline constexpr int kRegisterTileFloats = (kWarps + 2) * kTile;
+
+// Quantizes the tile at (m0, k0) of [M, K] held in v as above: rows into q / qs (statistics into
+// st_rows when kStatsRows), columns into qt / qts ([K, M]; st_cols when kStatsCols). Every thread
+// of the block calls it; two barriers.
+template <Fp8Format F, bool kStatsRows, bool kStatsCols>
+__device__ __forceinline__ void quantize_tile_registers(
+    const float (&v)[8][8], bool pow2, uint8_t* __restrict__ q, float* __restrict__ qs,
+    uint8_t* __restrict__ qt, float* __restrict__ qts, int64_t M, int64_t K, int64_t m0, int64_t k0,
+    float* smem, ThreadStats& st_rows, ThreadStats& st_cols) {
+  float* part = smem;  // [kWarps][kTile]
+  float* col_s = smem + kWarps * kTile;
+  float* col_sinv = col_s + kTile;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int h = threadIdx.x & 15, g = threadIdx.x >> 4;
+  // Columns first: the thread's amax of each of its columns, the warp's two row groups combined
+  // (each lane keeping four of the eight columns), into shared memory; the rows' work below hides
+  // the barrier's wait.
+  {
+    float c8[8], c4[4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      c8[j] = 0.0f;
+#pragma unroll
+      for (int p = 0; p < 8; ++p) c8[j] = amax_combine(c8[j], fabsf(v[p][j]));
+    }
+    const bool hi16 = lane & 16;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      c4[i] = amax_combine(hi16 ? c8[4 + i] : c8[i],
+                           __shfl_xor_sync(kFullMask, hi16 ? c8[i] : c8[4 + i], 16));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) part[warp * kTile + 8 * h + (hi16 ? 4 : 0) + i] = c4[i];
+  }
+  // Rows: the thread's amax of each row, reduce-scattered over the half-warp (the exchanges
+  // across lane bits 3, 2 and 1 each halve the rows a lane keeps; bit 0 completes the pair).
+  {
+    float a8[8], a4[4], a2[2];
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      a8[p] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) a8[p] = amax_combine(a8[p], fabsf(v[p][j]));
+    }
+    const bool hi8 = h & 8, hi4 = h & 4, hi2 = h & 2;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      a4[i] = amax_combine(hi8 ? a8[4 + i] : a8[i],
+                           __shfl_xor_sync(kFullMask, hi8 ? a8[i] : a8[4 + i], 8));
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      a2[i] = amax_combine(hi4 ? a4[2 + i] : a4[i],
+                           __shfl_xor_sync(kFullMask, hi4 ? a4[i] : a4[2 + i], 4));
+    float amax =
+        amax_combine(hi2 ? a2[1] : a2[0], __shfl_xor_sync(kFullMask, hi2 ? a2[0] : a2[1], 2));
+    amax = amax_combine(amax, __shfl_xor_sync(kFullMask, amax, 1));
+    bool degenerate = false;
+    const float s = block_scale(amax, F, pow2, &degenerate);  // row 8g + h / 2
+    const float sinv = __fdiv_rn(1.0f, s);
+    if ((h & 1) == 0) {
+      qs[scale_index(ScaleBlock::row1x128, M, K, m0 + 8 * g + (h >> 1), k0)] = sinv;
+      if constexpr (kStatsRows) {
+        ++st_rows.blocks;
+        st_rows.degenerate += degenerate ? 1 : 0;
+      }
+    }
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      const int src = (lane & 16) | (p << 1);  // a lane holding row p's scale
+      const float sp = __shfl_sync(kFullMask, s, src);
+      float sinvp = 0.0f;
+      if constexpr (kStatsRows) sinvp = __shfl_sync(kFullMask, sinv, src);
+      encode8<F, kStatsRows>(v[p], sp, sinvp, q + (m0 + 8 * g + p) * K + k0 + 8 * h, st_rows);
+    }
+  }
+  __syncthreads();            // the columns' partial amaxes are in
+  if (threadIdx.x < kTile) {  // warp-uniform
+    const int c = threadIdx.x;
+    float amax = part[c];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) amax = amax_combine(amax, part[w * kTile + c]);
+    bool degenerate = false;
+    const float s = block_scale(amax, F, pow2, &degenerate);
+    const float sinv = __fdiv_rn(1.0f, s);
+    col_s[c] = s;
+    col_sinv[c] = sinv;
+    qts[scale_index(ScaleBlock::row1x128, K, M, k0 + c, m0)] = sinv;
+    if constexpr (kStatsCols) {
+      ++st_cols.blocks;
+      st_cols.degenerate += degenerate ? 1 : 0;
+    }
+  }
+  __syncthreads();  // the columns' scales are in
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    float col[8];
+#pragma unroll
+    for (int p = 0; p < 8; ++p) col[p] = v[p][j];
+    const int c = 8 * h + j;
+    encode8<F, kStatsCols>(col, col_s[c], col_sinv[c], qt + (k0 + c) * M + m0 + 8 * g, st_cols);
+  }
+}
+
+// Whether the register kernels can take the whole tiles of [M, K]: the 16-byte loads (vec), the
+// codes' 8-byte stores, at least one whole tile.
+inline bool registers_fit(int64_t M, int64_t K, bool vec, const void* q, const void* qt) {
+  return vec && M % 8 == 0 && M >= kBlock && K >= kBlock && cuda::pointer_alignment(q) >= 8 &&
+         cuda::pointer_alignment(qt) >= 8;
+}
+
+// quantize_transpose_kernel's whole tiles from registers (the edges: quantize_transpose_kernel
+// with edges_only). x's rows 16-byte aligned (K % 8 == 0).
+template <typename T, Fp8Format F, bool kStats>
+__global__ void __launch_bounds__(kThreads, 2)
+    quantize_transpose_registers_kernel(const T* __restrict__ x, int64_t M, int64_t K, bool pow2,
+                                        uint8_t* __restrict__ q, float* __restrict__ qs,
+                                        uint8_t* __restrict__ qt, float* __restrict__ qts,
+                                        DeviceQuantStats* stats) {
+  __shared__ float regs_smem[kRegisterTileFloats];
+  const int h = threadIdx.x & 15, g = threadIdx.x >> 4;
+  const int64_t kts = K / kBlock, tiles = (M / kBlock) * kts;
+  ThreadStats st_along, st_trans;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // block-uniform
+    const int64_t m0 = (t / kts) * kBlock, k0 = (t % kts) * kBlock;
+    float v[8][8];
+#pragma unroll
+    for (int p = 0; p < 8; ++p) load8(x + (m0 + 8 * g + p) * K + k0 + 8 * h, v[p]);
+    quantize_tile_registers<F, kStats, kStats>(v, pow2, q, qs, qt, qts, M, K, m0, k0, regs_smem,
+                                               st_along, st_trans);
+  }
+  if constexpr (kStats) {
+    flush_stats(st_along, stats);
+    flush_stats(st_trans, stats + 1);
+  }
+}
+
+// Blocks of a grid-stride kernel: enough to fill the device (sm_count SMs), no more than there
+// is work (work_blocks).
+template <class Kernel>
+unsigned fill_grid(Kernel kernel, size_t smem, int64_t work_blocks, int sm_count) {
+  int per_sm = 0;
+  FP8RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
+  const int64_t cap = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sm_count, 1);
+  return static_cast<unsigned>(std::clamp<int64_t>(work_blocks, 1, cap));
+}
+
+// Launches the quantization of x [M, K] (both > 0) and xᵀ on the stream: with registers, the
+// whole tiles from registers where they fit (registers_fit) and the edge tiles staged; else every
+// tile staged (quantize_transpose_kernel; whole tiles with 16-byte loads when every row start is
+// 16-byte aligned).
 template <typename T, Fp8Format F, bool kStats, class S>
 void launch_quantize_transpose(const T* x, int64_t M, int64_t K, bool pow2, uint8_t* q, float* qs,
-                               uint8_t* qt, float* qts, DeviceQuantStats* stats,
+                               uint8_t* qt, float* qts, DeviceQuantStats* stats, bool registers,
                                cudaStream_t stream, int sm_count) {
+  const bool vec = K % 8 == 0 && cuda::pointer_alignment(x) >= 16;
+  const int64_t tiles = blocks_of(M) * blocks_of(K);
+  int64_t staged = tiles;  // tiles left to the staged kernel
+  if (registers && registers_fit(M, K, vec, q, qt)) {
+    auto kernel = quantize_transpose_registers_kernel<T, F, kStats>;
+    const int64_t whole = (M / kBlock) * (K / kBlock);
+    kernel<<<fill_grid(kernel, 0, whole, sm_count), kThreads, 0, stream>>>(x, M, K, pow2, q, qs, qt,
+                                                                           qts, stats);
+    cuda::check_launch("quantize_transpose_registers_kernel");
+    staged -= whole;
+    if (staged == 0) return;
+  }
   auto kernel = quantize_transpose_kernel<T, F, kStats, S>;
   constexpr size_t kSmem = kStageSmem<S>;
   FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(kSmem)));
-  const bool vec = K % 8 == 0 && cuda::pointer_alignment(x) >= 16;
-  int per_sm = 0;
-  FP8RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmem));
-  const int64_t cap = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sm_count, 1);
-  const unsigned grid =
-      static_cast<unsigned>(std::clamp<int64_t>(blocks_of(M) * blocks_of(K), 1, cap));
-  kernel<<<grid, kThreads, kSmem, stream>>>(x, M, K, pow2, q, qs, qt, qts, stats, vec);
+  kernel<<<fill_grid(kernel, kSmem, staged, sm_count), kThreads, kSmem, stream>>>(
+      x, M, K, pow2, q, qs, qt, qts, stats, vec, staged != tiles);
   cuda::check_launch("quantize_transpose_kernel");
 }
 
@@ -370,11 +543,12 @@ struct QuantTarget {
 // Producer: value(o, r, c) → element (r, c) of output o; value8(o, r, c, v) → elements
 // (r, c .. c + 7) (c a multiple of 8; used when vec: K % 8 == 0 and the producer's operands are
 // 16-byte aligned, for whole tiles).
-// S: the staging (Stage), uint16_t only for outputs whose values are BF16.
+// S: the staging (Stage), uint16_t only for outputs whose values are BF16. edges_only: whole
+// tiles are skipped (quantize_produced_registers_kernel took them).
 template <class Producer, Fp8Format F, bool kStats, class S>
 __global__ void __launch_bounds__(kThreads)
     quantize_produced_kernel(Producer prod, int64_t M, int64_t K, bool pow2, QuantTarget t0,
-                             QuantTarget t1, bool vec) {
+                             QuantTarget t1, bool vec, bool edges_only) {
   extern __shared__ __align__(16) unsigned char stage_smem[];
   S* tile = reinterpret_cast<S*>(stage_smem);  // [kTile][Stage<S>::kPitch]
   constexpr int kP = Stage<S>::kPitch;
@@ -386,6 +560,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t m0 = (t / kbs) * kBlock, k0 = (t % kbs) * kBlock;
     const int nm = static_cast<int>(min(kBlock, M - m0));
     const int nk = static_cast<int>(min(kBlock, K - k0));
+    if (edges_only && nm == kTile && nk == kTile) continue;  // block-uniform
 #pragma unroll
     for (int o = 0; o < Producer::kOutputs; ++o) {
       const QuantTarget& tg = o == 0 ? t0 : t1;
@@ -454,67 +629,117 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (kStats) flush_stats(st, t0.stats);
 }
 
-// Launches quantize_produced_kernel over [M, K] (both > 0) on the stream — or, for one
-// forward-only output of whole 1x128 blocks on the 16-byte path, quantize_produced_rows_kernel:
-// enough blocks to fill the device (sm_count SMs), no more than there is work.
+// quantize_produced_kernel's whole tiles from registers (quantize_tile_registers), for outputs
+// that all have a transposed copy: each output's tile computed with value8 (vec), quantized along
+// (statistics of `along`, as the staged kernel) and transposed.
+template <class Producer, Fp8Format F, bool kStats>
+__global__ void __launch_bounds__(kThreads, 2)
+    quantize_produced_registers_kernel(Producer prod, int64_t M, int64_t K, bool pow2,
+                                       QuantTarget t0, QuantTarget t1) {
+  __shared__ float regs_smem[kRegisterTileFloats];
+  const int h = threadIdx.x & 15, g = threadIdx.x >> 4;
+  const int64_t kts = K / kBlock, tiles = (M / kBlock) * kts;
+  ThreadStats st[Producer::kOutputs], unused;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // block-uniform
+    const int64_t m0 = (t / kts) * kBlock, k0 = (t % kts) * kBlock;
+#pragma unroll
+    for (int o = 0; o < Producer::kOutputs; ++o) {
+      const QuantTarget& tg = o == 0 ? t0 : t1;
+      float v[8][8];
+#pragma unroll
+      for (int p = 0; p < 8; ++p) prod.value8(o, m0 + 8 * g + p, k0 + 8 * h, v[p]);
+      quantize_tile_registers<F, kStats, false>(v, pow2, tg.q, tg.qs, tg.qt, tg.qts, M, K, m0, k0,
+                                                regs_smem, st[o], unused);
+    }
+  }
+  if constexpr (kStats) {
+    flush_stats(st[0], t0.stats);
+    if constexpr (Producer::kOutputs > 1) flush_stats(st[1], t1.stats);
+  }
+}
+
+// How the tiles of a tensor with a transposed copy are quantized (the kernel options
+// quantize_tile_kernel and quantize_stage_bf16): whole tiles from registers where they fit, and
+// the rest staged in shared memory, as FP32 values or (stage_bf16) as BF16 patterns.
+struct TileChoice {
+  bool registers = true;
+  bool stage_bf16 = false;
+};
+// The choice the options ask for: tile_kernel 1 stages every tile; stage 1 stages BF16 values
+// (values_bf16) as 16-bit patterns.
+inline TileChoice tile_choice(int64_t tile_kernel, int64_t stage, bool values_bf16) {
+  return {tile_kernel != 1, stage == 1 && values_bf16};
+}
+
+// Launches the quantization of what prod produces over [M, K] (both > 0) on the stream: for one
+// forward-only output of whole 1x128 blocks on the 16-byte path, quantize_produced_rows_kernel;
+// else, with registers, the whole tiles from registers where they fit (every output transposed,
+// registers_fit) and the edge tiles staged (quantize_produced_kernel); else every tile staged.
 template <class Producer, Fp8Format F, bool kStats, class S>
 void launch_produced(const Producer& prod, int64_t M, int64_t K, bool pow2, const QuantTarget& t0,
-                     const QuantTarget& t1, bool vec, cudaStream_t stream, int sm_count) {
+                     const QuantTarget& t1, bool vec, bool registers, cudaStream_t stream,
+                     int sm_count) {
   if constexpr (Producer::kOutputs == 1) {
     if (t0.qt == nullptr && vec && K % kBlock == 0 && cuda::pointer_alignment(t0.q) >= 8) {
       auto kernel = quantize_produced_rows_kernel<Producer, F, kStats>;
-      int per_sm = 0;
-      FP8RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-      const int64_t cap = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sm_count, 1);
       const int64_t warps = (M * (K / kBlock) + 1) / 2;  // two blocks per warp
-      const unsigned grid =
-          static_cast<unsigned>(std::clamp<int64_t>((warps + kWarps - 1) / kWarps, 1, cap));
-      kernel<<<grid, kThreads, 0, stream>>>(prod, M, K, pow2, t0);
+      kernel<<<fill_grid(kernel, 0, (warps + kWarps - 1) / kWarps, sm_count), kThreads, 0,
+               stream>>>(prod, M, K, pow2, t0);
       cuda::check_launch("quantize_produced_rows_kernel");
       return;
     }
+  }
+  const int64_t tiles = blocks_of(M) * blocks_of(K);
+  int64_t staged = tiles;  // tiles left to the staged kernel
+  bool fit = registers && t0.qt && registers_fit(M, K, vec, t0.q, t0.qt);
+  if constexpr (Producer::kOutputs > 1) fit = fit && t1.qt && registers_fit(M, K, vec, t1.q, t1.qt);
+  if (fit) {
+    auto kernel = quantize_produced_registers_kernel<Producer, F, kStats>;
+    const int64_t whole = (M / kBlock) * (K / kBlock);
+    kernel<<<fill_grid(kernel, 0, whole, sm_count), kThreads, 0, stream>>>(prod, M, K, pow2, t0,
+                                                                           t1);
+    cuda::check_launch("quantize_produced_registers_kernel");
+    staged -= whole;
+    if (staged == 0) return;
   }
   auto kernel = quantize_produced_kernel<Producer, F, kStats, S>;
   constexpr size_t kSmem = kStageSmem<S>;
   FP8RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(kSmem)));
-  int per_sm = 0;
-  FP8RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmem));
-  const int64_t cap = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sm_count, 1);
-  const unsigned grid =
-      static_cast<unsigned>(std::clamp<int64_t>(blocks_of(M) * blocks_of(K), 1, cap));
-  kernel<<<grid, kThreads, kSmem, stream>>>(prod, M, K, pow2, t0, t1, vec);
+  kernel<<<fill_grid(kernel, kSmem, staged, sm_count), kThreads, kSmem, stream>>>(
+      prod, M, K, pow2, t0, t1, vec, staged != tiles);
   cuda::check_launch("quantize_produced_kernel");
 }
 
-// The same for the run-time format, the targets' statistics and the staging (stage_bf16: the
-// outputs' values are BF16 and the 16-bit staging is asked for).
+// The same for the run-time format, the targets' statistics and the tile kernels (tiles).
 template <class Producer, Fp8Format F, bool kStats>
 void launch_produced(const Producer& prod, int64_t M, int64_t K, bool pow2, const QuantTarget& t0,
-                     const QuantTarget& t1, bool vec, bool stage_bf16, cudaStream_t stream,
+                     const QuantTarget& t1, bool vec, TileChoice tiles, cudaStream_t stream,
                      int sm_count) {
-  if (stage_bf16) {
-    launch_produced<Producer, F, kStats, uint16_t>(prod, M, K, pow2, t0, t1, vec, stream, sm_count);
+  if (tiles.stage_bf16) {
+    launch_produced<Producer, F, kStats, uint16_t>(prod, M, K, pow2, t0, t1, vec, tiles.registers,
+                                                   stream, sm_count);
   } else {
-    launch_produced<Producer, F, kStats, float>(prod, M, K, pow2, t0, t1, vec, stream, sm_count);
+    launch_produced<Producer, F, kStats, float>(prod, M, K, pow2, t0, t1, vec, tiles.registers,
+                                                stream, sm_count);
   }
 }
 template <class Producer>
 void launch_produced(const Producer& prod, int64_t M, int64_t K, const QuantOptions& opt,
-                     const QuantTarget& t0, const QuantTarget& t1, bool vec, bool stage_bf16,
+                     const QuantTarget& t0, const QuantTarget& t1, bool vec, TileChoice tiles,
                      cudaStream_t stream, int sm_count) {
   const bool stats = t0.stats || t1.stats;
   const bool pow2 = opt.pow2_scales;
   if (opt.format == Fp8Format::e4m3) {
-    stats ? launch_produced<Producer, Fp8Format::e4m3, true>(prod, M, K, pow2, t0, t1, vec,
-                                                             stage_bf16, stream, sm_count)
-          : launch_produced<Producer, Fp8Format::e4m3, false>(prod, M, K, pow2, t0, t1, vec,
-                                                              stage_bf16, stream, sm_count);
+    stats ? launch_produced<Producer, Fp8Format::e4m3, true>(prod, M, K, pow2, t0, t1, vec, tiles,
+                                                             stream, sm_count)
+          : launch_produced<Producer, Fp8Format::e4m3, false>(prod, M, K, pow2, t0, t1, vec, tiles,
+                                                              stream, sm_count);
   } else {
-    stats ? launch_produced<Producer, Fp8Format::e5m2, true>(prod, M, K, pow2, t0, t1, vec,
-                                                             stage_bf16, stream, sm_count)
-          : launch_produced<Producer, Fp8Format::e5m2, false>(prod, M, K, pow2, t0, t1, vec,
-                                                              stage_bf16, stream, sm_count);
+    stats ? launch_produced<Producer, Fp8Format::e5m2, true>(prod, M, K, pow2, t0, t1, vec, tiles,
+                                                             stream, sm_count)
+          : launch_produced<Producer, Fp8Format::e5m2, false>(prod, M, K, pow2, t0, t1, vec, tiles,
+                                                              stream, sm_count);
   }
 }
 

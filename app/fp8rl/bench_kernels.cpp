@@ -321,20 +321,29 @@ Json bench_quant(Backend& be, const std::vector<std::pair<int64_t, int64_t>>& sh
           be.quantize_with_transpose(Y, q.m, qt.m, opt, nullptr, nullptr);
         });
 
-    // The same staged kernels with BF16 tiles staged as 16-bit patterns (half the shared memory,
-    // twice the blocks per SM), where the backend has that kernel option.
-    if (be.set_kernel_option("quantize_stage_bf16", 1)) {
-      row("quantize x, x^T stage16", 2.0 * R * C + operands,
+    // The tile kernels the backend's default does not run (CUDA: every tile staged in shared
+    // memory, a warp per 1x128 line — as FP32 values, then BF16 ones as 16-bit patterns — where
+    // the default holds whole tiles in registers), so one run compares them.
+    auto staged_rows = [&](const std::string& suffix) {
+      auto name = [&](const char* op) { return std::string(op) + suffix; };
+      row(name("quantize x, x^T").c_str(), 2.0 * R * C + operands,
           [&] { be.quantize_with_transpose(X, q.m, qt.m, opt, nullptr, nullptr); });
-      row("rmsnorm->fp8 stage16", 2.0 * R * C + operands,
+      row(name("rmsnorm->fp8").c_str(), 2.0 * R * C + operands,
           [&] { be.rmsnorm_forward_fp8(X, Wn, 1e-6f, none, rs, ops, opt); });
-      row("swiglu->fp8 stage16", 4.0 * R * C + operands,
+      row(name("swiglu->fp8").c_str(), 4.0 * R * C + operands,
           [&] { be.swiglu_forward_fp8(X, X2, none, ops, opt); });
-      row("swiglu bwd->fp8 stage16", 6.0 * R * C + 2 * operands,
+      row(name("swiglu bwd->fp8").c_str(), 6.0 * R * C + 2 * operands,
           [&] { be.swiglu_backward_fp8(X3, X, X2, none, none, ops, opt, ops2, opt); });
-      row("rmsnorm bwd->fp8 stage16", 8.0 * R * C + operands,
+      row(name("rmsnorm bwd->fp8").c_str(), 8.0 * R * C + operands,
           [&] { be.rmsnorm_backward_fp8(X3, X, Wn, rs, X2, Y, DW, ops, opt); });
-      be.set_kernel_option("quantize_stage_bf16", 0);
+    };
+    if (be.set_kernel_option("quantize_tile_kernel", 1)) {
+      staged_rows(" staged");
+      if (be.set_kernel_option("quantize_stage_bf16", 1)) {
+        staged_rows(" stage16");
+        be.set_kernel_option("quantize_stage_bf16", 0);
+      }
+      be.set_kernel_option("quantize_tile_kernel", 0);
     }
   }
   std::printf(

@@ -250,16 +250,27 @@ struct Case {
   bool vec;         // the 16-byte path (K % 8 == 0)
   bool transposed;  // a transposed copy (always with two outputs)
   bool stats;
-  bool store;  // the outputs written (else quantized only)
+  bool store;              // the outputs written (else quantized only)
+  bool registers = false;  // whole tiles from registers (quantize_tile_kernel 2) where they fit
 };
+
+// Whether the register kernels take whole tiles of c (launch_produced's rule: every output
+// transposed, the 16-byte path, M % 8 == 0, a whole tile).
+bool registers_fit(const Case& c) {
+  return c.transposed && c.vec && c.M % 8 == 0 && c.M >= 128 && c.K >= 128;
+}
 
 std::string describe(const Case& c) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s %lldx%lld %s%s %s %s-staged %s%s%s%s", op_name(c.op),
-                static_cast<long long>(c.M), static_cast<long long>(c.K), fp8_format_name(c.format),
-                c.pow2 ? " pow2" : "", c.out_bf16 ? "bf16" : "f32", c.stage_bf16 ? "bf16" : "f32",
-                c.vec ? "vec" : "scalar", c.transposed ? " +transposed" : "",
-                c.stats ? " +stats" : "", c.store ? " +stored" : "");
+  std::snprintf(
+      buf, sizeof buf, "%s %lldx%lld %s%s %s %s %s%s%s%s", op_name(c.op),
+      static_cast<long long>(c.M), static_cast<long long>(c.K), fp8_format_name(c.format),
+      c.pow2 ? " pow2" : "", c.out_bf16 ? "bf16" : "f32",
+      c.registers ? (c.stage_bf16 ? "registers, bf16-staged edges" : "registers, f32-staged edges")
+      : c.stage_bf16 ? "bf16-staged"
+                     : "f32-staged",
+      c.vec ? "vec" : "scalar", c.transposed ? " +transposed" : "", c.stats ? " +stats" : "",
+      c.store ? " +stored" : "");
   return buf;
 }
 
@@ -350,6 +361,7 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     dst[o] = {c.store ? out[o].data() : nullptr, c.out_bf16};
   }
   const QuantOptions opt{c.format, c.pow2, c.stats ? &sums[0] : nullptr};
+  const quant::TileChoice tiles{c.registers, c.stage_bf16};
   // The norm's rows R of width D (per head: the [M·heads, D] view of the [M, K] tensors).
   const int64_t D = norm_width(c.op, K), R = M * (K / D);
   auto norm_view = [&](const Matrix& m) { return Matrix{m.data, R, D, m.dtype}; };
@@ -377,8 +389,8 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
                                                     K,
                                                     static_cast<int>(D),
                                                     static_cast<int>(K / D)};
-    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
-                           nullptr, sm_count);
+    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, tiles, nullptr,
+                           sm_count);
   } else if (c.op == Op::rmsnorm_one_pass || c.op == Op::rmsnorm_add_one_pass) {
     const bool add = c.op == Op::rmsnorm_add_one_pass;
     Tensor sum = in[0];  // x + r as the CPU's add makes it: what x must hold afterwards
@@ -404,8 +416,8 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
                                                    Matrix{nullptr, M, K, out_dtype}, rstd.data(),
                                                    nullptr, sm_count);
     const rmsnorm_kernels::RmsnormProducer prod{in[0].in(), in[1].in(), rstd.data(), dst[0], K};
-    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
-                           nullptr, sm_count);
+    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, tiles, nullptr,
+                           sm_count);
   } else if (c.op == Op::swiglu_stacked) {
     // gu [M, 2K]: each row gate's K values, then up's; the producer reads the halves in place.
     std::vector<float> gu32;
@@ -424,16 +436,16 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
     const swiglu_kernels::SwigluProducer prod{
         In{gu, c.out_bf16}, In{static_cast<const uint8_t*>(gu) + K * es, c.out_bf16}, dst[0], K,
         2 * K};
-    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
-                           nullptr, sm_count);
+    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, tiles, nullptr,
+                           sm_count);
   } else if (c.op == Op::swiglu) {
     const swiglu_kernels::SwigluProducer prod{in[0].in(), in[1].in(), dst[0], K, K};
-    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, c.stage_bf16,
-                           nullptr, sm_count);
+    quant::launch_produced(prod, M, K, opt, tg[0], quant::QuantTarget{}, c.vec, tiles, nullptr,
+                           sm_count);
   } else {
     const swiglu_kernels::SwigluGradProducer prod{in[0].in(), in[1].in(), in[2].in(),
                                                   dst[0],     dst[1],     K};
-    quant::launch_produced(prod, M, K, opt, tg[0], tg[1], c.vec, c.stage_bf16, nullptr, sm_count);
+    quant::launch_produced(prod, M, K, opt, tg[0], tg[1], c.vec, tiles, nullptr, sm_count);
   }
 
   // The reference.
@@ -567,12 +579,13 @@ bool run_produced(Backend& cpu, const Case& c, unsigned seed, int sm_count) {
 // quantize_transpose_kernel: x [M, K] f32 or bf16 against the reference's
 // quantize_with_transpose, statistics of both outputs.
 template <typename T, Fp8Format F, bool kStats, class S>
-int transpose_case(const Tensor& x, bool pow2, int sm_count, const Reference& ref) {
+int transpose_case(const Tensor& x, bool pow2, bool registers, int sm_count, const Reference& ref) {
   Operand along(x.M, x.K), trans(x.K, x.M);
   QuantStatsSum sums[2];
   quant::launch_quantize_transpose<T, F, kStats, S>(
       static_cast<const T*>(x.data()), x.M, x.K, pow2, along.codes.data(), along.scales.data(),
-      trans.codes.data(), trans.scales.data(), kStats ? sums : nullptr, nullptr, sm_count);
+      trans.codes.data(), trans.scales.data(), kStats ? sums : nullptr, registers, nullptr,
+      sm_count);
   int bad = compare("along", along, ref.along) + compare("transposed", trans, ref.transposed);
   if (kStats)
     bad += compare_stats("along", sums[0], ref.stats_along) +
@@ -580,8 +593,8 @@ int transpose_case(const Tensor& x, bool pow2, int sm_count, const Reference& re
   return bad;
 }
 
-bool run_transpose(Backend& cpu, int64_t M, int64_t K, bool bf16, bool stage_bf16, Fp8Format f,
-                   bool pow2, bool stats, unsigned seed, int sm_count) {
+bool run_transpose(Backend& cpu, int64_t M, int64_t K, bool bf16, bool stage_bf16, bool registers,
+                   Fp8Format f, bool pow2, bool stats, unsigned seed, int sm_count) {
   std::mt19937 rng(seed);
   const Tensor x = make_tensor(M, K, bf16, true, rng);
   const Reference ref(cpu, x, QuantOptions{f, pow2, nullptr});
@@ -591,21 +604,22 @@ bool run_transpose(Backend& cpu, int64_t M, int64_t K, bool bf16, bool stage_bf1
   auto go = [&](auto fmt) {
     constexpr Fp8Format F = decltype(fmt)::value;
     if (!bf16) {
-      bad += stats ? transpose_case<float, F, true, float>(x, pow2, sm_count, ref)
-                   : transpose_case<float, F, false, float>(x, pow2, sm_count, ref);
+      bad += stats ? transpose_case<float, F, true, float>(x, pow2, registers, sm_count, ref)
+                   : transpose_case<float, F, false, float>(x, pow2, registers, sm_count, ref);
     } else if (stage_bf16) {
-      bad += stats ? transpose_case<uint16_t, F, true, uint16_t>(x, pow2, sm_count, ref)
-                   : transpose_case<uint16_t, F, false, uint16_t>(x, pow2, sm_count, ref);
+      bad += stats
+                 ? transpose_case<uint16_t, F, true, uint16_t>(x, pow2, registers, sm_count, ref)
+                 : transpose_case<uint16_t, F, false, uint16_t>(x, pow2, registers, sm_count, ref);
     } else {
-      bad += stats ? transpose_case<uint16_t, F, true, float>(x, pow2, sm_count, ref)
-                   : transpose_case<uint16_t, F, false, float>(x, pow2, sm_count, ref);
+      bad += stats ? transpose_case<uint16_t, F, true, float>(x, pow2, registers, sm_count, ref)
+                   : transpose_case<uint16_t, F, false, float>(x, pow2, registers, sm_count, ref);
     }
   };
   f == Fp8Format::e4m3 ? go(E4{}) : go(E5{});
-  std::printf("%s transpose %lldx%lld %s x, %s-staged, %s%s%s (%s path)\n", bad ? "FAIL" : "PASS",
+  std::printf("%s transpose %lldx%lld %s x, %s%s-staged, %s%s%s (%s path)\n", bad ? "FAIL" : "PASS",
               static_cast<long long>(M), static_cast<long long>(K), bf16 ? "bf16" : "f32",
-              stage_bf16 ? "bf16" : "f32", fp8_format_name(f), pow2 ? " pow2" : "",
-              stats ? " +stats" : "", K % 8 == 0 ? "16-byte" : "scalar");
+              registers ? "registers, edges " : "", stage_bf16 ? "bf16" : "f32", fp8_format_name(f),
+              pow2 ? " pow2" : "", stats ? " +stats" : "", K % 8 == 0 ? "16-byte" : "scalar");
   return bad == 0;
 }
 
@@ -717,6 +731,14 @@ int main() {
       {130, 1024, e4, false, nhead, true, true, true, true, true, false},
       {65, 192, e4, false, nhead, true, false, false, true, true, true},
       {64, 256, e5, true, nhead, false, false, true, true, true, true},
+      // Several whole tiles and edges (rows and columns past the last whole tile): from
+      // registers, the edges staged (each case also runs staged throughout, as all above).
+      {264, 1032, e4, false, norm, true, false, true, true, true, true},
+      {136, 256, e5, true, fwd, false, false, true, true, true, true},
+      {136, 264, e4, false, sst, true, false, true, true, true, false},
+      {256, 136, e4, false, bwd, true, true, true, true, true, true},
+      {256, 256, e5, false, nbwd, false, false, true, true, true, true},
+      {136, 1024, e4, false, nhead, true, false, true, true, true, true},
   };
   int failed = 0, runs = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -726,6 +748,12 @@ int main() {
     }
     failed += run_produced(*cpu, cases[i], 1000 + static_cast<unsigned>(i), 1 + i % 2) ? 0 : 1;
     ++runs;
+    if (registers_fit(cases[i])) {  // the same case from registers (the default on a device)
+      Case r = cases[i];
+      r.registers = true;
+      failed += run_produced(*cpu, r, 1000 + static_cast<unsigned>(i), 1 + i % 2) ? 0 : 1;
+      ++runs;
+    }
   }
   // quantize_transpose_kernel: {M, K, bf16 x, 16-bit staging, format, pow2, stats}.
   struct TCase {
@@ -739,15 +767,19 @@ int main() {
       {128, 128, true, true, e4, true, true},     {130, 300, false, false, e5, true, false},
       {257, 1024, false, false, e4, false, true}, {257, 1024, true, true, e4, false, true},
       {257, 1024, true, false, e5, false, true},  {64, 256, true, true, e5, false, false},
-      {130, 300, true, false, e4, false, true},
+      {130, 300, true, false, e4, false, true},   {136, 264, true, false, e4, false, true},
+      {256, 384, false, false, e5, true, true},   {256, 136, true, true, e4, false, true},
   };
   for (size_t i = 0; i < tcases.size(); ++i) {
     const TCase& t = tcases[i];
-    failed += run_transpose(*cpu, t.M, t.K, t.bf16, t.stage_bf16, t.f, t.pow2, t.stats,
-                            2000 + static_cast<unsigned>(i), 1 + i % 2)
-                  ? 0
-                  : 1;
-    ++runs;
+    for (const bool registers : {false, true}) {
+      if (registers && !(t.K % 8 == 0 && t.M % 8 == 0 && t.M >= 128 && t.K >= 128)) continue;
+      failed += run_transpose(*cpu, t.M, t.K, t.bf16, t.stage_bf16, registers, t.f, t.pow2, t.stats,
+                              2000 + static_cast<unsigned>(i), 1 + i % 2)
+                    ? 0
+                    : 1;
+      ++runs;
+    }
   }
   std::printf("%d of %d runs failed\n", failed, runs);
   return failed == 0 ? 0 : 1;

@@ -115,12 +115,6 @@ std::string compare_operands(const DevOperands& got, const DevOperands& want, co
   return {};
 }
 
-// The case with the default staging of the tiles, then with the 16-bit staging of BF16 tiles
-// (the CUDA kernel option quantize_stage_bf16 = 1).
-Result staged_both_ways(Backend& test, const std::function<Result()>& body) {
-  return with_kernel_option(test, "quantize_stage_bf16", {1}, body);
-}
-
 std::string what_of(DType dt, int64_t M, int64_t K, bool transposed, bool written,
                     const QuantOptions& opt) {
   return fmt("%s %s %s%s%s%s", dtype_name(dt), shape_str(M, K).c_str(), fp8_format_name(opt.format),
@@ -133,7 +127,7 @@ void add_rmsnorm_case(Registry& reg, int64_t M, int64_t H, DType dt, bool transp
   reg.push_back(
       {"rmsnorm_forward_fp8 " + what_of(dt, M, H, transposed, written, opt),
        [=](Backend&, Backend& test, Rng& rng) {
-         return staged_both_ways(test, [&]() -> Result {
+         return with_tile_kernels(test, [&]() -> Result {
            const DevMatrix x(test, rng, M, H, dt, 3.0), w(test, rng, 1, H, dt);
            DevMatrix y(test, M, H, dt), y_ref(test, M, H, dt), rstd(test, M, 1, DType::f32),
                rstd_ref(test, M, 1, DType::f32);
@@ -240,7 +234,7 @@ void add_rmsnorm_backward_case(Registry& reg, int64_t M, int64_t H, DType dt, bo
   if (D <= 0) D = H;
   reg.push_back(
       {"rmsnorm_backward_fp8 " + what, [=](Backend&, Backend& test, Rng& rng) {
-         return staged_both_ways(test, [&]() -> Result {
+         return with_tile_kernels(test, [&]() -> Result {
            const int64_t R = M * (H / D);
            auto view = [&](const DevMatrix& t) { return Matrix{t.m.data, R, D, t.m.dtype}; };
            const DevMatrix x(test, rng, M, H, dt, 3.0), w(test, rng, 1, D, dt),
@@ -280,7 +274,7 @@ void add_swiglu_case(Registry& reg, int64_t M, int64_t I, DType dt, bool transpo
                      QuantOptions opt) {
   reg.push_back({"swiglu_forward_fp8 " + what_of(dt, M, I, transposed, written, opt),
                  [=](Backend&, Backend& test, Rng& rng) {
-                   return staged_both_ways(test, [&]() -> Result {
+                   return with_tile_kernels(test, [&]() -> Result {
                      const DevMatrix g(test, rng, M, I, dt, 2.0), u(test, rng, M, I, dt);
                      DevMatrix h(test, M, I, dt), h_ref(test, M, I, dt);
                      DevOperands got(test, M, I, transposed, opt),
@@ -307,7 +301,7 @@ void add_swiglu_stacked_case(Registry& reg, int64_t M, int64_t I, DType dt, bool
   reg.push_back(
       {"swiglu_forward_stacked(_fp8) " + what_of(dt, M, I, false, written, opt),
        [=](Backend&, Backend& test, Rng& rng) {
-         return staged_both_ways(test, [&]() -> Result {
+         return with_tile_kernels(test, [&]() -> Result {
            const DevMatrix gu(test, rng, M, 2 * I, dt, 2.0);
            DevMatrix g(test, M, I, dt), u(test, M, I, dt), h(test, M, I, dt), h8(test, M, I, dt),
                h_ref(test, M, I, dt);
@@ -335,7 +329,7 @@ void add_swiglu_backward_case(Registry& reg, int64_t M, int64_t I, DType dt, boo
                           ? " (up in " + std::string(fp8_format_name(opt_up.format)) + ")"
                           : std::string()),
                  [=](Backend&, Backend& test, Rng& rng) {
-                   return staged_both_ways(test, [&]() -> Result {
+                   return with_tile_kernels(test, [&]() -> Result {
                      const DevMatrix dh(test, rng, M, I, dt, 0.5), g(test, rng, M, I, dt, 2.0),
                          u(test, rng, M, I, dt);
                      DevMatrix dg(test, M, I, dt), du(test, M, I, dt), dg_ref(test, M, I, dt),
@@ -401,9 +395,10 @@ void add_fused_cases(Registry& reg) {
   e5m2_pow2.format = Fp8Format::e5m2;
   e5m2_pow2.pow2_scales = true;
   // Awkward shapes: one element, partial blocks both ways, one whole tile, rows past a tile,
-  // a Qwen-like width; the 16-byte path needs K % 8 == 0 and whole tiles.
-  const std::pair<int64_t, int64_t> shapes[] = {
-      {1, 1}, {3, 129}, {128, 128}, {130, 300}, {257, 1024}};
+  // a Qwen-like width; the 16-byte path needs K % 8 == 0 and whole tiles; whole tiles with edges
+  // both ways where the CUDA register kernel takes them (M % 8 == 0).
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},     {3, 129},    {128, 128},
+                                                {130, 300}, {257, 1024}, {264, 1032}};
   for (const auto& [M, K] : shapes)
     for (DType dt : {DType::bf16, DType::f32}) {
       add_rmsnorm_case(reg, M, K, dt, true, true, e4m3);

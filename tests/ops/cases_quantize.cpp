@@ -225,8 +225,8 @@ void add_transpose_quantize_case(Registry& reg, int64_t rows, int64_t cols, DTyp
   reg.push_back(
       {fmt("quantize_with_transpose 1x128 %s %s", dtype_name(dt), shape_str(rows, cols).c_str()),
        [=](Backend& ref, Backend& test, Rng& rng) {
-         // The default staging of the tiles, then the 16-bit staging of BF16 ones (CUDA).
-         return with_kernel_option(test, "quantize_stage_bf16", {1}, [&]() -> Result {
+         // Every way of the CUDA tile kernels (with_tile_kernels).
+         return with_tile_kernels(test, [&]() -> Result {
            const QuantOptions opt;
            const Host in = make_input(random_matrix(rng, rows, cols), dt);
            // Explicit transpose on the host: the reference for the transposed output.
@@ -534,6 +534,9 @@ void add_quantize_cases(Registry& reg) {
   add_quantize_case(reg, 257, 515, DType::f32, ScaleBlock::row1x128, {Fp8Format::e5m2, false},
                     true);
   add_transpose_quantize_case(reg, 300, 257, DType::f32);
+  // Whole tiles with edges both ways, rows a multiple of 8 (CUDA: from registers, edges staged).
+  add_transpose_quantize_case(reg, 264, 1032, DType::bf16);
+  add_transpose_quantize_case(reg, 136, 264, DType::f32);
   for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {257, 515}, {130, 1000}}) {
     add_scale_histogram_case(reg, r, c, ScaleBlock::row1x128, -32, 8);
     add_scale_histogram_case(reg, r, c, ScaleBlock::tile128x128, -32, 8);

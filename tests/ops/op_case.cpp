@@ -74,6 +74,12 @@ Result with_kernel_option(Backend& be, const std::string& option,
   return pass(detail);
 }
 
+Result with_tile_kernels(Backend& be, const std::function<Result()>& body) {
+  return with_kernel_option(be, "quantize_tile_kernel", {1}, [&] {
+    return with_kernel_option(be, "quantize_stage_bf16", {1}, body);
+  });
+}
+
 double relative_error(const std::vector<double>& x, const std::vector<double>& y) {
   double num = 0, den = 0;
   for (size_t i = 0; i < x.size(); ++i) {

@@ -88,6 +88,11 @@ double relative_error(const std::vector<double>& x, const std::vector<double>& y
 Result with_kernel_option(Backend& be, const std::string& option,
                           const std::vector<int64_t>& values, const std::function<Result()>& body);
 
+// Runs body with every way the CUDA backend quantizes 128x128 tiles with a transposed copy: its
+// defaults (whole tiles from registers), then the 16-bit staging of BF16 edge tiles, then every
+// tile staged (quantize_tile_kernel 1) as FP32 and as 16-bit patterns. The CPU: once.
+Result with_tile_kernels(Backend& be, const std::function<Result()>& body);
+
 std::string shape_str(int64_t r, int64_t c);
 
 // Formats with printf syntax.

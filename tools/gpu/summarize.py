@@ -247,7 +247,8 @@ class Summary:
             if r.get("speedup") is not None:
                 self.info.append((f"{r['op']}, {r['rows']}x{r['cols']}",
                                   fmt_ratio(r["speedup"])))
-            elif any(w in str(r.get("op", "")) for w in ("->fp8", "stage16", "rmsnorm backward")) and \
+            elif any(w in str(r.get("op", ""))
+                     for w in ("->fp8", "staged", "stage16", "rmsnorm backward")) and \
                     r.get("vs_copy") is not None:
                 self.info.append((f"{r['op']} vs copy bandwidth, {r['rows']}x{r['cols']}",
                                   fmt_pct(r["vs_copy"])))
