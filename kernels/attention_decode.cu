@@ -37,6 +37,7 @@
 #include "cuda_check.hpp"
 #include "mma_ptx.cuh"
 #include "ops_common.cuh"
+#include "quantize.cuh"
 
 namespace fp8rl {
 namespace {
@@ -338,10 +339,24 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeArgs a
   }
 }
 
-// One warp per (row, query head): the splits combined in split order.
+// Where the combine kernel also quantizes o (head dim 128: a (row, head) pair is one 1x128
+// block): codes [rows, cols] and 1/s per block (row1x128), as quantize of the BF16 o makes
+// them. codes null: o only.
+struct CombineQuant {
+  uint8_t* codes = nullptr;
+  float* scale_inv = nullptr;
+  int64_t rows = 0, cols = 0;
+  int Hq = 1;
+  bool pow2 = false;
+};
+
+// One warp per (row, query head): the splits combined in split order; with q.codes (F: its
+// format) the pair's block quantized as well (lane l holds d = l + 32j, as
+// quant::quantize_warp_block takes them).
+template <Fp8Format F>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_combine_kernel(const float2* __restrict__ ml, const float* __restrict__ acc,
-                                    int64_t pairs, int splits, int D, Out o) {
+                                    int64_t pairs, int splits, int D, Out o, CombineQuant q) {
   const int64_t pair = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   const int lane = static_cast<int>(threadIdx.x & 31);
   if (pair >= pairs) return;  // warp-uniform
@@ -353,15 +368,30 @@ __global__ void __launch_bounds__(kThreads)
     const float2 p = ml[base + z];
     if (p.x != -INFINITY) l += p.y * expf(p.x - m);
   }
-  for (int d = lane; d < D; d += 32) {
+  auto value = [&](int d) {
     float v = 0.0f;
     for (int z = 0; z < splits; ++z) {
       const float mz = ml[base + z].x;
       if (mz != -INFINITY) v += acc[(base + z) * D + d] * expf(mz - m);
     }
     // No keys at all (an invalid row): zeros, as the first kernel writes.
-    o.store(pair * D + d, l == 0.0f ? 0.0f : v / l);
+    return l == 0.0f ? 0.0f : v / l;
+  };
+  if (q.codes == nullptr) {
+    for (int d = lane; d < D; d += 32) o.store(pair * D + d, value(d));
+    return;
   }
+  float v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[j] = o.round(value(lane + 32 * j));
+    o.store(pair * D + lane + 32 * j, v[j]);
+  }
+  const int64_t row = pair / q.Hq, col = (pair % q.Hq) * kBlock;
+  quant::ThreadStats none;
+  quant::quantize_warp_block<F, false>(
+      v, static_cast<int>(kBlock), lane, q.pow2, q.codes + row * q.cols + col,
+      q.scale_inv + scale_index(ScaleBlock::row1x128, q.rows, q.cols, row, col), none);
 }
 
 // Sequence splits of a decode launch of `ctas` CTAs before splitting: `option` when set, else
@@ -377,11 +407,18 @@ int64_t decode_splits(int64_t option, int64_t ctas_per_sm, int sm_count, int64_t
       splits, 1, std::min<int64_t>(kMaxSplits, (max_len + stage_keys - 1) / stage_keys));
 }
 
-// o from the splits' partial results: one warp per (row, query head).
+// o from the splits' partial results: one warp per (row, query head); with q.codes (D = 128)
+// o's blocks quantized in format f too.
 void combine_splits(const float2* ml, const float* acc, int64_t pairs, int splits, int D, Out o,
-                    cudaStream_t s) {
+                    cudaStream_t s, const CombineQuant& q = {}, Fp8Format f = Fp8Format::e4m3) {
   const unsigned blocks = static_cast<unsigned>((pairs + kWarps - 1) / kWarps);
-  decode_attention_combine_kernel<<<blocks, kThreads, 0, s>>>(ml, acc, pairs, splits, D, o);
+  if (f == Fp8Format::e5m2) {
+    decode_attention_combine_kernel<Fp8Format::e5m2>
+        <<<blocks, kThreads, 0, s>>>(ml, acc, pairs, splits, D, o, q);
+  } else {
+    decode_attention_combine_kernel<Fp8Format::e4m3>
+        <<<blocks, kThreads, 0, s>>>(ml, acc, pairs, splits, D, o, q);
+  }
   cuda::check_launch("decode_attention_combine_kernel");
 }
 
@@ -504,7 +541,8 @@ bool CudaBackend::attention_decode(const Matrix& q, const KvCacheView& cache,
 
 bool CudaBackend::attention_decode_mma(const Matrix& q, const KvCacheView& cache,
                                        const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
-                                       int64_t Hkv, const Matrix& o) {
+                                       int64_t Hkv, const Matrix& o, const Fp8Matrix* fp8,
+                                       const QuantOptions* opt) {
   const int64_t n = q.rows, group = Hq / Hkv;
   if ((cache.dtype != DType::fp8 && cache.dtype != DType::bf16) || q.dtype != DType::bf16 ||
       o.dtype != DType::bf16 || cache.width != Hkv * cuda::kDecodeMmaHeadDim ||
@@ -532,6 +570,15 @@ bool CudaBackend::attention_decode_mma(const Matrix& q, const KvCacheView& cache
       decode_splits(options_.attention_splits, options_.attention_ctas_per_sm, sm_count_,
                     n * Hkv * ((group + 7) / 8), cache.max_len, cuda::kDecodeMmaStageKeys));
   if (!cuda::decode_mma_problem(m).empty()) return false;
+  CombineQuant cq;
+  if (fp8) {  // o's blocks (a head each) quantized where o is written
+    m.codes = fp8->codes;
+    m.scale_inv = fp8->scale_inv;
+    m.e5m2 = opt->format == Fp8Format::e5m2;
+    m.pow2 = opt->pow2_scales;
+    cq = {fp8->codes,           fp8->scale_inv,  n, Hq * cuda::kDecodeMmaHeadDim,
+          static_cast<int>(Hq), opt->pow2_scales};
+  }
   if (m.splits > 1) {
     const int64_t parts = n * Hq * m.splits, D = cuda::kDecodeMmaHeadDim;
     const size_t ml_round = (static_cast<size_t>(parts) * sizeof(float2) + 255) / 256 * 256;
@@ -542,7 +589,8 @@ bool CudaBackend::attention_decode_mma(const Matrix& q, const KvCacheView& cache
   cuda::attention_decode_mma(m, device_, stream_);
   if (m.splits > 1)
     combine_splits(reinterpret_cast<const float2*>(m.part_ml), m.part_acc, n * Hq, m.splits,
-                   static_cast<int>(cuda::kDecodeMmaHeadDim), cuda::out_of(o), stream_);
+                   static_cast<int>(cuda::kDecodeMmaHeadDim), cuda::out_of(o), stream_, cq,
+                   fp8 ? opt->format : Fp8Format::e4m3);
   return true;
 }
 

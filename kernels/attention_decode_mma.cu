@@ -57,6 +57,7 @@
 #include "core/error.hpp"
 #include "cuda_check.hpp"
 #include "mma_ptx.cuh"
+#include "quantize.cuh"
 
 namespace fp8rl::cuda {
 namespace {
@@ -113,6 +114,33 @@ __device__ __forceinline__ int row_granule(int k, int r) {
   return k * Sizes<kFp8>::kRowBytes + 16 * (r ^ (k & 7));
 }
 
+// Head h of row i's output, value(d) for d < 128, rounded to BF16 into o and quantized into the
+// head's 1x128 block of a.codes / a.scale_inv, as quantize of the BF16 o makes it (the lane
+// layout of quant::quantize_warp_block: lane l holds d = l, l + 32, l + 64, l + 96).
+// Warp-collective.
+template <class Value>
+__device__ __forceinline__ void store_quantized_head(const DecodeMmaArgs& a, int64_t i, int h,
+                                                     int lane, Value value) {
+  const int64_t at = (i * a.Hq + h) * kD;
+  float v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int d = lane + 32 * j;
+    const __nv_bfloat16 b = __float2bfloat16_rn(value(d));
+    a.o[at + d] = __bfloat16_as_ushort(b);
+    v[j] = __bfloat162float(b);
+  }
+  uint8_t* codes = a.codes + at;
+  float* scale =
+      a.scale_inv + scale_index(ScaleBlock::row1x128, a.n, int64_t{a.Hq} * kD, i, int64_t{h} * kD);
+  quant::ThreadStats none;
+  if (a.e5m2) {
+    quant::quantize_warp_block<Fp8Format::e5m2, false>(v, kD, lane, a.pow2, codes, scale, none);
+  } else {
+    quant::quantize_warp_block<Fp8Format::e4m3, false>(v, kD, lane, a.pow2, codes, scale, none);
+  }
+}
+
 // kFp8: an E4M3 cache (f16 products, the scales applied afterwards); else a BF16 one.
 template <bool kFp8>
 __global__ void __launch_bounds__(kThreads) decode_mma_kernel(DecodeMmaArgs a) {
@@ -139,6 +167,11 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(DecodeMmaArgs a) {
   const int64_t slot = a.slot_ids[i];
   const int kbeg = keys.begin, kend = keys.end;
   if (kbeg >= kend) {  // block-uniform: an invalid row, or a split past the row's keys
+    if (a.splits == 1 && a.codes) {  // zeros, quantized
+      for (int r = warp; r < ng; r += kWarps)
+        store_quantized_head(a, i, h0 + r, lane, [](int) { return 0.0f; });
+      return;
+    }
     for (int t = static_cast<int>(threadIdx.x); t < ng * kD; t += kThreads) {
       if (a.splits == 1) {
         a.o[head0 + t] = 0;  // BF16 +0
@@ -359,6 +392,12 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(DecodeMmaArgs a) {
 
   float vsi = 1.0f;
   if constexpr (kFp8) vsi = *a.v_scale_inv;
+  if (a.splits == 1 && a.codes) {  // block-uniform: o and its blocks, a warp per head
+    for (int r = warp; r < ng; r += kWarps)
+      store_quantized_head(a, i, h0 + r, lane,
+                           [&](int d) { return out_acc[r * kD + d] * vsi / row_sum[r]; });
+    return;
+  }
   for (int t = static_cast<int>(threadIdx.x); t < ng * kD; t += kThreads) {
     const int r = t / kD;
     if (a.splits == 1) {
@@ -398,6 +437,7 @@ std::string decode_mma_problem(const DecodeMmaArgs& a) {
     return "head dim " + std::to_string(a.width / a.Hkv) + " (the kernel takes " +
            std::to_string(kD) + ")";
   if (a.fp8 && (!a.k_scale_inv || !a.v_scale_inv)) return "an FP8 cache without its scales";
+  if (a.codes && !a.scale_inv) return "o's FP8 codes without their scales";
   if (reinterpret_cast<uintptr_t>(a.cache_k) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(a.cache_v) % 16 != 0)
     return "the caches are not 16-byte aligned";

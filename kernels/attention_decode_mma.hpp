@@ -34,6 +34,12 @@ struct DecodeMmaArgs {
   int64_t n = 0, num_slots = 0, max_len = 0, width = 0;  // width: Hkv·128 codes a position
   int Hq = 0, Hkv = 0, splits = 1;
   float scale = 0;  // the softmax scale, 1/sqrt(128)
+  // With codes (one split): o's 1x128 blocks — a head each — quantized as o is written, as
+  // quantize of the BF16 o makes them: codes [n, Hq·128], scale_inv per (row, head) in the
+  // row1x128 layout; E5M2 or E4M3, power-of-two scales or not.
+  uint8_t* codes = nullptr;
+  float* scale_inv = nullptr;
+  bool e5m2 = false, pow2 = false;
 };
 
 // Keys a CTA streams per stage: a split's range is a multiple of it.

@@ -338,6 +338,11 @@ class CudaBackend final : public Backend {
                 const KvCacheView& cache) override;
   void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                         const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o) override;
+  // The tensor-core decode kernel quantizes o's blocks as it writes them where it runs and opt
+  // sums no statistics; elsewhere the two ops.
+  void attention_cached_fp8(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
+                            const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o,
+                            const Fp8Operands& out, const QuantOptions& opt) override;
 
   // mla.cu: multi-head latent attention (DeepSeek-V3). copy_columns and mla_cache_write are
   // bit-exact with the CPU; rope_columns as rope; the attention kernels compute every dot product
@@ -470,9 +475,16 @@ class CudaBackend final : public Backend {
                         const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o);
   // attention_decode.cu, under attention_kernel = 3 (default): the tensor-core decode kernel
   // (attention_decode_mma.cu) for an fp8 or bf16 cache at head dim 128 with bf16 q and o, false
-  // where it does not apply (attention_decode's kernel then runs).
+  // where it does not apply (attention_decode's kernel then runs). With fp8 (a [n, Hq·128]
+  // 1x128 operand) and opt (no statistics sum), o's blocks are quantized as o is written (the
+  // kernel's epilogue, or the split combine).
   bool attention_decode_mma(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
-                            const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o);
+                            const int32_t* lengths, int64_t Hq, int64_t Hkv, const Matrix& o,
+                            const Fp8Matrix* fp8 = nullptr, const QuantOptions* opt = nullptr);
+  // attention_cached's checks of its operands (kv_cache.cu), op naming the caller.
+  void check_attention_cached(const char* op, const Matrix& q, const KvCacheView& cache,
+                              const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
+                              int64_t Hkv, const Matrix& o) const;
 
   // gemm.cu: the cached plan for key with the algorithm the gemm_algo option names (built on
   // first use; rebuilt only after the least recently used plans were evicted, see plans_). The

@@ -563,11 +563,9 @@ void CudaBackend::kv_write(const Matrix& k, const Matrix& v, const int32_t* slot
   cuda::check_launch("kv_write_kernel");
 }
 
-void CudaBackend::attention_cached(const Matrix& q, const KvCacheView& cache,
-                                   const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
-                                   int64_t Hkv, const Matrix& o) {
-  const OpScope scope(*this, "attention_cached");
-  const char* op = "attention_cached";
+void CudaBackend::check_attention_cached(const char* op, const Matrix& q, const KvCacheView& cache,
+                                         const int32_t* slot_ids, const int32_t* lengths,
+                                         int64_t Hq, int64_t Hkv, const Matrix& o) const {
   const std::string p = std::string(op) + ": ";
   check_cache(cache, op);
   check(Hq > 0 && Hkv > 0 && Hq % Hkv == 0, p + "query heads " + std::to_string(Hq) +
@@ -595,6 +593,37 @@ void CudaBackend::attention_cached(const Matrix& q, const KvCacheView& cache,
   cuda::check_data(op, "lengths", lengths);
   // Each CTA reads its heads of q before it writes them to o, so exact aliasing is fine.
   check(o.data != q.data || o.dtype == q.dtype, p + "o aliases q with another dtype");
+}
+
+void CudaBackend::attention_cached_fp8(const Matrix& q, const KvCacheView& cache,
+                                       const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
+                                       int64_t Hkv, const Matrix& o, const Fp8Operands& out,
+                                       const QuantOptions& opt) {
+  const char* op = "attention_cached_fp8";
+  if (options_.attention_kernel == 3 && opt.stats_sum == nullptr && q.rows > 0 &&
+      out.transposed.codes == nullptr) {
+    const OpScope scope(*this, op);
+    check_attention_cached(op, q, cache, slot_ids, lengths, Hq, Hkv, o);
+    check_quantize_operands(o, out.along);
+    check(out.along.block == ScaleBlock::row1x128 && out.along.format == opt.format,
+          std::string(op) + ": `along` must be 1x128 in the options' format");
+    check(out.along.codes && out.along.scale_inv, std::string(op) + ": null `along` data");
+    make_current();
+    if (attention_decode_mma(q, cache, slot_ids, lengths, Hq, Hkv, o, &out.along, &opt)) return;
+  }
+  Backend::attention_cached_fp8(q, cache, slot_ids, lengths, Hq, Hkv, o, out, opt);
+}
+
+void CudaBackend::attention_cached(const Matrix& q, const KvCacheView& cache,
+                                   const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
+                                   int64_t Hkv, const Matrix& o) {
+  const OpScope scope(*this, "attention_cached");
+  check_attention_cached("attention_cached", q, cache, slot_ids, lengths, Hq, Hkv, o);
+  const int64_t n = q.rows;
+  if (n == 0) return;
+  const int64_t D = cache.width / Hkv, group = Hq / Hkv;
+  const int64_t kg = group > 4 ? kMaxGroupBatch : group > 2 ? 4 : group;
+  const int64_t batches = (group + kg - 1) / kg;
   make_current();
   if (options_.attention_kernel != 2 &&
       attention_decode(q, cache, slot_ids, lengths, Hq, Hkv, o))  // attention_decode.cu

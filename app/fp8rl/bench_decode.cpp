@@ -116,6 +116,7 @@ struct AttentionOperands {
   int copies = 1;
   DType dtype = DType::bf16;
   Buffer k, v, q, o, ids, scales;
+  Buffer o_codes, o_scales;  // o as o_proj's FP8 input (attention_cached_fp8)
 };
 
 AttentionOperands make_attention(Backend& be, const ModelConfig& cfg, DType cdt, int64_t rows,
@@ -136,6 +137,10 @@ AttentionOperands make_attention(Backend& be, const ModelConfig& cfg, DType cdt,
   const int64_t qn = rows * cfg.num_attention_heads * cfg.head_dim;
   a.q = upload_random_bf16(be, qn, rng);
   a.o = be.alloc(static_cast<size_t>(qn) * 2);
+  a.o_codes = be.alloc(static_cast<size_t>(qn));
+  a.o_scales = be.alloc(static_cast<size_t>(scale_count(ScaleBlock::row1x128, rows,
+                                                        cfg.num_attention_heads * cfg.head_dim)) *
+                        4);
   // ids: copy c's slot ids (c·rows + i), then the lengths (all ctx).
   std::vector<int32_t> host(static_cast<size_t>((a.copies + 1) * rows));
   for (int64_t c = 0; c < a.copies; ++c)
@@ -151,8 +156,10 @@ AttentionOperands make_attention(Backend& be, const ModelConfig& cfg, DType cdt,
   return a;
 }
 
+// Seconds a call of attention_cached takes — or, with quantize_o, of attention_cached_fp8 (o
+// also quantized as o_proj's FP8 input, as FP8 generation runs it).
 double time_attention(Backend& be, const ModelConfig& cfg, const AttentionOperands& a, double min_s,
-                      int reps) {
+                      int reps, bool quantize_o = false) {
   const int64_t Hq = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads;
   const int64_t width = Hkv * cfg.head_dim;
   const KvCacheView view{a.k.data(), a.v.data(), a.rows * a.copies,    a.ctx,
@@ -161,10 +168,18 @@ double time_attention(Backend& be, const ModelConfig& cfg, const AttentionOperan
   const Matrix O{a.o.data(), a.rows, Hq * cfg.head_dim, DType::bf16};
   const int32_t* ids = a.ids.as<int32_t>();
   const int32_t* lengths = ids + a.copies * a.rows;
+  const Fp8Operands o8{Fp8Matrix{a.o_codes.as<uint8_t>(), a.o_scales.as<float>(), a.rows,
+                                 Hq * cfg.head_dim, ScaleBlock::row1x128, Fp8Format::e4m3},
+                       {}};
   return per_call(
       be,
       [&](int r) {
-        be.attention_cached(Q, view, ids + (r % a.copies) * a.rows, lengths, Hq, Hkv, O);
+        const int32_t* slots = ids + (r % a.copies) * a.rows;
+        if (quantize_o) {
+          be.attention_cached_fp8(Q, view, slots, lengths, Hq, Hkv, O, o8, QuantOptions{});
+        } else {
+          be.attention_cached(Q, view, slots, lengths, Hq, Hkv, O);
+        }
       },
       min_s, reps);
 }
@@ -400,8 +415,9 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
   // att[bi][ci][0 bf16, 1 fp8]: the default kernel's seconds.
   std::vector<std::vector<std::array<double, 2>>> att(
       nb, std::vector<std::array<double, 2>>(o.contexts.size()));
-  std::printf("\n%-10s %5s %6s %6s %10s %9s %8s %12s %12s %13s\n", "attention", "rows", "ctx",
-              "copies", "us", "GB/s", "vs copy", "no split us", "fp32 split us", "1st kernel us");
+  std::printf("\n%-10s %5s %6s %6s %10s %9s %8s %12s %12s %13s %10s\n", "attention", "rows", "ctx",
+              "copies", "us", "GB/s", "vs copy", "no split us", "fp32 split us", "1st kernel us",
+              "o->fp8 us");
   for (size_t bi = 0; bi < nb; ++bi)
     for (size_t ci = 0; ci < o.contexts.size(); ++ci)
       for (int di = 0; di < 2; ++di) {
@@ -409,6 +425,9 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
         const int64_t rows = o.batches[bi], ctx = o.contexts[ci];
         const AttentionOperands ops = make_attention(be, cfg, cdt, rows, ctx, rotate_bytes, rng);
         const double t = time_attention(be, cfg, ops, min_s, reps);
+        // With o quantized for o_proj in the same call (FP8 linears; CUDA: in the kernel's
+        // epilogue or split combine instead of a quantize launch).
+        const double t_o8 = time_attention(be, cfg, ops, min_s, reps, true);
         double t_one = -1, t_split = -1, t_first = -1;
         {
           OptionGuard one(be, "attention_splits", 1);
@@ -425,10 +444,10 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
         att[bi][ci][static_cast<size_t>(di)] = t;
         const double bytes = attention_bytes(cfg, cdt, rows, ctx), gbs = bytes / t / 1e9;
         const std::string name = std::string(dtype_name(cdt)) + " KV";
-        std::printf("%-10s %5lld %6lld %6d %10.1f %9.1f %7.0f%% %12s %12s %13s\n", name.c_str(),
-                    static_cast<long long>(rows), static_cast<long long>(ctx), ops.copies, t * 1e6,
-                    gbs, 100.0 * gbs / copy_gbs, us_or_dash(t_one).c_str(),
-                    us_or_dash(t_split).c_str(), us_or_dash(t_first).c_str());
+        std::printf("%-10s %5lld %6lld %6d %10.1f %9.1f %7.0f%% %12s %12s %13s %10.1f\n",
+                    name.c_str(), static_cast<long long>(rows), static_cast<long long>(ctx),
+                    ops.copies, t * 1e6, gbs, 100.0 * gbs / copy_gbs, us_or_dash(t_one).c_str(),
+                    us_or_dash(t_split).c_str(), us_or_dash(t_first).c_str(), t_o8 * 1e6);
         Json row;
         row["kernel"] = "attention_cached";
         row["kv_cache"] = dtype_name(cdt);
@@ -438,6 +457,7 @@ Json bench_decode(Backend& be, const DecodeOptions& o) {
         row["us"] = number(t * 1e6);
         row["gb_per_s"] = number(gbs);
         row["vs_copy"] = number(gbs / copy_gbs);
+        row["o_fp8_us"] = number(t_o8 * 1e6);
         if (t_one > 0) row["no_split_us"] = number(t_one * 1e6);
         if (t_split > 0) row["fp32_split_us"] = number(t_split * 1e6);
         if (t_first > 0) row["first_kernel_us"] = number(t_first * 1e6);

@@ -137,6 +137,17 @@ void Backend::add_rmsnorm_forward(const Matrix& x, const Matrix& r, const Matrix
   rmsnorm_forward(x, w, eps, y, rstd);
 }
 
+void Backend::attention_cached_fp8(const Matrix& q, const KvCacheView& cache,
+                                   const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
+                                   int64_t Hkv, const Matrix& o, const Fp8Operands& out,
+                                   const QuantOptions& opt) {
+  check(out.transposed.codes == nullptr,
+        "attention_cached_fp8: o is a forward-only input (no transposed operand)");
+  check(o.data || o.rows == 0 || o.cols == 0, "attention_cached_fp8: o must be written");
+  attention_cached(q, cache, slot_ids, lengths, Hq, Hkv, o);
+  quantize_operands(*this, o, out, opt);
+}
+
 void Backend::add_rmsnorm_forward_fp8(const Matrix& x, const Matrix& r, const Matrix& w, float eps,
                                       const Matrix& y, float* rstd, const Fp8Operands& out,
                                       const QuantOptions& opt) {

@@ -463,6 +463,15 @@ class Backend {
   virtual void attention_cached(const Matrix& q, const KvCacheView& cache, const int32_t* slot_ids,
                                 const int32_t* lengths, int64_t Hq, int64_t Hkv,
                                 const Matrix& o) = 0;
+  // attention_cached, and o quantized as the forward-only input of an FP8 linear (o_proj of a
+  // generation step): out.along [n, Hq·D] 1x128 in opt's format, as quantize(o, out.along, opt)
+  // makes it; out.transposed must be null, o is written. The default runs the two ops; a
+  // backend may quantize each head's block as its attention writes it (CUDA: the tensor-core
+  // decode kernel's epilogue or its split combine, where opt sums no statistics).
+  virtual void attention_cached_fp8(const Matrix& q, const KvCacheView& cache,
+                                    const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
+                                    int64_t Hkv, const Matrix& o, const Fp8Operands& out,
+                                    const QuantOptions& opt);
 
   // --- Multi-head latent attention (DeepSeek-V3). Not every backend has these: the defaults
   // throw naming the op and the backend. Shapes: q [M, heads·(nope + rope)], each head's no-RoPE

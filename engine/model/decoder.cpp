@@ -945,8 +945,16 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
       }
       const KvCacheView view = cache.layer(l);
       be_.kv_write(k.m(), v.m(), in.slot_ids, in.positions, view);
-      be_.attention_cached(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m());
+      // o_proj's FP8 operand made as the attention writes o, unless its decode GEMM quantizes
+      // o itself (a few rows: Backend::linear_fp8).
       LinearInput in_o(o.m(), false);
+      if (Linear* o_reader = produced_reader({L.lin[3].get()}, in_o)) {
+        const QuantOptions opt = o_reader->input_options();
+        be_.attention_cached_fp8(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m(),
+                                 in_o.produce(be_, opt), opt);
+      } else {
+        be_.attention_cached(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m());
+      }
       L.lin[3]->forward(in_o, out.m());
     }
     LinearInput in2(h.m(), false);

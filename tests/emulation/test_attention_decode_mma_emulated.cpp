@@ -9,6 +9,9 @@
 // different magnitudes), BF16 p as two terms, splits (the partial results, combined here in FP64
 // as decode_attention_combine_kernel does), splits past a row's keys, rows with an invalid slot
 // or length (zeros), NaN past a row's length never read, and no unwritten shared memory read.
+// With one split, the epilogue that quantizes o's blocks as it writes o (attention_cached_fp8)
+// must leave o's bits as they were and make the CPU backend's codes and scales of that o, bit
+// for bit (E4M3, and E5M2 with power-of-two scales).
 // Bounds, relative to the largest |o| of the head: 5e-3 for the BF16 output of one split (its
 // rounding: up to 2^-8 of an element), 1e-3 (FP8) and 1e-4 (BF16) for the FP32 partials. What it
 // cannot check: timing, bank conflicts, the hardware's summation inside an mma.
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "attention_decode_mma.hpp"
+#include "backend/backend_registry.hpp"
 
 namespace {
 
@@ -189,7 +193,40 @@ bool run(const Case& cs, unsigned seed, bool eager) {
         return false;
       }
     }
-  std::printf("ok   %-58s %-8s worst %.2e\n", cs.name, eager ? "eager" : "deferred", worst);
+  if (cs.splits == 1) {
+    // The same launch quantizing o's blocks as it writes o (attention_cached_fp8): o the same
+    // bits, codes and scales those of the CPU backend's quantize of that o. E4M3 on the
+    // deferred copies, E5M2 with power-of-two scales on the eager ones.
+    const QuantOptions opt{eager ? Fp8Format::e5m2 : Fp8Format::e4m3, eager, nullptr};
+    const int64_t cols = cs.Hq * kD;
+    std::vector<uint16_t> o2(q.size(), 0xffff);
+    std::vector<uint8_t> codes(q.size(), 0xa5), want_codes(q.size(), 0x5a);
+    std::vector<float> sc(static_cast<size_t>(scale_count(ScaleBlock::row1x128, n, cols)), NAN),
+        want_sc(sc.size(), -1.0f);
+    a.o = o2.data();
+    a.codes = codes.data();
+    a.scale_inv = sc.data();
+    a.e5m2 = opt.format == Fp8Format::e5m2;
+    a.pow2 = opt.pow2_scales;
+    cuda::attention_decode_mma(a, 0, nullptr);
+    const auto cpu = make_cpu_backend();
+    cpu->quantize(
+        Matrix{o.data(), n, cols, DType::bf16},
+        Fp8Matrix{want_codes.data(), want_sc.data(), n, cols, ScaleBlock::row1x128, opt.format},
+        opt, nullptr);
+    const char* bad = o2 != o               ? "o differs from the launch without codes"
+                      : codes != want_codes ? "codes differ from the CPU's quantize of o"
+                      : std::memcmp(sc.data(), want_sc.data(), sc.size() * 4) != 0
+                          ? "scales differ from the CPU's quantize of o"
+                          : nullptr;
+    if (bad) {
+      std::printf("FAIL %s (%s copies, %s o): %s\n", cs.name, eager ? "eager" : "deferred",
+                  fp8_format_name(opt.format), bad);
+      return false;
+    }
+  }
+  std::printf("ok   %-58s %-8s worst %.2e%s\n", cs.name, eager ? "eager" : "deferred", worst,
+              cs.splits == 1 ? ", quantized o exact" : "");
   return true;
 }
 

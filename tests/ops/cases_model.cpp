@@ -920,7 +920,12 @@ void add_decode_attention_case(Registry& reg, std::vector<int32_t> lengths, int6
                  }
                }
              }
-         auto run = [&](Backend& be) {
+         // With fp8: attention_cached_fp8 (o quantized as o_proj's forward-only input, E4M3),
+         // which must leave o as attention_cached does and give quantize(o)'s codes and scales
+         // bit for bit on the same backend (CUDA: the tensor-core kernel's epilogue or its split
+         // combine); a difference lands in fused_error.
+         std::string fused_error;
+         auto run = [&](Backend& be, bool fp8 = false) {
            Guarded kc(be, kbytes.size()), vc(be, vbytes.size());
            kc.upload(kbytes.data());
            vc.upload(vbytes.data());
@@ -929,7 +934,32 @@ void add_decode_attention_case(Registry& reg, std::vector<int32_t> lengths, int6
            DevIds SL(be, slot_of), L(be, lengths);
            const KvCacheView view{kc.data(), vc.data(), slots,   max_len,
                                   width,     cache_dt,  S.f32(), S.f32() + 1};
-           be.attention_cached(Q.m(), view, SL.ptr(), L.ptr(), Hq, Hkv, O.m());
+           if (!fp8) {
+             be.attention_cached(Q.m(), view, SL.ptr(), L.ptr(), Hq, Hkv, O.m());
+             return O.get();
+           }
+           const int64_t cols = Hq * D;
+           const size_t nsc = static_cast<size_t>(scale_count(ScaleBlock::row1x128, n, cols)) * 4;
+           Guarded c1(be, static_cast<size_t>(n * cols)), s1(be, nsc);
+           Guarded c2(be, static_cast<size_t>(n * cols)), s2(be, nsc);
+           auto operand = [&](Guarded& c, Guarded& sc) {
+             return Fp8Matrix{static_cast<uint8_t*>(c.data()),
+                              static_cast<float*>(sc.data()),
+                              n,
+                              cols,
+                              ScaleBlock::row1x128,
+                              Fp8Format::e4m3};
+           };
+           const QuantOptions opt;
+           be.attention_cached_fp8(Q.m(), view, SL.ptr(), L.ptr(), Hq, Hkv, O.m(),
+                                   Fp8Operands{operand(c1, s1), {}}, opt);
+           be.quantize(O.m(), operand(c2, s2), opt, nullptr);
+           std::vector<uint8_t> a(static_cast<size_t>(n * cols)), b(a.size()), sa(nsc), sb(nsc);
+           if (!c1.download(a.data()) || !s1.download(sa.data()) || !c2.download(b.data()) ||
+               !s2.download(sb.data()))
+             fused_error = "attention_cached_fp8 wrote outside its codes or scales";
+           else if (a != b || sa != sb)
+             fused_error = "attention_cached_fp8's codes or scales differ from quantize(o)";
            return O.get();
          };
          if (&ref == &test) {
@@ -957,7 +987,11 @@ void add_decode_attention_case(Registry& reg, std::vector<int32_t> lengths, int6
                  want[i * Hq * D + h * D + e] = o / sum;
                }
              }
-           return compare_outputs({{"o", run(test)}}, {{"o", want}}, tol);
+           const std::vector<double> got = run(test);
+           if (run(test, true) != got || !fused_error.empty())
+             return fail("attention_cached_fp8: " +
+                         (fused_error.empty() ? std::string("o differs") : fused_error));
+           return compare_outputs({{"o", got}}, {{"o", want}}, tol);
          }
          const auto want = run(ref);
          using Options = std::vector<std::pair<const char*, int64_t>>;
@@ -981,9 +1015,10 @@ void add_decode_attention_case(Registry& reg, std::vector<int32_t> lengths, int6
              reset();
              continue;
            }
-           std::vector<double> got;
+           std::vector<double> got, got_fp8;
            try {
              got = run(test);
+             got_fp8 = run(test, true);
            } catch (...) {
              reset();
              throw;
@@ -991,6 +1026,11 @@ void add_decode_attention_case(Registry& reg, std::vector<int32_t> lengths, int6
            reset();
            const Result r = compare_outputs({{label, got}}, {{label, want}}, tol);
            if (r.outcome != Outcome::pass) return r;
+           if (!fused_error.empty()) return fail(std::string(label) + ": " + fused_error);
+           if (got_fp8 != got)
+             return fail(std::string(label) +
+                         ": attention_cached_fp8's o differs from "
+                         "attention_cached's");
            detail += (detail.empty() ? "" : "; ") + r.detail;
          }
          return pass(detail);

@@ -268,6 +268,10 @@ class Summary:
             self.info.append((f"decode layer (linears + attention) BF16 / FP8 + FP8 KV, "
                               f"{r['rows']} rows x {r['context']}", fmt_ratio(r.get("bf16_over_fp8"))))
         for r in run.get("table", []):
+            if r.get("o_fp8_us") is not None:
+                self.info.append((f"attention {r.get('kv_cache', '?')} KV, {r['rows']} rows x "
+                                  f"{r['context']}: with o quantized for o_proj / alone us",
+                                  f"{r['o_fp8_us']:.1f} / {r['us']:.1f}"))
             if r.get("fp32_split_us") is not None:
                 self.info.append((f"attention {r.get('kv_cache', '?')} KV, {r['rows']} rows x "
                                   f"{r['context']}: default / FP32 split kernel us (default vs copy)",
