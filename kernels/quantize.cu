@@ -219,7 +219,6 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t r0 = (t / cbs) * kBlock, c0 = (t % cbs) * kBlock;
     const int nr = static_cast<int>(min(kBlock, rows - r0));
     float v[8][8];
-    float amax = 0.0f;
 #pragma unroll
     for (int p = 0; p < 8; ++p) {
       const int rr = row_in + 16 * p;
@@ -229,9 +228,18 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < 8; ++j) v[p][j] = 0.0f;
       }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) amax = amax_combine(amax, fabsf(v[p][j]));
     }
+    // Eight independent chains of eight (a max is exact in any order), not one of 64.
+    float part[8];
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      part[p] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) part[p] = amax_combine(part[p], fabsf(v[p][j]));
+    }
+    float amax = 0.0f;
+#pragma unroll
+    for (int p = 0; p < 8; ++p) amax = amax_combine(amax, part[p]);
     const TileScale ts =
         tile_scale<F, kStats>(amax, warp_max, lane, warp, pow2, qs, rows, cols, r0, c0, st);
     const float s = ts.s, sinv = ts.sinv;

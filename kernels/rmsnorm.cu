@@ -8,8 +8,10 @@
 // rstd = 1/sqrtf(mean + eps) with IEEE division and square root, as on the CPU; the final
 // per-element expressions are spelled with _rn intrinsics so nvcc cannot contract them into FMAs
 // the reference does not use. The backward reads dy and x once for dw, the row means and dx
-// (rmsnorm_backward_rows_kernel) where a thread can hold its columns' dw sums (rows up to 8,192);
-// wider rows take a dw kernel and a dx kernel.
+// where a thread can hold its columns' dw sums (rows up to 8,192): rows of 8k ≤ 1,024 values,
+// 16-byte aligned, with 16-byte loads, a half-warp or warp a row (rmsnorm_backward_rows_vec_kernel:
+// a per-head norm's rows of 128 two to a warp), others element by element
+// (rmsnorm_backward_rows_kernel); wider rows take a dw kernel and a dx kernel.
 #include <cuda_runtime.h>
 
 #include <algorithm>

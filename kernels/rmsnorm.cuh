@@ -136,7 +136,8 @@ template <int kGroup, int kVals, Fp8Format F, bool kStats>
 __global__ void __launch_bounds__(kThreads, kGroup == kThreads ? 2 : 1)
     rmsnorm_quantize_rows_kernel(In x, In w, float eps, Out y, float* __restrict__ rstd, int64_t M,
                                  int64_t H, bool pow2, uint8_t* __restrict__ q,
-                                 float* __restrict__ qs, DeviceQuantStats* stats, In res, Out x_out) {
+                                 float* __restrict__ qs, DeviceQuantStats* stats, In res,
+                                 Out x_out) {
   static_assert(kGroup == 32 || kGroup == kThreads, "a row is a warp's or the whole block's");
   static_assert(kVals % 4 == 0, "whole blocks of 128 per warp row");
   __shared__ float warp_sums[kThreads / 32];
@@ -391,6 +392,99 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The row pass of rows whose width H is a multiple of 8 up to kWarpRowMax, 16-byte aligned: a
+// group of kLanes lanes per row (16 for rows up to 128 — a per-head norm's, two rows a warp —
+// else 32), lane l holding columns 8(l + kLanes·v) .. + 7 (v < kVecs, kVecs·8·kLanes ≥ H) read
+// with 16-byte loads and kept in registers from the row's sum to its dx (so dx may alias dy or
+// x: every lane of the group has read before any writes). The same per-element expressions as
+// rmsnorm_backward_rows_kernel (its sums in another order); dw through shared memory as there.
+// Rows go in warp-uniform steps (the halves of a 16-lane warp shuffle together).
+template <int kLanes, int kVecs, bool kWriteDx>
+__global__ void __launch_bounds__(kThreads, 2)
+    rmsnorm_backward_rows_vec_kernel(In dy, In x, In w, const float* __restrict__ rstd, Out dx,
+                                     float* __restrict__ mean_out, float* __restrict__ dw,
+                                     int64_t M, int64_t H) {
+  static_assert(kLanes == 16 || kLanes == 32, "a row is a half-warp or a warp");
+  __shared__ float col_sums[kWarpRowMax];
+  constexpr int kRowsPerWarp = 32 / kLanes, kRowsPerBlock = kThreads / kLanes;
+  const int lane = static_cast<int>(threadIdx.x) % kLanes;
+  const int sub = static_cast<int>(threadIdx.x & 31) / kLanes;  // the row within the warp
+  for (int64_t h = threadIdx.x; h < H; h += kThreads) col_sums[h] = 0.0f;
+  __syncthreads();
+  float acc[kVecs][8];
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[v][e] = 0.0f;
+  const int64_t warp_first =
+      static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5) * kRowsPerWarp;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
+  for (int64_t base = warp_first; base < M; base += stride) {  // warp-uniform
+    const int64_t m = base + sub;
+    const bool valid = m < M;
+    const int64_t row = m * H;
+    const float r = valid ? rstd[m] : 0.0f;
+    float d[kVecs][8], xh[kVecs][8];
+    float dot = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      const int64_t c = 8 * (lane + int64_t{kLanes} * v);
+      if (valid && c < H) {
+        float wv[8];
+        quant::load8(dy, row + c, d[v]);
+        quant::load8(x, row + c, xh[v]);
+        quant::load8(w, c, wv);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          xh[v][e] = xh[v][e] * r;
+          dot += wv[e] * d[v][e] * xh[v][e];
+          acc[v][e] += d[v][e] * xh[v][e];
+        }
+      }
+    }
+#pragma unroll
+    for (int off = kLanes / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    const float mean = dot / static_cast<float>(H);
+    if (!valid) continue;
+    if constexpr (kWriteDx) {
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v) {
+        const int64_t c = 8 * (lane + int64_t{kLanes} * v);
+        if (c < H) {
+          float wv[8], g[8];
+          quant::load8(w, c, wv);
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            g[e] = dx.round(input_gradient(r, wv[e], d[v][e], xh[v][e], mean));
+          quant::store8(dx, row + c, g);
+        }
+      }
+    } else if (lane == 0) {
+      mean_out[m] = mean;
+    }
+  }
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t c = 8 * (lane + int64_t{kLanes} * v);
+    if (c < H)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) atomicAdd(&col_sums[c + e], acc[v][e]);
+  }
+  __syncthreads();
+  for (int64_t h = threadIdx.x; h < H; h += kThreads) atomicAdd(dw + h, col_sums[h]);
+}
+
+// Launches rmsnorm_backward_rows_vec_kernel<kLanes, kVecs> on up to 4 blocks per SM.
+template <int kLanes, int kVecs, bool kWriteDx>
+void launch_rows_vec(const Matrix& dy, const Matrix& x, const Matrix& w, const float* rstd,
+                     const Matrix& dx, float* mean, float* dw, cudaStream_t stream, int sm_count) {
+  const int64_t M = x.rows, H = x.cols;
+  rmsnorm_backward_rows_vec_kernel<kLanes, kVecs, kWriteDx>
+      <<<cuda::grid_for(M, kThreads / kLanes, int64_t{4} * sm_count), kThreads, 0, stream>>>(
+          cuda::in_of(dy), cuda::in_of(x), cuda::in_of(w), rstd, cuda::out_of(dx), mean, dw, M, H);
+  cuda::check_launch("rmsnorm_backward_rows_vec_kernel");
+}
+
 // Launches the row pass over x [M, H] with about 4 blocks per SM (each adding its column sums to
 // dw once): dx written (kWriteDx) or the row means into mean. False (nothing launched) for rows
 // wider than kThreads·32, whose column sums would not fit a thread's registers.
@@ -400,6 +494,20 @@ bool launch_rmsnorm_backward_rows(const Matrix& dy, const Matrix& x, const Matri
                                   cudaStream_t stream, int sm_count) {
   const int64_t M = x.rows, H = x.cols;
   const int64_t cap = int64_t{4} * sm_count;
+  auto aligned = [](const Matrix& m) { return cuda::pointer_alignment(m.data) >= 16; };
+  if (H % 8 == 0 && H <= kWarpRowMax && aligned(dy) && aligned(x) && aligned(w) &&
+      (!kWriteDx || aligned(dx))) {
+    if (H <= 128) {
+      launch_rows_vec<16, 1, kWriteDx>(dy, x, w, rstd, dx, mean, dw, stream, sm_count);
+    } else if (H <= 256) {
+      launch_rows_vec<32, 1, kWriteDx>(dy, x, w, rstd, dx, mean, dw, stream, sm_count);
+    } else if (H <= 512) {
+      launch_rows_vec<32, 2, kWriteDx>(dy, x, w, rstd, dx, mean, dw, stream, sm_count);
+    } else {
+      launch_rows_vec<32, 4, kWriteDx>(dy, x, w, rstd, dx, mean, dw, stream, sm_count);
+    }
+    return true;
+  }
   if (H <= kWarpRowMax) {
     rmsnorm_backward_rows_kernel<32, kWarpRowMax / 32, kWriteDx>
         <<<cuda::grid_for(M, kThreads / 32, cap), kThreads, 0, stream>>>(
