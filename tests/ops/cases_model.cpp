@@ -764,6 +764,11 @@ void add_model_cases(Registry& reg) {
     add_rmsnorm(reg, 130, 128, dt);
     add_rope(reg, 9, 4, 64, dt);
     add_rope(reg, 3, 2, 128, dt);
+    // More heads than a block's threads share a pair's angle among (CUDA: 128 threads, pairs of
+    // 64 → 2 heads a thread), a half that does not divide them, pairs past a block's threads.
+    add_rope(reg, 5, 16, 128, dt);
+    add_rope(reg, 3, 3, 96, dt);
+    add_rope(reg, 2, 2, 512, dt);
     add_moe_combine(reg, 7, 2, 48, dt);    // awkward sizes: 7 tokens, odd width
     add_moe_combine(reg, 33, 8, 160, dt);  // Qwen3-30B-A3B's top-8
     // Llama 3.1's rope_scaling: every frequency band (kept, blended, slowed) at D = 128.
