@@ -48,6 +48,10 @@
 
 namespace fp8rl {
 
+namespace quant {
+struct TileChoice;  // quantize.cuh
+}  // namespace quant
+
 // Statistics accumulated on the device by the quantize kernels (atomics), one per quantized
 // output; copied back and converted to QuantStats, or added to a caller's QuantStatsSum.
 using DeviceQuantStats = QuantStatsSum;
@@ -498,6 +502,9 @@ class CudaBackend final : public Backend {
   // for beta == 0, as done here); otherwise makes the device current and returns true. Throws on a
   // null c.
   bool begin_product(const char* op, int64_t M, int64_t N, int64_t K, const Matrix& c, float beta);
+  // quantize.cu: how the tile kernels quantize a tensor with a transposed copy under the kernel
+  // options quantize_tile_kernel and quantize_stage_bf16, for values that are BF16 (bf16) or not.
+  quant::TileChoice tile_choice(bool bf16) const;
   // An f32 / bf16 matmul into c (cuBLAS's m x n column-major, ldc = m): cuBLAS A = a, B = b in
   // the TN form (nt false: A stored k x m, B k x n) or the NT form (A m x k, B n x k), inputs of
   // dtype `in`; an f32 product into a bf16 c through f32 scratch and a rounding (cuBLASLt has no

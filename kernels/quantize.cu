@@ -476,6 +476,12 @@ void launch_dequantize(const Fp8Matrix& q, void* out, dim3 grid, cudaStream_t st
 
 }  // namespace
 
+quant::TileChoice CudaBackend::tile_choice(bool bf16) const {
+  // quantize_tile_kernel 1 stages every tile; quantize_stage_bf16 1 stages BF16 values as their
+  // 16-bit patterns.
+  return {options_.quantize_tile_kernel != 1, options_.quantize_stage_bf16 == 1 && bf16};
+}
+
 void CudaBackend::quantize(const Matrix& x, const Fp8Matrix& out, const QuantOptions& opt,
                            QuantStats* stats) {
   const OpScope scope(*this, "quantize");
@@ -520,8 +526,7 @@ void CudaBackend::quantize_with_transpose(const Matrix& x, const Fp8Matrix& alon
       quant_launch(x, along, opt, want_stats ? begin_stats() : nullptr, stream_, sm_count_);
   p.qt = transposed.codes;
   p.qts = transposed.scale_inv;
-  p.tiles = tile_choice(options_.quantize_tile_kernel, options_.quantize_stage_bf16,
-                        x.dtype == DType::bf16);
+  p.tiles = tile_choice(x.dtype == DType::bf16);
   dispatch<LaunchQuantizeTranspose>(p, x.dtype, opt.format);
   if (opt.stats_sum) add_stats(opt.stats_sum);
   if (stats_along || stats_transposed) finish_stats(stats_along, stats_transposed);

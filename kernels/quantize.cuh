@@ -665,11 +665,6 @@ struct TileChoice {
   bool registers = true;
   bool stage_bf16 = false;
 };
-// The choice the options ask for: tile_kernel 1 stages every tile; stage 1 stages BF16 values
-// (values_bf16) as 16-bit patterns.
-inline TileChoice tile_choice(int64_t tile_kernel, int64_t stage, bool values_bf16) {
-  return {tile_kernel != 1, stage == 1 && values_bf16};
-}
 
 // Launches the quantization of what prod produces over [M, K] (both > 0) on the stream: for one
 // forward-only output of whole 1x128 blocks on the 16-byte path, quantize_produced_rows_kernel;

@@ -134,8 +134,7 @@ void CudaBackend::rmsnorm_forward_fp8(const Matrix& x, const Matrix& w, float ep
                    cuda::pointer_alignment(w.data) >= 16 &&
                    (y.data == nullptr || cuda::pointer_alignment(y.data) >= 16);
   const RmsnormProducer prod{cuda::in_of(x), cuda::in_of(w), rstd, cuda::out_of(y), H};
-  const quant::TileChoice tiles = quant::tile_choice(
-      options_.quantize_tile_kernel, options_.quantize_stage_bf16, y.dtype == DType::bf16);
+  const quant::TileChoice tiles = tile_choice(y.dtype == DType::bf16);
   quant::launch_produced(prod, M, H, opt, tg, quant::QuantTarget{}, vec, tiles, stream_, sm_count_);
 }
 
@@ -260,8 +259,7 @@ void CudaBackend::rmsnorm_backward_fp8(const Matrix& dy, const Matrix& x, const 
                                  K,
                                  static_cast<int>(D),
                                  static_cast<int>(K / D)};
-  const quant::TileChoice tiles = quant::tile_choice(
-      options_.quantize_tile_kernel, options_.quantize_stage_bf16, dx.dtype == DType::bf16);
+  const quant::TileChoice tiles = tile_choice(dx.dtype == DType::bf16);
   quant::launch_produced(prod, M, K, opt, tg, quant::QuantTarget{}, vec, tiles, stream_, sm_count_);
 }
 

@@ -140,8 +140,7 @@ void CudaBackend::swiglu_forward_fp8(const Matrix& gate, const Matrix& up, const
   const quant::QuantTarget tg = quant::produced_target(op, M, I, out, opt);
   make_current();
   const SwigluProducer prod{cuda::in_of(gate), cuda::in_of(up), cuda::out_of(h), I, I};
-  const quant::TileChoice tiles = quant::tile_choice(
-      options_.quantize_tile_kernel, options_.quantize_stage_bf16, h.dtype == DType::bf16);
+  const quant::TileChoice tiles = tile_choice(h.dtype == DType::bf16);
   quant::launch_produced(prod, M, I, opt, tg, quant::QuantTarget{}, vector_ok(I, {&gate, &up, &h}),
                          tiles, stream_, sm_count_);
 }
@@ -190,8 +189,7 @@ void CudaBackend::swiglu_forward_stacked_fp8(const Matrix& gu, const Matrix& h,
   const quant::QuantTarget tg = quant::produced_target(op, M, I, out, opt);
   make_current();
   const SwigluProducer prod{g, u, cuda::out_of(h), I, 2 * I};
-  const quant::TileChoice tiles = quant::tile_choice(
-      options_.quantize_tile_kernel, options_.quantize_stage_bf16, h.dtype == DType::bf16);
+  const quant::TileChoice tiles = tile_choice(h.dtype == DType::bf16);
   // The 16-byte path: up's start (I elements on) and the rows (2I apart) stay 16-byte aligned.
   const Matrix up_view{const_cast<void*>(u.p), M, I, gu.dtype};
   quant::launch_produced(prod, M, I, opt, tg, quant::QuantTarget{},
@@ -224,8 +222,7 @@ void CudaBackend::swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, cons
   const SwigluGradProducer prod{cuda::in_of(dh),     cuda::in_of(gate), cuda::in_of(up),
                                 cuda::out_of(dgate), cuda::out_of(dup), I};
   const quant::TileChoice tiles =
-      quant::tile_choice(options_.quantize_tile_kernel, options_.quantize_stage_bf16,
-                         dgate.dtype == DType::bf16 && dup.dtype == DType::bf16);
+      tile_choice(dgate.dtype == DType::bf16 && dup.dtype == DType::bf16);
   quant::launch_produced(prod, M, I, opt_gate, tg, tu,
                          vector_ok(I, {&dh, &gate, &up, &dgate, &dup}), tiles, stream_, sm_count_);
 }

@@ -137,17 +137,6 @@ void Backend::add_rmsnorm_forward(const Matrix& x, const Matrix& r, const Matrix
   rmsnorm_forward(x, w, eps, y, rstd);
 }
 
-void Backend::attention_cached_fp8(const Matrix& q, const KvCacheView& cache,
-                                   const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
-                                   int64_t Hkv, const Matrix& o, const Fp8Operands& out,
-                                   const QuantOptions& opt) {
-  check(out.transposed.codes == nullptr,
-        "attention_cached_fp8: o is a forward-only input (no transposed operand)");
-  check(o.data || o.rows == 0 || o.cols == 0, "attention_cached_fp8: o must be written");
-  attention_cached(q, cache, slot_ids, lengths, Hq, Hkv, o);
-  quantize_operands(*this, o, out, opt);
-}
-
 void Backend::add_rmsnorm_forward_fp8(const Matrix& x, const Matrix& r, const Matrix& w, float eps,
                                       const Matrix& y, float* rstd, const Fp8Operands& out,
                                       const QuantOptions& opt) {
@@ -166,6 +155,17 @@ void Backend::swiglu_forward_stacked_fp8(const Matrix& gu, const Matrix& h, cons
   Buffer storage;
   const auto [gate, up] = stacked_halves(*this, gu, storage);
   swiglu_forward_fp8(gate, up, h, out, opt);
+}
+
+void Backend::attention_cached_fp8(const Matrix& q, const KvCacheView& cache,
+                                   const int32_t* slot_ids, const int32_t* lengths, int64_t Hq,
+                                   int64_t Hkv, const Matrix& o, const Fp8Operands& out,
+                                   const QuantOptions& opt) {
+  check(out.transposed.codes == nullptr,
+        "attention_cached_fp8: o is a forward-only input (no transposed operand)");
+  check(o.data || o.rows == 0 || o.cols == 0, "attention_cached_fp8: o must be written");
+  attention_cached(q, cache, slot_ids, lengths, Hq, Hkv, o);
+  quantize_operands(*this, o, out, opt);
 }
 
 void Backend::swiglu_backward_fp8(const Matrix& dh, const Matrix& gate, const Matrix& up,
@@ -394,43 +394,50 @@ namespace {
 std::string shape(const char* name, int64_t r, int64_t c) {
   return std::string(name) + " [" + std::to_string(r) + ", " + std::to_string(c) + "]";
 }
+
+// The shape checks of a product c [rows, cols] of operands a and b (shapes as shape() writes
+// them), contracted: whether their contracted sizes agree.
+void check_product_shapes(const char* op, const std::string& a, const std::string& b,
+                          bool contracted, const Matrix& c, int64_t rows, int64_t cols) {
+  check(contracted, std::string(op) + ": contracted sizes differ: " + a + " vs " + b);
+  check(c.rows == rows && c.cols == cols,
+        std::string(op) + ": output " + shape("c", c.rows, c.cols) + " must be [" +
+            std::to_string(rows) + ", " + std::to_string(cols) + "]");
+}
+
+// Inputs of one float dtype (f32 or bf16) for a BF16 / FP32 product.
+void check_float_inputs(const char* op, DType a, DType b) {
+  check(a == b && a != DType::fp8, std::string(op) +
+                                       ": inputs must both be f32 or both bf16, got " +
+                                       dtype_name(a) + " and " + dtype_name(b));
+}
+
+// A product's output: f32 or bf16, and f32 when it accumulates (beta != 0).
+void check_product_output(const char* op, const Matrix& c, float beta) {
+  check(c.dtype != DType::fp8, std::string(op) + ": output must be f32 or bf16");
+  check(c.dtype == DType::f32 || beta == 0.0f, std::string(op) + ": beta != 0 needs an f32 output");
+}
 }  // namespace
 
 void check_gemm_operands(const Matrix& a, const Matrix& b, const Matrix& c, float beta) {
-  check(a.cols == b.cols, "gemm: contracted sizes differ: " + shape("a", a.rows, a.cols) + " vs " +
-                              shape("b", b.rows, b.cols));
-  check(c.rows == a.rows && c.cols == b.rows, "gemm: output " + shape("c", c.rows, c.cols) +
-                                                  " must be [" + std::to_string(a.rows) + ", " +
-                                                  std::to_string(b.rows) + "]");
-  check(a.dtype == b.dtype && a.dtype != DType::fp8,
-        std::string("gemm: inputs must both be f32 or both bf16, got ") + dtype_name(a.dtype) +
-            " and " + dtype_name(b.dtype));
-  check(c.dtype != DType::fp8, "gemm: output must be f32 or bf16");
-  check(c.dtype == DType::f32 || beta == 0.0f, "gemm: beta != 0 needs an f32 output");
+  check_product_shapes("gemm", shape("a", a.rows, a.cols), shape("b", b.rows, b.cols),
+                       a.cols == b.cols, c, a.rows, b.rows);
+  check_float_inputs("gemm", a.dtype, b.dtype);
+  check_product_output("gemm", c, beta);
 }
 
 void check_gemm_fp8_operands(const Fp8Matrix& a, const Fp8Matrix& b, const Matrix& c, float beta) {
-  check(a.cols == b.cols, "gemm_fp8: contracted sizes differ: " + shape("a", a.rows, a.cols) +
-                              " vs " + shape("b", b.rows, b.cols));
-  check(c.rows == a.rows && c.cols == b.rows, "gemm_fp8: output " + shape("c", c.rows, c.cols) +
-                                                  " must be [" + std::to_string(a.rows) + ", " +
-                                                  std::to_string(b.rows) + "]");
+  check_product_shapes("gemm_fp8", shape("a", a.rows, a.cols), shape("b", b.rows, b.cols),
+                       a.cols == b.cols, c, a.rows, b.rows);
   check(a.format == b.format, "gemm_fp8: operands in different FP8 formats");
-  check(c.dtype != DType::fp8, "gemm_fp8: output must be f32 or bf16");
-  check(c.dtype == DType::f32 || beta == 0.0f, "gemm_fp8: beta != 0 needs an f32 output");
+  check_product_output("gemm_fp8", c, beta);
 }
 
 void check_gemm_wgrad_operands(const Matrix& dy, const Matrix& x, const Matrix& c, float beta) {
-  check(dy.rows == x.rows, "gemm_wgrad: contracted sizes differ: " + shape("dy", dy.rows, dy.cols) +
-                               " vs " + shape("x", x.rows, x.cols));
-  check(c.rows == dy.cols && c.cols == x.cols, "gemm_wgrad: output " + shape("c", c.rows, c.cols) +
-                                                   " must be [" + std::to_string(dy.cols) + ", " +
-                                                   std::to_string(x.cols) + "]");
-  check(dy.dtype == x.dtype && dy.dtype != DType::fp8,
-        std::string("gemm_wgrad: inputs must both be f32 or both bf16, got ") +
-            dtype_name(dy.dtype) + " and " + dtype_name(x.dtype));
-  check(c.dtype != DType::fp8, "gemm_wgrad: output must be f32 or bf16");
-  check(c.dtype == DType::f32 || beta == 0.0f, "gemm_wgrad: beta != 0 needs an f32 output");
+  check_product_shapes("gemm_wgrad", shape("dy", dy.rows, dy.cols), shape("x", x.rows, x.cols),
+                       dy.rows == x.rows, c, dy.cols, x.cols);
+  check_float_inputs("gemm_wgrad", dy.dtype, x.dtype);
+  check_product_output("gemm_wgrad", c, beta);
 }
 
 void check_qkv_heads_operands(const Matrix& qkv, int64_t hq, int64_t hkv, const Matrix& q_norm,

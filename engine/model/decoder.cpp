@@ -69,17 +69,27 @@ ProducedInput produced_input(Backend& be, int64_t rows, int64_t cols, DType ad, 
   return {LinearInput(y.buf.data() ? y.m() : Matrix{nullptr, rows, cols, ad}, for_backward), first};
 }
 
-// RMSNorm(x) (rstd saved) into in's tensor (when it has data) and — with `first`, a reader that
-// takes FP8 operands from the producer — those operands in the same pass, quantized with its
-// input options.
-void rmsnorm_into(Backend& be, const Matrix& x, const Matrix& w, float eps, float* rstd,
-                  LinearInput& in, Linear* first) {
+// Runs the op that produces in's tensor: plain() when no reader takes FP8 operands from it
+// (first null), else fp8(operands, opt) — the op that also makes in's FP8 operands in the same
+// pass, quantized with the input options of `first`, a reader that takes them so.
+template <class Plain, class Fp8>
+void produce_into(Backend& be, LinearInput& in, Linear* first, Plain plain, Fp8 fp8) {
   if (!first) {
-    be.rmsnorm_forward(x, w, eps, in.x(), rstd);
+    plain();
     return;
   }
   const QuantOptions opt = first->input_options();
-  be.rmsnorm_forward_fp8(x, w, eps, in.x(), rstd, in.produce(be, opt), opt);
+  fp8(in.produce(be, opt), opt);
+}
+
+// RMSNorm(x) (rstd saved) into in's tensor (when it has data), as produce_into runs it.
+void rmsnorm_into(Backend& be, const Matrix& x, const Matrix& w, float eps, float* rstd,
+                  LinearInput& in, Linear* first) {
+  produce_into(
+      be, in, first, [&] { be.rmsnorm_forward(x, w, eps, in.x(), rstd); },
+      [&](const Fp8Operands& out, const QuantOptions& opt) {
+        be.rmsnorm_forward_fp8(x, w, eps, in.x(), rstd, out, opt);
+      });
 }
 
 // x += r, then RMSNorm(x) into in as rmsnorm_into does — in one pass (Backend::add_rmsnorm_forward:
@@ -90,33 +100,30 @@ void add_rmsnorm_into(Backend& be, const Matrix& x, const Matrix* r, const Matri
     rmsnorm_into(be, x, w, eps, rstd, in, first);
     return;
   }
-  if (!first) {
-    be.add_rmsnorm_forward(x, *r, w, eps, in.x(), rstd);
-    return;
-  }
-  const QuantOptions opt = first->input_options();
-  be.add_rmsnorm_forward_fp8(x, *r, w, eps, in.x(), rstd, in.produce(be, opt), opt);
+  produce_into(
+      be, in, first, [&] { be.add_rmsnorm_forward(x, *r, w, eps, in.x(), rstd); },
+      [&](const Fp8Operands& out, const QuantOptions& opt) {
+        be.add_rmsnorm_forward_fp8(x, *r, w, eps, in.x(), rstd, out, opt);
+      });
 }
 
-// SwiGLU of the stacked gate/up projection gu [M, 2I] into in, as swiglu_into does.
+// SwiGLU of the stacked gate/up projection gu [M, 2I] into in, as produce_into runs it.
 void swiglu_stacked_into(Backend& be, const Matrix& gu, LinearInput& in, Linear* first) {
-  if (!first) {
-    be.swiglu_forward_stacked(gu, in.x());
-    return;
-  }
-  const QuantOptions opt = first->input_options();
-  be.swiglu_forward_stacked_fp8(gu, in.x(), in.produce(be, opt), opt);
+  produce_into(
+      be, in, first, [&] { be.swiglu_forward_stacked(gu, in.x()); },
+      [&](const Fp8Operands& out, const QuantOptions& opt) {
+        be.swiglu_forward_stacked_fp8(gu, in.x(), out, opt);
+      });
 }
 
-// SwiGLU(gate, up) into in, as rmsnorm_into does.
+// SwiGLU(gate, up) into in, as produce_into runs it.
 void swiglu_into(Backend& be, const Matrix& gate, const Matrix& up, LinearInput& in,
                  Linear* first) {
-  if (!first) {
-    be.swiglu_forward(gate, up, in.x());
-    return;
-  }
-  const QuantOptions opt = first->input_options();
-  be.swiglu_forward_fp8(gate, up, in.x(), in.produce(be, opt), opt);
+  produce_into(
+      be, in, first, [&] { be.swiglu_forward(gate, up, in.x()); },
+      [&](const Fp8Operands& out, const QuantOptions& opt) {
+        be.swiglu_forward_fp8(gate, up, in.x(), out, opt);
+      });
 }
 
 // y = RMSNorm(x) (rstd saved) as the input of `readers` (null entries: a layer whose latent
@@ -931,7 +938,8 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
       // bits on the CPU either way.
       const Matrix qn = cfg_.qk_norm ? norm_weight(L.q_norm) : Matrix{},
                    kn = cfg_.qk_norm ? norm_weight(L.k_norm) : Matrix{};
-      if (L.qkv->forward_stacked(in1, made(qkv, (Hq + 2 * Hkv) * D))) {
+      if (L.qkv->runs_stacked(in1)) {
+        L.qkv->forward_stacked(in1, made(qkv, (Hq + 2 * Hkv) * D));
         be_.qkv_heads(qkv.m(), Hq, Hkv, qn, kn, eps, in.positions, rope, q.m(), k.m(), v.m());
       } else {
         L.qkv->forward(in1, {cfg_.qk_norm ? made(q_raw, Hq * D) : q.m(),
@@ -948,13 +956,13 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
       // o_proj's FP8 operand made as the attention writes o, unless its decode GEMM quantizes
       // o itself (a few rows: Backend::linear_fp8).
       LinearInput in_o(o.m(), false);
-      if (Linear* o_reader = produced_reader({L.lin[3].get()}, in_o)) {
-        const QuantOptions opt = o_reader->input_options();
-        be_.attention_cached_fp8(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m(),
-                                 in_o.produce(be_, opt), opt);
-      } else {
-        be_.attention_cached(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m());
-      }
+      produce_into(
+          be_, in_o, produced_reader({L.lin[3].get()}, in_o),
+          [&] { be_.attention_cached(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m()); },
+          [&](const Fp8Operands& out8, const QuantOptions& opt) {
+            be_.attention_cached_fp8(q.m(), view, in.slot_ids, in.lengths, Hq, Hkv, o.m(), out8,
+                                     opt);
+          });
       L.lin[3]->forward(in_o, out.m());
     }
     LinearInput in2(h.m(), false);
@@ -966,7 +974,8 @@ Tensor DecoderModel::forward_cached_step(const CachedStepInputs& in, KvCache& ca
       // Gate and up: one GEMM where they stack, SwiGLU reading its halves in place.
       LinearInput in_down(mlp.m(), false);
       Linear* down_reader = produced_reader({L.lin[6].get()}, in_down);
-      if (L.gate_up->forward_stacked(in2, made(gu, 2 * I))) {
+      if (L.gate_up->runs_stacked(in2)) {
+        L.gate_up->forward_stacked(in2, made(gu, 2 * I));
         swiglu_stacked_into(be_, gu.m(), in_down, down_reader);
       } else {
         L.lin[4]->forward(in2, made(gate, I));

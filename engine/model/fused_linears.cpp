@@ -93,13 +93,18 @@ size_t FusedLinears::bytes() const {
   return 0;
 }
 
+bool FusedLinears::runs_stacked(const LinearInput& x) const {
+  if (!stacked() || x.x().rows == 0) return false;
+  for (const Linear* l : members_)
+    if (l->observed()) return false;
+  return true;
+}
+
 bool FusedLinears::forward_stacked(LinearInput& x, const Matrix& y) {
   const int64_t M = x.x().rows;
   check(y.rows == M && y.cols == rows_, "fused linears: the stacked output must be [" +
                                             std::to_string(M) + ", " + std::to_string(rows_) + "]");
-  if (!stacked() || M == 0) return false;
-  for (const Linear* l : members_)
-    if (l->observed()) return false;
+  if (!runs_stacked(x)) return false;
   const Matrix w16 = bf16_ ? bf16_->m() : Matrix{};
   members_[0]->forward_with(x, bf16_ ? &w16 : nullptr, fp8_ ? &fp8_->q : nullptr, y);
   return true;
@@ -115,11 +120,12 @@ void FusedLinears::forward(LinearInput& x, const std::vector<Matrix>& ys) {
         ys[i].rows == M && ys[i].cols == members_[i]->out_features() && ys[i].dtype == ys[0].dtype,
         "fused linears: output " + std::to_string(i) + " is not [" + std::to_string(M) + ", " +
             std::to_string(members_[i]->out_features()) + "] of the first output's dtype");
-  const Tensor y = Tensor::make(be_, M, rows_, ys[0].dtype);
-  if (!forward_stacked(x, y.m())) {
+  if (!runs_stacked(x)) {  // decided first: the stacked output is made only to be used
     for (size_t i = 0; i < members_.size(); ++i) members_[i]->forward(x, ys[i]);
     return;
   }
+  const Tensor y = Tensor::make(be_, M, rows_, ys[0].dtype);
+  forward_stacked(x, y.m());
   int64_t col = 0;
   for (size_t i = 0; i < members_.size(); ++i) {
     be_.copy_columns(y.m(), col, ys[i], 0, ys[i].cols);

@@ -38,6 +38,9 @@ class FusedLinears {
   // GEMM fixes every element's order whatever the width) and true — when stacked(), x has rows
   // and no member's quantizations are observed; otherwise false, nothing done.
   bool forward_stacked(LinearInput& x, const Matrix& y);
+  // Whether forward_stacked runs on x (stacked(), x has rows, no member observed): asked first,
+  // a caller makes the stacked output only when it will be written.
+  bool runs_stacked(const LinearInput& x) const;
   // ys[i] [M, out_i] = x·W_iᵀ for every member i (one dtype, f32 or bf16): forward_stacked and a
   // column copy into each ys[i], or member i's forward(x, ys[i]).
   void forward(LinearInput& x, const std::vector<Matrix>& ys);

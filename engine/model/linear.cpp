@@ -84,15 +84,19 @@ Linear::Linear(Backend& be, Param* shared) : be_(be), w_(shared) {}
 void Linear::set_precision(Precision p, const QuantOptions& opt) {
   precision_ = p;
   qopt_ = opt;
-  bf16_w_ = Matrix{};
-  fp8_w_ = Fp8Matrix{};
-  bf16_own_.reset();
+  drop_weight_copies();
   wt_.reset();
-  fp8_own_.reset();
   fp8_wt_.reset();
   bf16_at_ = Matrix{};
   fp8_at_ = Fp8Matrix{};
   rebuild();
+}
+
+void Linear::drop_weight_copies() {
+  bf16_w_ = Matrix{};
+  fp8_w_ = Fp8Matrix{};
+  bf16_own_.reset();
+  fp8_own_.reset();
 }
 
 void Linear::place_weight(const Matrix& bf16_at, const Fp8Matrix& fp8_at) {
@@ -106,11 +110,7 @@ void Linear::place_weight(const Matrix& bf16_at, const Fp8Matrix& fp8_at) {
             std::to_string(K) + "] 128x128 tiles in its format");
   bf16_at_ = bf16_at;
   fp8_at_ = fp8_at;
-  // The copies move there: remade in place below.
-  bf16_w_ = Matrix{};
-  fp8_w_ = Fp8Matrix{};
-  bf16_own_.reset();
-  fp8_own_.reset();
+  drop_weight_copies();  // the copies move there: remade in place below
   rebuild();
 }
 

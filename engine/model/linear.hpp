@@ -252,6 +252,9 @@ class Linear {
   std::optional<Fp8Tensor> given_;  // tiles from a checkpoint (set_fp8_weight)
   DType given_scale_dtype_ = DType::f32;
 
+  // Forgets the copies of W (bf16 and FP8 views, and the storage they own) so that rebuild()
+  // makes them anew, where bf16_at_ / fp8_at_ say.
+  void drop_weight_copies();
   // Makes the compute copies for the current precision (from given_ when it serves).
   void rebuild();
   // The observer when it wants quantizations now (null otherwise).
